@@ -1,0 +1,28 @@
+"""stormish: Storm's model (spouts, bolts, groupings, acking) and Storm 2.0's
+backpressure, in Python.
+
+The public API lives here and in `stormish.testing`; everything under `runtime/`,
+`transport/`, `cluster/` and `spark/` is internal.
+"""
+
+from .component import BasicBolt, Bolt, Spout
+from .errors import ConfigError, StormishError, TopologyError, TopologyFileError, WorkerError
+from .local import LocalCluster
+from .topology import Topology
+from .tuple import Tuple
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasicBolt",
+    "Bolt",
+    "ConfigError",
+    "LocalCluster",
+    "Spout",
+    "StormishError",
+    "Topology",
+    "TopologyError",
+    "TopologyFileError",
+    "Tuple",
+    "WorkerError",
+]

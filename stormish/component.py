@@ -1,0 +1,97 @@
+"""The author's base classes: Spout, Bolt and BasicBolt.
+
+A component is plain Python that a user subclasses; it is pickled (cloudpickle) and
+copied once per task. The collector methods (`emit`, `ack`, ...) are bound on the task's
+copy by the runtime when it starts, as instance attributes, so a call from user code
+reaches the runtime in one step: the per-tuple path pays for no indirection.
+This module imports nothing from the runtime on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .tuple import Tuple
+
+DEFAULT_STREAM = "default"
+
+
+def _not_running(name: str):
+    def method(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"{type(self).__name__}.{name}() called outside a running topology: "
+            "emit, ack and friends work from open/prepare onward"
+        )
+
+    method.__name__ = name
+    return method
+
+
+class Component:
+    """Declares output streams. `outputs` is the default stream's fields; `streams` maps
+    stream names to fields and wins when both are given."""
+
+    outputs: Sequence[str] | None = None
+    streams: Mapping[str, Sequence[str]] | None = None
+    component_config: Mapping[str, Any] | None = None
+
+    def declared_streams(self) -> dict[str, tuple[str, ...]]:
+        if self.streams is not None:
+            return {str(k): tuple(v) for k, v in self.streams.items()}
+        if self.outputs is not None:
+            return {DEFAULT_STREAM: tuple(self.outputs)}
+        return {}
+
+    emit = _not_running("emit")
+    emit_direct = _not_running("emit_direct")
+    report_error = _not_running("report_error")
+
+
+class Spout(Component):
+    """A source. `next_tuple` may emit zero or more tuples and must not block."""
+
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        pass
+
+    def next_tuple(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define next_tuple()")
+
+    def ack(self, msg_id: Any) -> None:
+        pass
+
+    def fail(self, msg_id: Any) -> None:
+        pass
+
+    def activate(self) -> None:
+        pass
+
+    def deactivate(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    finish = _not_running("finish")
+
+
+class Bolt(Component):
+    """A processor with manual anchoring and acking."""
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        pass
+
+    def execute(self, tup: Tuple) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define execute(tup)")
+
+    def cleanup(self) -> None:
+        pass
+
+    ack = _not_running("ack")
+    fail = _not_running("fail")
+    reset_timeout = _not_running("reset_timeout")
+
+
+class BasicBolt(Bolt):
+    """Anchors each emit to the tuple being executed, acks it when `execute` returns and
+    fails it when `execute` raises: the common case, with no acking code to get wrong."""

@@ -1,0 +1,1 @@
+"""The worker runtime: queues, executors, routing and acking. Internal: not public API."""

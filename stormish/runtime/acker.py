@@ -1,0 +1,124 @@
+"""XOR acking: the ledger (pure) and the acker bolt that runs it.
+
+Each reliable spout tuple starts a tree with a random 63-bit root id. Every delivery of
+a tuple in the tree gets a random edge id; the acker keeps, per root, the XOR of every
+edge id it has been told about. An edge is XORed once when created (by whoever emitted it)
+and once when acked, so the value returns to 0 exactly when every tuple in the tree is
+acked, whatever the order in which the messages arrive. The spout's init may arrive after
+acks from downstream: a tree completes only once the spout task is known and the value is
+0. Entries expire (rotating buckets) so a lost tree cannot hold memory forever; the spout
+times the tree out on its own clock and fails it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..component import Bolt
+from ..tuple import TICK_STREAM
+from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
+from .rotating import RotatingMap
+
+COMPLETE, FAILED = "complete", "failed"
+
+
+class AckerLedger:
+    """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task)."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, buckets: int = 3):
+        # entry: [xor value, spout task or -1, failed flag]
+        self._entries = RotatingMap(buckets)
+
+    def init(self, root: int, val: int, spout_task: int) -> tuple[str, int, int] | None:
+        e = self._entries.get(root)
+        if e is None:
+            e = [0, -1, False]
+            self._entries.put(root, e)
+        e[0] ^= val
+        e[1] = spout_task
+        return self._settle(root, e)
+
+    def ack(self, root: int, val: int) -> tuple[str, int, int] | None:
+        e = self._entries.get(root)
+        if e is None:
+            e = [0, -1, False]
+            self._entries.put(root, e)
+        e[0] ^= val
+        return self._settle(root, e)
+
+    def fail(self, root: int) -> tuple[str, int, int] | None:
+        e = self._entries.get(root)
+        if e is None:
+            e = [0, -1, False]
+            self._entries.put(root, e)
+        e[2] = True
+        return self._settle(root, e)
+
+    def reset(self, root: int) -> int | None:
+        """Keep a tree alive; returns its spout task (to forward the reset) if known."""
+        e = self._entries.get(root)
+        if e is None:
+            return None
+        self._entries.touch(root)
+        return e[1] if e[1] >= 0 else None
+
+    def _settle(self, root: int, e: list[Any]) -> tuple[str, int, int] | None:
+        if e[1] < 0:
+            return None
+        if e[2]:
+            self._entries.pop(root)
+            return (FAILED, root, e[1])
+        if e[0] == 0:
+            self._entries.pop(root)
+            return (COMPLETE, root, e[1])
+        return None
+
+    def rotate(self) -> int:
+        return len(self._entries.rotate())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class AckerBolt(Bolt):
+    """The system `__acker` component: an ordinary bolt, with a batch fast path."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.ledger = AckerLedger()
+        timeout = conf["topology.message.timeout.secs"]
+        self.rotate_every = max(timeout / 2.0, 0.05)
+        self.expired = 0
+
+    def execute_raw(self, stream: str, values: list[Any], emit_direct: Any) -> None:
+        ledger = self.ledger
+        if stream == ACK_ACK:
+            ack = ledger.ack
+            for root, val in values:
+                out = ack(root, val)
+                if out is not None:
+                    self._tell(out, emit_direct)
+        elif stream == ACK_INIT:
+            init = ledger.init
+            for root, val, task in values:
+                out = init(root, val, task)
+                if out is not None:
+                    self._tell(out, emit_direct)
+        elif stream == ACK_FAIL:
+            for (root,) in values:
+                out = ledger.fail(root)
+                if out is not None:
+                    self._tell(out, emit_direct)
+        elif stream == TICK_STREAM:
+            self.expired += ledger.rotate()
+        elif stream == ACK_RESET:
+            for (root,) in values:
+                task = ledger.reset(root)
+                if task is not None:
+                    emit_direct(task, (root,), ACK_RESET)
+
+    @staticmethod
+    def _tell(out: tuple[str, int, int], emit_direct: Any) -> None:
+        kind, root, task = out
+        emit_direct(task, (root,), ACK_ACK if kind == COMPLETE else ACK_FAIL)

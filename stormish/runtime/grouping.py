@@ -1,0 +1,175 @@
+"""Groupings as routers: each picks the outbox (destination task buffer) for a tuple.
+
+A router is built per (emitting task, stream, subscriber) with the subscriber's outboxes
+in task order. `pick(values)` returns one outbox, or a list for groupings that copy a
+tuple to several tasks (all, custom). Hashes are stable across processes (crc32 for
+str/bytes, the value itself for ints): Python's str hash is randomised per process, and
+fields grouping must agree between workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_CACHE_MAX = 65536
+
+
+def stable_hash(v: Any) -> int:
+    if isinstance(v, str):
+        return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+    if isinstance(v, int):
+        return v & 0x7FFFFFFFFFFFFFFF
+    if isinstance(v, bytes | bytearray | memoryview):
+        return zlib.crc32(v)
+    if isinstance(v, float):
+        return stable_hash(repr(v))
+    if isinstance(v, tuple | list):
+        h = 17
+        for x in v:
+            h = (h * 31 + stable_hash(x)) & 0xFFFFFFFF
+        return h
+    if v is None:
+        return 0
+    return stable_hash(repr(v))
+
+
+class Shuffle:
+    """Load-aware shuffle: a rotation whose slots are shared out by free capacity.
+
+    `refresh(loads)` (loads in 0..1 per outbox) rebuilds the rotation; with equal load
+    every outbox gets the same share, as plain round-robin shuffle."""
+
+    SLOTS = 32
+
+    def __init__(self, outboxes: Sequence[Any]):
+        self.outboxes = list(outboxes)
+        self._loads: tuple[int, ...] = ()
+        self.pick_next = itertools.cycle(self.outboxes).__next__
+
+    def pick(self, values: Any) -> Any:
+        return self.pick_next()
+
+    def refresh(self, loads: Sequence[float]) -> None:
+        if len(self.outboxes) < 2:
+            return
+        buckets = tuple(min(10, int(x * 10)) for x in loads)
+        if buckets == self._loads:
+            return
+        self._loads = buckets
+        weights = [max(1, 11 - b) for b in buckets]
+        ring: list[Any] = []
+        for step in range(max(weights)):
+            ring.extend(ob for ob, w in zip(self.outboxes, weights, strict=True) if step < w)
+        self.pick_next = itertools.cycle(ring).__next__
+
+
+class Fields:
+    """Same key, same task. Keys are cached: most streams have far fewer keys than tuples."""
+
+    def __init__(self, outboxes: Sequence[Any], indices: Sequence[int]):
+        self.outboxes = list(outboxes)
+        self.n = len(self.outboxes)
+        self.cache: dict[Any, Any] = {}
+        self.single = indices[0] if len(indices) == 1 else None
+        self.indices = tuple(indices)
+
+    def pick(self, values: Sequence[Any]) -> Any:
+        if self.single is not None:
+            key = values[self.single]
+        else:
+            key = tuple(values[i] for i in self.indices)
+        try:
+            return self.cache[key]
+        except (KeyError, TypeError):
+            return self._miss(key)
+
+    def _miss(self, key: Any) -> Any:
+        ob = self.outboxes[stable_hash(key) % self.n]
+        try:
+            if len(self.cache) >= _CACHE_MAX:
+                self.cache.clear()
+            self.cache[key] = ob
+        except TypeError:  # unhashable key (a list): route without caching
+            pass
+        return ob
+
+
+class AckerRoute:
+    """System ack streams: root id modulo the acker count (ids are random 63-bit ints)."""
+
+    def __init__(self, outboxes: Sequence[Any]):
+        self.outboxes = list(outboxes)
+        self.n = len(self.outboxes)
+
+    def pick(self, values: Sequence[Any]) -> Any:
+        return self.outboxes[values[0] % self.n]
+
+
+class PartialKey:
+    """Two candidate tasks per key; the one that has been sent less so far wins."""
+
+    def __init__(self, outboxes: Sequence[Any], indices: Sequence[int]):
+        self.outboxes = list(outboxes)
+        self.indices = tuple(indices)
+        self.sent = [0] * len(self.outboxes)
+
+    def pick(self, values: Sequence[Any]) -> Any:
+        key = tuple(values[i] for i in self.indices) if self.indices else tuple(values)
+        n = len(self.outboxes)
+        h = stable_hash(key)
+        a, b = h % n, (h // 7919 + 1) % n
+        i = a if self.sent[a] <= self.sent[b] else b
+        self.sent[i] += 1
+        return self.outboxes[i]
+
+
+class All:
+    def __init__(self, outboxes: Sequence[Any]):
+        self.outboxes = list(outboxes)
+
+    def pick(self, values: Any) -> list[Any]:
+        return self.outboxes
+
+
+class Global:
+    def __init__(self, outboxes: Sequence[Any]):
+        self.outbox = outboxes[0]
+
+    def pick(self, values: Any) -> Any:
+        return self.outbox
+
+
+class Custom:
+    """User grouping: a callable `(values, n) -> index or indices`, or an object with
+    `prepare(target_tasks)` and `choose_tasks(values) -> task ids`."""
+
+    def __init__(self, outboxes: Sequence[Any], tasks: Sequence[int], fn: Any, where: str):
+        self.outboxes = list(outboxes)
+        self.by_task = dict(zip(tasks, self.outboxes, strict=True))
+        self.where = where
+        if hasattr(fn, "choose_tasks"):
+            if hasattr(fn, "prepare"):
+                fn.prepare(list(tasks))
+            self._choose: Callable[[Any], Any] = self._by_tasks(fn)
+        else:
+            n = len(self.outboxes)
+            self._choose = lambda v: fn(v, n)
+
+    def _by_tasks(self, fn: Any) -> Callable[[Any], Any]:
+        def choose(values: Any) -> list[Any]:
+            return [self.by_task[t] for t in fn.choose_tasks(values)]
+
+        return choose
+
+    def pick(self, values: Any) -> Any:
+        try:
+            r = self._choose(values)
+            if isinstance(r, int):
+                return self.outboxes[r]
+            return [x if not isinstance(x, int) else self.outboxes[x] for x in r]
+        except (IndexError, KeyError) as exc:
+            raise ValueError(f"custom grouping of {self.where} chose no valid task: {exc}") \
+                from exc

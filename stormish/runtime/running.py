@@ -1,0 +1,150 @@
+"""A running topology: its workers, completion detection and final statistics.
+
+Completion of a finite topology: every spout has called finish() and has no tuple tree
+in flight, every executor is idle (empty queue, outboxes and pendingEmitQ), every tuple
+published has been consumed (or dropped, counted), and the same holds in two snapshots
+taken one poll apart with no counter moving in between. Counters only grow, so two equal
+snapshots mean nothing moved at the instant between them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import WorkerError
+from ..topology import Topology
+from .clock import SYSTEM_CLOCK
+from .plan import build_plan
+from .stats import TopologyStatistics, aggregate
+from .worker import Worker, acker_bolt
+
+POLL = 0.005
+
+
+class RunningTopology:
+    def __init__(self, topology: Topology, plan: Any, workers: list[Any]):
+        self.topology = topology
+        self.name = topology.name
+        self.plan = plan
+        self.workers = workers
+        self.started = time.monotonic()
+        self.ended = False
+        self.status = "running"
+        self.error: str | None = None
+        self._final: TopologyStatistics | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None):
+        conf = topology.validate(extra)
+        plan = build_plan(topology, conf, acker_bolt())
+        if plan.workers > 1:
+            from ..transport.cluster import start_process_workers
+
+            workers = start_process_workers(plan)
+        else:
+            workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
+            for w in workers:
+                w.start()
+        return cls(topology, plan, workers)
+
+    # -- completion -------------------------------------------------------------------------
+    def _snapshot(self) -> tuple[bool, tuple[int, ...]]:
+        qs = [w.quiescence() for w in self.workers]
+        done = all(q["spouts_done"] and q["idle"] for q in qs)
+        sent = sum(q["transferred"] for q in qs)
+        got = sum(q["consumed"] for q in qs) + sum(q["dropped"] for q in qs)
+        key = tuple(x for q in qs for x in (q["transferred"], q["consumed"], q["dropped"]))
+        return done and sent == got, key
+
+    def check_failed(self) -> None:
+        for w in self.workers:
+            if w.failed:
+                ex = w.failed[0]
+                self.error = ex.fatal if hasattr(ex, "fatal") else str(ex)
+                raise WorkerError(f"topology {self.name!r} worker {w.index}: {self.error}")
+
+    def wait_complete(self, timeout: float) -> TopologyStatistics:
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            if self.ended:
+                return self.statistics()
+            try:
+                self.check_failed()
+            except WorkerError:
+                self._finish("failed")
+                raise
+            ok, key = self._snapshot()
+            if ok and key == last:
+                return self._finish("complete")
+            last = key if ok else None
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"topology {self.name!r} did not complete within {timeout}s: "
+                    f"{self._progress()}")
+            time.sleep(POLL)
+
+    def _progress(self) -> str:
+        s = self.statistics()
+        return ", ".join(
+            f"{c.component}: executed {c.executed}, queued {c.receive_population}, pending "
+            f"{c.pending_emits}" for c in s.components.values())
+
+    def is_complete(self) -> bool:
+        ok, key = self._snapshot()
+        if not ok:
+            return False
+        time.sleep(POLL)
+        ok2, key2 = self._snapshot()
+        return ok2 and key == key2
+
+    # -- control ------------------------------------------------------------------------------
+    def set_active(self, active: bool) -> None:
+        for w in self.workers:
+            w.set_active(active)
+
+    def kill(self, wait_secs: float = 0.0) -> TopologyStatistics:
+        if self.ended:
+            return self.statistics()
+        self.set_active(False)
+        if wait_secs > 0:
+            deadline = time.monotonic() + wait_secs
+            while time.monotonic() < deadline and not self.is_complete():
+                time.sleep(POLL)
+        return self._finish("killed")
+
+    def _finish(self, status: str) -> TopologyStatistics:
+        with self._lock:
+            if self.ended:
+                return self.statistics()
+            stuck = []
+            for w in self.workers:
+                stuck += w.stop()
+            self._final = self._collect(status)
+            self.ended = True
+            self.status = status
+            if stuck and self.error is None:
+                self.error = f"executors still busy at stop: {', '.join(stuck)}"
+            return self._final
+
+    # -- statistics ------------------------------------------------------------------------------
+    def statistics(self) -> TopologyStatistics:
+        if self._final is not None:
+            return self._final
+        return self._collect(self.status)
+
+    def _collect(self, status: str) -> TopologyStatistics:
+        tasks = {}
+        links: dict[str, Any] = {}
+        for w in self.workers:
+            for t in w.task_stats():
+                tasks[t.task] = t
+            links.update(getattr(w, "link_stats", lambda: {})())
+        return TopologyStatistics(
+            name=self.name, status=status, uptime_seconds=time.monotonic() - self.started,
+            workers=len(self.workers), tasks=dict(sorted(tasks.items())),
+            components=aggregate(tasks.values()), links=links, error=self.error)

@@ -1,0 +1,115 @@
+"""Statistics records: per task, per component and per topology, plain and JSON-ready.
+
+The JSON shape is documented in docs/statistics.md; scripts rely on it, so a field is
+added, never renamed or removed without a CHANGELOG entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
+          "receive_population", "receive_capacity", "overflow", "pending_emits",
+          "backpressure_seconds", "errors")
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    task: int
+    component: str
+    worker: int
+    kind: str  # "spout" | "bolt" | "acker"
+    emitted: int = 0
+    transferred: int = 0
+    executed: int = 0
+    acked: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    execute_latency_ms: float = 0.0
+    complete_latency_ms: float = 0.0
+    receive_population: int = 0
+    receive_capacity: int = 0
+    overflow: int = 0
+    overflow_high: int = 0
+    pending_emits: int = 0
+    backpressure_seconds: float = 0.0
+    errors: int = 0
+    last_errors: tuple[str, ...] = ()
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    emitted_by_stream: Mapping[str, int] = field(default_factory=dict)
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    component: str
+    kind: str
+    tasks: int
+    emitted: int
+    transferred: int
+    executed: int
+    acked: int
+    failed: int
+    timed_out: int
+    execute_latency_ms: float
+    complete_latency_ms: float
+    receive_population: int
+    receive_capacity: int
+    overflow: int
+    pending_emits: int
+    backpressure_seconds: float
+    errors: int
+    dropped: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class TopologyStatistics:
+    name: str
+    status: str  # "running" | "complete" | "killed" | "failed"
+    uptime_seconds: float
+    workers: int
+    tasks: Mapping[int, TaskStats]
+    components: Mapping[str, ComponentStats]
+    links: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def component(self, name: str) -> ComponentStats:
+        return self.components[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tasks"] = {str(k): v for k, v in d["tasks"].items()}
+        d["schema"] = "stormish.statistics/1"
+        return d
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+
+def _weighted(tasks: list[TaskStats], attr: str, weight: str) -> float:
+    w = sum(getattr(t, weight) for t in tasks)
+    if not w:
+        return 0.0
+    return sum(getattr(t, attr) * getattr(t, weight) for t in tasks) / w
+
+
+def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
+    by: dict[str, list[TaskStats]] = {}
+    for t in tasks:
+        by.setdefault(t.component, []).append(t)
+    out = {}
+    for name, ts in sorted(by.items()):
+        sums = {k: sum(getattr(t, k) for t in ts) for k in SUMMED}
+        dropped: dict[str, int] = {}
+        for t in ts:
+            for reason, n in t.dropped.items():
+                dropped[reason] = dropped.get(reason, 0) + n
+        out[name] = ComponentStats(
+            component=name, kind=ts[0].kind, tasks=len(ts),
+            execute_latency_ms=_weighted(ts, "execute_latency_ms", "executed"),
+            complete_latency_ms=_weighted(ts, "complete_latency_ms", "acked"),
+            dropped=dropped, **sums)
+    return out

@@ -1,0 +1,194 @@
+"""A worker: the executors of one topology's tasks on this process, and their wiring.
+
+The worker builds one receive queue per local task, one collector per task whose outboxes
+point at local queues or at remote targets (supplied by the transport), starts one thread
+per executor plus a timer thread for ticks, and answers the cluster's questions: is it
+quiescent, what are its statistics, did an executor die.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import cloudpickle
+
+from .acker import AckerBolt
+from .clock import SYSTEM_CLOCK, Clock
+from .collector import Collector
+from .context import TopologyContext
+from .executor import BoltExecutor, Executor, SpoutExecutor
+from .plan import ACKER, Plan
+from .queue import ReceiveQueue
+from .stats import TaskStats
+from .ticks import TickSchedule
+from ..tuple import TICK_STREAM
+
+TICK_TASK = 0
+
+
+class Worker:
+    def __init__(self, plan: Plan, index: int = 0, clock: Clock = SYSTEM_CLOCK,
+                 remote_target: Callable[[int], Any] | None = None,
+                 blobs: Mapping[str, bytes] | None = None):
+        self.plan = plan
+        self.index = index
+        self.clock = clock
+        self.local_tasks = set(plan.worker_tasks(index))
+        cap = plan.conf["topology.executor.receive.buffer.size"]
+        self.queues = {t: ReceiveQueue(cap) for t in sorted(self.local_tasks)}
+        targets: dict[int, Any] = {}
+        for t in plan.task_component:
+            if t in self.queues:
+                targets[t] = self.queues[t]
+            elif remote_target is not None:
+                targets[t] = remote_target(t)
+        self.targets = targets
+        self.failed: list[Executor] = []
+        self._failed_event = threading.Event()
+        self._congested: set[int] = set()
+        self.cycle_congested = False
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        blobs = blobs or {n: cloudpickle.dumps(s.obj) for n, s in plan.components.items()}
+        self.executors: dict[int, Executor] = {}
+        batch = plan.conf["topology.producer.batch.size"]
+        for t in sorted(self.local_tasks):
+            self.executors[t] = self._make_executor(t, blobs, batch)
+
+    def _make_executor(self, task: int, blobs: Mapping[str, bytes], batch: int) -> Executor:
+        plan = self.plan
+        name = plan.task_component[task]
+        spec = plan.components[name]
+        obj = cloudpickle.loads(blobs[name])
+        col = Collector(plan, task, self.targets, self.local_tasks, batch,
+                        random.Random((hash((plan.name, task)) ^ random.getrandbits(64))))
+        col.clock_now = self.clock.now
+        tasks = tuple(plan.tasks[name])
+        ctx = TopologyContext(plan.name, name, task, tasks.index(task), tasks, self.index,
+                              dict(plan.streams[name]), dict(plan.task_component))
+        cls = SpoutExecutor if spec.is_spout else BoltExecutor
+        return cls(plan, task, obj, self.queues[task], col, ctx, self)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        for ex in self.executors.values():
+            ex.start()
+        self._timer = threading.Thread(target=self._tick_loop, name="worker-timer",
+                                       daemon=True)
+        self._timer.start()
+
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        """Stop every executor (close/cleanup run on their threads); returns the names of
+        executors that did not stop in time (a bolt stuck in I/O, say)."""
+        self._stop.set()
+        for ex in self.executors.values():
+            ex.stop()
+        stuck = []
+        deadline = self.clock.now() + timeout
+        for ex in self.executors.values():
+            if ex.thread is not None:
+                ex.thread.join(max(0.0, deadline - self.clock.now()))
+                if ex.thread.is_alive():
+                    stuck.append(f"{ex.component}[{ex.task}]")
+        if self._timer is not None:
+            self._timer.join(1.0)
+        return stuck
+
+    def set_active(self, active: bool) -> None:
+        for ex in self.executors.values():
+            if isinstance(ex, SpoutExecutor) and ex.active != active:
+                ex.active = active
+                (ex.obj.activate if active else ex.obj.deactivate)()
+
+    def executor_failed(self, ex: Executor) -> None:
+        self.failed.append(ex)
+        self._failed_event.set()
+
+    def cycle_congestion(self, task: int, congested: bool) -> None:
+        if congested:
+            self._congested.add(task)
+        else:
+            self._congested.discard(task)
+        self.cycle_congested = bool(self._congested)
+
+    # -- ticks -------------------------------------------------------------------------------
+    def _tick_freqs(self) -> dict[int, float]:
+        freqs = {}
+        for t, ex in self.executors.items():
+            f = ex.conf.get("topology.tick.tuple.freq.secs")
+            if ex.component == ACKER:
+                f = max(self.plan.conf["topology.message.timeout.secs"] / 2.0, 0.05)
+            if f and not ex.is_spout:
+                freqs[t] = float(f)
+        return freqs
+
+    def _tick_loop(self) -> None:
+        sched = TickSchedule(self._tick_freqs(), self.clock.now())
+        seq = 0
+        while not self._stop.is_set():
+            nxt = sched.next_due()
+            if nxt is None:
+                self._stop.wait()
+                return
+            self._stop.wait(max(0.0, nxt - self.clock.now()))
+            for task in sched.due(self.clock.now()):
+                seq += 1
+                self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
+
+    # -- questions ---------------------------------------------------------------------------
+    def quiescence(self) -> dict[str, Any]:
+        """Counters for completion detection; the caller compares two snapshots."""
+        spouts_done = True
+        idle = True
+        transferred = consumed = 0
+        for ex in self.executors.values():
+            col = ex.collector
+            transferred += col.transferred
+            consumed += ex.consumed
+            if isinstance(ex, SpoutExecutor) and not ex.is_done():
+                spouts_done = False
+            if col.pending or col.buffered() or len(ex.queue):
+                idle = False
+        return {"spouts_done": spouts_done, "idle": idle, "transferred": transferred,
+                "consumed": consumed, "dropped": 0}
+
+    def task_stats(self) -> list[TaskStats]:
+        out = []
+        for t, ex in self.executors.items():
+            col, q = ex.collector, ex.queue
+            emitted = col.emitted()
+            kind = "spout" if ex.is_spout else ("acker" if isinstance(ex.obj, AckerBolt)
+                                                else "bolt")
+            complete_ms = 0.0
+            if isinstance(ex, SpoutExecutor) and ex.completed:
+                complete_ms = ex.complete_seconds / ex.completed * 1000.0
+            bp = ex.bp_seconds
+            if ex.bp_since is not None:
+                bp += self.clock.now() - ex.bp_since
+            out.append(TaskStats(
+                task=t, component=ex.component, worker=self.index, kind=kind,
+                emitted=sum(emitted.values()), transferred=col.transferred,
+                executed=ex.executed, acked=ex.acked, failed=ex.failed,
+                timed_out=ex.timed_out,
+                execute_latency_ms=(ex.exec_seconds / ex.executed * 1000.0
+                                    if ex.executed else 0.0),
+                complete_latency_ms=complete_ms,
+                receive_population=q.size, receive_capacity=q.capacity,
+                overflow=q.overflow_size, overflow_high=q.overflow_high,
+                pending_emits=col.pending_count, backpressure_seconds=bp,
+                errors=ex.error_count,
+                last_errors=tuple(e["error"] for e in ex.errors),
+                dropped={}, emitted_by_stream=emitted,
+                finished=isinstance(ex, SpoutExecutor) and ex.finished,
+            ))
+        return out
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e for ex in self.executors.values() for e in ex.errors]
+
+
+def acker_bolt() -> AckerBolt:
+    return AckerBolt()

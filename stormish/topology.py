@@ -1,0 +1,242 @@
+"""Topologies: a named graph of spouts and bolts, checked when built and again at submit.
+
+A topology is plain data (component objects, parallelism, subscriptions, config). It is
+checked as it is built so an author sees a mistake on the line that made it, with the
+component, stream or field named; `validate()` repeats the whole-graph checks (streams
+that must exist, fields, picklability) once the graph is complete.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import config as _config
+from .component import DEFAULT_STREAM, Bolt, Component, Spout
+from .errors import TopologyError
+
+GROUPINGS = (
+    "shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none",
+    "partial_key", "custom",
+)
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A bolt reads `stream` of `source` through `grouping` (fields for fields-like ones)."""
+
+    source: str
+    stream: str
+    grouping: str
+    fields: tuple[str, ...] = ()
+    custom: Any = None
+
+
+@dataclass
+class ComponentSpec:
+    name: str
+    obj: Component
+    parallelism: int
+    is_spout: bool
+    subscriptions: list[Subscription] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def streams(self) -> dict[str, tuple[str, ...]]:
+        return self.obj.declared_streams()
+
+
+class _Declarer:
+    """Returned by set_spout/set_bolt; adds groupings and per-component config."""
+
+    def __init__(self, topology: Topology, spec: ComponentSpec):
+        self._topology = topology
+        self._spec = spec
+
+    def _add(self, source: str, grouping: str, stream: str, fields: Sequence[str] = (),
+             custom: Any = None) -> _Declarer:
+        if self._spec.is_spout:
+            raise TopologyError(f"spout {self._spec.name!r} cannot subscribe to streams")
+        if isinstance(fields, str):
+            fields = [fields]
+        sub = Subscription(source, stream, grouping, tuple(fields), custom)
+        self._topology._check_subscription(self._spec.name, sub)
+        self._spec.subscriptions.append(sub)
+        return self
+
+    def shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "shuffle", stream)
+
+    def local_or_shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM):
+        return self._add(component, "local_or_shuffle", stream)
+
+    def fields_grouping(self, component: str, fields: Sequence[str],
+                        stream: str = DEFAULT_STREAM) -> _Declarer:
+        if not fields:
+            raise TopologyError(
+                f"fields_grouping of {self._spec.name!r} on {component!r} needs at least "
+                "one field")
+        return self._add(component, "fields", stream, fields)
+
+    def partial_key_grouping(self, component: str, fields: Sequence[str],
+                             stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "partial_key", stream, fields)
+
+    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "all", stream)
+
+    def global_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "global", stream)
+
+    def direct_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "direct", stream)
+
+    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
+        return self._add(component, "none", stream)
+
+    def custom_grouping(self, component: str, grouping: Callable[..., Any],
+                        stream: str = DEFAULT_STREAM) -> _Declarer:
+        """`grouping` is a callable `(values, n_tasks) -> index or list of indices`, or an
+        object with `prepare(target_tasks)` and `choose_tasks(values) -> list of tasks`."""
+        if not (callable(grouping) or hasattr(grouping, "choose_tasks")):
+            raise TopologyError(
+                f"custom_grouping of {self._spec.name!r} on {component!r}: the grouping must "
+                "be callable or have choose_tasks()")
+        return self._add(component, "custom", stream, (), grouping)
+
+    def add_configuration(self, key: str, value: Any) -> _Declarer:
+        _config.check_value(key, value, f"component {self._spec.name!r}")
+        self._spec.config[key] = value
+        return self
+
+    def set_tick_frequency(self, seconds: float) -> _Declarer:
+        return self.add_configuration("topology.tick.tuple.freq.secs", seconds)
+
+
+class Topology:
+    """The graph and its config. `config` keys are validated as given (errors name them)."""
+
+    def __init__(self, name: str, config: Mapping[str, Any] | None = None):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise TopologyError(
+                f"topology name {name!r} must be letters, digits, '_', '-' or '.'")
+        self.name = name
+        self.config: dict[str, Any] = {}
+        for k, v in (config or {}).items():
+            _config.check_value(k, v, f"topology {name!r}")
+            self.config[k] = v
+        self.components: dict[str, ComponentSpec] = {}
+
+    # -- building -------------------------------------------------------------------
+    def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> _Declarer:
+        if not isinstance(spout, Spout):
+            raise TopologyError(
+                f"component {name!r}: set_spout needs a Spout instance, got "
+                f"{type(spout).__name__}")
+        return self._set(name, spout, parallelism, True)
+
+    def set_bolt(self, name: str, bolt: Bolt, parallelism: int = 1) -> _Declarer:
+        if not isinstance(bolt, Bolt):
+            raise TopologyError(
+                f"component {name!r}: set_bolt needs a Bolt instance, got "
+                f"{type(bolt).__name__}")
+        return self._set(name, bolt, parallelism, False)
+
+    def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> _Declarer:
+        if not isinstance(name, str) or not _NAME.match(name) or name.startswith("__"):
+            raise TopologyError(
+                f"component id {name!r} must be letters, digits, '_', '-' or '.', and may "
+                "not start with '__' (reserved for system components)")
+        if name in self.components:
+            raise TopologyError(f"duplicate component id {name!r} in topology {self.name!r}")
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise TopologyError(
+                f"component {name!r}: parallelism must be an integer >= 1, got {parallelism!r}")
+        streams = obj.declared_streams()
+        for stream, fields in streams.items():
+            if len(set(fields)) != len(fields):
+                raise TopologyError(
+                    f"component {name!r} stream {stream!r} declares a field twice: {fields}")
+            if stream.startswith("__"):
+                raise TopologyError(
+                    f"component {name!r}: stream {stream!r} is reserved (starts with '__')")
+        comp_conf = dict(obj.component_config or {})
+        for k, v in comp_conf.items():
+            _config.check_value(k, v, f"component {name!r}")
+        spec = ComponentSpec(name, obj, parallelism, is_spout, config=comp_conf)
+        self.components[name] = spec
+        return _Declarer(self, spec)
+
+    def _check_subscription(self, bolt: str, sub: Subscription) -> None:
+        """Checks that need only what is known now; the source may be declared later."""
+        if sub.source in self.components:
+            self._check_source_stream(bolt, sub)
+
+    def _check_source_stream(self, bolt: str, sub: Subscription) -> None:
+        src = self.components.get(sub.source)
+        if src is None:
+            raise TopologyError(
+                f"component {bolt!r} subscribes to unknown component {sub.source!r}; known: "
+                f"{sorted(self.components)}")
+        streams = src.streams
+        if sub.stream not in streams:
+            raise TopologyError(
+                f"component {bolt!r} subscribes to stream {sub.stream!r} of {sub.source!r}, "
+                f"which declares only {sorted(streams) or 'no streams'}")
+        missing = [f for f in sub.fields if f not in streams[sub.stream]]
+        if missing:
+            raise TopologyError(
+                f"component {bolt!r}: {sub.grouping} grouping on {sub.source!r} stream "
+                f"{sub.stream!r} names unknown field(s) {missing}; the stream's fields are "
+                f"{list(streams[sub.stream])}")
+
+    # -- whole-graph checks ---------------------------------------------------------------
+    def validate(self, extra_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Check the complete graph and return the resolved config (errors name the place)."""
+        if not any(c.is_spout for c in self.components.values()):
+            raise TopologyError(f"topology {self.name!r} has no spout")
+        for spec in self.components.values():
+            for sub in spec.subscriptions:
+                self._check_source_stream(spec.name, sub)
+        conf = _config.resolve(self.config, extra_config, where=f"topology {self.name!r}")
+        for spec in self.components.values():
+            _config.resolve(conf, spec.config, where=f"component {spec.name!r}")
+            check_picklable(spec.name, spec.obj)
+        return conf
+
+    def consumers(self, component: str, stream: str) -> list[tuple[str, Subscription]]:
+        return [
+            (spec.name, sub)
+            for spec in self.components.values()
+            for sub in spec.subscriptions
+            if sub.source == component and sub.stream == stream
+        ]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{c.name}x{c.parallelism}" for c in self.components.values())
+        return f"Topology({self.name!r}: {parts})"
+
+
+def check_picklable(name: str, obj: Any) -> None:
+    """Components travel to workers with cloudpickle; name the attribute that cannot."""
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(obj)
+        return
+    except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to see
+        top_error = exc
+    for attr, value in vars(obj).items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001
+            raise TopologyError(
+                f"component {name!r} cannot be pickled: attribute {attr!r} "
+                f"({type(value).__name__}) fails with {type(exc).__name__}: {exc}. Create it "
+                "in open()/prepare() instead of __init__") from exc
+    raise TopologyError(
+        f"component {name!r} cannot be pickled: {type(top_error).__name__}: {top_error}"
+    ) from top_error
