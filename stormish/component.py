@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .tuple import Tuple
+from .tuple import Tuple, TupleBatch
 
 DEFAULT_STREAM = "default"
 
@@ -83,6 +83,15 @@ class Bolt(Component):
 
     def execute(self, tup: Tuple) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define execute(tup)")
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        """Override to process a whole received batch in one call (batch.values is the
+        list of value rows): the per-tuple call and Tuple object are then not paid. The
+        runtime calls it instead of `execute` only when a subclass overrides it. A
+        BasicBolt's batch is acked when this returns and failed when it raises; a Bolt
+        acks or fails the tuples it gets by iterating the batch."""
+        for tup in batch:
+            self.execute(tup)
 
     def cleanup(self) -> None:
         pass

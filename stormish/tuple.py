@@ -29,15 +29,16 @@ class Source:
 
 
 class Tuple:
-    """One tuple as a bolt sees it. `meta` carries the acking anchors (None when off)."""
+    """One tuple as a bolt sees it. An untracked tuple (acking off, or not anchored)
+    has two slots only; `meta` and `ack_val` are class defaults it never writes."""
 
-    __slots__ = ("values", "source", "meta", "ack_val")
+    __slots__ = ("values", "source")
+    meta: Any = None
+    ack_val = 0
 
-    def __init__(self, values: Sequence[Any], source: Source, meta: Any = None):
+    def __init__(self, values: Sequence[Any], source: Source):
         self.values = values
         self.source = source
-        self.meta = meta
-        self.ack_val = 0
 
     def __getitem__(self, field: str | int) -> Any:
         if isinstance(field, int):
@@ -85,3 +86,79 @@ class Tuple:
     def __repr__(self) -> str:
         s = self.source
         return f"Tuple({s.component}:{s.task}/{s.stream} {tuple(self.values)!r})"
+
+
+class TrackedTuple(Tuple):
+    """A tuple in a reliable tree: `meta` is ((root, edge id), ...) and `ack_val` the XOR
+    of the edge ids of the tuples anchored to it so far."""
+
+    __slots__ = ("meta", "ack_val")
+
+    def __init__(self, values: Sequence[Any], source: Source, meta: Any):
+        self.values = values
+        self.source = source
+        self.meta = meta
+        self.ack_val = 0
+
+
+class TupleBatch:
+    """The tuples of one received batch, for `Bolt.execute_batch`.
+
+    `values` is the list of value rows: reading it costs nothing per tuple. Iterating
+    yields `Tuple` objects; with acking on, iterate to anchor: each emit is anchored to
+    the tuple the iteration is on (BasicBolt), as `execute` would be.
+    """
+
+    __slots__ = ("values", "source", "metas", "_collector", "_made")
+
+    def __init__(self, values: list, source: Source, metas: list | None, collector: Any):
+        self.values = values
+        self.source = source
+        self.metas = metas
+        self._collector = collector
+        self._made: list[Tuple] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def stream(self) -> str:
+        return self.source.stream
+
+    @property
+    def source_component(self) -> str:
+        return self.source.component
+
+    @property
+    def source_task(self) -> int:
+        return self.source.task
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.source.fields
+
+    def __iter__(self):
+        source, col = self.source, self._collector
+        if self.metas is None:
+            for v in self.values:
+                t = Tuple(v, source)
+                col.current = t
+                yield t
+        else:
+            made = self._made
+            made.clear()
+            for v, m in zip(self.values, self.metas, strict=True):
+                t = TrackedTuple(v, source, m) if m else Tuple(v, source)
+                made.append(t)
+                col.current = t
+                yield t
+        col.current = None
+
+    def tracked(self) -> list[Tuple]:
+        """The tuples to ack or fail after the batch: those iterated (they carry the ack
+        values of the emits anchored to them), then fresh ones for the rest."""
+        made = list(self._made)
+        metas = self.metas or []
+        for v, m in zip(self.values[len(made):], metas[len(made):], strict=True):
+            made.append(TrackedTuple(v, self.source, m) if m else Tuple(v, self.source))
+        return made

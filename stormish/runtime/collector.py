@@ -46,7 +46,7 @@ class Route:
     """Everything needed to emit on one stream of this task."""
 
     __slots__ = ("stream", "arity", "pickers", "single", "outboxes", "direct",
-                 "count_boxes", "extra", "shuffles", "system")
+                 "count_boxes", "extra", "shuffles", "system", "shuffle1")
 
     def __init__(self, stream: str, arity: int):
         self.stream = stream
@@ -58,6 +58,7 @@ class Route:
         self.count_boxes: list[Outbox] = []
         self.extra = 0  # emits counted directly (no subscriber, or a fan-out first picker)
         self.shuffles: list[g.Shuffle] = []
+        self.shuffle1: g.Shuffle | None = None  # the only subscriber, by shuffle
         self.system = stream.startswith("__")
 
 
@@ -108,6 +109,8 @@ class Collector:
                 route.count_boxes = boxes
         if len(route.pickers) == 1:
             route.single = route.pickers[0]
+            if len(route.shuffles) == 1:
+                route.shuffle1 = route.shuffles[0]
         return route
 
     def _picker(self, sub: Any, boxes: list[Outbox], tasks: list[int],
@@ -174,20 +177,28 @@ class Collector:
 
     def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None,
              msg_id: Any = None) -> None:
-        """Acking off. Spout msg ids are acked as soon as next_tuple returns."""
+        """Acking off (the hot path). Spout msg ids are acked once next_tuple returns."""
         route = self.routes.get(stream)
-        if route is None or len(values) != route.arity or stream != self.last_stream:
+        if route is None or stream != self.last_stream or len(values) != route.arity:
             route = self._route(stream, values)
-        single = route.single
-        if single is not None:
-            ob = single(values)
-            if ob.__class__ is Outbox:
-                ob.append(values)
-                if len(ob) >= self.batch_size:
-                    self.flush(ob)
-                if msg_id is not None:
-                    self.acked_on_emit.append(msg_id)
+        sh = route.shuffle1
+        if sh is not None:
+            ob = sh.pick_next()
+        elif route.single is not None:
+            ob = route.single(values)
+            if ob.__class__ is not Outbox:
+                self._emit_fanout(route, values, msg_id)
                 return
+        else:
+            self._emit_fanout(route, values, msg_id)
+            return
+        ob.append(values)
+        if len(ob) >= self.batch_size:
+            self.flush(ob)
+        if msg_id is not None:
+            self.acked_on_emit.append(msg_id)
+
+    def _emit_fanout(self, route: Route, values: Sequence[Any], msg_id: Any) -> None:
         for ob in self._deliveries(route, values):
             ob.append(values)
             if len(ob) >= self.batch_size:
@@ -236,7 +247,8 @@ class Collector:
         for ob in obs:
             e = rand(63)
             for a in anchors:
-                a.ack_val ^= e
+                if a.meta:
+                    a.ack_val ^= e
             self._put(ob, values, tuple((r, e) for r in roots))
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -274,7 +286,8 @@ class Collector:
         roots = {r for a in anchors if a.meta for r, _ in a.meta}
         e = self.rand(63)
         for a in anchors:
-            a.ack_val ^= e
+            if a.meta:
+                a.ack_val ^= e
         self._put(ob, values, tuple((r, e) for r in roots) if roots else None)
 
     def emit_direct_system(self, task: int, values: Sequence[Any], stream: str) -> None:

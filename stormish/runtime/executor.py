@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..component import BasicBolt
-from ..tuple import SYSTEM_COMPONENT, TICK_STREAM, Source, Tuple
+from ..component import Bolt
+from ..tuple import SYSTEM_COMPONENT, TICK_STREAM, Source, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
 from .plan import ACK_ACK, ACK_FAIL, ACK_RESET, Plan
@@ -188,7 +189,12 @@ class BoltExecutor(Executor):
     def _loop(self) -> None:
         q, col, now = self.queue, self.collector, self.clock.now
         pending = col.pending
-        execute = self._execute_raw if self.is_acker else self._execute_batch
+        if self.is_acker:
+            execute = self._execute_raw
+        elif type(self.obj).execute_batch is not Bolt.execute_batch:
+            execute = self._execute_user_batch
+        else:
+            execute = self._execute_batch
         idle = 0
         next_flush = now() + self.flush_every
         while self.running:
@@ -250,7 +256,7 @@ class BoltExecutor(Executor):
             ack, fail = col.ack, col.fail
             failed = 0
             for v, m in zip(values, metas, strict=True):
-                t = Tuple(v, source, m)
+                t = TrackedTuple(v, source, m) if m else Tuple(v, source)
                 col.current = t
                 try:
                     execute(t)
@@ -264,11 +270,36 @@ class BoltExecutor(Executor):
             self.failed += failed
         else:
             for v, m in zip(values, metas, strict=True):
-                t = Tuple(v, source, m)
+                t = TrackedTuple(v, source, m) if m else Tuple(v, source)
                 try:
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
                     self._on_error(exc, t)
+        if stream != TICK_STREAM:
+            self.consumed += n
+        self.executed += n
+
+    def _execute_user_batch(self, batch: tuple) -> None:
+        src_task, stream, values, metas = batch
+        col = self.collector
+        tb = TupleBatch(values, self.source(src_task, stream), metas, col)
+        n = len(values)
+        try:
+            self.obj.execute_batch(tb)
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
+            self._record_error(exc, "execute")
+            if self.basic:
+                self.failed += n
+                if metas is not None:
+                    for t in tb.tracked():
+                        col.fail(t)
+        else:
+            if self.basic:
+                self.acked += n
+                if metas is not None:
+                    for t in tb.tracked():
+                        col.ack(t)
+        col.current = None
         if stream != TICK_STREAM:
             self.consumed += n
         self.executed += n

@@ -67,20 +67,29 @@ class Shuffle:
 
 
 class Fields:
-    """Same key, same task. Keys are cached: most streams have far fewer keys than tuples."""
+    """Same key, same task. Keys are cached: most streams have far fewer keys than tuples.
+    `pick` is a closure over locals: it runs once per tuple per subscriber."""
 
     def __init__(self, outboxes: Sequence[Any], indices: Sequence[int]):
         self.outboxes = list(outboxes)
         self.n = len(self.outboxes)
         self.cache: dict[Any, Any] = {}
-        self.single = indices[0] if len(indices) == 1 else None
         self.indices = tuple(indices)
+        self.pick = self._single_pick(indices[0]) if len(indices) == 1 else self._multi_pick
 
-    def pick(self, values: Sequence[Any]) -> Any:
-        if self.single is not None:
-            key = values[self.single]
-        else:
-            key = tuple(values[i] for i in self.indices)
+    def _single_pick(self, idx: int) -> Callable[[Sequence[Any]], Any]:
+        cache, miss = self.cache, self._miss
+
+        def pick(values: Sequence[Any]) -> Any:
+            try:
+                return cache[values[idx]]
+            except (KeyError, TypeError):
+                return miss(values[idx])
+
+        return pick
+
+    def _multi_pick(self, values: Sequence[Any]) -> Any:
+        key = tuple(values[i] for i in self.indices)
         try:
             return self.cache[key]
         except (KeyError, TypeError):

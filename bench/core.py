@@ -1,0 +1,200 @@
+"""Engine-core benchmark: one worker process, everything measured in one run.
+
+(a) const spout -> null bolt, acking off and on;
+(b) word count: 200,000 sentences of 8 words from a 1,000-word vocabulary (deterministic),
+    split -> fields grouping -> count, acking off and on;
+(c) the same split-and-count as a bare Python loop, and the ratio (b)/(c).
+
+Run: python bench/core.py [--tuples N] [--sentences N] [--profile cprofile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+
+VOCAB = [f"w{i:03d}x" for i in range(1000)]
+
+
+def sentences(n: int) -> list[str]:
+    rnd = random.Random(42)
+    return [" ".join(rnd.choice(VOCAB) for _ in range(8)) for _ in range(n)]
+
+
+class ConstSpout(Spout):
+    outputs = ["v"]
+
+    def __init__(self, n: int, reliable: bool, per_call: int):
+        self.n, self.reliable, self.per_call = n, reliable, per_call
+
+    def open(self, conf, context):
+        self.left = self.n
+        self.seq = 0
+
+    def next_tuple(self):
+        k = min(self.per_call, self.left)
+        if k <= 0:
+            self.finish()
+            return
+        self.left -= k
+        emit = self.emit
+        if self.reliable:
+            for _ in range(k):
+                self.seq += 1
+                emit((1,), msg_id=self.seq)
+        else:
+            for _ in range(k):
+                emit((1,))
+
+
+class NullBolt(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+class SentenceSpout(Spout):
+    outputs = ["sentence"]
+
+    def __init__(self, data: list[str], reliable: bool):
+        self.data, self.reliable = data, reliable
+
+    def open(self, conf, context):
+        self.i = 0
+
+    def next_tuple(self):
+        i = self.i
+        if i >= len(self.data):
+            self.finish()
+            return
+        chunk = self.data[i:i + 64]
+        self.i = i + len(chunk)
+        emit = self.emit
+        if self.reliable:
+            for j, s in enumerate(chunk):
+                emit((s,), msg_id=i + j)
+        else:
+            for s in chunk:
+                emit((s,))
+
+
+class SplitBolt(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        emit = self.emit
+        for w in tup.values[0].split():
+            emit((w,))
+
+
+class SplitBatchBolt(BasicBolt):
+    """The same split with the batch API: one call per received batch."""
+
+    outputs = ["word"]
+
+    def execute_batch(self, batch):
+        emit = self.emit
+        for (s,) in batch.values:
+            for w in s.split():
+                emit((w,))
+
+
+class CountBatchBolt(BasicBolt):
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def execute_batch(self, batch):
+        counts = self.counts
+        get = counts.get
+        for (w,) in batch.values:
+            counts[w] = get(w, 0) + 1
+
+
+class CountBolt(BasicBolt):
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def execute(self, tup):
+        w = tup.values[0]
+        self.counts[w] = self.counts.get(w, 0) + 1
+
+
+def run(topology: Topology, conf: dict) -> tuple[float, object]:
+    with LocalCluster(config=conf) as c:
+        t0 = time.perf_counter()
+        c.submit(topology)
+        stats = c.wait_complete(topology.name, timeout=600)
+        return time.perf_counter() - t0, stats
+
+
+def bench_const(n: int, acking: bool, per_call: int) -> float:
+    t = Topology("const")
+    t.set_spout("spout", ConstSpout(n, acking, per_call))
+    t.set_bolt("null", NullBolt()).shuffle_grouping("spout")
+    conf = {"topology.acker.executors": 1 if acking else 0}
+    if acking:
+        conf["topology.max.spout.pending"] = 20000
+    secs, _ = run(t, conf)
+    return n / secs
+
+
+def bench_wordcount(data: list[str], acking: bool, batch_api: bool = False) -> float:
+    t = Topology("wc")
+    t.set_spout("sentences", SentenceSpout(data, acking))
+    if batch_api and not acking:
+        t.set_bolt("split", SplitBatchBolt()).shuffle_grouping("sentences")
+        t.set_bolt("count", CountBatchBolt()).fields_grouping("split", ["word"])
+    else:
+        t.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
+        t.set_bolt("count", CountBolt()).fields_grouping("split", ["word"])
+    conf = {"topology.acker.executors": 1 if acking else 0}
+    if acking:
+        conf["topology.max.spout.pending"] = 5000
+    secs, stats = run(t, conf)
+    words = stats.components["count"].executed
+    assert words == 8 * len(data), words
+    return words / secs
+
+
+def bare(data: list[str]) -> float:
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        counts: dict[str, int] = {}
+        for s in data:
+            for w in s.split():
+                counts[w] = counts.get(w, 0) + 1
+        best = max(best, 8 * len(data) / (time.perf_counter() - t0))
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tuples", type=int, default=2_000_000)
+    ap.add_argument("--sentences", type=int, default=200_000)
+    ap.add_argument("--only", choices=["const", "wc"], default=None)
+    args = ap.parse_args()
+    data = sentences(args.sentences)
+    print(f"stormish core benchmark (1 worker process, {args.tuples:,} const tuples, "
+          f"{args.sentences:,} sentences x 8 words)")
+    if args.only in (None, "const"):
+        for acking in (False, True):
+            n = args.tuples if not acking else args.tuples // 4
+            for per_call in (1, 100):
+                r = bench_const(n, acking, per_call)
+                print(f"(a) const->null  acking {'on ' if acking else 'off'} "
+                      f"{per_call:>3} emits/next_tuple: {r / 1e6:6.2f} M tuples/s")
+    if args.only in (None, "wc"):
+        b = bare(data)
+        print(f"(c) bare loop split+count:                 {b / 1e6:6.2f} M words/s")
+        for acking, batch_api in ((False, False), (False, True), (True, False)):
+            r = bench_wordcount(data, acking, batch_api)
+            api = "execute_batch" if batch_api else "execute     "
+            print(f"(b) wordcount     acking {'on ' if acking else 'off'} {api}:"
+                  f"   {r / 1e6:6.2f} M words/s  ratio to bare {r / b:.3f}")
+
+
+if __name__ == "__main__":
+    main()
