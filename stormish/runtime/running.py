@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import WorkerError
 from ..topology import Topology
-from .clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK
 from .plan import build_plan
 from .stats import TopologyStatistics, aggregate
 from .worker import Worker, acker_bolt
@@ -130,6 +130,15 @@ class RunningTopology:
             if stuck and self.error is None:
                 self.error = f"executors still busy at stop: {', '.join(stuck)}"
             return self._final
+
+    def results(self) -> dict[str, list[Any]]:
+        """Per component, the `result()` of each task in task order (after the stop)."""
+        merged: dict[str, list[tuple[int, Any]]] = {}
+        for w in self.workers:
+            for comp, parts in w.results().items():
+                merged.setdefault(comp, []).extend(parts)
+        return {c: [r for _, r in sorted(parts, key=lambda p: p[0])]
+                for c, parts in merged.items()}
 
     # -- statistics ------------------------------------------------------------------------------
     def statistics(self) -> TopologyStatistics:

@@ -16,7 +16,7 @@ from typing import Any
 import cloudpickle
 
 from .acker import AckerBolt
-from .clock import SYSTEM_CLOCK, Clock
+from ..clock import SYSTEM_CLOCK, Clock
 from .collector import Collector
 from .context import TopologyContext
 from .executor import BoltExecutor, Executor, SpoutExecutor
@@ -184,6 +184,16 @@ class Worker:
                 dropped={}, emitted_by_stream=emitted,
                 finished=isinstance(ex, SpoutExecutor) and ex.finished,
             ))
+        return out
+
+    def results(self) -> dict[str, list[tuple[int, Any]]]:
+        """What each task's object reports through an optional `result()` method (test
+        capture, sink summaries), read after the executors stopped."""
+        out: dict[str, list[tuple[int, Any]]] = {}
+        for t, ex in self.executors.items():
+            fn = getattr(ex.obj, "result", None)
+            if callable(fn):
+                out.setdefault(ex.component, []).append((t, fn()))
         return out
 
     def errors(self) -> list[dict[str, Any]]:

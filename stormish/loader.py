@@ -1,0 +1,74 @@
+"""Loading a topology file: a plain Python module with a module-level `topology`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, TopologyFileError
+from .topology import Topology
+
+PROFILE_DIRS = (Path("workers/profiles"), Path(__file__).resolve().parent.parent / "workers"
+                / "profiles")
+
+
+def load_topology(path: str | Path) -> Topology:
+    p = Path(path)
+    if not p.exists():
+        raise TopologyFileError(f"topology file {str(p)!r} does not exist")
+    if p.is_dir() or p.suffix != ".py":
+        raise TopologyFileError(f"topology file {str(p)!r} must be a .py file")
+    name = f"_stormish_topology_{p.stem}"
+    spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:
+        raise TopologyFileError(f"topology file {str(p)!r} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # so cloudpickle can pickle its classes by value
+    sys.path.insert(0, str(p.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == str(p)), "")
+        raise TopologyFileError(
+            f"topology file {str(p)!r} failed to import{' at ' + where if where else ''}: "
+            f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(p.resolve().parent))
+    topo = getattr(module, "topology", None)
+    if topo is None:
+        raise TopologyFileError(
+            f"topology file {str(p)!r} defines no module-level `topology` "
+            "(expected `topology = Topology(...)`)")
+    if not isinstance(topo, Topology):
+        raise TopologyFileError(
+            f"topology file {str(p)!r}: `topology` is a {type(topo).__name__}, not a Topology")
+    return topo
+
+
+def load_profile(name: str) -> dict[str, Any]:
+    """A wait-strategy profile: a JSON object of config keys (`workers/profiles/NAME.json`,
+    or a path to such a file)."""
+    candidates = [Path(name)] if name.endswith(".json") else []
+    candidates += [d / f"{name}.json" for d in PROFILE_DIRS]
+    for c in candidates:
+        if c.is_file():
+            try:
+                data = json.loads(c.read_text())
+            except ValueError as exc:
+                raise ConfigError(f"profile {str(c)!r} is not valid JSON: {exc}") from exc
+            conf = data.get("config", data)
+            if not isinstance(conf, dict):
+                raise ConfigError(f"profile {str(c)!r} must hold a JSON object of config keys")
+            from . import config
+
+            for k, v in conf.items():
+                config.check_value(k, v, f"profile {str(c)!r}")
+            return conf
+    known = sorted({p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.json")})
+    raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")

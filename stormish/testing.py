@@ -1,0 +1,135 @@
+"""Test helpers, public API: a finite list spout, a capturing bolt, a fake clock, and a
+helper that runs a topology to completion and hands back what was captured.
+
+    out = run_topology(topology)          # -> RunResult(captured={name: [...]}, stats=...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .clock import FakeClock
+from .component import BasicBolt, Bolt, Spout
+from .local import LocalCluster, poll_for
+from .topology import Topology
+
+__all__ = ["CaptureBolt", "FailOnceBolt", "FakeClock", "ListSpout", "RunResult",
+           "poll_for", "run_topology"]
+
+
+class ListSpout(Spout):
+    """Emits `items` (each a sequence of values) once each, reliably (msg id = index),
+    replays what fails, and finishes when every item is acked.
+
+    `fail_first`: indices whose first ack is taken as a failure, so the replay path runs
+    without a failing bolt. `acked`/`failed`/`emits` record what the spout saw."""
+
+    def __init__(self, items: Iterable[Sequence[Any]], fields: Sequence[str] = ("value",),
+                 fail_first: Iterable[int] = (), per_call: int = 16, stream: str = "default"):
+        self.items = [tuple(i) for i in items]
+        self.outputs = list(fields) if stream == "default" else None
+        if stream != "default":
+            self.streams = {stream: list(fields)}
+        self.fail_first = set(fail_first)
+        self.per_call = per_call
+        self.stream = stream
+
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.todo = list(range(len(self.items)))[::-1]
+        self.unacked: set[int] = set()
+        self.acked: dict[int, int] = {}
+        self.failed: dict[int, int] = {}
+        self.emits = 0
+        self._failed_once: set[int] = set()
+
+    def next_tuple(self) -> None:
+        for _ in range(self.per_call):
+            if not self.todo:
+                if not self.unacked:
+                    self.finish()
+                return
+            i = self.todo.pop()
+            self.unacked.add(i)
+            self.emits += 1
+            self.emit(self.items[i], stream=self.stream, msg_id=i)
+
+    def ack(self, msg_id: int) -> None:
+        if msg_id in self.fail_first and msg_id not in self._failed_once:
+            self._failed_once.add(msg_id)
+            self.fail(msg_id)
+            return
+        self.acked[msg_id] = self.acked.get(msg_id, 0) + 1
+        self.unacked.discard(msg_id)
+
+    def fail(self, msg_id: int) -> None:
+        self.failed[msg_id] = self.failed.get(msg_id, 0) + 1
+        self.unacked.discard(msg_id)
+        self.todo.append(msg_id)
+
+    def result(self) -> dict[str, Any]:
+        return {"acked": dict(self.acked), "failed": dict(self.failed), "emits": self.emits}
+
+
+class CaptureBolt(Bolt):
+    """Captures the values of every tuple it receives (and acks it). `result()` is what
+    `run_topology` returns for it."""
+
+    def __init__(self, outputs: Sequence[str] | None = None):
+        self.outputs = outputs
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.captured: list[tuple[Any, ...]] = []
+
+    def execute(self, tup: Any) -> None:
+        if tup.is_tick():
+            return
+        self.captured.append(tuple(tup.values))
+        if self.outputs is not None:
+            self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
+
+    def result(self) -> list[tuple[Any, ...]]:
+        return list(self.captured)
+
+
+class FailOnceBolt(BasicBolt):
+    """Passes tuples through, raising (so failing the tree) the first time this task
+    sees a tuple whose values satisfy `predicate`."""
+
+    def __init__(self, predicate: Any, outputs: Sequence[str] = ("value",)):
+        self.predicate = predicate
+        self.outputs = list(outputs)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.seen: set[Any] = set()
+
+    def execute(self, tup: Any) -> None:
+        key = tuple(tup.values)
+        if key not in self.seen and self.predicate(tup.values):
+            self.seen.add(key)
+            raise RuntimeError(f"injected failure for {key!r}")
+        self.emit(tup.values)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    captured: dict[str, list[Any]]
+    results: dict[str, list[Any]]
+    stats: Any
+
+
+def run_topology(topology: Topology, config: Mapping[str, Any] | None = None,
+                 timeout: float = 60.0, workers: int | None = None) -> RunResult:
+    """Run a finite topology to completion on a LocalCluster. `captured` maps each
+    CaptureBolt component to everything its tasks captured (task order); `results` maps
+    every component whose objects define `result()` to the per-task results."""
+    with LocalCluster(workers=workers, config=config) as cluster:
+        cluster.submit(topology)
+        stats = cluster.wait_complete(topology.name, timeout=timeout)
+        results = cluster._get(topology.name).results()
+    captured = {name: [row for part in parts for row in part]
+                for name, parts in results.items()
+                if isinstance(topology.components[name].obj, CaptureBolt)}
+    return RunResult(captured=captured, results=results, stats=stats)
