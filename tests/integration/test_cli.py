@@ -1,0 +1,117 @@
+"""The command line, run as a user runs it: a real subprocess, exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stormish(*args: str, cwd: Path = ROOT, timeout: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stormish.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_wordcount_writes_documented_stats(tmp_path):
+    out = tmp_path / "stats.json"
+    r = stormish("run", "topologies/wordcount.py", "--stats-json", str(out),
+                 "--profile", "balanced")
+    assert r.returncode == 0, r.stderr
+    assert "topology 'wordcount': complete" in r.stdout
+    data = json.loads(out.read_text())
+    assert data["schema"] == "stormish.statistics/1"
+    assert data["status"] == "complete"
+    count = data["components"]["count"]
+    assert count["executed"] == 64_000 and count["failed"] == 0
+    task = next(iter(data["tasks"].values()))
+    for key in ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
+                "execute_latency_ms", "complete_latency_ms", "receive_population",
+                "receive_capacity", "pending_emits", "backpressure_seconds", "dropped"):
+        assert key in task
+
+
+def test_submit_without_nimbus_runs_locally_and_says_so():
+    r = stormish("submit", "topologies/exclamation.py", "-c", "topology.acker.executors=0")
+    assert r.returncode == 0, r.stderr
+    assert "no nimbus configured" in r.stderr
+    assert "complete" in r.stdout
+
+
+def test_time_limit_stops_an_endless_topology(tmp_path):
+    topo = tmp_path / "endless.py"
+    topo.write_text(
+        "from stormish import Spout, BasicBolt, Topology\n"
+        "class S(Spout):\n    outputs=['x']\n    def next_tuple(self): self.emit([1])\n"
+        "class B(BasicBolt):\n    def execute(self, t): pass\n"
+        "topology = Topology('endless')\n"
+        "topology.set_spout('s', S())\n"
+        "topology.set_bolt('b', B()).shuffle_grouping('s')\n")
+    r = stormish("run", str(topo), "--time", "1")
+    assert r.returncode == 0, r.stderr
+    assert "stopped after --time 1s" in r.stdout
+
+
+BAD = {
+    "missing.py": (None, "does not exist"),
+    "broken.py": ("import nonexistent_module_xyz\n", "failed to import"),
+    "empty.py": ("x = 1\n", "defines no module-level `topology`"),
+    "unknown_source.py": (
+        "from stormish import Topology\nfrom stormish.testing import ListSpout, CaptureBolt\n"
+        "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_bolt('b', CaptureBolt()).shuffle_grouping('nope')\n",
+        "unknown component 'nope'"),
+    "unknown_field.py": (
+        "from stormish import Topology\nfrom stormish.testing import ListSpout, CaptureBolt\n"
+        "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_bolt('b', CaptureBolt()).fields_grouping('s', ['zzz'])\n",
+        "unknown field(s) ['zzz']"),
+    "duplicate.py": (
+        "from stormish import Topology\nfrom stormish.testing import ListSpout\n"
+        "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_spout('s', ListSpout([(1,)]))\n", "duplicate component id 's'"),
+    "parallelism.py": (
+        "from stormish import Topology\nfrom stormish.testing import ListSpout\n"
+        "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]), 0)\n",
+        "parallelism must be an integer >= 1"),
+    "unpicklable.py": (
+        "import threading\nfrom stormish import Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "s = ListSpout([(1,)])\ns.lock = threading.Lock()\n"
+        "topology = Topology('t')\ntopology.set_spout('src', s)\n",
+        "attribute 'lock'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_topology_files_are_named_and_exit_nonzero(tmp_path, name):
+    body, message = BAD[name]
+    path = tmp_path / name
+    if body is not None:
+        path.write_text(body)
+    r = stormish("run", str(path))
+    assert r.returncode == 2
+    assert message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("override, message", [
+    ("topology.executor.receive.buffer.size=0", "'topology.executor.receive.buffer.size'"),
+    ("topology.bolt.wait.strategy=fancy", "unknown value 'fancy'"),
+    ("topology.producer.batch.size=30000", "at most half"),
+    ("topology.no.such.key=1", "unknown config key 'topology.no.such.key'"),
+])
+def test_bad_config_is_named(override, message):
+    r = stormish("run", "topologies/wordcount.py", "-c", override)
+    assert r.returncode == 2
+    assert message in r.stderr, r.stderr
+
+
+def test_unknown_profile_is_named():
+    r = stormish("run", "topologies/wordcount.py", "--profile", "turbo")
+    assert r.returncode == 2
+    assert "unknown profile 'turbo'" in r.stderr

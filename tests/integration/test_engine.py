@@ -1,0 +1,330 @@
+"""Real topologies run to completion on the embedded local cluster (one worker)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+from stormish.testing import CaptureBolt, FailOnceBolt, ListSpout, poll_for, run_topology
+
+WORDS = [f"w{i}" for i in range(50)]
+SENTENCES = [" ".join(WORDS[(i * 7 + j) % 50] for j in range(8)) for i in range(3000)]
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        for w in tup.values[0].split():
+            self.emit([w])
+
+
+class Count(Bolt):
+    outputs = ["word", "count"]
+
+    def prepare(self, conf, context):
+        self.counts = Counter()
+
+    def execute(self, tup):
+        self.counts[tup["word"]] += 1
+        self.emit([tup["word"], self.counts[tup["word"]]], anchors=[tup])
+        self.ack(tup)
+
+    def result(self):
+        return dict(self.counts)
+
+
+def wordcount(acking: bool) -> Topology:
+    t = Topology("wc", config={"topology.acker.executors": 1 if acking else 0})
+    t.set_spout("s", ListSpout([(s,) for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Split(), 2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), 3).fields_grouping("split", ["word"])
+    return t
+
+
+@pytest.mark.parametrize("acking", [True, False])
+def test_wordcount_counts_exact(acking):
+    out = run_topology(wordcount(acking), timeout=60)
+    expected = Counter(w for s in SENTENCES for w in s.split())
+    merged: Counter = Counter()
+    keys_per_task = []
+    for part in out.results["count"]:
+        merged.update(part)
+        keys_per_task.append(set(part))
+    assert merged == expected
+    # fields grouping: each word counted by exactly one task
+    assert sum(len(k) for k in keys_per_task) == len(expected)
+    acked = out.results["s"][0]["acked"]
+    assert set(acked) == set(range(len(SENTENCES)))
+    assert out.stats.status == "complete"
+
+
+def test_failures_replay_until_each_id_acked_once():
+    n = 500
+    t = Topology("replay")
+    t.set_spout("s", ListSpout([(i,) for i in range(n)], fail_first=[1, 2, 3]))
+    t.set_bolt("flaky", FailOnceBolt(lambda v: v[0] % 10 == 0)).shuffle_grouping("s")
+    t.set_bolt("cap", CaptureBolt()).shuffle_grouping("flaky")
+    out = run_topology(t, timeout=60)
+    spout = out.results["s"][0]
+    assert spout["acked"] == {i: 1 for i in range(n)}
+    expected_failed = {i for i in range(n) if i % 10 == 0} | {1, 2, 3}
+    assert set(spout["failed"]) == expected_failed
+    assert out.stats.components["flaky"].errors == n // 10
+    assert {v for (v,) in out.captured["cap"]} == set(range(n))
+
+
+class DropOnce(Bolt):
+    """Never acks a chosen tuple the first time: its tree can only time out."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf, context):
+        self.dropped = set()
+
+    def execute(self, tup):
+        v = tup.values[0]
+        if v % 50 == 0 and v not in self.dropped:
+            self.dropped.add(v)
+            return
+        self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
+
+
+def test_timed_out_trees_fail_back_and_replay():
+    n = 200
+    t = Topology("timeouts", config={"topology.message.timeout.secs": 0.5})
+    t.set_spout("s", ListSpout([(i,) for i in range(n)]))
+    t.set_bolt("drop", DropOnce()).shuffle_grouping("s")
+    t.set_bolt("cap", CaptureBolt()).shuffle_grouping("drop")
+    out = run_topology(t, timeout=60)
+    spout = out.results["s"][0]
+    assert spout["acked"] == {i: 1 for i in range(n)}
+    assert set(spout["failed"]) == {i for i in range(n) if i % 50 == 0}
+    assert out.stats.components["s"].timed_out == n // 50
+
+
+class Gate:
+    """A release switch shared by test and bolt (same process: the worker is in-process)."""
+
+    event = threading.Event()
+
+
+class SlowBolt(BasicBolt):
+    def execute(self, tup):
+        Gate.event.wait(5)
+
+
+class FastSpout(Spout):
+    outputs = ["n"]
+
+    def __init__(self, count):
+        self.count = count
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n >= self.count:
+            self.finish()
+            return
+        for _ in range(50):
+            self.emit([self.n])
+            self.n += 1
+
+
+def test_backpressure_stops_spout_and_releases_it():
+    Gate.event.clear()
+    cap = 512
+    t = Topology("bp", config={"topology.executor.receive.buffer.size": cap,
+                               "topology.producer.batch.size": 64,
+                               "topology.acker.executors": 0})
+    t.set_spout("fast", FastSpout(20_000))
+    t.set_bolt("slow", SlowBolt()).shuffle_grouping("fast")
+    with LocalCluster() as c:
+        c.submit(t)
+        # the sink holds its first tuple: the spout must park and stop emitting
+        s = poll_for(lambda: (st := c.statistics("bp")).components["fast"].pending_emits
+                     and st, timeout=20, what="spout parked")
+        emitted = s.components["fast"].emitted
+        assert emitted < 20_000
+        assert s.components["slow"].receive_population <= cap
+        s2 = c.statistics("bp")
+        assert s2.components["fast"].emitted <= emitted + 64 * 2  # stalled, not emitting
+        assert s2.tasks[next(iter(s2.tasks))].receive_capacity in (cap,)
+        Gate.event.set()
+        final = c.wait_complete("bp", timeout=60)
+    assert final.components["slow"].executed == 20_000
+    assert final.components["fast"].backpressure_seconds > 0
+
+
+def test_blocking_bolt_does_not_stall_sibling():
+    Gate.event.clear()
+    t = Topology("iso", config={"topology.acker.executors": 0})
+    t.set_spout("a", FastSpout(1000))
+    t.set_spout("b", FastSpout(5000))
+    t.set_bolt("blocked", SlowBolt()).shuffle_grouping("a")
+    t.set_bolt("free", CaptureBolt()).shuffle_grouping("b")
+    with LocalCluster() as c:
+        c.submit(t)
+        poll_for(lambda: c.statistics("iso").components["free"].executed == 5000,
+                 timeout=20, what="sibling bolt to finish while the other is blocked")
+        assert c.statistics("iso").components["blocked"].executed == 0
+        Gate.event.set()
+        c.wait_complete("iso", timeout=60)
+
+
+def test_cycle_completes_under_overload_with_bounded_queues():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "topologies" / "cycle.py"
+    spec = importlib.util.spec_from_file_location("cycle_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    topo = Topology("cycle", config=mod.topology.config)
+    topo.set_spout("items", mod.Items(5000))
+    ping = topo.set_bolt("ping", mod.Ping())
+    ping.shuffle_grouping("items").shuffle_grouping("pong")
+    topo.set_bolt("pong", mod.Pong()).shuffle_grouping("ping", stream="loop")
+    topo.set_bolt("sink", mod.Sink()).shuffle_grouping("ping", stream="done")
+    peak = 0
+    with LocalCluster() as c:
+        c.submit(topo)
+        running = c._get("cycle")
+        while not running.is_complete():
+            s = c.statistics("cycle")
+            held = sum(x.receive_population + x.pending_emits for x in s.components.values())
+            peak = max(peak, held)
+            assert s.uptime_seconds < 90, "cycle topology did not complete"
+        final = c.wait_complete("cycle", timeout=60)
+        results = running.results()
+    assert results["sink"] == [5000]
+    assert final.components["ping"].executed == 5000 * (mod.HOPS + 1)
+    # max.spout.pending=2000 trees, each one live tuple plus its ack messages
+    assert peak <= 2000 * 4
+
+
+class Ticked(BasicBolt):
+    component_config = {"topology.tick.tuple.freq.secs": 0.05}
+
+    def prepare(self, conf, context):
+        self.ticks = 0
+
+    def execute(self, tup):
+        if tup.is_tick():
+            self.ticks += 1
+
+    def result(self):
+        return self.ticks
+
+
+class Endless(Spout):
+    outputs = ["n"]
+
+    def next_tuple(self):
+        pass
+
+
+def test_tick_tuples_arrive():
+    t = Topology("ticks")
+    t.set_spout("s", Endless())
+    t.set_bolt("b", Ticked()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        running = c._get("ticks")
+        poll_for(lambda: c.statistics("ticks").components["b"].executed >= 3, timeout=10,
+                 what="three ticks")
+        c.kill("ticks")
+        assert running.results()["b"][0] >= 3
+
+
+class Router(BasicBolt):
+    streams = {"even": ["n"], "odd": ["n"], "direct": ["n"]}
+
+    def execute(self, tup):
+        n = tup.values[0]
+        self.emit([n], stream="even" if n % 2 == 0 else "odd")
+        self.emit_direct(self.targets[n % len(self.targets)], [n], stream="direct")
+
+    def prepare(self, conf, context):
+        self.targets = context.get_component_tasks("direct")
+
+
+def test_streams_and_groupings():
+    n = 300
+    t = Topology("groupings")
+    t.set_spout("s", ListSpout([(i,) for i in range(n)], fields=["n"]))
+    t.set_bolt("router", Router(), 2).shuffle_grouping("s")
+    t.set_bolt("evens", CaptureBolt(), 2).fields_grouping("router", ["n"], stream="even")
+    t.set_bolt("odds", CaptureBolt()).global_grouping("router", stream="odd")
+    t.set_bolt("all", CaptureBolt(), 3).all_grouping("router", stream="odd")
+    t.set_bolt("direct", CaptureBolt(), 2).direct_grouping("router", stream="direct")
+    t.set_bolt("local", CaptureBolt(), 2).local_or_shuffle_grouping("router", stream="even")
+    t.set_bolt("pk", CaptureBolt(), 2).partial_key_grouping("router", ["n"], stream="even")
+    t.set_bolt("custom", CaptureBolt(), 2).custom_grouping(
+        "router", lambda values, k: values[0] % k, stream="odd")
+    out = run_topology(t, timeout=60)
+    evens = sorted(v for (v,) in out.captured["evens"])
+    assert evens == list(range(0, n, 2))
+    assert sorted(v for (v,) in out.captured["odds"]) == list(range(1, n, 2))
+    assert len(out.captured["all"]) == 3 * (n // 2)
+    assert sorted(v for (v,) in out.captured["direct"]) == list(range(n))
+    assert sorted(v for (v,) in out.captured["local"]) == evens
+    assert sorted(v for (v,) in out.captured["pk"]) == evens
+    assert sorted(v for (v,) in out.captured["custom"]) == list(range(1, n, 2))
+
+
+class Boom(BasicBolt):
+    def execute(self, tup):
+        raise ValueError("bad tuple")
+
+
+def test_bolt_exception_fails_tree_and_is_reported():
+    t = Topology("boom", config={"topology.message.timeout.secs": 5})
+    t.set_spout("s", ListSpout([(i,) for i in range(3)]))
+    t.set_bolt("boom", Boom()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        s = poll_for(lambda: (st := c.statistics("boom")).components["boom"].errors >= 6
+                     and st, timeout=20, what="replayed failures")
+        comp = s.components["boom"]
+        assert comp.failed >= 6
+        task = next(x for x in s.tasks.values() if x.component == "boom")
+        assert "ValueError: bad tuple" in task.last_errors[0]
+        assert s.status == "running"  # the worker lives on
+        c.kill("boom")
+
+
+class Recorder(ListSpout):
+    def __init__(self, items, path):
+        super().__init__(items)
+        self.path = path
+
+    def close(self):
+        with open(self.path, "a") as fh:
+            fh.write("close\n")
+
+
+class RecorderBolt(CaptureBolt):
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def cleanup(self):
+        with open(self.path, "a") as fh:
+            fh.write(f"cleanup {len(self.captured)}\n")
+
+
+def test_finish_runs_cleanup_and_close(tmp_path):
+    log = tmp_path / "events"
+    t = Topology("lifecycle")
+    t.set_spout("s", Recorder([(1,), (2,)], str(log)))
+    t.set_bolt("b", RecorderBolt(str(log)), 2).shuffle_grouping("s")
+    run_topology(t, timeout=30)
+    lines = sorted(log.read_text().split("\n")[:-1])
+    assert lines[-1] == "close" and len(lines) == 3
+    assert sum(int(x.split()[1]) for x in lines[:2]) == 2
