@@ -14,7 +14,7 @@ import argparse
 import random
 import time
 
-from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+from stormish import BasicBolt, LocalCluster, Spout, Topology
 
 VOCAB = [f"w{i:03d}x" for i in range(1000)]
 
@@ -69,7 +69,7 @@ class SentenceSpout(Spout):
         if i >= len(self.data):
             self.finish()
             return
-        chunk = self.data[i:i + 64]
+        chunk = self.data[i : i + 64]
         self.i = i + len(chunk)
         emit = self.emit
         if self.reliable:
@@ -177,23 +177,29 @@ def main() -> None:
     ap.add_argument("--only", choices=["const", "wc"], default=None)
     args = ap.parse_args()
     data = sentences(args.sentences)
-    print(f"stormish core benchmark (1 worker process, {args.tuples:,} const tuples, "
-          f"{args.sentences:,} sentences x 8 words)")
+    print(
+        f"stormish core benchmark (1 worker process, {args.tuples:,} const tuples, "
+        f"{args.sentences:,} sentences x 8 words)"
+    )
     if args.only in (None, "const"):
         for acking in (False, True):
             n = args.tuples if not acking else args.tuples // 4
             for per_call in (1, 100):
                 r = bench_const(n, acking, per_call)
-                print(f"(a) const->null  acking {'on ' if acking else 'off'} "
-                      f"{per_call:>3} emits/next_tuple: {r / 1e6:6.2f} M tuples/s")
+                print(
+                    f"(a) const->null  acking {'on ' if acking else 'off'} "
+                    f"{per_call:>3} emits/next_tuple: {r / 1e6:6.2f} M tuples/s"
+                )
     if args.only in (None, "wc"):
         b = bare(data)
         print(f"(c) bare loop split+count:                 {b / 1e6:6.2f} M words/s")
         for acking, batch_api in ((False, False), (False, True), (True, False)):
             r = bench_wordcount(data, acking, batch_api)
             api = "execute_batch" if batch_api else "execute     "
-            print(f"(b) wordcount     acking {'on ' if acking else 'off'} {api}:"
-                  f"   {r / 1e6:6.2f} M words/s  ratio to bare {r / b:.3f}")
+            print(
+                f"(b) wordcount     acking {'on ' if acking else 'off'} {api}:"
+                f"   {r / 1e6:6.2f} M words/s  ratio to bare {r / b:.3f}"
+            )
 
 
 if __name__ == "__main__":

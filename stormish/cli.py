@@ -35,16 +35,35 @@ def _overrides(pairs: tuple[str, ...], profile: str | None, workers: int | None)
 
 
 def _run_options(f: Any) -> Any:
-    f = click.option("-c", "--config", "pairs", multiple=True, metavar="KEY=VALUE",
-                     help="override a config key (value read as JSON when it parses)")(f)
-    f = click.option("--profile", default=None,
-                     help="wait-strategy profile: low-latency, balanced, low-cpu or a file")(f)
-    f = click.option("--time", "seconds", type=float, default=None,
-                     help="stop after this many seconds")(f)
-    f = click.option("--stats-json", type=click.Path(dir_okay=False), default=None,
-                     help="write final statistics (per component and task) as JSON")(f)
-    f = click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
-                     help="worker processes (topology.workers)")(f)
+    f = click.option(
+        "-c",
+        "--config",
+        "pairs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="override a config key (value read as JSON when it parses)",
+    )(f)
+    f = click.option(
+        "--profile",
+        default=None,
+        help="wait-strategy profile: low-latency, balanced, low-cpu or a file",
+    )(f)
+    f = click.option(
+        "--time", "seconds", type=float, default=None, help="stop after this many seconds"
+    )(f)
+    f = click.option(
+        "--stats-json",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="write final statistics (per component and task) as JSON",
+    )(f)
+    f = click.option(
+        "--workers",
+        "-w",
+        type=click.IntRange(min=1),
+        default=None,
+        help="worker processes (topology.workers)",
+    )(f)
     return f
 
 
@@ -57,27 +76,46 @@ def main() -> None:
 @main.command()
 @click.argument("topology_file", type=click.Path())
 @_run_options
-def run(topology_file: str, pairs: tuple[str, ...], profile: str | None,
-        seconds: float | None, stats_json: str | None, workers: int | None) -> None:
+def run(
+    topology_file: str,
+    pairs: tuple[str, ...],
+    profile: str | None,
+    seconds: float | None,
+    stats_json: str | None,
+    workers: int | None,
+) -> None:
     """Run TOPOLOGY_FILE on the embedded local cluster."""
     sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
 
 
 @main.command()
 @click.argument("topology_file", type=click.Path())
-@click.option("--nimbus", envvar="STORMISH_NIMBUS", default=None,
-              help="nimbus address host:port (or STORMISH_NIMBUS)")
+@click.option(
+    "--nimbus",
+    envvar="STORMISH_NIMBUS",
+    default=None,
+    help="nimbus address host:port (or STORMISH_NIMBUS)",
+)
 @_run_options
-def submit(topology_file: str, nimbus: str | None, pairs: tuple[str, ...],
-           profile: str | None, seconds: float | None, stats_json: str | None,
-           workers: int | None) -> None:
+def submit(
+    topology_file: str,
+    nimbus: str | None,
+    pairs: tuple[str, ...],
+    profile: str | None,
+    seconds: float | None,
+    stats_json: str | None,
+    workers: int | None,
+) -> None:
     """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
     if nimbus:
         raise click.ClickException(
             f"nimbus {nimbus!r} given, but this build of stormish has no nimbus client yet; "
-            "unset --nimbus/STORMISH_NIMBUS to run on the embedded local cluster")
-    click.echo("no nimbus configured (--nimbus or STORMISH_NIMBUS): running on the embedded "
-               "local cluster", err=True)
+            "unset --nimbus/STORMISH_NIMBUS to run on the embedded local cluster"
+        )
+    click.echo(
+        "no nimbus configured (--nimbus or STORMISH_NIMBUS): running on the embedded local cluster",
+        err=True,
+    )
     sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
 
 
@@ -87,10 +125,16 @@ def show_config() -> None:
     click.echo(_config.describe())
 
 
-def _run_local(path: str, pairs: tuple[str, ...], profile: str | None,
-               seconds: float | None, stats_json: str | None, workers: int | None) -> int:
-    from .local import LocalCluster
+def _run_local(
+    path: str,
+    pairs: tuple[str, ...],
+    profile: str | None,
+    seconds: float | None,
+    stats_json: str | None,
+    workers: int | None,
+) -> int:
     from .loader import load_topology
+    from .local import LocalCluster
 
     try:
         conf = _overrides(pairs, profile, workers)
@@ -148,11 +192,12 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
             executed = sum(c.executed for c in s.components.values())
             rate = (executed - last_exec) / (now - last_t)
             last_t, last_exec = now, executed
-            inflight = sum(c.pending_emits + c.receive_population
-                           for c in s.components.values())
+            inflight = sum(c.pending_emits + c.receive_population for c in s.components.values())
             bp = [c.component for c in s.components.values() if c.pending_emits]
-            sys.stderr.write(f"\r{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
-                             f"backpressure: {', '.join(bp) or 'none'}\033[K")
+            sys.stderr.write(
+                f"\r{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
+                f"backpressure: {', '.join(bp) or 'none'}\033[K"
+            )
             sys.stderr.flush()
             next_status = now + STATUS_EVERY
     if tty:
@@ -161,16 +206,22 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
 
 
 def _summary(stats: Any, why: str) -> None:
-    click.echo(f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
-               f"({stats.workers} worker{'s' if stats.workers > 1 else ''})")
-    head = (f"{'component':<16}{'tasks':>6}{'emitted':>12}{'executed':>12}{'acked':>10}"
-            f"{'failed':>8}{'exec ms':>9}{'compl ms':>9}{'bp s':>7}{'errors':>7}")
+    click.echo(
+        f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
+        f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
+    )
+    head = (
+        f"{'component':<16}{'tasks':>6}{'emitted':>12}{'executed':>12}{'acked':>10}"
+        f"{'failed':>8}{'exec ms':>9}{'compl ms':>9}{'bp s':>7}{'errors':>7}"
+    )
     click.echo(head)
     for c in stats.components.values():
-        click.echo(f"{c.component:<16}{c.tasks:>6}{c.emitted:>12,}{c.executed:>12,}"
-                   f"{c.acked:>10,}{c.failed:>8,}{c.execute_latency_ms:>9.3f}"
-                   f"{c.complete_latency_ms:>9.2f}{c.backpressure_seconds:>7.2f}"
-                   f"{c.errors:>7}")
+        click.echo(
+            f"{c.component:<16}{c.tasks:>6}{c.emitted:>12,}{c.executed:>12,}"
+            f"{c.acked:>10,}{c.failed:>8,}{c.execute_latency_ms:>9.3f}"
+            f"{c.complete_latency_ms:>9.2f}{c.backpressure_seconds:>7.2f}"
+            f"{c.errors:>7}"
+        )
     if stats.error:
         click.echo(f"note: {stats.error}")
 

@@ -71,13 +71,25 @@ def _str(v: Any) -> str | None:
 def _wait_keys(use: str, l1: int, l2: int, l3: int) -> list[Key]:
     p = f"topology.{use}.wait"
     return [
-        Key(f"{p}.strategy", "progressive", _choice(*WAIT_STRATEGIES),
-            f"how a {use} idles: 'progressive' (retry, yield, sleep) or 'park' (sleep N us)"),
+        Key(
+            f"{p}.strategy",
+            "progressive",
+            _choice(*WAIT_STRATEGIES),
+            f"how a {use} idles: 'progressive' (retry, yield, sleep) or 'park' (sleep N us)",
+        ),
         Key(f"{p}.progressive.level1.count", l1, _int(0), "busy retries before yielding"),
-        Key(f"{p}.progressive.level2.count", l2, _int(0),
-            "time.sleep(0) yields (GIL handed over) before level 3"),
-        Key(f"{p}.progressive.level3.sleep.millis", l3, _num(0),
-            "level 3 waits up to this long, woken early by new input"),
+        Key(
+            f"{p}.progressive.level2.count",
+            l2,
+            _int(0),
+            "time.sleep(0) yields (GIL handed over) before level 3",
+        ),
+        Key(
+            f"{p}.progressive.level3.sleep.millis",
+            l3,
+            _num(0),
+            "level 3 waits up to this long, woken early by new input",
+        ),
         Key(f"{p}.park.microsec", 100, _int(0), "park sleeps this long; 0 spins"),
     ]
 
@@ -86,46 +98,110 @@ KEYS: dict[str, Key] = {
     k.name: k
     for k in [
         Key("topology.workers", 1, _int(1), "worker processes a topology runs in"),
-        Key("topology.executor.receive.buffer.size", 32768, _int(1),
-            "capacity of each executor's receive queue, in tuples"),
-        Key("topology.producer.batch.size", 512, _int(1),
+        Key(
+            "topology.executor.receive.buffer.size",
+            32768,
+            _int(1),
+            "capacity of each executor's receive queue, in tuples",
+        ),
+        Key(
+            "topology.producer.batch.size",
+            512,
+            _int(1),
             "tuples an emitter batches per destination before publishing; Storm's default "
             "is 1, ours is larger because a Python queue operation costs ~1 us and a "
-            "batch of 512 amortises it (bench/README.md); at most half the receive buffer"),
-        Key("topology.batch.flush.interval.millis", 1, _num(0),
-            "an unfilled batch is published after at most this long (bounds latency)"),
-        Key("topology.transfer.buffer.size", 1000, _int(1),
-            "capacity of a worker's transfer queue to other workers, in batches"),
+            "batch of 512 amortises it (bench/README.md); at most half the receive buffer",
+        ),
+        Key(
+            "topology.batch.flush.interval.millis",
+            1,
+            _num(0),
+            "an unfilled batch is published after at most this long (bounds latency)",
+        ),
+        Key(
+            "topology.transfer.buffer.size",
+            1000,
+            _int(1),
+            "capacity of a worker's transfer queue to other workers, in batches",
+        ),
         *_wait_keys("backpressure", 1, 1000, 1),
         *_wait_keys("spout", 0, 0, 1),
         *_wait_keys("bolt", 1, 1000, 1),
-        Key("topology.backpressure.check.millis", 50, _num(0, strict=True),
-            "period of the backpressure-check timer that clears drained tasks"),
-        Key("topology.backpressure.resend.step", 10000, _int(1),
-            "overflow growth (tuples) after which a backpressure status is sent again"),
-        Key("topology.executor.overflow.limit", 0, _int(0),
+        Key(
+            "topology.backpressure.check.millis",
+            50,
+            _num(0, strict=True),
+            "period of the backpressure-check timer that clears drained tasks",
+        ),
+        Key(
+            "topology.backpressure.resend.step",
+            10000,
+            _int(1),
+            "overflow growth (tuples) after which a backpressure status is sent again",
+        ),
+        Key(
+            "topology.executor.overflow.limit",
+            0,
+            _int(0),
             "cap on a task's overflowQ (remote tuples); 0 means no cap; past it remote "
-            "tuples are dropped and counted"),
-        Key("topology.max.spout.pending", None, _int(1, optional=True),
-            "reliable tuple trees in flight per spout task; None means no limit"),
-        Key("topology.message.timeout.secs", 30, _num(0, strict=True),
-            "a tuple tree not completed within this time is failed back to its spout"),
-        Key("topology.acker.executors", None, _int(0, optional=True),
-            "acker tasks; None means one per worker; 0 turns acking off"),
-        Key("topology.tick.tuple.freq.secs", None, _num(0, strict=True, optional=True),
-            "send a tick tuple to each task of a bolt this often"),
-        Key("topology.cycle.drain.budget", 65536, _int(1),
+            "tuples are dropped and counted",
+        ),
+        Key(
+            "topology.max.spout.pending",
+            None,
+            _int(1, optional=True),
+            "reliable tuple trees in flight per spout task; None means no limit",
+        ),
+        Key(
+            "topology.message.timeout.secs",
+            30,
+            _num(0, strict=True),
+            "a tuple tree not completed within this time is failed back to its spout",
+        ),
+        Key(
+            "topology.acker.executors",
+            None,
+            _int(0, optional=True),
+            "acker tasks; None means one per worker; 0 turns acking off",
+        ),
+        Key(
+            "topology.tick.tuple.freq.secs",
+            None,
+            _num(0, strict=True, optional=True),
+            "send a tick tuple to each task of a bolt this often",
+        ),
+        Key(
+            "topology.cycle.drain.budget",
+            65536,
+            _int(1),
             "tuples an executor on a topology cycle may hold in its pendingEmitQ while it "
-            "keeps draining input; spouts feeding the cycle pause at half of it"),
+            "keeps draining input; spouts feeding the cycle pause at half of it",
+        ),
         Key("topology.debug", False, _bool, "log every emit (slow; for debugging only)"),
-        Key("topology.stats.interval.secs", 1.0, _num(0, strict=True),
-            "how often workers publish statistics"),
-        Key("supervisor.worker.timeout.secs", 30, _num(0, strict=True),
-            "a worker silent this long is restarted by its supervisor"),
-        Key("nimbus.task.timeout.secs", 30, _num(0, strict=True),
-            "a worker silent this long has its tasks reassigned by nimbus"),
-        Key("stormish.local.host", "127.0.0.1", _str,
-            "address local-mode workers bind; loopback unless CURVE keys are configured"),
+        Key(
+            "topology.stats.interval.secs",
+            1.0,
+            _num(0, strict=True),
+            "how often workers publish statistics",
+        ),
+        Key(
+            "supervisor.worker.timeout.secs",
+            30,
+            _num(0, strict=True),
+            "a worker silent this long is restarted by its supervisor",
+        ),
+        Key(
+            "nimbus.task.timeout.secs",
+            30,
+            _num(0, strict=True),
+            "a worker silent this long has its tasks reassigned by nimbus",
+        ),
+        Key(
+            "stormish.local.host",
+            "127.0.0.1",
+            _str,
+            "address local-mode workers bind; loopback unless CURVE keys are configured",
+        ),
     ]
 }
 

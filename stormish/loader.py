@@ -12,8 +12,10 @@ from typing import Any
 from .errors import ConfigError, TopologyFileError
 from .topology import Topology
 
-PROFILE_DIRS = (Path("workers/profiles"), Path(__file__).resolve().parent.parent / "workers"
-                / "profiles")
+PROFILE_DIRS = (
+    Path("workers/profiles"),
+    Path(__file__).resolve().parent.parent / "workers" / "profiles",
+)
 
 
 def load_topology(path: str | Path) -> Topology:
@@ -37,17 +39,20 @@ def load_topology(path: str | Path) -> Topology:
         where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == str(p)), "")
         raise TopologyFileError(
             f"topology file {str(p)!r} failed to import{' at ' + where if where else ''}: "
-            f"{type(exc).__name__}: {exc}") from exc
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     finally:
         sys.path.remove(str(p.resolve().parent))
     topo = getattr(module, "topology", None)
     if topo is None:
         raise TopologyFileError(
             f"topology file {str(p)!r} defines no module-level `topology` "
-            "(expected `topology = Topology(...)`)")
+            "(expected `topology = Topology(...)`)"
+        )
     if not isinstance(topo, Topology):
         raise TopologyFileError(
-            f"topology file {str(p)!r}: `topology` is a {type(topo).__name__}, not a Topology")
+            f"topology file {str(p)!r}: `topology` is a {type(topo).__name__}, not a Topology"
+        )
     return topo
 
 

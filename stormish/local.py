@@ -15,11 +15,13 @@ from .topology import Topology
 
 
 class LocalCluster:
-    def __init__(self, workers: int | None = None, config: Mapping[str, Any] | None = None,
-                 clock: Any = None):
+    def __init__(
+        self, workers: int | None = None, config: Mapping[str, Any] | None = None, clock: Any = None
+    ):
         if workers is not None and (not isinstance(workers, int) or workers < 1):
-            raise TopologyError(f"LocalCluster(workers=...) must be an integer >= 1, got "
-                                f"{workers!r}")
+            raise TopologyError(
+                f"LocalCluster(workers=...) must be an integer >= 1, got {workers!r}"
+            )
         self.workers = workers
         self.config = dict(config or {})
         self.clock = clock
@@ -50,8 +52,9 @@ class LocalCluster:
         try:
             return self._running[name]
         except KeyError:
-            raise StormishError(f"no topology named {name!r} in this cluster; running: "
-                                f"{sorted(self._running)}") from None
+            raise StormishError(
+                f"no topology named {name!r} in this cluster; running: {sorted(self._running)}"
+            ) from None
 
     def wait_complete(self, name: str, timeout: float = 60.0) -> Any:
         """Block until the finite topology `name` has processed everything, then stop it

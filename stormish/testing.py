@@ -15,8 +15,15 @@ from .component import BasicBolt, Bolt, Spout
 from .local import LocalCluster, poll_for
 from .topology import Topology
 
-__all__ = ["CaptureBolt", "FailOnceBolt", "FakeClock", "ListSpout", "RunResult",
-           "poll_for", "run_topology"]
+__all__ = [
+    "CaptureBolt",
+    "FailOnceBolt",
+    "FakeClock",
+    "ListSpout",
+    "RunResult",
+    "poll_for",
+    "run_topology",
+]
 
 
 class ListSpout(Spout):
@@ -26,8 +33,14 @@ class ListSpout(Spout):
     `fail_first`: indices whose first ack is taken as a failure, so the replay path runs
     without a failing bolt. `acked`/`failed`/`emits` record what the spout saw."""
 
-    def __init__(self, items: Iterable[Sequence[Any]], fields: Sequence[str] = ("value",),
-                 fail_first: Iterable[int] = (), per_call: int = 16, stream: str = "default"):
+    def __init__(
+        self,
+        items: Iterable[Sequence[Any]],
+        fields: Sequence[str] = ("value",),
+        fail_first: Iterable[int] = (),
+        per_call: int = 16,
+        stream: str = "default",
+    ):
         self.items = [tuple(i) for i in items]
         self.outputs = list(fields) if stream == "default" else None
         if stream != "default":
@@ -120,8 +133,12 @@ class RunResult:
     stats: Any
 
 
-def run_topology(topology: Topology, config: Mapping[str, Any] | None = None,
-                 timeout: float = 60.0, workers: int | None = None) -> RunResult:
+def run_topology(
+    topology: Topology,
+    config: Mapping[str, Any] | None = None,
+    timeout: float = 60.0,
+    workers: int | None = None,
+) -> RunResult:
     """Run a finite topology to completion on a LocalCluster. `captured` maps each
     CaptureBolt component to everything its tasks captured (task order); `results` maps
     every component whose objects define `result()` to the per-task results."""
@@ -129,7 +146,9 @@ def run_topology(topology: Topology, config: Mapping[str, Any] | None = None,
         cluster.submit(topology)
         stats = cluster.wait_complete(topology.name, timeout=timeout)
         results = cluster._get(topology.name).results()
-    captured = {name: [row for part in parts for row in part]
-                for name, parts in results.items()
-                if isinstance(topology.components[name].obj, CaptureBolt)}
+    captured = {
+        name: [row for part in parts for row in part]
+        for name, parts in results.items()
+        if isinstance(topology.components[name].obj, CaptureBolt)
+    }
     return RunResult(captured=captured, results=results, stats=stats)

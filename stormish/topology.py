@@ -18,8 +18,15 @@ from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .errors import TopologyError
 
 GROUPINGS = (
-    "shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none",
-    "partial_key", "custom",
+    "shuffle",
+    "fields",
+    "all",
+    "global",
+    "direct",
+    "local_or_shuffle",
+    "none",
+    "partial_key",
+    "custom",
 )
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -56,8 +63,14 @@ class _Declarer:
         self._topology = topology
         self._spec = spec
 
-    def _add(self, source: str, grouping: str, stream: str, fields: Sequence[str] = (),
-             custom: Any = None) -> _Declarer:
+    def _add(
+        self,
+        source: str,
+        grouping: str,
+        stream: str,
+        fields: Sequence[str] = (),
+        custom: Any = None,
+    ) -> _Declarer:
         if self._spec.is_spout:
             raise TopologyError(f"spout {self._spec.name!r} cannot subscribe to streams")
         if isinstance(fields, str):
@@ -73,16 +86,18 @@ class _Declarer:
     def local_or_shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM):
         return self._add(component, "local_or_shuffle", stream)
 
-    def fields_grouping(self, component: str, fields: Sequence[str],
-                        stream: str = DEFAULT_STREAM) -> _Declarer:
+    def fields_grouping(
+        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM
+    ) -> _Declarer:
         if not fields:
             raise TopologyError(
-                f"fields_grouping of {self._spec.name!r} on {component!r} needs at least "
-                "one field")
+                f"fields_grouping of {self._spec.name!r} on {component!r} needs at least one field"
+            )
         return self._add(component, "fields", stream, fields)
 
-    def partial_key_grouping(self, component: str, fields: Sequence[str],
-                             stream: str = DEFAULT_STREAM) -> _Declarer:
+    def partial_key_grouping(
+        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM
+    ) -> _Declarer:
         return self._add(component, "partial_key", stream, fields)
 
     def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
@@ -97,14 +112,16 @@ class _Declarer:
     def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
         return self._add(component, "none", stream)
 
-    def custom_grouping(self, component: str, grouping: Callable[..., Any],
-                        stream: str = DEFAULT_STREAM) -> _Declarer:
+    def custom_grouping(
+        self, component: str, grouping: Callable[..., Any], stream: str = DEFAULT_STREAM
+    ) -> _Declarer:
         """`grouping` is a callable `(values, n_tasks) -> index or list of indices`, or an
         object with `prepare(target_tasks)` and `choose_tasks(values) -> list of tasks`."""
         if not (callable(grouping) or hasattr(grouping, "choose_tasks")):
             raise TopologyError(
                 f"custom_grouping of {self._spec.name!r} on {component!r}: the grouping must "
-                "be callable or have choose_tasks()")
+                "be callable or have choose_tasks()"
+            )
         return self._add(component, "custom", stream, (), grouping)
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
@@ -121,8 +138,7 @@ class Topology:
 
     def __init__(self, name: str, config: Mapping[str, Any] | None = None):
         if not isinstance(name, str) or not _NAME.match(name):
-            raise TopologyError(
-                f"topology name {name!r} must be letters, digits, '_', '-' or '.'")
+            raise TopologyError(f"topology name {name!r} must be letters, digits, '_', '-' or '.'")
         self.name = name
         self.config: dict[str, Any] = {}
         for k, v in (config or {}).items():
@@ -134,35 +150,39 @@ class Topology:
     def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> _Declarer:
         if not isinstance(spout, Spout):
             raise TopologyError(
-                f"component {name!r}: set_spout needs a Spout instance, got "
-                f"{type(spout).__name__}")
+                f"component {name!r}: set_spout needs a Spout instance, got {type(spout).__name__}"
+            )
         return self._set(name, spout, parallelism, True)
 
     def set_bolt(self, name: str, bolt: Bolt, parallelism: int = 1) -> _Declarer:
         if not isinstance(bolt, Bolt):
             raise TopologyError(
-                f"component {name!r}: set_bolt needs a Bolt instance, got "
-                f"{type(bolt).__name__}")
+                f"component {name!r}: set_bolt needs a Bolt instance, got {type(bolt).__name__}"
+            )
         return self._set(name, bolt, parallelism, False)
 
     def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> _Declarer:
         if not isinstance(name, str) or not _NAME.match(name) or name.startswith("__"):
             raise TopologyError(
                 f"component id {name!r} must be letters, digits, '_', '-' or '.', and may "
-                "not start with '__' (reserved for system components)")
+                "not start with '__' (reserved for system components)"
+            )
         if name in self.components:
             raise TopologyError(f"duplicate component id {name!r} in topology {self.name!r}")
         if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
             raise TopologyError(
-                f"component {name!r}: parallelism must be an integer >= 1, got {parallelism!r}")
+                f"component {name!r}: parallelism must be an integer >= 1, got {parallelism!r}"
+            )
         streams = obj.declared_streams()
         for stream, fields in streams.items():
             if len(set(fields)) != len(fields):
                 raise TopologyError(
-                    f"component {name!r} stream {stream!r} declares a field twice: {fields}")
+                    f"component {name!r} stream {stream!r} declares a field twice: {fields}"
+                )
             if stream.startswith("__"):
                 raise TopologyError(
-                    f"component {name!r}: stream {stream!r} is reserved (starts with '__')")
+                    f"component {name!r}: stream {stream!r} is reserved (starts with '__')"
+                )
         comp_conf = dict(obj.component_config or {})
         for k, v in comp_conf.items():
             _config.check_value(k, v, f"component {name!r}")
@@ -180,18 +200,21 @@ class Topology:
         if src is None:
             raise TopologyError(
                 f"component {bolt!r} subscribes to unknown component {sub.source!r}; known: "
-                f"{sorted(self.components)}")
+                f"{sorted(self.components)}"
+            )
         streams = src.streams
         if sub.stream not in streams:
             raise TopologyError(
                 f"component {bolt!r} subscribes to stream {sub.stream!r} of {sub.source!r}, "
-                f"which declares only {sorted(streams) or 'no streams'}")
+                f"which declares only {sorted(streams) or 'no streams'}"
+            )
         missing = [f for f in sub.fields if f not in streams[sub.stream]]
         if missing:
             raise TopologyError(
                 f"component {bolt!r}: {sub.grouping} grouping on {sub.source!r} stream "
                 f"{sub.stream!r} names unknown field(s) {missing}; the stream's fields are "
-                f"{list(streams[sub.stream])}")
+                f"{list(streams[sub.stream])}"
+            )
 
     # -- whole-graph checks ---------------------------------------------------------------
     def validate(self, extra_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -236,7 +259,8 @@ def check_picklable(name: str, obj: Any) -> None:
             raise TopologyError(
                 f"component {name!r} cannot be pickled: attribute {attr!r} "
                 f"({type(value).__name__}) fails with {type(exc).__name__}: {exc}. Create it "
-                "in open()/prepare() instead of __init__") from exc
+                "in open()/prepare() instead of __init__"
+            ) from exc
     raise TopologyError(
         f"component {name!r} cannot be pickled: {type(top_error).__name__}: {top_error}"
     ) from top_error

@@ -159,6 +159,6 @@ class TupleBatch:
         values of the emits anchored to them), then fresh ones for the rest."""
         made = list(self._made)
         metas = self.metas or []
-        for v, m in zip(self.values[len(made):], metas[len(made):], strict=True):
+        for v, m in zip(self.values[len(made) :], metas[len(made) :], strict=True):
             made.append(TrackedTuple(v, self.source, m) if m else Tuple(v, self.source))
         return made

@@ -85,11 +85,14 @@ class Sink(BasicBolt):
         return self.done
 
 
-topology = Topology("cycle", config={
-    "topology.max.spout.pending": 2000,
-    "topology.executor.receive.buffer.size": 1024,
-    "topology.producer.batch.size": 64,
-})
+topology = Topology(
+    "cycle",
+    config={
+        "topology.max.spout.pending": 2000,
+        "topology.executor.receive.buffer.size": 1024,
+        "topology.producer.batch.size": 64,
+    },
+)
 topology.set_spout("items", Items())
 ping = topology.set_bolt("ping", Ping(), parallelism=1)
 ping.shuffle_grouping("items").shuffle_grouping("pong")

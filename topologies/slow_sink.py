@@ -43,10 +43,13 @@ class Slow(BasicBolt):
         return self.seen
 
 
-topology = Topology("slow_sink", config={
-    "topology.executor.receive.buffer.size": 4096,
-    "topology.producer.batch.size": 256,
-    "topology.acker.executors": 0,
-})
+topology = Topology(
+    "slow_sink",
+    config={
+        "topology.executor.receive.buffer.size": 4096,
+        "topology.producer.batch.size": 256,
+        "topology.acker.executors": 0,
+    },
+)
 topology.set_spout("source", Fast())
 topology.set_bolt("sink", Slow()).shuffle_grouping("source")

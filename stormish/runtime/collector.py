@@ -45,8 +45,19 @@ class Outbox(list):
 class Route:
     """Everything needed to emit on one stream of this task."""
 
-    __slots__ = ("stream", "arity", "pickers", "single", "outboxes", "direct",
-                 "count_boxes", "extra", "shuffles", "system", "shuffle1")
+    __slots__ = (
+        "stream",
+        "arity",
+        "pickers",
+        "single",
+        "outboxes",
+        "direct",
+        "count_boxes",
+        "extra",
+        "shuffles",
+        "system",
+        "shuffle1",
+    )
 
     def __init__(self, stream: str, arity: int):
         self.stream = stream
@@ -63,8 +74,15 @@ class Route:
 
 
 class Collector:
-    def __init__(self, plan: Plan, task: int, targets: Mapping[int, Any],
-                 local_tasks: set[int], batch_size: int, rand: random.Random | None = None):
+    def __init__(
+        self,
+        plan: Plan,
+        task: int,
+        targets: Mapping[int, Any],
+        local_tasks: set[int],
+        batch_size: int,
+        rand: random.Random | None = None,
+    ):
         self.plan = plan
         self.task = task
         self.component = plan.task_component[task]
@@ -90,8 +108,9 @@ class Collector:
         self._init_route = self.routes.get(ACK_INIT)
 
     # -- building --------------------------------------------------------------------------
-    def _build_route(self, stream: str, fields: Sequence[str], targets: Mapping[int, Any],
-                     local_tasks: set[int]) -> Route:
+    def _build_route(
+        self, stream: str, fields: Sequence[str], targets: Mapping[int, Any], local_tasks: set[int]
+    ) -> Route:
         route = Route(stream, len(fields))
         tracked = self.acking and not route.system
         for consumer, sub in self.plan.consumers(self.component, stream):
@@ -113,8 +132,16 @@ class Collector:
                 route.shuffle1 = route.shuffles[0]
         return route
 
-    def _picker(self, sub: Any, boxes: list[Outbox], tasks: list[int],
-                fields: Sequence[str], local: set[int], route: Route, where: str):
+    def _picker(
+        self,
+        sub: Any,
+        boxes: list[Outbox],
+        tasks: list[int],
+        fields: Sequence[str],
+        local: set[int],
+        route: Route,
+        where: str,
+    ):
         kind = sub.grouping
         if route.system and kind == "fields":
             return g.AckerRoute(boxes).pick
@@ -145,12 +172,14 @@ class Collector:
         if route is None or route.system:
             raise TopologyError(
                 f"component {self.component!r} emitted on undeclared stream {stream!r}; it "
-                f"declares {sorted(s for s in self.routes if not s.startswith('__'))}")
+                f"declares {sorted(s for s in self.routes if not s.startswith('__'))}"
+            )
         if len(values) != route.arity:
             raise TopologyError(
                 f"component {self.component!r} emitted {len(values)} values on stream "
                 f"{stream!r}, which declares {route.arity} fields "
-                f"{list(self.plan.streams[self.component][stream])}")
+                f"{list(self.plan.streams[self.component][stream])}"
+            )
         if stream != self.last_stream:
             self._switch_stream(stream)
         return route
@@ -175,8 +204,13 @@ class Collector:
             route.extra += 1
         return out
 
-    def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None,
-             msg_id: Any = None) -> None:
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
         """Acking off (the hot path). Spout msg ids are acked once next_tuple returns."""
         route = self.routes.get(stream)
         if route is None or stream != self.last_stream or len(values) != route.arity:
@@ -206,8 +240,13 @@ class Collector:
         if msg_id is not None:
             self.acked_on_emit.append(msg_id)
 
-    def emit_spout_tracked(self, values: Sequence[Any], stream: str = "default",
-                           anchors: Any = None, msg_id: Any = None) -> None:
+    def emit_spout_tracked(
+        self,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
         route = self._route(stream, values)
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
@@ -222,13 +261,23 @@ class Collector:
         self.reliable(root, msg_id)
         self._system(self._init_route, (root, xor, self.task))
 
-    def emit_bolt_tracked(self, values: Sequence[Any], stream: str = "default",
-                          anchors: Any = None, msg_id: Any = None) -> None:
+    def emit_bolt_tracked(
+        self,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
         route = self._route(stream, values)
         self._emit_anchored(route, values, anchors)
 
-    def emit_basic_tracked(self, values: Sequence[Any], stream: str = "default",
-                           anchors: Any = None, msg_id: Any = None) -> None:
+    def emit_basic_tracked(
+        self,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
         route = self._route(stream, values)
         self._emit_anchored(route, values, self.current if anchors is None else anchors)
 
@@ -251,14 +300,21 @@ class Collector:
                     a.ack_val ^= e
             self._put(ob, values, tuple((r, e) for r in roots))
 
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
-                    anchors: Any = None, msg_id: Any = None) -> None:
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
         route = self._route(stream, values)
         ob = route.direct.get(task)
         if ob is None:
             raise TopologyError(
                 f"component {self.component!r} emit_direct to task {task} on stream "
-                f"{stream!r}: no direct-grouping subscriber has that task")
+                f"{stream!r}: no direct-grouping subscriber has that task"
+            )
         route.extra += 1
         if not self.acking:
             self._put(ob, values, None)

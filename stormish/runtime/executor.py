@@ -30,8 +30,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..component import BasicBolt
-from ..component import Bolt
+from ..component import BasicBolt, Bolt
 from ..tuple import SYSTEM_COMPONENT, TICK_STREAM, Source, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
@@ -47,8 +46,9 @@ class Executor:
 
     is_spout = False
 
-    def __init__(self, plan: Plan, task: int, obj: Any, queue: Any, collector: Any,
-                 context: Any, worker: Any):
+    def __init__(
+        self, plan: Plan, task: int, obj: Any, queue: Any, collector: Any, context: Any, worker: Any
+    ):
         self.plan = plan
         self.task = task
         self.component = plan.task_component[task]
@@ -83,15 +83,17 @@ class Executor:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self.thread = threading.Thread(
-            target=self._main, name=f"{self.component}[{self.task}]", daemon=True)
+            target=self._main, name=f"{self.component}[{self.task}]", daemon=True
+        )
         self.thread.start()
 
     def _main(self) -> None:
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, never lost
-            self.fatal = (f"component {self.component!r} task {self.task}: "
-                          f"{type(exc).__name__}: {exc}")
+            self.fatal = (
+                f"component {self.component!r} task {self.task}: {type(exc).__name__}: {exc}"
+            )
             self._record_error(exc, "fatal")
             self.worker.executor_failed(self)
         finally:
@@ -120,15 +122,26 @@ class Executor:
         self.error_count += 1
         if len(self.errors) >= MAX_ERRORS_KEPT:
             self.errors.pop(0)
-        self.errors.append({
-            "kind": kind, "component": self.component, "task": self.task,
-            "error": f"{type(exc).__name__}: {exc}",
-            "trace": "".join(traceback.format_exception(exc))[-2000:],
-            "time": time.time(),
-        })
+        self.errors.append(
+            {
+                "kind": kind,
+                "component": self.component,
+                "task": self.task,
+                "error": f"{type(exc).__name__}: {exc}",
+                "trace": "".join(traceback.format_exception(exc))[-2000:],
+                "time": time.time(),
+            }
+        )
         if self.error_count <= 5 or self.error_count % 1000 == 0:
-            log.error("component %r task %d %s error #%d: %s: %s", self.component, self.task,
-                      kind, self.error_count, type(exc).__name__, exc)
+            log.error(
+                "component %r task %d %s error #%d: %s: %s",
+                self.component,
+                self.task,
+                kind,
+                self.error_count,
+                type(exc).__name__,
+                exc,
+            )
 
     def _enter_bp(self, now: float) -> None:
         if self.bp_since is None:
@@ -397,9 +410,12 @@ class SpoutExecutor(Executor):
                 continue
             if self.bp_since is not None:
                 self._leave_bp(t)
-            if (self.finished or not self.active
-                    or (max_pending is not None and len(inflight) >= max_pending)
-                    or (self.feeds_cycle and self.worker.cycle_congested)):
+            if (
+                self.finished
+                or not self.active
+                or (max_pending is not None and len(inflight) >= max_pending)
+                or (self.feeds_cycle and self.worker.cycle_congested)
+            ):
                 if idle == 0:
                     col.flush_all()
                 idle = self.idle_wait.idle(idle, q)

@@ -180,5 +180,4 @@ class Custom:
                 return self.outboxes[r]
             return [x if not isinstance(x, int) else self.outboxes[x] for x in r]
         except (IndexError, KeyError) as exc:
-            raise ValueError(f"custom grouping of {self.where} chose no valid task: {exc}") \
-                from exc
+            raise ValueError(f"custom grouping of {self.where} chose no valid task: {exc}") from exc

@@ -66,8 +66,10 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
     conf["topology.acker.executors"] = n_ackers
     acking = n_ackers > 0
     # copies: the plan adds system subscriptions, the user's topology stays as written
-    components = {n: replace(s, subscriptions=list(s.subscriptions), config=dict(s.config))
-                  for n, s in topology.components.items()}
+    components = {
+        n: replace(s, subscriptions=list(s.subscriptions), config=dict(s.config))
+        for n, s in topology.components.items()
+    }
     streams = {name: dict(spec.streams) for name, spec in components.items()}
     if acking:
         acker = ComponentSpec(ACKER, acker_bolt, n_ackers, False)
@@ -92,8 +94,9 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
         for t in ids:
             task_component[t] = name
     on_cycle, feeds = find_cycles(components)
-    plan = Plan(topology.name, conf, components, tasks, task_component, streams, on_cycle,
-                feeds, acking)
+    plan = Plan(
+        topology.name, conf, components, tasks, task_component, streams, on_cycle, feeds, acking
+    )
     plan.assignment = assign(plan, workers)
     return plan
 

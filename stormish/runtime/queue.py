@@ -20,8 +20,16 @@ Batch = tuple  # (src_task, stream, values, metas)
 
 class ReceiveQueue:
     __slots__ = (
-        "capacity", "_q", "size", "overflow", "overflow_size", "_lock", "_event",
-        "parked", "overflow_high", "published",
+        "capacity",
+        "_q",
+        "size",
+        "overflow",
+        "overflow_size",
+        "_lock",
+        "_event",
+        "parked",
+        "overflow_high",
+        "published",
     )
 
     def __init__(self, capacity: int):

@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..clock import SYSTEM_CLOCK
 from ..errors import WorkerError
 from ..topology import Topology
-from ..clock import SYSTEM_CLOCK
 from .plan import build_plan
 from .stats import TopologyStatistics, aggregate
 from .worker import Worker, acker_bolt
@@ -84,15 +84,17 @@ class RunningTopology:
             last = key if ok else None
             if time.monotonic() >= deadline:
                 raise TimeoutError(
-                    f"topology {self.name!r} did not complete within {timeout}s: "
-                    f"{self._progress()}")
+                    f"topology {self.name!r} did not complete within {timeout}s: {self._progress()}"
+                )
             time.sleep(POLL)
 
     def _progress(self) -> str:
         s = self.statistics()
         return ", ".join(
             f"{c.component}: executed {c.executed}, queued {c.receive_population}, pending "
-            f"{c.pending_emits}" for c in s.components.values())
+            f"{c.pending_emits}"
+            for c in s.components.values()
+        )
 
     def is_complete(self) -> bool:
         ok, key = self._snapshot()
@@ -137,8 +139,7 @@ class RunningTopology:
         for w in self.workers:
             for comp, parts in w.results().items():
                 merged.setdefault(comp, []).extend(parts)
-        return {c: [r for _, r in sorted(parts, key=lambda p: p[0])]
-                for c, parts in merged.items()}
+        return {c: [r for _, r in sorted(parts, key=lambda p: p[0])] for c, parts in merged.items()}
 
     # -- statistics ------------------------------------------------------------------------------
     def statistics(self) -> TopologyStatistics:
@@ -154,6 +155,12 @@ class RunningTopology:
                 tasks[t.task] = t
             links.update(getattr(w, "link_stats", lambda: {})())
         return TopologyStatistics(
-            name=self.name, status=status, uptime_seconds=time.monotonic() - self.started,
-            workers=len(self.workers), tasks=dict(sorted(tasks.items())),
-            components=aggregate(tasks.values()), links=links, error=self.error)
+            name=self.name,
+            status=status,
+            uptime_seconds=time.monotonic() - self.started,
+            workers=len(self.workers),
+            tasks=dict(sorted(tasks.items())),
+            components=aggregate(tasks.values()),
+            links=links,
+            error=self.error,
+        )

@@ -11,9 +11,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SUMMED = ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
-          "receive_population", "receive_capacity", "overflow", "pending_emits",
-          "backpressure_seconds", "errors")
+SUMMED = (
+    "emitted",
+    "transferred",
+    "executed",
+    "acked",
+    "failed",
+    "timed_out",
+    "receive_population",
+    "receive_capacity",
+    "overflow",
+    "pending_emits",
+    "backpressure_seconds",
+    "errors",
+)
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,12 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             for reason, n in t.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + n
         out[name] = ComponentStats(
-            component=name, kind=ts[0].kind, tasks=len(ts),
+            component=name,
+            kind=ts[0].kind,
+            tasks=len(ts),
             execute_latency_ms=_weighted(ts, "execute_latency_ms", "executed"),
             complete_latency_ms=_weighted(ts, "complete_latency_ms", "acked"),
-            dropped=dropped, **sums)
+            dropped=dropped,
+            **sums,
+        )
     return out

@@ -15,8 +15,9 @@ from typing import Any
 
 import cloudpickle
 
-from .acker import AckerBolt
 from ..clock import SYSTEM_CLOCK, Clock
+from ..tuple import TICK_STREAM
+from .acker import AckerBolt
 from .collector import Collector
 from .context import TopologyContext
 from .executor import BoltExecutor, Executor, SpoutExecutor
@@ -24,15 +25,19 @@ from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .stats import TaskStats
 from .ticks import TickSchedule
-from ..tuple import TICK_STREAM
 
 TICK_TASK = 0
 
 
 class Worker:
-    def __init__(self, plan: Plan, index: int = 0, clock: Clock = SYSTEM_CLOCK,
-                 remote_target: Callable[[int], Any] | None = None,
-                 blobs: Mapping[str, bytes] | None = None):
+    def __init__(
+        self,
+        plan: Plan,
+        index: int = 0,
+        clock: Clock = SYSTEM_CLOCK,
+        remote_target: Callable[[int], Any] | None = None,
+        blobs: Mapping[str, bytes] | None = None,
+    ):
         self.plan = plan
         self.index = index
         self.clock = clock
@@ -63,12 +68,26 @@ class Worker:
         name = plan.task_component[task]
         spec = plan.components[name]
         obj = cloudpickle.loads(blobs[name])
-        col = Collector(plan, task, self.targets, self.local_tasks, batch,
-                        random.Random((hash((plan.name, task)) ^ random.getrandbits(64))))
+        col = Collector(
+            plan,
+            task,
+            self.targets,
+            self.local_tasks,
+            batch,
+            random.Random(hash((plan.name, task)) ^ random.getrandbits(64)),
+        )
         col.clock_now = self.clock.now
         tasks = tuple(plan.tasks[name])
-        ctx = TopologyContext(plan.name, name, task, tasks.index(task), tasks, self.index,
-                              dict(plan.streams[name]), dict(plan.task_component))
+        ctx = TopologyContext(
+            plan.name,
+            name,
+            task,
+            tasks.index(task),
+            tasks,
+            self.index,
+            dict(plan.streams[name]),
+            dict(plan.task_component),
+        )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         return cls(plan, task, obj, self.queues[task], col, ctx, self)
 
@@ -76,8 +95,7 @@ class Worker:
     def start(self) -> None:
         for ex in self.executors.values():
             ex.start()
-        self._timer = threading.Thread(target=self._tick_loop, name="worker-timer",
-                                       daemon=True)
+        self._timer = threading.Thread(target=self._tick_loop, name="worker-timer", daemon=True)
         self._timer.start()
 
     def stop(self, timeout: float = 10.0) -> list[str]:
@@ -152,38 +170,57 @@ class Worker:
                 spouts_done = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
-        return {"spouts_done": spouts_done, "idle": idle, "transferred": transferred,
-                "consumed": consumed, "dropped": 0}
+        return {
+            "spouts_done": spouts_done,
+            "idle": idle,
+            "transferred": transferred,
+            "consumed": consumed,
+            "dropped": 0,
+        }
 
     def task_stats(self) -> list[TaskStats]:
         out = []
         for t, ex in self.executors.items():
             col, q = ex.collector, ex.queue
             emitted = col.emitted()
-            kind = "spout" if ex.is_spout else ("acker" if isinstance(ex.obj, AckerBolt)
-                                                else "bolt")
+            kind = (
+                "spout" if ex.is_spout else ("acker" if isinstance(ex.obj, AckerBolt) else "bolt")
+            )
             complete_ms = 0.0
             if isinstance(ex, SpoutExecutor) and ex.completed:
                 complete_ms = ex.complete_seconds / ex.completed * 1000.0
             bp = ex.bp_seconds
             if ex.bp_since is not None:
                 bp += self.clock.now() - ex.bp_since
-            out.append(TaskStats(
-                task=t, component=ex.component, worker=self.index, kind=kind,
-                emitted=sum(emitted.values()), transferred=col.transferred,
-                executed=ex.executed, acked=ex.acked, failed=ex.failed,
-                timed_out=ex.timed_out,
-                execute_latency_ms=(ex.exec_seconds / ex.executed * 1000.0
-                                    if ex.executed else 0.0),
-                complete_latency_ms=complete_ms,
-                receive_population=q.size, receive_capacity=q.capacity,
-                overflow=q.overflow_size, overflow_high=q.overflow_high,
-                pending_emits=col.pending_count, backpressure_seconds=bp,
-                errors=ex.error_count,
-                last_errors=tuple(e["error"] for e in ex.errors),
-                dropped={}, emitted_by_stream=emitted,
-                finished=isinstance(ex, SpoutExecutor) and ex.finished,
-            ))
+            out.append(
+                TaskStats(
+                    task=t,
+                    component=ex.component,
+                    worker=self.index,
+                    kind=kind,
+                    emitted=sum(emitted.values()),
+                    transferred=col.transferred,
+                    executed=ex.executed,
+                    acked=ex.acked,
+                    failed=ex.failed,
+                    timed_out=ex.timed_out,
+                    execute_latency_ms=(
+                        ex.exec_seconds / ex.executed * 1000.0 if ex.executed else 0.0
+                    ),
+                    complete_latency_ms=complete_ms,
+                    receive_population=q.size,
+                    receive_capacity=q.capacity,
+                    overflow=q.overflow_size,
+                    overflow_high=q.overflow_high,
+                    pending_emits=col.pending_count,
+                    backpressure_seconds=bp,
+                    errors=ex.error_count,
+                    last_errors=tuple(e["error"] for e in ex.errors),
+                    dropped={},
+                    emitted_by_stream=emitted,
+                    finished=isinstance(ex, SpoutExecutor) and ex.finished,
+                )
+            )
         return out
 
     def results(self) -> dict[str, list[tuple[int, Any]]]:

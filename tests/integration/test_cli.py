@@ -13,14 +13,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def stormish(*args: str, cwd: Path = ROOT, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stormish.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "stormish.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_run_wordcount_writes_documented_stats(tmp_path):
     out = tmp_path / "stats.json"
-    r = stormish("run", "topologies/wordcount.py", "--stats-json", str(out),
-                 "--profile", "balanced")
+    r = stormish(
+        "run", "topologies/wordcount.py", "--stats-json", str(out), "--profile", "balanced"
+    )
     assert r.returncode == 0, r.stderr
     assert "topology 'wordcount': complete" in r.stdout
     data = json.loads(out.read_text())
@@ -29,9 +35,21 @@ def test_run_wordcount_writes_documented_stats(tmp_path):
     count = data["components"]["count"]
     assert count["executed"] == 64_000 and count["failed"] == 0
     task = next(iter(data["tasks"].values()))
-    for key in ("emitted", "transferred", "executed", "acked", "failed", "timed_out",
-                "execute_latency_ms", "complete_latency_ms", "receive_population",
-                "receive_capacity", "pending_emits", "backpressure_seconds", "dropped"):
+    for key in (
+        "emitted",
+        "transferred",
+        "executed",
+        "acked",
+        "failed",
+        "timed_out",
+        "execute_latency_ms",
+        "complete_latency_ms",
+        "receive_population",
+        "receive_capacity",
+        "pending_emits",
+        "backpressure_seconds",
+        "dropped",
+    ):
         assert key in task
 
 
@@ -50,7 +68,8 @@ def test_time_limit_stops_an_endless_topology(tmp_path):
         "class B(BasicBolt):\n    def execute(self, t): pass\n"
         "topology = Topology('endless')\n"
         "topology.set_spout('s', S())\n"
-        "topology.set_bolt('b', B()).shuffle_grouping('s')\n")
+        "topology.set_bolt('b', B()).shuffle_grouping('s')\n"
+    )
     r = stormish("run", str(topo), "--time", "1")
     assert r.returncode == 0, r.stderr
     assert "stopped after --time 1s" in r.stdout
@@ -64,26 +83,32 @@ BAD = {
         "from stormish import Topology\nfrom stormish.testing import ListSpout, CaptureBolt\n"
         "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
         "topology.set_bolt('b', CaptureBolt()).shuffle_grouping('nope')\n",
-        "unknown component 'nope'"),
+        "unknown component 'nope'",
+    ),
     "unknown_field.py": (
         "from stormish import Topology\nfrom stormish.testing import ListSpout, CaptureBolt\n"
         "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
         "topology.set_bolt('b', CaptureBolt()).fields_grouping('s', ['zzz'])\n",
-        "unknown field(s) ['zzz']"),
+        "unknown field(s) ['zzz']",
+    ),
     "duplicate.py": (
         "from stormish import Topology\nfrom stormish.testing import ListSpout\n"
         "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]))\n"
-        "topology.set_spout('s', ListSpout([(1,)]))\n", "duplicate component id 's'"),
+        "topology.set_spout('s', ListSpout([(1,)]))\n",
+        "duplicate component id 's'",
+    ),
     "parallelism.py": (
         "from stormish import Topology\nfrom stormish.testing import ListSpout\n"
         "topology = Topology('t')\ntopology.set_spout('s', ListSpout([(1,)]), 0)\n",
-        "parallelism must be an integer >= 1"),
+        "parallelism must be an integer >= 1",
+    ),
     "unpicklable.py": (
         "import threading\nfrom stormish import Topology\n"
         "from stormish.testing import ListSpout\n"
         "s = ListSpout([(1,)])\ns.lock = threading.Lock()\n"
         "topology = Topology('t')\ntopology.set_spout('src', s)\n",
-        "attribute 'lock'"),
+        "attribute 'lock'",
+    ),
 }
 
 
@@ -99,12 +124,15 @@ def test_bad_topology_files_are_named_and_exit_nonzero(tmp_path, name):
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("override, message", [
-    ("topology.executor.receive.buffer.size=0", "'topology.executor.receive.buffer.size'"),
-    ("topology.bolt.wait.strategy=fancy", "unknown value 'fancy'"),
-    ("topology.producer.batch.size=30000", "at most half"),
-    ("topology.no.such.key=1", "unknown config key 'topology.no.such.key'"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("topology.executor.receive.buffer.size=0", "'topology.executor.receive.buffer.size'"),
+        ("topology.bolt.wait.strategy=fancy", "unknown value 'fancy'"),
+        ("topology.producer.batch.size=30000", "at most half"),
+        ("topology.no.such.key=1", "unknown config key 'topology.no.such.key'"),
+    ],
+)
 def test_bad_config_is_named(override, message):
     r = stormish("run", "topologies/wordcount.py", "-c", override)
     assert r.returncode == 2

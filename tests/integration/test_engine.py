@@ -139,16 +139,24 @@ class FastSpout(Spout):
 def test_backpressure_stops_spout_and_releases_it():
     Gate.event.clear()
     cap = 512
-    t = Topology("bp", config={"topology.executor.receive.buffer.size": cap,
-                               "topology.producer.batch.size": 64,
-                               "topology.acker.executors": 0})
+    t = Topology(
+        "bp",
+        config={
+            "topology.executor.receive.buffer.size": cap,
+            "topology.producer.batch.size": 64,
+            "topology.acker.executors": 0,
+        },
+    )
     t.set_spout("fast", FastSpout(20_000))
     t.set_bolt("slow", SlowBolt()).shuffle_grouping("fast")
     with LocalCluster() as c:
         c.submit(t)
         # the sink holds its first tuple: the spout must park and stop emitting
-        s = poll_for(lambda: (st := c.statistics("bp")).components["fast"].pending_emits
-                     and st, timeout=20, what="spout parked")
+        s = poll_for(
+            lambda: (st := c.statistics("bp")).components["fast"].pending_emits and st,
+            timeout=20,
+            what="spout parked",
+        )
         emitted = s.components["fast"].emitted
         assert emitted < 20_000
         assert s.components["slow"].receive_population <= cap
@@ -170,8 +178,11 @@ def test_blocking_bolt_does_not_stall_sibling():
     t.set_bolt("free", CaptureBolt()).shuffle_grouping("b")
     with LocalCluster() as c:
         c.submit(t)
-        poll_for(lambda: c.statistics("iso").components["free"].executed == 5000,
-                 timeout=20, what="sibling bolt to finish while the other is blocked")
+        poll_for(
+            lambda: c.statistics("iso").components["free"].executed == 5000,
+            timeout=20,
+            what="sibling bolt to finish while the other is blocked",
+        )
         assert c.statistics("iso").components["blocked"].executed == 0
         Gate.event.set()
         c.wait_complete("iso", timeout=60)
@@ -236,8 +247,11 @@ def test_tick_tuples_arrive():
     with LocalCluster() as c:
         c.submit(t)
         running = c._get("ticks")
-        poll_for(lambda: c.statistics("ticks").components["b"].executed >= 3, timeout=10,
-                 what="three ticks")
+        poll_for(
+            lambda: c.statistics("ticks").components["b"].executed >= 3,
+            timeout=10,
+            what="three ticks",
+        )
         c.kill("ticks")
         assert running.results()["b"][0] >= 3
 
@@ -266,7 +280,8 @@ def test_streams_and_groupings():
     t.set_bolt("local", CaptureBolt(), 2).local_or_shuffle_grouping("router", stream="even")
     t.set_bolt("pk", CaptureBolt(), 2).partial_key_grouping("router", ["n"], stream="even")
     t.set_bolt("custom", CaptureBolt(), 2).custom_grouping(
-        "router", lambda values, k: values[0] % k, stream="odd")
+        "router", lambda values, k: values[0] % k, stream="odd"
+    )
     out = run_topology(t, timeout=60)
     evens = sorted(v for (v,) in out.captured["evens"])
     assert evens == list(range(0, n, 2))
@@ -289,8 +304,11 @@ def test_bolt_exception_fails_tree_and_is_reported():
     t.set_bolt("boom", Boom()).shuffle_grouping("s")
     with LocalCluster() as c:
         c.submit(t)
-        s = poll_for(lambda: (st := c.statistics("boom")).components["boom"].errors >= 6
-                     and st, timeout=20, what="replayed failures")
+        s = poll_for(
+            lambda: (st := c.statistics("boom")).components["boom"].errors >= 6 and st,
+            timeout=20,
+            what="replayed failures",
+        )
         comp = s.components["boom"]
         assert comp.failed >= 6
         task = next(x for x in s.tasks.values() if x.component == "boom")
