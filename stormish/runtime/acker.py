@@ -17,69 +17,75 @@ from typing import Any
 from ..component import Bolt
 from ..tuple import TICK_STREAM
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
-from .rotating import RotatingMap
 
 COMPLETE, FAILED = "complete", "failed"
 
 
 class AckerLedger:
-    """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task)."""
+    """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task).
 
-    __slots__ = ("_entries",)
+    Two generations of entries (current and old) instead of a general rotating map: a
+    lookup is at most two dict probes, and rotation drops the old generation, so an
+    entry lives between one and two rotation periods. Entry: [xor, spout task or -1,
+    failed]."""
 
-    def __init__(self, buckets: int = 3):
-        # entry: [xor value, spout task or -1, failed flag]
-        self._entries = RotatingMap(buckets)
+    __slots__ = ("cur", "old")
+
+    def __init__(self) -> None:
+        self.cur: dict[int, list[Any]] = {}
+        self.old: dict[int, list[Any]] = {}
+
+    def _entry(self, root: int) -> list[Any]:
+        e = self.cur.get(root)
+        if e is None:
+            e = self.old.pop(root, None)
+            if e is None:
+                e = [0, -1, False]
+            self.cur[root] = e
+        return e
 
     def init(self, root: int, val: int, spout_task: int) -> tuple[str, int, int] | None:
-        e = self._entries.get(root)
-        if e is None:
-            e = [0, -1, False]
-            self._entries.put(root, e)
+        e = self._entry(root)
         e[0] ^= val
         e[1] = spout_task
         return self._settle(root, e)
 
     def ack(self, root: int, val: int) -> tuple[str, int, int] | None:
-        e = self._entries.get(root)
-        if e is None:
-            e = [0, -1, False]
-            self._entries.put(root, e)
+        e = self._entry(root)
         e[0] ^= val
         return self._settle(root, e)
 
     def fail(self, root: int) -> tuple[str, int, int] | None:
-        e = self._entries.get(root)
-        if e is None:
-            e = [0, -1, False]
-            self._entries.put(root, e)
+        e = self._entry(root)
         e[2] = True
         return self._settle(root, e)
 
     def reset(self, root: int) -> int | None:
         """Keep a tree alive; returns its spout task (to forward the reset) if known."""
-        e = self._entries.get(root)
-        if e is None:
+        if root not in self.cur and root not in self.old:
             return None
-        self._entries.touch(root)
+        e = self._entry(root)
         return e[1] if e[1] >= 0 else None
 
     def _settle(self, root: int, e: list[Any]) -> tuple[str, int, int] | None:
         if e[1] < 0:
             return None
         if e[2]:
-            self._entries.pop(root)
+            del self.cur[root]
             return (FAILED, root, e[1])
         if e[0] == 0:
-            self._entries.pop(root)
+            del self.cur[root]
             return (COMPLETE, root, e[1])
         return None
 
     def rotate(self) -> int:
-        return len(self._entries.rotate())
+        dead = len(self.old)
+        self.old = self.cur
+        self.cur = {}
+        return dead
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.cur) + len(self.old)
 
 
 class AckerBolt(Bolt):
@@ -94,11 +100,16 @@ class AckerBolt(Bolt):
     def execute_raw(self, stream: str, values: list[Any], emit_direct: Any) -> None:
         ledger = self.ledger
         if stream == ACK_ACK:
-            ack = ledger.ack
+            # the hot case, inlined: one probe of the current generation
+            cur = ledger.cur
             for root, val in values:
-                out = ack(root, val)
-                if out is not None:
-                    self._tell(out, emit_direct)
+                e = cur.get(root)
+                if e is None:
+                    e = ledger._entry(root)
+                e[0] ^= val
+                if e[0] == 0 and e[1] >= 0 and not e[2]:
+                    del cur[root]
+                    emit_direct(e[1], (root,), ACK_ACK)
         elif stream == ACK_INIT:
             init = ledger.init
             for root, val, task in values:

@@ -350,7 +350,7 @@ class SpoutExecutor(Executor):
         self.finished = False
         self.active = True
         self.feeds_cycle = self.component in self.plan.feeds_cycle
-        self.emitted_reliable = 0
+        self._now = self.clock.now
         self.complete_seconds = 0.0
         self.completed = 0
         self._bind()
@@ -367,8 +367,7 @@ class SpoutExecutor(Executor):
         self.finished = True
 
     def _track(self, root: int, msg_id: Any) -> None:
-        self.inflight.put(root, (msg_id, self.clock.now()))
-        self.emitted_reliable += 1
+        self.inflight.put_new(root, (msg_id, self._now()))
 
     def is_done(self) -> bool:
         return self.finished and len(self.inflight) == 0

@@ -22,6 +22,10 @@ class RotatingMap:
             b.pop(key, None)
         head[key] = value
 
+    def put_new(self, key: Any, value: Any) -> None:
+        """For a key known to be absent (a fresh random root id): one dict store."""
+        self._buckets[0][key] = value
+
     def get(self, key: Any, default: Any = None) -> Any:
         for b in self._buckets:
             if key in b:
