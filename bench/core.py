@@ -50,6 +50,28 @@ class ConstSpout(Spout):
                 emit((1,))
 
 
+ONE = (1,)
+
+
+class ConstSpout1(Spout):
+    """Storm's ConstSpout shape: one emit per next_tuple call, nothing else."""
+
+    outputs = ["v"]
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def open(self, conf, context):
+        self.left = self.n
+
+    def next_tuple(self):
+        if self.left:
+            self.left -= 1
+            self.emit(ONE)
+        else:
+            self.finish()
+
+
 class NullBolt(BasicBolt):
     def execute(self, tup):
         pass
@@ -131,7 +153,8 @@ def run(topology: Topology, conf: dict) -> tuple[float, object]:
 
 def bench_const(n: int, acking: bool, per_call: int) -> float:
     t = Topology("const")
-    t.set_spout("spout", ConstSpout(n, acking, per_call))
+    lean = per_call == 1 and not acking
+    t.set_spout("spout", ConstSpout1(n) if lean else ConstSpout(n, acking, per_call))
     t.set_bolt("null", NullBolt()).shuffle_grouping("spout")
     conf = {"topology.acker.executors": 1 if acking else 0}
     if acking:

@@ -339,7 +339,7 @@ class BoltExecutor(Executor):
 
 class SpoutExecutor(Executor):
     is_spout = True
-    BURST = 64
+    BURST = 128  # next_tuple calls between checks of the spout's own queue
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -420,12 +420,16 @@ class SpoutExecutor(Executor):
                 idle = self.idle_wait.idle(idle, q)
                 continue
             before = col.transferred + col.pending_count + col.buffered()
-            for _ in range(burst):
-                next_tuple()
-                if pending or self.finished:
-                    break
-                if max_pending is not None and len(inflight) >= max_pending:
-                    break
+            if max_pending is None:
+                for _ in range(burst):
+                    next_tuple()
+                    if pending:
+                        break
+            else:
+                for _ in range(burst):
+                    next_tuple()
+                    if pending or len(inflight) >= max_pending:
+                        break
             if acked_on_emit:
                 self._ack_on_emit()
             if col.transferred + col.pending_count + col.buffered() == before:

@@ -1,0 +1,25 @@
+"""Errors of the Spark connectors. Each names the component and the path, table or
+key it is about: the person reading it has only the message to go on."""
+
+from __future__ import annotations
+
+from ..errors import StormishError
+
+
+class SparkSourceError(StormishError):
+    """A SparkSpout source cannot be read: not a DataFrame, a missing path or table,
+    unknown fields."""
+
+
+class SparkSinkError(StormishError):
+    """A sink cannot write or commit a batch: an unwritable path, a schema conflict,
+    a failed Spark job."""
+
+
+class WouldBlock(Exception):  # noqa: N818 - trio's name for "nothing ready yet"
+    """Raised by the `*_nowait` methods when nothing is ready yet; try again later."""
+
+
+def where(component: str | None) -> str:
+    """The prefix of a message about `component` (empty when there is none)."""
+    return f"component {component!r}: " if component else ""

@@ -1,0 +1,1 @@
+"""Between workers: the wire format, the backpressure tracker and the ZeroMQ transport."""

@@ -1,0 +1,342 @@
+"""The versioned wire format between workers: ZeroMQ multipart messages, encoded and decoded.
+
+Pure functions, no sockets, so the format is tested on its own and a peer's garbage ends
+as one `FrameError` that names the frame and the reason, never as a crash in a socket
+thread. Frame 0 of every message is a fixed 18-byte header (magic `SMSH`, version, kind,
+sender worker id, sequence) parsed with one precompiled `struct.Struct`; the body follows.
+
+Tuple batches use pickle protocol 5 so that big buffers travel as frames of their own,
+never copied into the pickle: numpy or pyarrow buffers of at least `OOB_THRESHOLD` bytes,
+and `bytes` of that size (pickle always writes `bytes` in-band, so those are turned into
+out-of-band buffers by a second, slower pass that runs only when the first pickle holds
+one). Everything else (hello, backpressure status, heartbeat, control) is small and is
+never unpickled: a buggy or hostile peer must not reach an unpickler with a control
+message. Status is a `struct`, the dictionaries are JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from stormish.errors import StormishError
+from stormish.transport.tracker import BackpressureStatus
+
+MAGIC = b"SMSH"
+VERSION = 1
+OOB_THRESHOLD = 64 * 1024
+HEADER = struct.Struct("!4sBBIQ")  # magic, version, kind, sender worker id, sequence
+_STATUS = struct.Struct("!IQII")  # worker id, status id, number of bp / non-bp task ids
+
+Frame = bytes | memoryview | pickle.PickleBuffer
+Batch = tuple  # (dest_task, src_task, stream, values, metas_or_None)
+
+
+class Kind(IntEnum):
+    HELLO = 1
+    TUPLES = 2
+    BP_STATUS = 3
+    EOS = 4
+    EOS_ACK = 5
+    HEARTBEAT = 6
+    CONTROL = 7
+
+
+class FrameError(StormishError, ValueError):
+    """A received message cannot be decoded; the message names the frame and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A decoded message. `body` by kind: TUPLES a list of `Batch` tuples, BP_STATUS a
+    `BackpressureStatus`, HELLO a `Hello`, HEARTBEAT and CONTROL a dict, EOS and
+    EOS_ACK None."""
+
+    kind: Kind
+    sender: int
+    seq: int
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    topology_id: str
+    worker_port_info: dict
+
+
+# ---- encoding ------------------------------------------------------------------------
+
+
+def _header(kind: Kind, sender: int, seq: int) -> bytes:
+    try:
+        return HEADER.pack(MAGIC, VERSION, kind, sender, seq)
+    except struct.error:
+        raise ValueError(
+            f"cannot encode a {kind.name} header: sender {sender!r} must be a uint32 and "
+            f"seq {seq!r} a uint64"
+        ) from None
+
+
+class _OobBytesPickler(pickle.Pickler):
+    """Pickles large `bytes` as out-of-band buffers (the slow pass, see module doc)."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) is bytes and len(obj) >= OOB_THRESHOLD:
+            return pickle.PickleBuffer(obj)
+        return None
+
+
+def encode_tuples(sender: int, seq: int, batches: Iterable[Batch]) -> list[Frame]:
+    """Frames for tuple batches `(dest_task, src_task, stream, values, metas_or_None)`.
+
+    Frame 1 is the pickle, frames 2.. its out-of-band buffers. Those are views of the
+    values themselves (zero-copy): values must not change until the frames are sent.
+    """
+    payload = [tuple(batch) for batch in batches]
+    buffers: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buf: pickle.PickleBuffer) -> bool:
+        if memoryview(buf).nbytes < OOB_THRESHOLD:
+            return True  # in-band: a frame per small buffer costs more than a copy
+        buffers.append(buf)
+        return False
+
+    data: bytes = pickle.dumps(payload, protocol=5, buffer_callback=out_of_band)
+    if len(data) >= OOB_THRESHOLD and _may_hold_large_bytes(data):
+        buffers.clear()
+        out = io.BytesIO()
+        _OobBytesPickler(out, protocol=5, buffer_callback=out_of_band).dump(payload)
+        data = out.getvalue()
+    return [_header(Kind.TUPLES, sender, seq), data, *buffers]
+
+
+# Opcodes of protocol 4+ pickles that `_may_hold_large_bytes` steps over outside frames.
+_FRAME, _BINUNICODE, _BINUNICODE8, _BYTEARRAY8 = 0x95, 0x58, 0x8D, 0x96
+_BARE_OPS = frozenset(b"\x94ae(\x85\x86\x87t.])Nsub0}R\x88\x89")  # no argument
+_U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
+
+
+def _may_hold_large_bytes(data: bytes) -> bool:
+    """False only if `data` holds no `bytes` of `OOB_THRESHOLD` bytes or more.
+
+    Pickle writes an object of 64 KiB or more outside its 64 KiB frames, so walking the
+    frames finds every such object in a few steps. Anything unexpected answers True: the
+    caller then pays for the slow pass, never for a missed buffer.
+    """
+    i, end = 2, len(data)  # after PROTO 5
+    while i < end:
+        op = data[i]
+        if op == _FRAME:
+            i += 9 + _U64.unpack_from(data, i + 1)[0]
+        elif op in _BARE_OPS:
+            i += 1
+        elif op == _BINUNICODE:
+            i += 5 + _U32.unpack_from(data, i + 1)[0]
+        elif op in (_BINUNICODE8, _BYTEARRAY8):
+            i += 9 + _U64.unpack_from(data, i + 1)[0]
+        else:
+            return True
+    return False
+
+
+def _json(kind: Kind, payload: dict) -> bytes:
+    if not isinstance(payload, dict):
+        raise TypeError(f"a {kind.name} payload must be a dict, got {type(payload).__name__}")
+    return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+
+
+def encode_hello(sender: int, seq: int, topology_id: str, worker_port_info: dict) -> list[Frame]:
+    """The first message on a connection. JSON: dict keys arrive as strings."""
+    body = {"topology_id": topology_id, "worker_port_info": worker_port_info}
+    return [_header(Kind.HELLO, sender, seq), _json(Kind.HELLO, body)]
+
+
+def encode_status(sender: int, seq: int, status: BackpressureStatus) -> list[Frame]:
+    """Task ids travel as uint32, sorted (the order carries no meaning)."""
+    bp, free = sorted(status.bp_tasks), sorted(status.non_bp_tasks)
+    try:
+        body = _STATUS.pack(status.worker_id, status.status_id, len(bp), len(free))
+        tasks = struct.pack(f"!{len(bp) + len(free)}I", *bp, *free)
+    except struct.error:
+        raise ValueError(
+            f"cannot encode backpressure status {status.status_id!r} of worker "
+            f"{status.worker_id!r}: ids must be uint32 (status id uint64)"
+        ) from None
+    return [_header(Kind.BP_STATUS, sender, seq), body + tasks]
+
+
+def encode_eos(sender: int, seq: int) -> list[Frame]:
+    return [_header(Kind.EOS, sender, seq)]
+
+
+def encode_eos_ack(sender: int, seq: int) -> list[Frame]:
+    return [_header(Kind.EOS_ACK, sender, seq)]
+
+
+def encode_heartbeat(sender: int, seq: int, payload: dict) -> list[Frame]:
+    return [_header(Kind.HEARTBEAT, sender, seq), _json(Kind.HEARTBEAT, payload)]
+
+
+def encode_control(sender: int, seq: int, payload: dict) -> list[Frame]:
+    return [_header(Kind.CONTROL, sender, seq), _json(Kind.CONTROL, payload)]
+
+
+# ---- decoding ------------------------------------------------------------------------
+
+
+def decode(frames: Sequence[Any]) -> Message:
+    """Decode one multipart message; raises `FrameError` and nothing else on bad input.
+
+    Frames may be bytes or any buffer (memoryview, `zmq.Frame`). Only decode TUPLES
+    from authenticated peers: their body is a pickle.
+    """
+    try:
+        count = len(frames)
+        header = frames[0] if count else None
+        size = len(header) if header is not None else 0
+    except TypeError:
+        raise FrameError("a message must be a sequence of buffers") from None
+    if not count:
+        raise FrameError("empty message: no frames")
+    if size != HEADER.size:
+        why = "truncated header" if size < HEADER.size else "header too long"
+        raise FrameError(f"frame 0: {why}: {size} bytes, expected {HEADER.size}")
+    try:
+        magic, version, kind, sender, seq = HEADER.unpack_from(header)
+    except (TypeError, struct.error) as e:
+        raise FrameError(f"frame 0: unreadable header: {e}") from None
+    if magic != MAGIC:
+        raise FrameError(f"frame 0: bad magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise FrameError(f"frame 0: unsupported version {version} (this build speaks {VERSION})")
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise FrameError(f"frame 0: unknown kind {kind}")
+    kind = Kind(kind)
+    expected, body_decoder = decoder
+    if count != expected and not (expected == -1 and count >= 2):
+        want = "at least 2" if expected == -1 else str(expected)
+        raise FrameError(f"wrong frame count for {kind.name}: {count}, expected {want}")
+    return Message(kind, sender, seq, body_decoder(sender, frames))
+
+
+def _fail(kind: Kind, frame: int, why: str) -> FrameError:
+    return FrameError(f"frame {frame}: undecodable {kind.name} body: {why}")
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> bytes:
+        """Rebuild a large `bytes`; without a copy when the frame already is one."""
+        if type(pid) is bytes:
+            return pid
+        try:
+            view = memoryview(pid)
+        except TypeError:
+            raise pickle.UnpicklingError(f"bad persistent id {type(pid).__name__}") from None
+        if type(view.obj) is bytes and view.nbytes == len(view.obj) and view.contiguous:
+            return view.obj
+        return view.tobytes()
+
+
+def _decode_tuples(_sender: int, frames: Sequence[Any]) -> list[Batch]:
+    try:
+        if len(frames) == 2:
+            payload = pickle.loads(frames[1])
+        else:
+            buffers = iter(frames[2:])
+            payload = _Unpickler(io.BytesIO(frames[1]), buffers=buffers).load()
+            if next(buffers, None) is not None:
+                raise FrameError(
+                    f"wrong frame count for TUPLES: {len(frames)}, the pickle in frame 1 "
+                    "left out-of-band frames unused"
+                )
+    except FrameError:
+        raise
+    except Exception as e:  # a corrupt pickle can raise almost anything
+        raise _fail(Kind.TUPLES, 1, f"{type(e).__name__}: {e}") from None
+    if type(payload) is not list:
+        raise _fail(Kind.TUPLES, 1, f"a list of batches expected, got {type(payload).__name__}")
+    for i, batch in enumerate(payload):
+        if not _is_batch(batch):
+            raise _fail(
+                Kind.TUPLES,
+                1,
+                f"batch {i} is not (dest_task, src_task, stream, values, metas_or_None)",
+            )
+    return payload
+
+
+def _is_batch(batch: Any) -> bool:
+    if type(batch) is not tuple or len(batch) != 5:
+        return False
+    dest, src, stream, values, metas = batch
+    return (
+        type(dest) is int
+        and type(src) is int
+        and type(stream) is str
+        and type(values) is list
+        and (metas is None or (type(metas) is list and len(metas) == len(values)))
+    )
+
+
+def _decode_status(sender: int, frames: Sequence[Any]) -> BackpressureStatus:
+    body = frames[1]
+    size = len(body)
+    if size < _STATUS.size:
+        raise _fail(Kind.BP_STATUS, 1, f"truncated: {size} bytes, at least {_STATUS.size}")
+    worker, status_id, n_bp, n_free = _STATUS.unpack_from(body)
+    expected = _STATUS.size + 4 * (n_bp + n_free)
+    if size != expected:
+        raise _fail(
+            Kind.BP_STATUS, 1, f"{size} bytes, expected {expected} for {n_bp}+{n_free} tasks"
+        )
+    if worker != sender:
+        raise _fail(Kind.BP_STATUS, 1, f"status of worker {worker} sent by worker {sender}")
+    tasks = struct.unpack_from(f"!{n_bp + n_free}I", body, _STATUS.size)
+    bp, free = frozenset(tasks[:n_bp]), frozenset(tasks[n_bp:])
+    if len(bp) + len(free) != len(tasks):
+        raise _fail(Kind.BP_STATUS, 1, "a task id is listed twice")
+    return BackpressureStatus(worker, status_id, bp, free)
+
+
+def _decode_json(kind: Kind, frames: Sequence[Any]) -> dict:
+    raw = frames[1]
+    try:
+        value = json.loads(raw if type(raw) is bytes else bytes(raw))
+    except (ValueError, TypeError, RecursionError) as e:
+        raise _fail(kind, 1, f"not JSON: {type(e).__name__}: {e}") from None
+    if type(value) is not dict:
+        raise _fail(kind, 1, f"a JSON object expected, got {type(value).__name__}")
+    return value
+
+
+def _decode_hello(_sender: int, frames: Sequence[Any]) -> Hello:
+    value = _decode_json(Kind.HELLO, frames)
+    topology_id, info = value.get("topology_id"), value.get("worker_port_info")
+    if set(value) != {"topology_id", "worker_port_info"} or type(topology_id) is not str:
+        raise _fail(Kind.HELLO, 1, "expected keys topology_id (str) and worker_port_info")
+    if type(info) is not dict:
+        raise _fail(Kind.HELLO, 1, f"worker_port_info must be an object, got {type(info).__name__}")
+    return Hello(topology_id, info)
+
+
+def _json_body(kind: Kind) -> Callable[[int, Sequence[Any]], dict]:
+    return lambda _sender, frames: _decode_json(kind, frames)
+
+
+# kind -> (frame count, -1 meaning "2 or more"; body decoder)
+_DECODERS: dict[int, tuple[int, Callable[[int, Sequence[Any]], Any]]] = {
+    Kind.HELLO: (2, _decode_hello),
+    Kind.TUPLES: (-1, _decode_tuples),
+    Kind.BP_STATUS: (2, _decode_status),
+    Kind.EOS: (1, lambda _sender, _frames: None),
+    Kind.EOS_ACK: (1, lambda _sender, _frames: None),
+    Kind.HEARTBEAT: (2, _json_body(Kind.HEARTBEAT)),
+    Kind.CONTROL: (2, _json_body(Kind.CONTROL)),
+}
