@@ -25,7 +25,13 @@ def stable_hash(v: Any) -> int:
     if isinstance(v, bytes | bytearray | memoryview):
         return zlib.crc32(v)
     if isinstance(v, float):
-        return stable_hash(repr(v))
+        # equal keys must hash equal: 1.0 == 1 shares a dict slot (the routing cache)
+        return stable_hash(int(v)) if v.is_integer() else stable_hash(repr(v))
+    if isinstance(v, frozenset | set):
+        h = 0
+        for x in v:
+            h ^= stable_hash(x) * 0x9E3779B1 & 0xFFFFFFFF
+        return h
     if isinstance(v, tuple | list):
         h = 17
         for x in v:
@@ -177,7 +183,12 @@ class Custom:
         try:
             r = self._choose(values)
             if isinstance(r, int):
-                return self.outboxes[r]
-            return [x if not isinstance(x, int) else self.outboxes[x] for x in r]
+                return self.outboxes[self._index(r)]
+            return [x if not isinstance(x, int) else self.outboxes[self._index(x)] for x in r]
         except (IndexError, KeyError) as exc:
             raise ValueError(f"custom grouping of {self.where} chose no valid task: {exc}") from exc
+
+    def _index(self, i: int) -> int:
+        if not 0 <= i < len(self.outboxes):
+            raise IndexError(f"index {i} is outside 0..{len(self.outboxes) - 1}")
+        return i
