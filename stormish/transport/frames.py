@@ -70,9 +70,6 @@ class Hello:
     worker_port_info: dict
 
 
-# ---- encoding ------------------------------------------------------------------------
-
-
 def _header(kind: Kind, sender: int, seq: int) -> bytes:
     try:
         return HEADER.pack(MAGIC, VERSION, kind, sender, seq)
@@ -84,12 +81,24 @@ def _header(kind: Kind, sender: int, seq: int) -> bytes:
 
 
 class _OobBytesPickler(pickle.Pickler):
-    """Pickles large `bytes` as out-of-band buffers (the slow pass, see module doc)."""
+    """Pickles large `bytes` as out-of-band buffers (the slow pass, see module doc).
+
+    A `bytes` seen before (by identity) becomes its index among the buffers, so a value
+    shared by several rows travels once.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._seen: dict[int, int] = {}
 
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is bytes and len(obj) >= OOB_THRESHOLD:
-            return pickle.PickleBuffer(obj)
-        return None
+        if type(obj) is not bytes or len(obj) < OOB_THRESHOLD:
+            return None
+        index = self._seen.get(id(obj))
+        if index is not None:
+            return index
+        self._seen[id(obj)] = len(self._seen)
+        return pickle.PickleBuffer(obj)
 
 
 def encode_tuples(sender: int, seq: int, batches: Iterable[Batch]) -> list[Frame]:
@@ -187,9 +196,6 @@ def encode_control(sender: int, seq: int, payload: dict) -> list[Frame]:
     return [_header(Kind.CONTROL, sender, seq), _json(Kind.CONTROL, payload)]
 
 
-# ---- decoding ------------------------------------------------------------------------
-
-
 def decode(frames: Sequence[Any]) -> Message:
     """Decode one multipart message; raises `FrameError` and nothing else on bad input.
 
@@ -198,77 +204,78 @@ def decode(frames: Sequence[Any]) -> Message:
     """
     try:
         count = len(frames)
-        header = frames[0] if count else None
-        size = len(header) if header is not None else 0
-    except TypeError:
-        raise FrameError("a message must be a sequence of buffers") from None
-    if not count:
-        raise FrameError("empty message: no frames")
-    if size != HEADER.size:
-        why = "truncated header" if size < HEADER.size else "header too long"
-        raise FrameError(f"frame 0: {why}: {size} bytes, expected {HEADER.size}")
-    try:
-        magic, version, kind, sender, seq = HEADER.unpack_from(header)
+        size = len(frames[0]) if count else 0
+        fields = HEADER.unpack_from(frames[0]) if size == HEADER.size else None
     except (TypeError, struct.error) as e:
-        raise FrameError(f"frame 0: unreadable header: {e}") from None
+        raise FrameError(f"frame 0: unreadable header: {type(e).__name__}: {e}") from None
+    if fields is None:
+        if not count:
+            raise FrameError("empty message: no frames")
+        why = "header too long" if size > HEADER.size else "truncated header"
+        raise FrameError(f"frame 0: {why}: {size} bytes, expected {HEADER.size}")
+    magic, version, kind, sender, seq = fields
     if magic != MAGIC:
         raise FrameError(f"frame 0: bad magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
         raise FrameError(f"frame 0: unsupported version {version} (this build speaks {VERSION})")
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        raise FrameError(f"frame 0: unknown kind {kind}")
-    kind = Kind(kind)
-    expected, body_decoder = decoder
+    try:
+        kind, expected, body_decoder = _DECODERS[kind]
+    except KeyError:
+        raise FrameError(f"frame 0: unknown kind {kind}") from None
     if count != expected and not (expected == -1 and count >= 2):
         want = "at least 2" if expected == -1 else str(expected)
         raise FrameError(f"wrong frame count for {kind.name}: {count}, expected {want}")
-    return Message(kind, sender, seq, body_decoder(sender, frames))
-
-
-def _fail(kind: Kind, frame: int, why: str) -> FrameError:
-    return FrameError(f"frame {frame}: undecodable {kind.name} body: {why}")
-
-
-class _Unpickler(pickle.Unpickler):
-    def persistent_load(self, pid: Any) -> bytes:
-        """Rebuild a large `bytes`; without a copy when the frame already is one."""
-        if type(pid) is bytes:
-            return pid
-        try:
-            view = memoryview(pid)
-        except TypeError:
-            raise pickle.UnpicklingError(f"bad persistent id {type(pid).__name__}") from None
-        if type(view.obj) is bytes and view.nbytes == len(view.obj) and view.contiguous:
-            return view.obj
-        return view.tobytes()
-
-
-def _decode_tuples(_sender: int, frames: Sequence[Any]) -> list[Batch]:
     try:
-        if len(frames) == 2:
-            payload = pickle.loads(frames[1])
-        else:
-            buffers = iter(frames[2:])
-            payload = _Unpickler(io.BytesIO(frames[1]), buffers=buffers).load()
-            if next(buffers, None) is not None:
-                raise FrameError(
-                    f"wrong frame count for TUPLES: {len(frames)}, the pickle in frame 1 "
-                    "left out-of-band frames unused"
-                )
+        body = body_decoder(kind, sender, frames)
     except FrameError:
         raise
     except Exception as e:  # a corrupt pickle can raise almost anything
-        raise _fail(Kind.TUPLES, 1, f"{type(e).__name__}: {e}") from None
+        raise _fail(kind, f"{type(e).__name__}: {e}") from None
+    return Message(kind, sender, seq, body)
+
+
+def _fail(kind: Kind, why: str) -> FrameError:
+    return FrameError(f"frame 1: undecodable {kind.name} body: {why}")
+
+
+class _Unpickler(pickle.Unpickler):
+    """Rebuilds the large `bytes` of `_OobBytesPickler`: a buffer, or the index of one."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._loaded: list[bytes] = []
+
+    def persistent_load(self, pid: Any) -> bytes:
+        if type(pid) is int and 0 <= pid < len(self._loaded):
+            return self._loaded[pid]
+        try:
+            view = memoryview(pid)
+        except TypeError:
+            raise pickle.UnpicklingError(f"bad persistent id {pid!r:.40}") from None
+        if type(view.obj) is bytes and view.nbytes == len(view.obj) and view.contiguous:
+            value = view.obj  # the frame already is a bytes: no copy
+        else:
+            value = view.tobytes()
+        self._loaded.append(value)
+        return value
+
+
+def _decode_tuples(kind: Kind, _sender: int, frames: Sequence[Any]) -> list[Batch]:
+    if len(frames) == 2:
+        payload = pickle.loads(frames[1])
+    else:
+        buffers = iter(frames[2:])
+        payload = _Unpickler(io.BytesIO(frames[1]), buffers=buffers).load()
+        if next(buffers, None) is not None:
+            raise FrameError(
+                f"wrong frame count for TUPLES: {len(frames)}, the pickle in frame 1 "
+                "left out-of-band frames unused"
+            )
     if type(payload) is not list:
-        raise _fail(Kind.TUPLES, 1, f"a list of batches expected, got {type(payload).__name__}")
+        raise _fail(kind, f"a list of batches expected, got {type(payload).__name__}")
     for i, batch in enumerate(payload):
         if not _is_batch(batch):
-            raise _fail(
-                Kind.TUPLES,
-                1,
-                f"batch {i} is not (dest_task, src_task, stream, values, metas_or_None)",
-            )
+            raise _fail(kind, f"batch {i} is not (dest, src, stream, values, metas_or_None)")
     return payload
 
 
@@ -285,58 +292,59 @@ def _is_batch(batch: Any) -> bool:
     )
 
 
-def _decode_status(sender: int, frames: Sequence[Any]) -> BackpressureStatus:
+def _decode_status(kind: Kind, sender: int, frames: Sequence[Any]) -> BackpressureStatus:
     body = frames[1]
     size = len(body)
     if size < _STATUS.size:
-        raise _fail(Kind.BP_STATUS, 1, f"truncated: {size} bytes, at least {_STATUS.size}")
+        raise _fail(kind, f"truncated: {size} bytes, at least {_STATUS.size}")
     worker, status_id, n_bp, n_free = _STATUS.unpack_from(body)
     expected = _STATUS.size + 4 * (n_bp + n_free)
     if size != expected:
-        raise _fail(
-            Kind.BP_STATUS, 1, f"{size} bytes, expected {expected} for {n_bp}+{n_free} tasks"
-        )
+        raise _fail(kind, f"{size} bytes, expected {expected} for {n_bp}+{n_free} tasks")
     if worker != sender:
-        raise _fail(Kind.BP_STATUS, 1, f"status of worker {worker} sent by worker {sender}")
+        raise _fail(kind, f"status of worker {worker} sent by worker {sender}")
     tasks = struct.unpack_from(f"!{n_bp + n_free}I", body, _STATUS.size)
     bp, free = frozenset(tasks[:n_bp]), frozenset(tasks[n_bp:])
-    if len(bp) + len(free) != len(tasks):
-        raise _fail(Kind.BP_STATUS, 1, "a task id is listed twice")
+    if len(bp | free) != len(tasks):
+        raise _fail(kind, "a task id is listed twice")
     return BackpressureStatus(worker, status_id, bp, free)
 
 
-def _decode_json(kind: Kind, frames: Sequence[Any]) -> dict:
+def _decode_json(kind: Kind, _sender: int, frames: Sequence[Any]) -> dict:
     raw = frames[1]
     try:
         value = json.loads(raw if type(raw) is bytes else bytes(raw))
     except (ValueError, TypeError, RecursionError) as e:
-        raise _fail(kind, 1, f"not JSON: {type(e).__name__}: {e}") from None
+        raise _fail(kind, f"not JSON: {type(e).__name__}: {e}") from None
     if type(value) is not dict:
-        raise _fail(kind, 1, f"a JSON object expected, got {type(value).__name__}")
+        raise _fail(kind, f"a JSON object expected, got {type(value).__name__}")
     return value
 
 
-def _decode_hello(_sender: int, frames: Sequence[Any]) -> Hello:
-    value = _decode_json(Kind.HELLO, frames)
+def _decode_hello(kind: Kind, sender: int, frames: Sequence[Any]) -> Hello:
+    value = _decode_json(kind, sender, frames)
     topology_id, info = value.get("topology_id"), value.get("worker_port_info")
     if set(value) != {"topology_id", "worker_port_info"} or type(topology_id) is not str:
-        raise _fail(Kind.HELLO, 1, "expected keys topology_id (str) and worker_port_info")
+        raise _fail(kind, "expected keys topology_id (str) and worker_port_info")
     if type(info) is not dict:
-        raise _fail(Kind.HELLO, 1, f"worker_port_info must be an object, got {type(info).__name__}")
+        raise _fail(kind, f"worker_port_info must be an object, got {type(info).__name__}")
     return Hello(topology_id, info)
 
 
-def _json_body(kind: Kind) -> Callable[[int, Sequence[Any]], dict]:
-    return lambda _sender, frames: _decode_json(kind, frames)
+def _no_body(_kind: Kind, _sender: int, _frames: Sequence[Any]) -> None:
+    return None
 
 
-# kind -> (frame count, -1 meaning "2 or more"; body decoder)
-_DECODERS: dict[int, tuple[int, Callable[[int, Sequence[Any]], Any]]] = {
-    Kind.HELLO: (2, _decode_hello),
-    Kind.TUPLES: (-1, _decode_tuples),
-    Kind.BP_STATUS: (2, _decode_status),
-    Kind.EOS: (1, lambda _sender, _frames: None),
-    Kind.EOS_ACK: (1, lambda _sender, _frames: None),
-    Kind.HEARTBEAT: (2, _json_body(Kind.HEARTBEAT)),
-    Kind.CONTROL: (2, _json_body(Kind.CONTROL)),
+# kind number -> (kind, frame count with -1 meaning "2 or more", body decoder)
+_DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]] = {
+    k: (k, n, fn)
+    for k, n, fn in [
+        (Kind.HELLO, 2, _decode_hello),
+        (Kind.TUPLES, -1, _decode_tuples),
+        (Kind.BP_STATUS, 2, _decode_status),
+        (Kind.EOS, 1, _no_body),
+        (Kind.EOS_ACK, 1, _no_body),
+        (Kind.HEARTBEAT, 2, _decode_json),
+        (Kind.CONTROL, 2, _decode_json),
+    ]
 }

@@ -100,7 +100,8 @@ class BackpressureTracker:
     nanosecond count, say), or peers that still remember the old ids ignore it as stale.
     `resume_fill` adds hysteresis: a task leaves backpressure only when its overflow is
     empty and its receive queue is at most this full (0.0 to 1.0; 1.0, the default, is
-    Storm's rule: an empty overflow is enough).
+    Storm's rule: an empty overflow is enough). Not thread-safe: drive it from one thread
+    (the receive thread can run the timer between polls).
     """
 
     def __init__(
@@ -211,6 +212,9 @@ class RemoteBackpressure:
     object writes it. A task is flagged by the worker whose status last put it under
     backpressure; a status listing the task as free, from any worker (the task may have
     moved), releases it, and so does `forget_worker` on the worker that flagged it.
+    One thread writes (the receive thread); emitters on other threads may read `flagged`
+    (a set lookup is atomic under the GIL, and a task that stays flagged from one status
+    to the next is never released in between).
     """
 
     def __init__(self) -> None:
