@@ -69,7 +69,7 @@ class Count(Bolt):
         print(f"count: {len(self.counts)} words, top {top}")
 
 
-topology = Topology("wordcount", config={"topology.workers": 1})
+topology = Topology("wordcount")
 topology.set_spout("sentences", Sentences(), parallelism=1)
 topology.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
 topology.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK
-from ..errors import WorkerError
+from ..errors import ConfigError, WorkerError
 from ..topology import Topology
 from .plan import build_plan
 from .stats import TopologyStatistics, aggregate
@@ -42,13 +42,13 @@ class RunningTopology:
         conf = topology.validate(extra)
         plan = build_plan(topology, conf, acker_bolt())
         if plan.workers > 1:
-            from ..transport.cluster import start_process_workers
-
-            workers = start_process_workers(plan)
-        else:
-            workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
-            for w in workers:
-                w.start()
+            raise ConfigError(
+                f"config key 'topology.workers' is {plan.workers} for topology "
+                f"{topology.name!r}: this build runs one worker process per topology; "
+                "several workers linked by ZeroMQ are not available yet")
+        workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
+        for w in workers:
+            w.start()
         return cls(topology, plan, workers)
 
     # -- completion -------------------------------------------------------------------------

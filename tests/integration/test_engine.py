@@ -346,3 +346,11 @@ def test_finish_runs_cleanup_and_close(tmp_path):
     lines = sorted(log.read_text().split("\n")[:-1])
     assert lines[-1] == "close" and len(lines) == 3
     assert sum(int(x.split()[1]) for x in lines[:2]) == 2
+
+
+def test_more_workers_than_this_build_runs_is_a_named_config_error():
+    from stormish import ConfigError
+
+    with LocalCluster(workers=2) as c, pytest.raises(ConfigError, match="topology.workers"):
+        c.submit(wordcount(False))
+    assert c.topologies() == []
