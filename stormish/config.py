@@ -215,7 +215,11 @@ def check_value(name: str, value: Any, where: str = "") -> None:
     key = KEYS.get(name)
     place = f" (in {where})" if where else ""
     if key is None:
-        close = [k for k in KEYS if k.rsplit(".", 1)[-1] == name.rsplit(".", 1)[-1]]
+        import difflib
+
+        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.8) or [
+            k for k in KEYS if k.rsplit(".", 1)[-1] == name.rsplit(".", 1)[-1]
+        ]
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"unknown config key {name!r}{place}{hint}")
     problem = key.check(value)
@@ -236,10 +240,11 @@ def resolve(*layers: Mapping[str, Any] | None, where: str = "") -> dict[str, Any
             conf[k] = v
     batch = conf["topology.producer.batch.size"]
     cap = conf["topology.executor.receive.buffer.size"]
+    place = f" (in {where})" if where else ""
     if batch > cap // 2:
         raise ConfigError(
-            f"config key 'topology.producer.batch.size' ({batch}) must be at most half of "
-            f"'topology.executor.receive.buffer.size' ({cap})"
+            f"config key 'topology.producer.batch.size' ({batch}){place} must be at most "
+            f"half of 'topology.executor.receive.buffer.size' ({cap})"
         )
     return conf
 

@@ -1,0 +1,328 @@
+"""AckerLedger: XOR completion in any message order, failure, reset and expiry."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
+from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
+from stormish.tuple import TICK_STREAM
+
+ROOT, SPOUT = 123456789, 7
+
+
+def test_single_edge_tree_completes_on_ack_after_init():
+    led = AckerLedger()
+    assert led.init(ROOT, 0b1010, SPOUT) is None
+    assert len(led) == 1
+    assert led.ack(ROOT, 0b1010) == (COMPLETE, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+def test_init_after_acks_completes_on_init():
+    led = AckerLedger()
+    e1, e2 = 0x11, 0x22
+    assert led.ack(ROOT, e1) is None
+    assert led.ack(ROOT, e2) is None
+    assert len(led) == 1
+    assert led.init(ROOT, e1 ^ e2, SPOUT) == (COMPLETE, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+def test_zero_value_without_init_does_not_complete():
+    """XOR 0 is not enough: the spout task must be known (the init has not arrived)."""
+    led = AckerLedger()
+    assert led.ack(ROOT, 5) is None
+    assert led.ack(ROOT, 5) is None  # value back to 0, but no spout task yet
+    assert len(led) == 1
+    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT)
+
+
+def test_init_with_zero_value_completes_at_once():
+    """A spout tuple with no consumers: the init alone completes the tree."""
+    led = AckerLedger()
+    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+def test_partial_acks_keep_the_tree_open():
+    led = AckerLedger()
+    e1, e2, e3 = 1 << 3, 1 << 17, 1 << 40
+    assert led.init(ROOT, e1 ^ e2, SPOUT) is None
+    # the bolt that received e1 emits e3 anchored and acks e1: sends e1 ^ e3
+    assert led.ack(ROOT, e1 ^ e3) is None
+    assert led.ack(ROOT, e2) is None
+    assert led.ack(ROOT, e3) == (COMPLETE, ROOT, SPOUT)
+
+
+def test_fail_after_init_reports_failed():
+    led = AckerLedger()
+    led.init(ROOT, 99, SPOUT)
+    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+def test_fail_before_init_reports_on_init_even_if_value_is_zero():
+    led = AckerLedger()
+    assert led.fail(ROOT) is None
+    assert led.ack(ROOT, 3) is None
+    assert led.init(ROOT, 3, SPOUT) == (FAILED, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+def test_trees_are_independent():
+    led = AckerLedger()
+    other = ROOT + 1
+    led.init(ROOT, 4, SPOUT)
+    led.init(other, 4, SPOUT + 1)
+    assert led.ack(other, 4) == (COMPLETE, other, SPOUT + 1)
+    assert len(led) == 1
+    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT)
+
+
+def test_reset_unknown_root_is_none():
+    assert AckerLedger().reset(ROOT) is None
+
+
+def test_reset_before_init_is_none_but_keeps_the_entry():
+    led = AckerLedger()
+    led.ack(ROOT, 8)
+    assert led.reset(ROOT) is None
+    assert len(led) == 1
+
+
+def test_reset_returns_spout_task_and_extends_life():
+    led = AckerLedger()
+    led.init(ROOT, 8, SPOUT)
+    led.rotate()
+    assert led.reset(ROOT) == SPOUT  # back in the newest generation
+    assert led.rotate() == 0
+    assert len(led) == 1
+    assert led.rotate() == 1
+    assert len(led) == 0
+
+
+def test_untouched_entries_expire_after_two_rotations():
+    """Two generations: an entry lives between one and two rotation periods."""
+    led = AckerLedger()
+    led.init(ROOT, 8, SPOUT)
+    assert led.rotate() == 0
+    assert len(led) == 1
+    assert led.rotate() == 1
+    assert len(led) == 0
+    # a late ack for the expired tree starts a fresh, incomplete entry: no outcome
+    assert led.ack(ROOT, 8) is None
+    assert len(led) == 1
+
+
+def test_an_entry_survives_one_rotation_with_its_state():
+    led = AckerLedger()
+    led.init(ROOT, 1 | 2, SPOUT)
+    led.rotate()
+    assert led.ack(ROOT, 1) is None
+    assert led.ack(ROOT, 2) == (COMPLETE, ROOT, SPOUT)
+    assert len(led) == 0
+    assert led.rotate() == 0
+
+
+def test_expiry_counts_every_expired_tree():
+    led = AckerLedger()
+    for r in range(5):
+        led.init(r + 1, 1, SPOUT)
+    led.rotate()
+    led.init(100, 1, SPOUT)
+    assert led.rotate() == 5
+    assert led.rotate() == 1
+    assert led.rotate() == 0
+
+
+def test_reset_of_an_expired_tree_is_none():
+    led = AckerLedger()
+    led.init(ROOT, 1, SPOUT)
+    led.rotate()
+    led.rotate()
+    assert led.reset(ROOT) is None
+    assert len(led) == 0
+
+
+# -- property: a random tree, messages in any order
+@st.composite
+def tree_messages(draw, root: int, spout: int):
+    """A random tuple tree: node 0 is the spout tuple; every other node has a parent and an
+    edge id. Edge ids are distinct powers of two, so no proper subset of messages can XOR
+    to 0 by accident. Messages: the spout's init (XOR of its child edges) and one ack per
+    delivered tuple (its edge XOR its children's edges), in a random order."""
+    n_nodes = draw(st.integers(1, 12))
+    parents = [draw(st.integers(0, i - 1)) for i in range(1, n_nodes)]
+    bits = draw(st.permutations(list(range(64)))) if n_nodes > 1 else []
+    edge = {i: 1 << bits[i - 1] for i in range(1, n_nodes)}
+    children: dict[int, list[int]] = {i: [] for i in range(n_nodes)}
+    for child, parent in enumerate(parents, start=1):
+        children[parent].append(child)
+
+    def xor_children(node: int) -> int:
+        v = 0
+        for c in children[node]:
+            v ^= edge[c]
+        return v
+
+    msgs = [("init", root, xor_children(0), spout)]
+    msgs += [("ack", root, edge[i] ^ xor_children(i)) for i in range(1, n_nodes)]
+    return draw(st.permutations(msgs))
+
+
+def deliver(led: AckerLedger, msg):
+    if msg[0] == "init":
+        return led.init(msg[1], msg[2], msg[3])
+    return led.ack(msg[1], msg[2])
+
+
+@settings(max_examples=150, deadline=None)
+@given(msgs=tree_messages(ROOT, SPOUT))
+def test_tree_completes_exactly_once_at_the_last_message(msgs):
+    led = AckerLedger()
+    outcomes = [deliver(led, m) for m in msgs]
+    assert outcomes[:-1] == [None] * (len(msgs) - 1)
+    assert outcomes[-1] == (COMPLETE, ROOT, SPOUT)
+    assert len(led) == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=tree_messages(1, 3), b=tree_messages(2, 4), data=st.data())
+def test_interleaved_trees_each_complete_at_their_own_last_message(a, b, data):
+    order = data.draw(st.permutations([0] * len(a) + [1] * len(b)))
+    streams = [iter(a), iter(b)]
+    remaining = [len(a), len(b)]
+    led = AckerLedger()
+    done = []
+    for which in order:
+        out = deliver(led, next(streams[which]))
+        remaining[which] -= 1
+        if remaining[which] == 0:
+            assert out == (COMPLETE, which + 1, which + 3)
+            done.append(which)
+        else:
+            assert out is None
+    assert sorted(done) == [0, 1]
+    assert len(led) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(msgs=tree_messages(ROOT, SPOUT), data=st.data())
+def test_a_fail_anywhere_gives_failed_once_the_spout_is_known(msgs, data):
+    at = data.draw(st.integers(0, len(msgs) - 1))  # the fail comes before the last message
+    seq = list(msgs[:at]) + [("fail", ROOT)] + list(msgs[at:])
+    led = AckerLedger()
+    outcomes = []
+    for m in seq:
+        outcomes.append(led.fail(ROOT) if m[0] == "fail" else deliver(led, m))
+    init_at = next(i for i, m in enumerate(seq) if m[0] == "init")
+    first = max(init_at, at)
+    assert outcomes[:first] == [None] * first
+    assert outcomes[first] == (FAILED, ROOT, SPOUT)
+    assert outcomes[first + 1 :] == [None] * (len(seq) - first - 1)
+
+
+def test_a_fail_after_completion_reports_nothing():
+    led = AckerLedger()
+    assert led.init(ROOT, 4, SPOUT) is None
+    assert led.ack(ROOT, 4) == (COMPLETE, ROOT, SPOUT)
+    assert led.fail(ROOT) is None  # late: the tree is gone, the spout task unknown
+
+
+# -- the bolt around the ledger
+class FakeDirect:
+    def __init__(self):
+        self.sent: list[tuple] = []
+
+    def __call__(self, task, values, stream):
+        self.sent.append((task, values, stream))
+
+
+def prepared_acker(timeout: float = 30) -> AckerBolt:
+    bolt = AckerBolt()
+    bolt.prepare({"topology.message.timeout.secs": timeout}, None)
+    return bolt
+
+
+def test_acker_bolt_routes_outcomes_to_the_spout_task():
+    bolt, out = prepared_acker(), FakeDirect()
+    rnd = random.Random(1)
+    e = rnd.getrandbits(63)
+    bolt.execute_raw(ACK_INIT, [(ROOT, e, SPOUT), (ROOT + 1, 6, SPOUT + 1)], out)
+    assert out.sent == []
+    bolt.execute_raw(ACK_ACK, [(ROOT, e)], out)
+    bolt.execute_raw(ACK_FAIL, [(ROOT + 1,)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK), (SPOUT + 1, (ROOT + 1,), ACK_FAIL)]
+
+
+def test_acker_bolt_forwards_reset_to_known_spout_only():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_INIT, [(ROOT, 5, SPOUT)], out)
+    bolt.execute_raw(ACK_RESET, [(ROOT,), (ROOT + 1,)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_RESET)]
+
+
+def test_acker_bolt_tick_rotates_and_counts_expired():
+    bolt, out = prepared_acker(timeout=10), FakeDirect()
+    assert bolt.rotate_every == pytest.approx(5.0)
+    bolt.execute_raw(ACK_INIT, [(ROOT, 5, SPOUT)], out)
+    bolt.execute_raw(TICK_STREAM, [("tick",)], out)
+    assert bolt.expired == 0
+    bolt.execute_raw(TICK_STREAM, [("tick",)], out)
+    assert bolt.expired == 1
+    assert out.sent == []
+
+
+def test_acker_bolt_acks_before_init_complete_on_init():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_ACK, [(ROOT, 3), (ROOT, 5)], out)
+    assert out.sent == []
+    bolt.execute_raw(ACK_INIT, [(ROOT, 3 ^ 5, SPOUT)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert len(bolt.ledger) == 0
+
+
+def test_acker_bolt_fail_before_init_wins_over_a_zero_xor():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_FAIL, [(ROOT,)], out)
+    bolt.execute_raw(ACK_ACK, [(ROOT, 9)], out)
+    assert out.sent == []
+    bolt.execute_raw(ACK_INIT, [(ROOT, 9, SPOUT)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_FAIL)]
+
+
+def test_acker_bolt_ack_of_an_entry_from_the_previous_generation():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_INIT, [(ROOT, 12, SPOUT)], out)
+    bolt.execute_raw(TICK_STREAM, [("tick",)], out)
+    bolt.execute_raw(ACK_ACK, [(ROOT, 12)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert len(bolt.ledger) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(msgs=tree_messages(ROOT, SPOUT), data=st.data())
+def test_acker_bolt_batches_complete_a_tree_exactly_once(msgs, data):
+    """The same messages through execute_raw, in batches split at random points."""
+    bolt, out = prepared_acker(), FakeDirect()
+    i = 0
+    while i < len(msgs):
+        kind = msgs[i][0]
+        j = i
+        while j < len(msgs) and msgs[j][0] == kind:
+            j += 1
+        j = data.draw(st.integers(i + 1, j))
+        if kind == "init":
+            bolt.execute_raw(ACK_INIT, [m[1:] for m in msgs[i:j]], out)
+        else:
+            bolt.execute_raw(ACK_ACK, [m[1:] for m in msgs[i:j]], out)
+        i = j
+        if i < len(msgs):
+            assert out.sent == []
+    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert len(bolt.ledger) == 0

@@ -1,0 +1,392 @@
+"""The output collector with real ReceiveQueue targets: batching, pendingEmitQ, stream order."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stormish import Bolt, Spout, Topology, TopologyError
+from stormish.runtime.acker import AckerBolt
+from stormish.runtime.collector import Collector
+from stormish.runtime.plan import ACK_INIT, build_plan
+from stormish.runtime.queue import ReceiveQueue
+
+
+class Src(Spout):
+    streams = {"default": ["x"], "other": ["y", "z"], "dir": ["d"]}
+
+    def next_tuple(self):
+        pass
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        pass
+
+
+# Task ids by sorted name: direct 1-2, side 3, sink 4-5, src 6.
+DIRECT, SIDE, SINK_A, SINK_B, SRC = (1, 2), 3, 4, 5, 6
+
+
+def make_plan(acking: bool = False):
+    conf = {} if acking else {"topology.acker.executors": 0}
+    t = Topology("coll", config=conf)
+    t.set_spout("src", Src())
+    t.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("src")
+    t.set_bolt("side", Sink()).shuffle_grouping("src", "other")
+    t.set_bolt("direct", Sink(), parallelism=2).direct_grouping("src", "dir")
+    return build_plan(t, t.validate(), AckerBolt())
+
+
+def make_collector(capacity: int = 16, batch_size: int = 2, caps=None, acking=False):
+    plan = make_plan(acking)
+    (src,) = plan.tasks["src"]
+    if not acking:  # with acking, '__acker' takes id 1 and shifts the others
+        assert src == SRC
+    queues = {t: ReceiveQueue((caps or {}).get(t, capacity)) for t in plan.task_component}
+    coll = Collector(plan, src, queues, set(queues), batch_size)
+    return coll, queues
+
+
+def drain(q: ReceiveQueue) -> list[tuple]:
+    """The (src, stream, values, metas) batches a queue holds, consumed."""
+    return q.consume() or []
+
+
+def values_of(batches) -> list:
+    return [v for _src, _stream, values, _metas in batches for v in values]
+
+
+# -- batching
+def test_emit_batches_per_destination_and_flushes_at_batch_size():
+    coll, qs = make_collector(batch_size=2)
+    coll.emit((0,))
+    coll.emit((1,))
+    assert not qs[SINK_A].has_data() and not qs[SINK_B].has_data()
+    assert coll.buffered() == 2
+    coll.emit((2,))  # shuffle is round robin: 0 and 2 to the first sink task
+    assert drain(qs[SINK_A]) == [(SRC, "default", [(0,), (2,)], None)]
+    assert not qs[SINK_B].has_data()
+    coll.emit((3,))
+    assert drain(qs[SINK_B]) == [(SRC, "default", [(1,), (3,)], None)]
+    assert coll.buffered() == 0
+    assert coll.transferred == 4
+
+
+def test_batch_size_one_publishes_every_emit():
+    coll, qs = make_collector(batch_size=1)
+    coll.emit((7,))
+    assert drain(qs[SINK_A]) == [(SRC, "default", [(7,)], None)]
+
+
+def test_flush_all_publishes_partial_batches():
+    coll, qs = make_collector(batch_size=10)
+    for i in range(3):
+        coll.emit((i,))
+    coll.flush_all()
+    assert values_of(drain(qs[SINK_A])) == [(0,), (2,)]
+    assert values_of(drain(qs[SINK_B])) == [(1,)]
+    assert coll.buffered() == 0
+    coll.flush_all()  # nothing left: publishes no empty batch
+    assert not qs[SINK_A].has_data()
+
+
+def test_published_batch_is_a_copy_of_the_outbox():
+    coll, qs = make_collector(batch_size=2)
+    coll.emit((0,))
+    coll.emit((1,))
+    coll.emit((2,))
+    coll.emit((3,))
+    (batch,) = drain(qs[SINK_A])
+    coll.emit((4,))
+    assert batch[2] == [(0,), (2,)]  # not aliased to the reused outbox
+
+
+def test_msg_id_with_acking_off_is_acked_on_emit():
+    coll, _ = make_collector()
+    coll.emit((0,), msg_id="m0")
+    coll.emit(("a", "b"), stream="other", msg_id="m1")
+    coll.emit((1,))
+    assert coll.acked_on_emit == ["m0", "m1"]
+
+
+def test_emitted_counts_per_user_stream():
+    coll, _ = make_collector(batch_size=2)
+    for i in range(5):
+        coll.emit((i,))
+    coll.emit(("a", "b"), stream="other")
+    coll.emit_direct(1, ("d",), stream="dir")
+    assert coll.emitted() == {"default": 5, "other": 1, "dir": 1}
+
+
+# -- pendingEmitQ
+def test_full_target_parks_the_batch_and_every_later_one_in_order():
+    coll, qs = make_collector(batch_size=2, caps={SINK_A: 4})
+    foreign = (99, "default", [(-1,)] * 4, None)
+    assert qs[SINK_A].try_publish(foreign, 4)  # SINK_A is now full
+    for i in range(4):
+        coll.emit((i,))
+    # (0, 2) was refused by SINK_A; (1, 3) would fit SINK_B but must wait behind it
+    assert not qs[SINK_B].has_data()
+    assert [(t, b[2], n) for t, b, n in coll.pending] == [
+        (qs[SINK_A], [(0,), (2,)], 2),
+        (qs[SINK_B], [(1,), (3,)], 2),
+    ]
+    assert coll.pending_count == 4
+    assert coll.transferred == 0
+    coll.emit(("a", "b"), stream="other")
+    coll.flush_all()
+    assert not qs[SIDE].has_data()  # a different stream and target: still behind
+    assert len(coll.pending) == 3
+
+
+def test_flush_pending_stops_at_the_first_refusal():
+    coll, qs = make_collector(batch_size=2, caps={SINK_A: 4})
+    qs[SINK_A].try_publish((99, "default", [(-1,)] * 4, None), 4)
+    for i in range(4):
+        coll.emit((i,))
+    assert coll.flush_pending() is False
+    assert len(coll.pending) == 2
+    assert not qs[SINK_B].has_data()  # not published past the refused head
+    assert values_of(drain(qs[SINK_A])) == [(-1,)] * 4  # only the foreign batch
+    assert coll.flush_pending() is True
+    assert coll.pending_count == 0
+    assert coll.transferred == 4
+    assert values_of(drain(qs[SINK_A])) == [(0,), (2,)]
+    assert values_of(drain(qs[SINK_B])) == [(1,), (3,)]
+
+
+def test_flush_pending_publishes_the_head_then_stops_at_the_next_refusal():
+    coll, qs = make_collector(batch_size=2, caps={SINK_A: 4, SINK_B: 4})
+    qs[SINK_A].try_publish((99, "default", [(-1,)] * 4, None), 4)
+    qs[SINK_B].try_publish((98, "default", [(-2,)] * 4, None), 4)
+    for i in range(4):
+        coll.emit((i,))
+    drain(qs[SINK_A])
+    assert coll.flush_pending() is False  # head to SINK_A goes, SINK_B still full
+    assert values_of(drain(qs[SINK_A])) == [(0,), (2,)]
+    assert len(coll.pending) == 1
+    assert coll.pending_count == 2
+    drain(qs[SINK_B])
+    assert coll.flush_pending() is True
+    assert values_of(drain(qs[SINK_B])) == [(1,), (3,)]
+
+
+def test_new_emits_after_pending_drains_publish_directly():
+    coll, qs = make_collector(batch_size=1, caps={SINK_A: 1})
+    qs[SINK_A].try_publish((99, "default", [(-1,)], None), 1)
+    coll.emit((0,))
+    assert len(coll.pending) == 1
+    drain(qs[SINK_A])
+    assert coll.flush_pending()
+    coll.emit((1,))  # goes to SINK_B directly now that nothing is parked
+    assert not coll.pending
+    assert values_of(drain(qs[SINK_B])) == [(1,)]
+
+
+def test_flush_pending_with_nothing_parked_is_true():
+    coll, _ = make_collector()
+    assert coll.flush_pending() is True
+
+
+# -- streams
+def test_switching_streams_flushes_the_previous_stream_first():
+    coll, qs = make_collector(batch_size=10)
+    coll.emit((0,))
+    assert not qs[SINK_A].has_data()
+    coll.emit(("a", "b"), stream="other")
+    assert values_of(drain(qs[SINK_A])) == [(0,)]  # flushed by the switch
+    assert not qs[SIDE].has_data()  # the new stream's tuple still batches
+    coll.emit((1,))
+    assert values_of(drain(qs[SIDE])) == [("a", "b")]
+    assert not qs[SINK_B].has_data()
+
+
+def test_staying_on_a_stream_does_not_flush():
+    coll, qs = make_collector(batch_size=10)
+    for i in range(5):
+        coll.emit((i,))
+    assert coll.buffered() == 5
+    assert not any(q.has_data() for q in qs.values())
+
+
+def test_undeclared_stream_names_component_and_stream():
+    coll, _ = make_collector()
+    with pytest.raises(TopologyError) as exc:
+        coll.emit((1,), stream="nope")
+    msg = str(exc.value)
+    assert "component 'src'" in msg
+    assert "stream 'nope'" in msg
+    assert "['default', 'dir', 'other']" in msg
+
+
+def test_system_stream_is_not_for_users():
+    coll, _ = make_collector(acking=True)
+    assert ACK_INIT in coll.routes
+    with pytest.raises(TopologyError, match=r"component 'src' emitted on undeclared stream"):
+        coll.emit_spout_tracked((1, 2, 3), stream=ACK_INIT)
+
+
+@pytest.mark.parametrize(
+    ("values", "stream"),
+    [((), "default"), ((1, 2), "default"), ((1,), "other"), ((1, 2, 3), "other")],
+)
+def test_wrong_arity_names_component_stream_and_fields(values, stream):
+    coll, _ = make_collector()
+    with pytest.raises(TopologyError) as exc:
+        coll.emit(values, stream=stream)
+    msg = str(exc.value)
+    assert f"component 'src' emitted {len(values)} values on stream {stream!r}" in msg
+    assert str(list(Src.streams[stream])) in msg
+
+
+def test_wrong_arity_after_a_good_emit_on_the_same_stream():
+    """The fast path skips _route for the current stream; the arity check must not."""
+    coll, _ = make_collector()
+    coll.emit((1,))
+    with pytest.raises(TopologyError, match="emitted 2 values"):
+        coll.emit((1, 2))
+
+
+def test_tracked_emits_check_stream_and_arity_too():
+    coll, _ = make_collector(acking=True)
+    coll.reliable = lambda root, msg_id: None
+    with pytest.raises(TopologyError, match=r"stream 'nope'"):
+        coll.emit_spout_tracked((1,), stream="nope", msg_id=1)
+    with pytest.raises(TopologyError, match=r"emitted 2 values on stream 'default'"):
+        coll.emit_spout_tracked((1, 2), msg_id=1)
+
+
+# -- direct
+def test_emit_direct_reaches_the_chosen_task_only():
+    coll, qs = make_collector(batch_size=1)
+    coll.emit_direct(DIRECT[1], ("d",), stream="dir")
+    assert values_of(drain(qs[DIRECT[1]])) == [("d",)]
+    assert not qs[DIRECT[0]].has_data()
+
+
+def test_emit_direct_to_a_task_without_direct_subscription_errors():
+    coll, _ = make_collector()
+    with pytest.raises(TopologyError) as exc:
+        coll.emit_direct(SINK_A, ("d",), stream="dir")
+    msg = str(exc.value)
+    assert "component 'src'" in msg
+    assert f"task {SINK_A}" in msg
+    assert "stream 'dir'" in msg
+
+
+def test_emit_direct_on_a_stream_with_no_direct_subscriber_errors():
+    coll, _ = make_collector()
+    with pytest.raises(TopologyError, match=r"emit_direct to task 4 on stream 'default'"):
+        coll.emit_direct(SINK_A, (1,))
+
+
+def test_emit_direct_unknown_task_errors():
+    coll, _ = make_collector()
+    with pytest.raises(TopologyError, match="task 999"):
+        coll.emit_direct(999, ("d",), stream="dir")
+
+
+def test_regular_emit_on_a_direct_only_stream_reaches_nobody():
+    coll, qs = make_collector(batch_size=1)
+    coll.emit(("d",), stream="dir")
+    coll.flush_all()
+    assert not any(q.has_data() for q in qs.values())
+    assert coll.emitted()["dir"] == 1
+
+
+# -- property: order and completeness under refusals
+class TwoStreamSrc(Spout):
+    streams = {"default": ["seq"], "other": ["seq", "tag"]}
+
+    def next_tuple(self):
+        pass
+
+
+def make_ordered(caps: dict[str, int], batch_size: int):
+    """src -> sink x2 by shuffle on default and by global on other (so the first sink task
+    reads both streams), and src -> side by shuffle on other."""
+    t = Topology("ord", config={"topology.acker.executors": 0})
+    t.set_spout("src", TwoStreamSrc())
+    t.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("src").global_grouping(
+        "src", "other"
+    )
+    t.set_bolt("side", Sink()).shuffle_grouping("src", "other")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    qs = {task: ReceiveQueue(caps[plan.task_component[task]]) for task in plan.task_component}
+    (src,) = plan.tasks["src"]
+    return plan, Collector(plan, src, qs, set(qs), batch_size), qs
+
+
+EMIT_DEFAULT, EMIT_OTHER = ("emit", "default"), ("emit", "other")
+# emits outnumber consumes, so queues fill and the pendingEmitQ is exercised
+OPS = st.lists(
+    st.sampled_from(
+        [
+            *[EMIT_DEFAULT] * 5,
+            *[EMIT_OTHER] * 3,
+            ("consume", "side"),
+            ("consume", "sink0"),
+            ("consume", "sink1"),
+            ("flush_pending",),
+            ("flush_all",),
+        ]
+    ),
+    min_size=10,
+    max_size=120,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=OPS, batch_size=st.integers(1, 3), cap_mult=st.integers(2, 3))
+def test_every_destination_sees_emission_order_and_nothing_is_lost(ops, batch_size, cap_mult):
+    cap = batch_size * cap_mult
+    plan, coll, qs = make_ordered({"sink": cap, "side": cap, "src": cap}, batch_size)
+    by_name = {
+        "side": plan.tasks["side"][0],
+        "sink0": plan.tasks["sink"][0],
+        "sink1": plan.tasks["sink"][1],
+    }
+    received: dict[int, list[tuple]] = {t: [] for t in by_name.values()}
+    emitted = {"default": [], "other": []}
+    seq = 0
+
+    def consume(task):
+        for _src, stream, values, _ in drain(qs[task]):
+            received[task].extend((stream, v[0]) for v in values)
+
+    for op in ops:
+        if op[0] == "emit":
+            values = (seq,) if op[1] == "default" else (seq, "t")
+            coll.emit(values, stream=op[1])
+            emitted[op[1]].append(seq)
+            seq += 1
+        elif op[0] == "consume":
+            consume(by_name[op[1]])
+        elif op[0] == "flush_pending":
+            coll.flush_pending()
+        else:
+            coll.flush_all()
+        for q in qs.values():
+            assert q.size <= cap
+    coll.flush_all()
+    for _ in range(len(coll.pending) + 1):
+        if coll.flush_pending():
+            break
+        for task in received:
+            consume(task)
+    assert not coll.pending
+    for task in received:
+        consume(task)
+
+    for task, got in received.items():
+        seqs = [s for _stream, s in got]
+        assert seqs == sorted(seqs), f"task {task} saw tuples out of emission order"
+    sink0, sink1, side = by_name["sink0"], by_name["sink1"], by_name["side"]
+    default_seen = sorted(s for t in (sink0, sink1) for st_, s in received[t] if st_ == "default")
+    assert default_seen == emitted["default"]
+    assert [s for st_, s in received[sink0] if st_ == "other"] == emitted["other"]
+    assert [s for _st, s in received[side]] == emitted["other"]
+    assert all(st_ == "default" for st_, _ in received[sink1])
+    assert coll.transferred == len(emitted["default"]) + 2 * len(emitted["other"])

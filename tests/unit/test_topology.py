@@ -1,0 +1,340 @@
+"""Topology checks at build and validate time; every error names its place."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from stormish import BasicBolt, Bolt, ConfigError, Spout, Topology, TopologyError
+
+
+class Words(Spout):
+    outputs = ["word"]
+
+    def next_tuple(self):
+        pass
+
+
+class TwoStreams(Spout):
+    streams = {"default": ["word"], "numbers": ["n", "square"]}
+
+    def next_tuple(self):
+        pass
+
+
+class Silent(Spout):
+    """Declares no output at all."""
+
+    def next_tuple(self):
+        pass
+
+
+class Count(Bolt):
+    outputs = ["word", "count"]
+
+    def execute(self, tup):
+        pass
+
+
+class Sink(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+class Locked(Bolt):
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.fine = [1, 2, 3]
+
+    def execute(self, tup):
+        pass
+
+
+def base() -> Topology:
+    t = Topology("wc")
+    t.set_spout("words", Words())
+    return t
+
+
+def test_a_valid_topology_validates_and_returns_the_resolved_config():
+    t = Topology("wc", config={"topology.workers": 2})
+    t.set_spout("words", TwoStreams(), parallelism=2)
+    t.set_bolt("count", Count(), parallelism=3).fields_grouping("words", ["word"])
+    t.set_bolt("sq", Sink()).shuffle_grouping("words", "numbers")
+    conf = t.validate()
+    assert conf["topology.workers"] == 2
+    assert conf["topology.executor.receive.buffer.size"] == 32768
+    assert [s.name for s in t.components.values()] == ["words", "count", "sq"]
+    assert t.components["count"].parallelism == 3
+    assert t.consumers("words", "numbers")[0][0] == "sq"
+
+
+def test_declarer_methods_chain():
+    t = base()
+    d = t.set_bolt("count", Count())
+    assert d.shuffle_grouping("words") is d
+    assert d.add_configuration("topology.tick.tuple.freq.secs", 2) is d
+    assert len(t.components["count"].subscriptions) == 1
+    assert t.components["count"].config == {"topology.tick.tuple.freq.secs": 2}
+
+
+# -- names, duplicates and parallelism
+def test_duplicate_component_id_is_named():
+    t = base()
+    with pytest.raises(TopologyError, match=r"duplicate component id 'words' in topology 'wc'"):
+        t.set_bolt("words", Count())
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None])
+def test_bad_parallelism_names_the_component(bad):
+    t = base()
+    with pytest.raises(TopologyError, match=r"component 'count': parallelism must be an integer"):
+        t.set_bolt("count", Count(), parallelism=bad)
+    assert "count" not in t.components
+
+
+@pytest.mark.parametrize("name", ["__acker", "__mine", "has space", "", "slash/name"])
+def test_bad_or_reserved_component_ids(name):
+    t = base()
+    with pytest.raises(TopologyError, match="component id") as exc:
+        t.set_bolt(name, Count())
+    assert repr(name) in str(exc.value)
+
+
+def test_reserved_stream_name_is_named():
+    class Sneaky(Spout):
+        streams = {"__ack_ack": ["root"]}
+
+    with pytest.raises(TopologyError, match=r"component 'sneaky': stream '__ack_ack' is reserved"):
+        Topology("t").set_spout("sneaky", Sneaky())
+
+
+def test_field_declared_twice_is_named():
+    class Twice(Spout):
+        outputs = ["a", "a"]
+
+    with pytest.raises(TopologyError, match=r"component 'twice' stream 'default'.*twice"):
+        Topology("t").set_spout("twice", Twice())
+
+
+@pytest.mark.parametrize("name", ["", "with space", "a/b", None])
+def test_bad_topology_name(name):
+    with pytest.raises(TopologyError, match="topology name"):
+        Topology(name)
+
+
+def test_set_spout_needs_a_spout_and_set_bolt_a_bolt():
+    t = Topology("t")
+    with pytest.raises(TopologyError, match=r"component 'b': set_spout needs a Spout.*Count"):
+        t.set_spout("b", Count())
+    with pytest.raises(TopologyError, match=r"component 's': set_bolt needs a Bolt.*Words"):
+        t.set_bolt("s", Words())
+
+
+def test_a_spout_cannot_subscribe():
+    t = base()
+    d = t.set_spout("other", Words())
+    with pytest.raises(TopologyError, match=r"spout 'other' cannot subscribe"):
+        d.shuffle_grouping("words")
+
+
+# -- subscriptions
+def test_unknown_source_component_is_named_at_validate():
+    t = base()
+    t.set_bolt("count", Count()).shuffle_grouping("wrods")  # the source may come later...
+    with pytest.raises(TopologyError) as exc:
+        t.validate()  # ...but not never
+    msg = str(exc.value)
+    assert "component 'count' subscribes to unknown component 'wrods'" in msg
+    assert "'words'" in msg  # the known ones are listed
+
+
+def test_source_declared_later_is_fine():
+    t = Topology("t")
+    t.set_bolt("count", Count()).fields_grouping("words", ["word"])
+    t.set_spout("words", Words())
+    t.validate()
+
+
+def test_source_declared_later_is_still_checked_at_validate():
+    t = Topology("t")
+    t.set_bolt("count", Count()).fields_grouping("words", ["wrd"])
+    t.set_spout("words", Words())
+    with pytest.raises(TopologyError, match=r"unknown field\(s\) \['wrd'\]"):
+        t.validate()
+
+
+def test_undeclared_stream_is_named_when_subscribing():
+    t = Topology("t")
+    t.set_spout("src", TwoStreams())
+    with pytest.raises(TopologyError) as exc:
+        t.set_bolt("count", Count()).shuffle_grouping("src", "letters")
+    msg = str(exc.value)
+    assert "component 'count' subscribes to stream 'letters' of 'src'" in msg
+    assert "['default', 'numbers']" in msg
+
+
+def test_subscribing_to_a_spout_with_no_output_names_it():
+    t = Topology("t")
+    t.set_spout("silent", Silent())
+    with pytest.raises(TopologyError) as exc:
+        t.set_bolt("count", Count()).shuffle_grouping("silent")
+    msg = str(exc.value)
+    assert "stream 'default' of 'silent'" in msg
+    assert "no streams" in msg
+
+
+def test_unknown_field_in_fields_grouping_is_named():
+    t = Topology("t")
+    t.set_spout("src", TwoStreams())
+    with pytest.raises(TopologyError) as exc:
+        t.set_bolt("count", Count()).fields_grouping("src", ["n", "cube"], stream="numbers")
+    msg = str(exc.value)
+    assert "component 'count'" in msg
+    assert "stream 'numbers'" in msg
+    assert "['cube']" in msg
+    assert "['n', 'square']" in msg
+
+
+def test_fields_grouping_accepts_a_single_field_name_string():
+    t = base()
+    t.set_bolt("count", Count()).fields_grouping("words", "word")
+    assert t.components["count"].subscriptions[0].fields == ("word",)
+
+
+def test_unknown_field_in_partial_key_grouping_is_named():
+    t = base()
+    with pytest.raises(TopologyError, match=r"partial_key grouping on 'words'.*\['nope'\]"):
+        t.set_bolt("count", Count()).partial_key_grouping("words", ["nope"])
+
+
+def test_fields_grouping_needs_fields():
+    t = base()
+    with pytest.raises(TopologyError, match=r"fields_grouping of 'count' on 'words'"):
+        t.set_bolt("count", Count()).fields_grouping("words", [])
+
+
+def test_custom_grouping_needs_a_callable_or_choose_tasks():
+    t = base()
+    with pytest.raises(TopologyError, match=r"custom_grouping of 'count' on 'words'"):
+        t.set_bolt("count", Count()).custom_grouping("words", 42)
+
+
+def test_topology_without_a_spout_is_named():
+    t = Topology("lonely")
+    t.set_bolt("count", Count())
+    with pytest.raises(TopologyError, match=r"topology 'lonely' has no spout"):
+        t.validate()
+
+
+def test_every_grouping_method_records_its_kind():
+    t = Topology("t")
+    t.set_spout("src", TwoStreams())
+    d = t.set_bolt("b", Count())
+    d.shuffle_grouping("src")
+    d.local_or_shuffle_grouping("src", "numbers")
+    d.fields_grouping("src", ["word"])
+    d.partial_key_grouping("src", ["n"], "numbers")
+    d.all_grouping("src")
+    d.global_grouping("src")
+    d.direct_grouping("src")
+    d.none_grouping("src")
+    d.custom_grouping("src", lambda values, n: 0)
+    kinds = [(s.grouping, s.stream) for s in t.components["b"].subscriptions]
+    assert kinds == [
+        ("shuffle", "default"),
+        ("local_or_shuffle", "numbers"),
+        ("fields", "default"),
+        ("partial_key", "numbers"),
+        ("all", "default"),
+        ("global", "default"),
+        ("direct", "default"),
+        ("none", "default"),
+        ("custom", "default"),
+    ]
+    t.validate()
+
+
+# -- picklability
+def test_non_picklable_component_names_the_attribute():
+    t = base()
+    t.set_bolt("locked", Locked()).shuffle_grouping("words")
+    with pytest.raises(TopologyError) as exc:
+        t.validate()
+    msg = str(exc.value)
+    assert "component 'locked' cannot be pickled" in msg
+    assert "attribute 'lock'" in msg
+    assert "'fine'" not in msg
+
+
+def test_a_locally_defined_component_class_is_picklable():
+    class Local(Bolt):
+        def execute(self, tup):
+            pass
+
+    t = base()
+    t.set_bolt("local", Local()).shuffle_grouping("words")
+    t.validate()
+
+
+# -- config
+def test_bad_config_key_in_topology_config_is_named():
+    with pytest.raises(ConfigError, match=r"'topology\.wrkers' \(in topology 'wc'\)"):
+        Topology("wc", config={"topology.wrkers": 2})
+
+
+def test_bad_config_value_in_topology_config_is_named():
+    with pytest.raises(ConfigError, match=r"config key 'topology\.workers' \(in topology 'wc'\)"):
+        Topology("wc", config={"topology.workers": 0})
+
+
+def test_bad_config_key_in_add_configuration_names_key_and_component():
+    t = base()
+    d = t.set_bolt("count", Count())
+    with pytest.raises(ConfigError, match=r"'topology\.tick\.freq' \(in component 'count'\)"):
+        d.add_configuration("topology.tick.freq", 2)
+    with pytest.raises(ConfigError, match=r"'topology\.tick\.tuple\.freq\.secs' \(in compo"):
+        d.set_tick_frequency(-1)
+    assert t.components["count"].config == {}
+
+
+def test_bad_component_config_attribute_is_named():
+    class Configured(Bolt):
+        component_config = {"topology.max.spout.pending": 0}
+
+        def execute(self, tup):
+            pass
+
+    with pytest.raises(ConfigError, match=r"'topology\.max\.spout\.pending' \(in component 'c'\)"):
+        base().set_bolt("c", Configured())
+
+
+def test_validate_checks_cross_key_rules_with_extra_config():
+    t = base()
+    with pytest.raises(ConfigError, match=r"topology\.producer\.batch\.size"):
+        t.validate(
+            {"topology.executor.receive.buffer.size": 100, "topology.producer.batch.size": 60}
+        )
+
+
+def test_validate_checks_component_config_against_topology_config():
+    t = Topology(
+        "t",
+        config={"topology.executor.receive.buffer.size": 100, "topology.producer.batch.size": 50},
+    )
+    t.set_spout("words", Words())
+    t.set_bolt("count", Count()).add_configuration("topology.producer.batch.size", 80)
+    with pytest.raises(ConfigError, match=r"'topology\.producer\.batch\.size' \(80\)"):
+        t.validate()
+
+
+def test_cross_key_error_from_a_component_override_names_the_component():
+    t = Topology(
+        "t",
+        config={"topology.executor.receive.buffer.size": 100, "topology.producer.batch.size": 50},
+    )
+    t.set_spout("words", Words())
+    t.set_bolt("count", Count()).add_configuration("topology.producer.batch.size", 80)
+    with pytest.raises(ConfigError, match=r"component 'count'"):
+        t.validate()
