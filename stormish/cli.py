@@ -136,15 +136,6 @@ def _run_local(
     from .loader import load_topology
     from .local import LocalCluster
 
-    try:
-        conf = _overrides(pairs, profile, workers)
-        topology = load_topology(path)
-        cluster = LocalCluster(config=conf)
-        cluster.submit(topology)
-    except StormishError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return 2
-    running = cluster._get(topology.name)
     stop = threading.Event()
     reason = {"why": "complete"}
 
@@ -152,7 +143,18 @@ def _run_local(
         reason["why"] = "interrupted"
         stop.set()
 
+    # installed before anything starts, so Ctrl-C at any point stops cleanly
     old = signal.signal(signal.SIGINT, on_signal)
+    try:
+        conf = _overrides(pairs, profile, workers)
+        topology = load_topology(path)
+        cluster = LocalCluster(config=conf)
+        cluster.submit(topology)
+    except StormishError as exc:
+        signal.signal(signal.SIGINT, old)
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    running = cluster._get(topology.name)
     code = 0
     try:
         code = _watch(running, stop, seconds, reason)

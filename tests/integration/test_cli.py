@@ -143,3 +143,45 @@ def test_unknown_profile_is_named():
     r = stormish("run", "topologies/wordcount.py", "--profile", "turbo")
     assert r.returncode == 2
     assert "unknown profile 'turbo'" in r.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path):
+    import os
+    import signal
+    import time
+
+    ready, cleaned = tmp_path / "ready", tmp_path / "cleaned"
+    topo = tmp_path / "forever.py"
+    topo.write_text(
+        "from stormish import Spout, BasicBolt, Topology\n"
+        "class S(Spout):\n    outputs=['x']\n"
+        f"    def open(self, conf, ctx): open({str(ready)!r}, 'w').close()\n"
+        "    def next_tuple(self): self.emit([1])\n"
+        "class B(BasicBolt):\n    def execute(self, t): pass\n"
+        f"    def cleanup(self): open({str(cleaned)!r}, 'w').close()\n"
+        "topology = Topology('forever')\n"
+        "topology.set_spout('s', S())\n"
+        "topology.set_bolt('b', B()).shuffle_grouping('s')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "topology never opened its spout"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "topology 'forever': interrupted" in out
+    assert cleaned.exists()
