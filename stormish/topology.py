@@ -231,16 +231,23 @@ class Topology:
         return conf
 
     def consumers(self, component: str, stream: str) -> list[tuple[str, Subscription]]:
-        return [
-            (spec.name, sub)
-            for spec in self.components.values()
-            for sub in spec.subscriptions
-            if sub.source == component and sub.stream == stream
-        ]
+        return consumers_of(self.components, component, stream)
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{c.name}x{c.parallelism}" for c in self.components.values())
         return f"Topology({self.name!r}: {parts})"
+
+
+def consumers_of(
+    components: Mapping[str, ComponentSpec], component: str, stream: str
+) -> list[tuple[str, Subscription]]:
+    """Who subscribes to `stream` of `component`, with which subscription."""
+    return [
+        (spec.name, sub)
+        for spec in components.values()
+        for sub in spec.subscriptions
+        if sub.source == component and sub.stream == stream
+    ]
 
 
 def check_picklable(name: str, obj: Any) -> None:

@@ -28,7 +28,30 @@ class Source:
         self.index = {f: i for i, f in enumerate(self.fields)}
 
 
-class Tuple:
+class _FromSource:
+    """Read-only views of the batch's Source, shared by Tuple and TupleBatch."""
+
+    __slots__ = ()
+    source: Source
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.source.fields
+
+    @property
+    def stream(self) -> str:
+        return self.source.stream
+
+    @property
+    def source_component(self) -> str:
+        return self.source.component
+
+    @property
+    def source_task(self) -> int:
+        return self.source.task
+
+
+class Tuple(_FromSource):
     """One tuple as a bolt sees it. An untracked tuple (acking off, or not anchored)
     has two slots only; `meta` and `ack_val` are class defaults it never writes."""
 
@@ -56,22 +79,6 @@ class Tuple:
 
     def __iter__(self):
         return iter(self.values)
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self.source.fields
-
-    @property
-    def stream(self) -> str:
-        return self.source.stream
-
-    @property
-    def source_component(self) -> str:
-        return self.source.component
-
-    @property
-    def source_task(self) -> int:
-        return self.source.task
 
     def get(self, field: str, default: Any = None) -> Any:
         i = self.source.index.get(field)
@@ -101,7 +108,7 @@ class TrackedTuple(Tuple):
         self.ack_val = 0
 
 
-class TupleBatch:
+class TupleBatch(_FromSource):
     """The tuples of one received batch, for `Bolt.execute_batch`.
 
     `values` is the list of value rows: reading it costs nothing per tuple. Iterating
@@ -120,22 +127,6 @@ class TupleBatch:
 
     def __len__(self) -> int:
         return len(self.values)
-
-    @property
-    def stream(self) -> str:
-        return self.source.stream
-
-    @property
-    def source_component(self) -> str:
-        return self.source.component
-
-    @property
-    def source_task(self) -> int:
-        return self.source.task
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return self.source.fields
 
     def __iter__(self):
         source, col = self.source, self._collector

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..component import Bolt
-from ..topology import ComponentSpec, Subscription, Topology
+from ..topology import ComponentSpec, Subscription, Topology, consumers_of
 from ..tuple import SYSTEM_COMPONENT, TICK_STREAM
 
 ACKER = "__acker"
@@ -48,12 +48,7 @@ class Plan:
         return conf
 
     def consumers(self, component: str, stream: str) -> list[tuple[str, Subscription]]:
-        return [
-            (spec.name, sub)
-            for spec in self.components.values()
-            for sub in spec.subscriptions
-            if sub.source == component and sub.stream == stream
-        ]
+        return consumers_of(self.components, component, stream)
 
 
 def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) -> Plan:
