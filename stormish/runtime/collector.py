@@ -106,6 +106,9 @@ class Collector:
         self._fail_route = self.routes.get(ACK_FAIL)
         self._reset_route = self.routes.get(ACK_RESET)
         self._init_route = self.routes.get(ACK_INIT)
+        # acker outboxes indexed by root % ackers, for the inlined ack paths
+        self._ack_boxes = self._acker_boxes(self._ack_route)
+        self._init_boxes = self._acker_boxes(self._init_route)
 
     # -- building --------------------------------------------------------------------------
     def _build_route(
@@ -253,13 +256,27 @@ class Collector:
             return
         rand = self.rand
         root = rand(63)
-        xor = 0
-        for ob in self._deliveries(route, values):
-            e = rand(63)
-            xor ^= e
-            self._put(ob, values, ((root, e),))
+        sh = route.shuffle1
+        if sh is not None:  # the common case, inlined
+            ob = sh.pick_next()
+            xor = rand(63)
+            ob.append(values)
+            ob.metas.append(((root, xor),))
+            if len(ob) >= self.batch_size:
+                self.flush(ob)
+        else:
+            xor = 0
+            for ob in self._deliveries(route, values):
+                e = rand(63)
+                xor ^= e
+                self._put(ob, values, ((root, e),))
         self.reliable(root, msg_id)
-        self._system(self._init_route, (root, xor, self.task))
+        boxes = self._init_boxes
+        if boxes:
+            ob = boxes[root % len(boxes)]
+            ob.append((root, xor, self.task))
+            if len(ob) >= self.batch_size:
+                self.flush(ob)
 
     def emit_bolt_tracked(
         self,
@@ -364,6 +381,10 @@ class Collector:
         for ob in obs:
             self._put(ob, values, meta)
 
+    @staticmethod
+    def _acker_boxes(route: Route | None) -> list[Outbox]:
+        return list(route.outboxes) if route is not None and route.single is not None else []
+
     def _system(self, route: Route | None, values: tuple) -> None:
         if route is None or route.single is None:
             return
@@ -377,8 +398,12 @@ class Collector:
         meta = tup.meta
         if meta:
             val = tup.ack_val
+            boxes = self._ack_boxes
             for root, e in meta:
-                self._system(self._ack_route, (root, e ^ val))
+                ob = boxes[root % len(boxes)]
+                ob.append((root, e ^ val))
+                if len(ob) >= self.batch_size:
+                    self.flush(ob)
 
     def fail(self, tup: Tuple) -> None:
         meta = tup.meta
