@@ -354,3 +354,36 @@ def test_more_workers_than_this_build_runs_is_a_named_config_error():
     with LocalCluster(workers=2) as c, pytest.raises(ConfigError, match="topology.workers"):
         c.submit(wordcount(False))
     assert c.topologies() == []
+
+
+class Holder(Bolt):
+    """Holds every tuple for 8 ticks (~0.8 s, past the 0.5 s timeout), resetting its
+    timeout on each tick, then acks: nothing may time out."""
+
+    component_config = {"topology.tick.tuple.freq.secs": 0.1}
+
+    def prepare(self, conf, context):
+        self.held = []
+        self.ticks = 0
+
+    def execute(self, tup):
+        if not tup.is_tick():
+            self.held.append(tup)
+            return
+        self.ticks += 1
+        for t in self.held:
+            self.reset_timeout(t)
+        if self.ticks >= 8:
+            for t in self.held:
+                self.ack(t)
+            self.held = []
+
+
+def test_reset_timeout_keeps_slow_trees_alive():
+    t = Topology("reset", config={"topology.message.timeout.secs": 0.5})
+    t.set_spout("s", ListSpout([(i,) for i in range(20)]))
+    t.set_bolt("hold", Holder()).shuffle_grouping("s")
+    out = run_topology(t, timeout=30)
+    spout = out.results["s"][0]
+    assert spout["failed"] == {}
+    assert spout["acked"] == {i: 1 for i in range(20)}
