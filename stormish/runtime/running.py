@@ -45,7 +45,8 @@ class RunningTopology:
             raise ConfigError(
                 f"config key 'topology.workers' is {plan.workers} for topology "
                 f"{topology.name!r}: this build runs one worker process per topology; "
-                "several workers linked by ZeroMQ are not available yet")
+                "several workers linked by ZeroMQ are not available yet"
+            )
         workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
         for w in workers:
             w.start()
