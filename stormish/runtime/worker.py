@@ -51,6 +51,7 @@ class Worker:
             elif remote_target is not None:
                 targets[t] = remote_target(t)
         self.targets = targets
+        self.link: Any = None  # the ZeroMQ link when the topology has several workers
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
         self._congested: set[int] = set()
@@ -113,7 +114,12 @@ class Worker:
                     stuck.append(f"{ex.component}[{ex.task}]")
         if self._timer is not None:
             self._timer.join(1.0)
+        if self.link is not None:
+            self.link.stop()
         return stuck
+
+    def link_stats(self) -> dict[str, Any]:
+        return {} if self.link is None else {f"worker-{self.index}": self.link.statistics()}
 
     def set_active(self, active: bool) -> None:
         for ex in self.executors.values():
@@ -170,12 +176,17 @@ class Worker:
                 spouts_done = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
+        dropped = 0
+        if self.link is not None:
+            dropped = sum(self.link.dropped.values())
+            if len(self.link.transfer):
+                idle = False
         return {
             "spouts_done": spouts_done,
             "idle": idle,
             "transferred": transferred,
             "consumed": consumed,
-            "dropped": 0,
+            "dropped": dropped,
         }
 
     def task_stats(self) -> list[TaskStats]:

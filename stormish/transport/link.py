@@ -1,0 +1,233 @@
+"""A worker's ZeroMQ link: one bound receive socket, one push socket per peer worker.
+
+Threads and ownership (one socket, one owner thread):
+- the receive thread owns the PULL socket: it decodes frames (pure `frames.decode`),
+  places tuple batches with `publish_remote` (never blocks: overflowQ), feeds the
+  backpressure tracker and runs the backpressure-check timer between polls;
+- the transfer thread owns the PUSH sockets: it sends the receive thread's status
+  messages first, then drains the transfer queue grouped by destination worker, one
+  TUPLES message per worker per drain (batched transfer).
+Executors never touch a socket: they publish to RemoteTargets, which refuse rather than
+block. Statuses travel on the same links as tuples, to every peer (any peer may be
+upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
+with its full backpressure status (STORM-3763: status on every new connection).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import zmq
+
+from . import frames as fr
+from .remote import RemoteTarget, TransferQueue
+from .tracker import BackpressureTracker, Broadcast, RemoteBackpressure
+
+POLL_MS = 5
+
+
+class WorkerLink:
+    def __init__(
+        self,
+        index: int,
+        topology: str,
+        assignment: Mapping[int, int],
+        conf: Mapping[str, Any],
+        host: str = "127.0.0.1",
+    ):
+        self.index = index
+        self.topology = topology
+        self.queues: Mapping[int, Any] = {}
+        self.assignment = dict(assignment)
+        self.conf = conf
+        self.ctx = zmq.Context()
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.setsockopt(zmq.LINGER, 0)
+        port = self.pull.bind_to_random_port(f"tcp://{host}")
+        self.address = f"tcp://{host}:{port}"
+        self.transfer = TransferQueue(conf["topology.transfer.buffer.size"])
+        self.remote = RemoteBackpressure()
+        self.tracker = BackpressureTracker(index, [], 1)
+        self.check_every = conf["topology.backpressure.check.millis"] / 1000.0
+        self.overflow_limit = conf["topology.executor.overflow.limit"]
+        self._control: deque[tuple[int, list]] = deque()
+        self._push: dict[int, zmq.Socket] = {}
+        self._peers: dict[int, str] = {}
+        self._new_peers: deque[tuple[int, str]] = deque()
+        self._seq = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        # statistics
+        self.sent_batches = self.sent_bytes = self.recv_batches = self.recv_bytes = 0
+        self.recv_tuples = 0
+        self.dropped: dict[str, int] = {}
+        self.malformed = 0
+        self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
+
+    # -- wiring ------------------------------------------------------------------------------
+    def attach(self, queues: Mapping[int, Any]) -> None:
+        """The local tasks' receive queues (the worker is built with our remote targets,
+        so the link exists first)."""
+        self.queues = queues
+        self.tracker = BackpressureTracker(
+            self.index,
+            list(queues),
+            self.conf["topology.backpressure.resend.step"],
+            first_status_id=time.time_ns(),
+        )
+
+    def remote_target(self, task: int) -> RemoteTarget:
+        return RemoteTarget(task, self.assignment[task], self.transfer, self.remote.flagged)
+
+    def connect(self, peers: Mapping[int, str]) -> None:
+        """Tell the link where the other workers listen (may be called again on restart)."""
+        for w, addr in peers.items():
+            if w != self.index and self._peers.get(w) != addr:
+                self._peers[w] = addr
+                self._new_peers.append((w, addr))
+        self.transfer._event.set()
+
+    def start(self) -> None:
+        for fn, name in ((self._recv_loop, "link-recv"), (self._send_loop, "link-send")):
+            t = threading.Thread(target=fn, name=f"{name}-{self.index}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.transfer._event.set()
+        for t in self._threads:
+            t.join(5)
+        for s in self._push.values():
+            s.close(linger=200)
+        self.pull.close(linger=0)
+        self.ctx.term()
+
+    # -- receive thread ------------------------------------------------------------------------
+    def _recv_loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.pull, zmq.POLLIN)
+        next_check = time.monotonic() + self.check_every
+        while not self._stop.is_set():
+            if poller.poll(POLL_MS):
+                for _ in range(64):
+                    try:
+                        parts = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._on_message([p.buffer for p in parts])
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + self.check_every
+                self._timer()
+
+    def _on_message(self, parts: list) -> None:
+        try:
+            msg = fr.decode(parts)
+        except fr.FrameError:
+            self.malformed += 1
+            return
+        if msg.kind == fr.Kind.TUPLES:
+            self.recv_batches += 1
+            self.recv_bytes += sum(len(p) for p in parts)
+            for dest, src, stream, values, metas in msg.body:
+                self._place(dest, (src, stream, values, metas), len(values))
+        elif msg.kind == fr.Kind.BP_STATUS:
+            self.remote.apply(msg.body)
+        elif msg.kind == fr.Kind.HELLO:
+            self._run(self.tracker.peer_connected(msg.sender))
+
+    def _place(self, dest: int, batch: tuple, n: int) -> None:
+        q = self.queues.get(dest)
+        if q is None:
+            self._drop("unknown_task", n)
+            return
+        if self.overflow_limit and q.overflow_size >= self.overflow_limit:
+            self._drop("overflow_limit", n)
+            return
+        self.recv_tuples += n
+        ov = q.publish_remote(batch, n)
+        if ov:
+            self._run(self.tracker.overflow_grew(dest, ov))
+
+    def _drop(self, reason: str, n: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def _timer(self) -> None:
+        sizes = {t: q.overflow_size for t, q in self.queues.items()}
+        fill = {t: q.size / q.capacity for t, q in self.queues.items()}
+        self._run(self.tracker.timer(sizes, fill))
+
+    def _run(self, instructions: list) -> None:
+        for ins in instructions:
+            if self.drop_status_hook is not None and self.drop_status_hook(ins.status):
+                continue
+            peers = list(self._peers) if isinstance(ins, Broadcast) else [ins.peer]
+            for p in peers:
+                self._control.append((p, fr.encode_status(self.index, 0, ins.status)))
+        if instructions:
+            self.transfer._event.set()
+
+    # -- transfer thread -------------------------------------------------------------------
+    def _send_loop(self) -> None:
+        while not self._stop.is_set():
+            self.transfer.wait(0.05)
+            while self._new_peers:
+                w, addr = self._new_peers.popleft()
+                self._open_push(w, addr)
+            while self._control:
+                w, frames = self._control.popleft()
+                self._send(w, frames)
+            for w, batches in self.transfer.drain().items():
+                self._seq += 1
+                frames = fr.encode_tuples(self.index, self._seq, batches)
+                self.sent_batches += 1
+                self.sent_bytes += sum(len(f) for f in frames)
+                self._send(w, frames)
+
+    def _open_push(self, w: int, addr: str) -> None:
+        old = self._push.pop(w, None)
+        if old is not None:
+            old.close(linger=0)
+            self.remote.forget_worker(w)
+        s = self.ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.SNDHWM, 10000)
+        s.connect(addr)
+        self._push[w] = s
+        self._send(w, fr.encode_hello(self.index, 0, self.topology, {"address": self.address}))
+
+    def _send(self, w: int, frames: list) -> None:
+        s = self._push.get(w)
+        if s is None:
+            return
+        while not self._stop.is_set():
+            try:
+                s.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                return
+            except zmq.Again:  # the peer is slow or gone: wait for room, stoppable
+                s.poll(50, zmq.POLLOUT)
+
+    def statistics(self) -> dict[str, Any]:
+        t, r = self.tracker.statistics(), self.remote.statistics()
+        return {
+            "worker": self.index,
+            "address": self.address,
+            "batches_sent": self.sent_batches,
+            "bytes_sent": self.sent_bytes,
+            "batches_received": self.recv_batches,
+            "bytes_received": self.recv_bytes,
+            "tuples_received": self.recv_tuples,
+            "status_sent": t.sent,
+            "status_resent": t.resent,
+            "status_sent_on_connect": t.sent_on_connect,
+            "status_received": r.received,
+            "status_stale": r.stale_ignored,
+            "remote_tasks_flagged": len(self.remote.flagged),
+            "dropped": dict(self.dropped),
+            "malformed": self.malformed,
+            "transfer_refused": self.transfer.refused,
+        }
