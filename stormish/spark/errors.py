@@ -23,3 +23,12 @@ class WouldBlock(Exception):  # noqa: N818 - trio's name for "nothing ready yet"
 def where(component: str | None) -> str:
     """The prefix of a message about `component` (empty when there is none)."""
     return f"component {component!r}: " if component else ""
+
+
+def short(exc: BaseException, limit: int = 400) -> str:
+    """`Type: first line` of an exception; Py4J errors carry a whole Java stack trace."""
+    text = str(exc).strip().splitlines()
+    first = next((line.strip() for line in text if line.strip()), "")
+    if len(first) > limit:
+        first = first[:limit] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -51,7 +51,7 @@ def spark_options(conf: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:
         options = {}  # a Connect client has no driver of its own to bind or configure
     for key, value in conf.items():
         if key.startswith(CONF_PREFIX) and len(key) > len(CONF_PREFIX):
-            options[key[len(CONF_PREFIX):]] = _conf_str(value)
+            options[key[len(CONF_PREFIX) :]] = _conf_str(value)
     return master, options
 
 

@@ -1,0 +1,208 @@
+"""What both committers share: batch file names, the Arrow table of a batch, and the
+atomic, no-clobber publish of a file.
+
+Names: `part-<sink_id>-<batch_id:016x>.parquet`. The batch part is fixed-width hex, so
+the name parses back without ambiguity whatever dashes the sink id holds, and a batch
+id always maps to the same name: that is what lets a directory listing be the ledger.
+
+Publishing uses `os.link(staged, final)`, not `os.rename`: both are atomic, but rename
+silently replaces an existing file, while link refuses (EEXIST). Two tasks committing
+the same batch id at once therefore cannot both "win"; the loser learns the batch was
+committed. Where hard links are not supported the publish falls back to
+exists-check + rename (atomic, with that one race).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import SparkSinkError, short, where
+
+KEY_COLUMN = "_stormish_key"
+SINK_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+NAME = re.compile(r"^part-(?P<sink>.+)-(?P<batch>[0-9a-f]{16})\.parquet$")
+STALE_STAGING_SECONDS = 3600.0
+_NO_LINK = {errno.EPERM, errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
+
+
+def check_sink_id(sink_id: str, component: str | None) -> str:
+    if not isinstance(sink_id, str) or not SINK_ID.match(sink_id):
+        raise ValueError(
+            f"{where(component)}sink id must be letters, digits, '_', '.' or '-', got {sink_id!r}"
+        )
+    return sink_id
+
+
+def batch_name(sink_id: str, batch_id: int) -> str:
+    if not isinstance(batch_id, int) or not 0 <= batch_id < 2**64:
+        raise ValueError(f"batch id must be an integer in [0, 2**64), got {batch_id!r}")
+    return f"part-{sink_id}-{batch_id:016x}.parquet"
+
+
+def parse_name(name: str, sink_id: str) -> int | None:
+    """The batch id of file `name` when it is a batch of `sink_id`, else None."""
+    m = NAME.match(name)
+    if m is None or m.group("sink") != sink_id:
+        return None
+    return int(m.group("batch"), 16)
+
+
+def ensure_dir(path: str, component: str | None, what: str = "sink path") -> None:
+    """Create `path` (and parents) and check it is writable, or say clearly why not."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SparkSinkError(f"{where(component)}{what} {path!r} exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise SparkSinkError(
+            f"{where(component)}cannot create {what} {path!r}: {exc.strerror or exc}"
+        ) from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SparkSinkError(f"{where(component)}{what} {path!r} is not writable")
+
+
+def arrow_table(
+    rows: Sequence[Sequence[Any]],
+    fields: Sequence[str],
+    schema: pa.Schema | None,
+    component: str | None,
+    path: str,
+) -> pa.Table:
+    """`rows` as a table with columns `fields`; types from `schema` where it has them
+    (a null-typed field counts as unknown), inferred otherwise."""
+    nf = len(fields)
+    bad = next((i for i, r in enumerate(rows) if len(r) != nf), None)
+    if bad is not None:
+        raise SparkSinkError(
+            f"{where(component)}row {bad} of a batch for {path!r} has {len(rows[bad])} "
+            f"values, the sink's fields are {list(fields)}"
+        )
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in fields]
+    arrays = []
+    for name, col in zip(fields, columns, strict=True):
+        t = None
+        if schema is not None and name in schema.names:
+            t = schema.field(name).type
+            t = None if pa.types.is_null(t) else t
+        try:
+            arrays.append(pa.array(col, type=t))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            want = f" as {t}" if t is not None else ""
+            raise SparkSinkError(
+                f"{where(component)}field {name!r} of a batch for {path!r} cannot be "
+                f"stored{want}: {short(exc)}"
+            ) from exc
+    return pa.Table.from_arrays(arrays, names=list(fields))
+
+
+def with_keys(table: pa.Table, keys: np.ndarray | None, key_field: str | None) -> pa.Table:
+    """Add the key column unless the key field itself holds the keys (an int64 column)."""
+    if keys is None:
+        return table
+    if (
+        key_field is not None
+        and key_field in table.column_names
+        and pa.types.is_int64(table.schema.field(key_field).type)
+    ):
+        return table
+    return table.append_column(KEY_COLUMN, pa.array(keys, type=pa.int64()))
+
+
+def merge_schema(pinned: pa.Schema | None, table: pa.Schema) -> pa.Schema:
+    """The schema to keep after `table`: the pinned one, with null types filled in."""
+    if pinned is None:
+        return table
+    fields = []
+    for f in pinned:
+        if pa.types.is_null(f.type) and f.name in table.names:
+            f = table.field(f.name)
+        fields.append(f)
+    fields += [f for f in table if f.name not in pinned.names]
+    return pa.schema(fields)
+
+
+def write_staged(table: pa.Table, staging: str, name: str, durable: bool) -> str:
+    """Write `table` to a fresh file in `staging`; its path. A crash leaves only a
+    hidden `.tmp` file there, which `clean_staging` removes later."""
+    tmp = os.path.join(staging, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        if durable:
+            _fsync(tmp)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def publish(tmp: str, final: str, durable: bool) -> bool:
+    """Move `tmp` to `final` atomically unless `final` exists; True if this call did it."""
+    try:
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_LINK:
+                raise
+            if os.path.exists(final):
+                return False
+            os.rename(tmp, final)
+        if durable:
+            _fsync_dir(os.path.dirname(final))
+        return True
+    finally:
+        _unlink(tmp)
+
+
+def clean_staging(staging: str, sink_id: str, older_than: float = STALE_STAGING_SECONDS) -> int:
+    """Remove this sink's staging leftovers older than `older_than` seconds (a crashed
+    writer's); younger ones may belong to a live task of the same sink."""
+    removed, now = 0, time.time()
+    prefix = f".part-{sink_id}-"
+    try:
+        names = os.listdir(staging)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        full = os.path.join(staging, name)
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            try:
+                if now - os.stat(full).st_mtime > older_than:
+                    os.unlink(full)
+                    removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        _fsync(path)
+    except OSError:  # some filesystems cannot fsync a directory
+        pass
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

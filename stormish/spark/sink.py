@@ -1,0 +1,285 @@
+"""SparkSink: exactly-once output from at-least-once input.
+
+The sink buffers tuples and commits them as one micro-batch when `batch_rows` are
+buffered, or on a tick once the oldest is `batch_seconds` old, and in `cleanup()`.
+Tuples are acked only after their batch is committed and failed when the commit fails
+(the spout replays them). Acks can still be lost after a commit (a worker dies, a tree
+times out), so the same rows come back; this is the rule that keeps them out:
+
+**Batch id rule.** Every row has a stable 64-bit key (keys.py): the `key` field (by
+default SparkSpout's `_row_id`, which is (partition << 40) | offset, the same on every
+replay) or, with `key=None`, a digest of the row's values. At a commit the sink
+(1) drops rows whose key the ledger holds (committed before, by any task of this sink
+or an earlier run; they are acked at once), (2) keeps one row per key, (3) names the
+batch by the digest of its sorted keys. A replayed row is therefore never written
+twice, however the replay is grouped with other rows, and a batch whose exact set of
+rows is committed again maps to a batch id already present and is skipped. The ledger
+is the committed files themselves (commit.py), so it survives restarts.
+
+What the rule needs from a topology: a key that is stable across replays and unique
+per row (a bolt between spout and sink must pass `_row_id` on, or emit its own key);
+tasks of one sink share the ledger through the directory, but two tasks holding the
+same row in their buffers at the same moment can both write it, so subscribe the sink
+with `fields_grouping(..., ["_row_id"])` (or use one task) when tuples may time out
+while buffered, and keep `batch_seconds` well under `topology.message.timeout.secs`.
+
+Writers: `format="parquet"` to a path uses pyarrow (ParquetCommitter, no JVM, ~1M+
+rows/s); any other format, or `table=`, goes through a SparkSession (SparkCommitter).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..component import Bolt
+from ..errors import StormishError
+from ..tuple import TICK_STREAM
+from .errors import SparkSinkError, short, where
+from .spout import ROW_ID
+
+TICK_KEY = "topology.tick.tuple.freq.secs"
+log = logging.getLogger("stormish.spark.sink")
+
+
+class SparkSink(Bolt):
+    """Write the tuples it receives to `path` (or `table`) exactly once. See the module
+    docstring for the rule; `fields` names the output columns (default: the input
+    tuple's fields), `schema` pins their pyarrow types, `durable` fsyncs each batch."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        format: str = "parquet",
+        batch_rows: int = 10_000,
+        batch_seconds: float = 5.0,
+        mode: str = "append",
+        fields: Sequence[str] | None = None,
+        key: str | None = ROW_ID,
+        sink_id: str | None = None,
+        schema: Any = None,
+        table: str | None = None,
+        state_dir: str | os.PathLike | None = None,
+        options: Mapping[str, str] | None = None,
+        durable: bool = False,
+        spark_conf: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if (path is None) == (table is None):
+            raise ValueError("SparkSink needs exactly one of path= or table=")
+        if mode != "append":
+            raise ValueError(
+                f"SparkSink mode must be 'append' (each micro-batch adds to "
+                f"the output; clear the path first to replace it), got {mode!r}"
+            )
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ValueError(f"SparkSink batch_rows must be an integer >= 1, got {batch_rows!r}")
+        if not isinstance(batch_seconds, int | float) or batch_seconds <= 0:
+            raise ValueError(f"SparkSink batch_seconds must be > 0, got {batch_seconds!r}")
+        self.path = None if path is None else _local_or_uri(os.fspath(path))
+        self.format, self.table, self.mode = format, table, mode
+        self.batch_rows, self.batch_seconds = batch_rows, float(batch_seconds)
+        self.fields = None if fields is None else [str(f) for f in fields]
+        self.key, self.sink_id, self.schema = key, sink_id, schema
+        self.state_dir = None if state_dir is None else os.fspath(state_dir)
+        self.options = dict(options or {})
+        self.durable, self.spark_conf, self.clock = durable, dict(spark_conf or {}), clock
+        # a tick every half period: a batch waits at most ~1.5 x batch_seconds
+        self.component_config = {TICK_KEY: self.batch_seconds / 2}
+
+    @property
+    def writer(self) -> str:
+        return "arrow" if self.format == "parquet" and self.table is None else "spark"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        from .batch import ensure_dir
+
+        self.component = getattr(context, "component_id", None) or "SparkSink"
+        self._conf = dict(conf)
+        self._sink_id = self.sink_id or re.sub(r"[^A-Za-z0-9_.\-]", "_", self.component)
+        self._rows: list = []
+        self._tuples: list = []
+        self._oldest: float | None = None
+        self._in_fields: tuple[str, ...] | None = None
+        self._key_index: int | None = None
+        self._committer: Any = None
+        self.rows_committed = self.batches_committed = self.duplicates = 0
+        self.failed_batches = 0
+        if self.path is not None and "://" not in self.path:
+            ensure_dir(self.path, self.component)  # an unwritable path fails the task now
+        _warn_config(self, conf)
+
+    def cleanup(self) -> None:
+        self.flush()
+
+    # -- input --------------------------------------------------------------------------------
+    def execute(self, tup: Any) -> None:
+        if tup.is_tick():
+            self.on_tick()
+            return
+        if tup.fields != self._in_fields and not self._check_fields(tup.fields, [tup]):
+            return
+        if self._oldest is None:
+            self._oldest = self.clock()
+        self._rows.append(tup.values)
+        self._tuples.append(tup)
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def execute_batch(self, batch: Any) -> None:
+        if batch.stream == TICK_STREAM:
+            self.on_tick()
+            return
+        tuples = list(batch)
+        if batch.fields != self._in_fields and not self._check_fields(batch.fields, tuples):
+            return
+        if self._oldest is None:
+            self._oldest = self.clock()
+        self._rows.extend(batch.values)
+        self._tuples.extend(tuples)
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def on_tick(self) -> None:
+        if self._oldest is not None and self.clock() - self._oldest >= self.batch_seconds:
+            self.flush()
+
+    def _check_fields(self, fields: tuple[str, ...], tuples: list) -> bool:
+        """Take the first input's fields; fail tuples whose fields differ or lack the key."""
+        problem = None
+        if self._in_fields is not None:
+            problem = (
+                f"input fields {list(fields)} differ from the first input's "
+                f"{list(self._in_fields)}; one sink writes one schema"
+            )
+        elif self.key is not None and self.key not in fields:
+            problem = (
+                f"key field {self.key!r} is not among the input fields {list(fields)}; "
+                "give key=<field> or key=None (rows keyed by their values)"
+            )
+        if problem is not None:
+            self.report_error(SparkSinkError(f"{where(self.component)}{problem}"))
+            for t in tuples:
+                self.fail(t)
+            return False
+        self._in_fields = tuple(fields)
+        self._key_index = None if self.key is None else self._in_fields.index(self.key)
+        return True
+
+    # -- commit -------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Commit what is buffered; ack it after the commit, fail it if the commit fails."""
+        rows, tuples = self._rows, self._tuples
+        self._rows, self._tuples, self._oldest = [], [], None
+        if not rows:
+            return
+        try:
+            self._write(rows)
+        except Exception as exc:  # noqa: BLE001 - the tuples fail, the spout replays them
+            err = (
+                exc
+                if isinstance(exc, StormishError)
+                else SparkSinkError(
+                    f"{where(self.component)}commit to {self._target()} failed: {short(exc)}"
+                )
+            )
+            if err is not exc:
+                err.__cause__ = exc
+            self.failed_batches += 1
+            self.report_error(err)
+            for t in tuples:
+                self.fail(t)
+            return
+        for t in tuples:
+            self.ack(t)
+
+    def _write(self, rows: list) -> None:
+        from .keys import batch_id, first_unique, row_keys
+
+        committer = self._committer or self._open_committer()
+        keys = row_keys(rows, self._key_index)
+        committer.refresh()
+        fresh = first_unique(keys) & ~committer.ledger.contains(keys)
+        n = int(fresh.sum())
+        self.duplicates += len(rows) - n
+        if n == 0:
+            return
+        if n < len(rows):
+            rows = [r for r, keep in zip(rows, fresh.tolist(), strict=True) if keep]
+            keys = keys[fresh]
+        if committer.commit(batch_id(keys), rows, keys):
+            self.batches_committed += 1
+            self.rows_committed += n
+
+    def _open_committer(self) -> Any:
+        fields = self.fields or list(self._in_fields or ())
+        common = dict(
+            fields=fields,
+            sink_id=self._sink_id,
+            schema=self.schema,
+            key_field=self.key,
+            component=self.component,
+        )
+        if self.writer == "arrow":
+            from .commit import ParquetCommitter
+
+            self._committer = ParquetCommitter(self.path, durable=self.durable, **common)
+        else:
+            from .commit_spark import SparkCommitter
+            from .session import session
+
+            spark = session({**self._conf, **self.spark_conf})
+            self._committer = SparkCommitter(
+                spark,
+                path=self.path,
+                format=self.format,
+                table=self.table,
+                state_dir=self.state_dir,
+                options=self.options,
+                **common,
+            )
+        return self._committer
+
+    def _target(self) -> str:
+        return f"table {self.table!r}" if self.table else f"path {self.path!r}"
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "rows_committed": self.rows_committed,
+            "batches": self.batches_committed,
+            "duplicates_dropped": self.duplicates,
+            "failed_batches": self.failed_batches,
+            "buffered": len(self._rows),
+        }
+
+
+def _local_or_uri(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _warn_config(sink: SparkSink, conf: Mapping[str, Any]) -> None:
+    timeout = conf.get("topology.message.timeout.secs")
+    if timeout is not None and sink.batch_seconds * 1.5 >= float(timeout):
+        log.warning(
+            "component %r: batch_seconds %.1f x 1.5 reaches "
+            "topology.message.timeout.secs %s: buffered tuples will time out and be "
+            "replayed (deduplicated, but wasted work)",
+            sink.component,
+            sink.batch_seconds,
+            timeout,
+        )
+    pending = conf.get("topology.max.spout.pending")
+    if pending is not None and pending < sink.batch_rows:
+        log.warning(
+            "component %r: topology.max.spout.pending %s < batch_rows %d: batches "
+            "will be cut by time (every %.1fs), not by size",
+            sink.component,
+            pending,
+            sink.batch_rows,
+            sink.batch_seconds,
+        )

@@ -1,0 +1,267 @@
+"""SparkSpout: a Spark job's output as a reliable, finite stream.
+
+Rows come from a `Drain` (drain.py), whose thread fetches ahead of the spout and stops
+at its bound; `next_tuple` only takes what is ready (`next_chunk_nowait`) and so never
+waits on Spark. It emits at most `EMITS_PER_CALL` tuples a call and no more than
+`topology.max.spout.pending` allows: a spout that may not emit stops pulling, and the
+drain, then Spark, stop with it.
+
+Message ids are deterministic: row id = (partition << 40) | offset of the row in its
+partition. The same DataFrame drained again (a restarted topology) gives each row the
+same id whenever its partitioning and order are deterministic (a file or table scan, a
+range, a sort); for anything else give `source` a key column and have the sink key on
+it. The id is also emitted as the last field (`id_field`, "_row_id"), which is what
+SparkSink's default `key` dedupes on. A failed row is replayed (before any new row)
+with the same values and id; the spout calls `finish()` once every row is drained and
+acked.
+
+Parallelism: task i of n drains the partitions p with p % n == i.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..component import DEFAULT_STREAM, Spout
+from .errors import SparkSourceError, WouldBlock, short, where
+
+ROW_ID = "_row_id"
+EMITS_PER_CALL = 1000  # bounds what one next_tuple call can park in the pendingEmitQ
+PARTITION_SHIFT = 40  # 2^40 rows per partition, 2^23 partitions in a signed int64
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".orc": "orc"}
+
+
+def row_id(partition: int, offset: int) -> int:
+    return (partition << PARTITION_SHIFT) | offset
+
+
+class SparkSpout(Spout):
+    """Emit the rows of `source`: a function `spark -> DataFrame`, a table name, or a
+    path (with `format`, or a .parquet/.csv/.json/.orc name). `fields` selects and
+    orders the columns; without it the DataFrame is built once when the topology is
+    (a session starts then) to learn them. `count=True` runs a count job for progress.
+    Session config: `stormish.spark.*` keys of the topology config, then `spark_conf`.
+    """
+
+    def __init__(
+        self,
+        source: Callable[[Any], Any] | str | os.PathLike,
+        batch_rows: int = 10_000,
+        fields: Sequence[str] | None = None,
+        format: str | None = None,
+        options: Mapping[str, str] | None = None,
+        id_field: str | None = ROW_ID,
+        ahead: int = 2,
+        path: str = "auto",
+        count: bool = False,
+        spark_conf: Mapping[str, Any] | None = None,
+    ):
+        if not (callable(source) or isinstance(source, str | os.PathLike)):
+            raise SparkSourceError(
+                f"SparkSpout source must be a function spark -> DataFrame, "
+                f"a table name or a path, got {type(source).__name__}"
+            )
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ValueError(f"SparkSpout batch_rows must be an integer >= 1, got {batch_rows!r}")
+        self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
+        self.format = format or _format_of(self.source)
+        self.options = dict(options or {})
+        self.batch_rows, self.ahead, self.path, self.count = batch_rows, ahead, path, count
+        self.fields = None if fields is None else [str(f) for f in fields]
+        self.id_field = id_field
+        if id_field is not None and self.fields is not None and id_field in self.fields:
+            raise ValueError(
+                f"SparkSpout id_field {id_field!r} is also a source field; "
+                "pick another name or id_field=None"
+            )
+        self.spark_conf = dict(spark_conf or {})
+        self.component: str | None = None
+
+    # -- declaration --------------------------------------------------------------------------
+    def declared_streams(self) -> dict[str, tuple[str, ...]]:
+        if self.fields is None:
+            from .session import session
+
+            self.fields = list(self.dataframe(session(self.spark_conf)).columns)
+        extra = (self.id_field,) if self.id_field else ()
+        return {DEFAULT_STREAM: tuple(self.fields) + extra}
+
+    def dataframe(self, spark: Any) -> Any:
+        """The DataFrame to drain, with `fields` selected; errors name the source."""
+        from .drain import check_dataframe
+
+        w = where(self.component)
+        what = self._what()
+        if self.format is None and isinstance(self.source, str) and _looks_like_path(self.source):
+            raise SparkSourceError(f"{w}{what} looks like a path: give format=")
+        local = _local_path(self.source) if self.format is not None else None
+        if local is not None and not os.path.exists(local):
+            raise SparkSourceError(f"{w}source path {self.source!r} does not exist")
+        try:
+            df = self._build(spark)
+        except SparkSourceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException and friends
+            raise SparkSourceError(f"{w}cannot read {what}: {short(exc)}") from exc
+        check_dataframe(df, self.component, f"DataFrame from {what}")
+        if self.fields is not None:
+            missing = [f for f in self.fields if f not in df.columns]
+            if missing:
+                raise SparkSourceError(
+                    f"{w}{what} has no column(s) {missing}; its columns are {df.columns}"
+                )
+            df = df.select(*self.fields)
+        if self.id_field is not None and self.id_field in df.columns:
+            raise SparkSourceError(
+                f"{w}{what} already has a column {self.id_field!r}: "
+                "pass id_field=<another name> or None"
+            )
+        return df
+
+    def _build(self, spark: Any) -> Any:
+        if callable(self.source):
+            return self.source(spark)
+        if self.format is not None:
+            return spark.read.format(self.format).options(**self.options).load(self.source)
+        return spark.table(self.source)
+
+    def _what(self) -> str:
+        if callable(self.source):
+            name = getattr(self.source, "__qualname__", repr(self.source))
+            return f"source function {name}"
+        kind = "path" if self.format is not None else "table"
+        return f"source {kind} {self.source!r}"
+
+    # -- running ------------------------------------------------------------------------------
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        from .drain import Drain
+        from .session import session
+
+        self.component = getattr(context, "component_id", None) or "SparkSpout"
+        spark = session({**conf, **self.spark_conf})
+        df = self.dataframe(spark)
+        drain = Drain(
+            df,
+            chunk_rows=self.batch_rows,
+            ahead=self.ahead,
+            path=self.path,
+            share=_share(context),
+            count=self.count,
+            component=self.component,
+        )
+        self._start(drain, conf.get("topology.max.spout.pending"))
+
+    def _start(self, drain: Any, max_pending: int | None) -> None:
+        """Begin with `drain` (anything with next_chunk_nowait/progress/close)."""
+        self._drain = drain
+        self._max_pending = max_pending
+        self._pending: dict[int, tuple] = {}  # msg id -> values, until acked
+        self._replay: collections.deque[int] = collections.deque()
+        self._rows: list[tuple] = []
+        self._pos = 0
+        self._base = 0
+        self._drained = False
+        self._finished = False
+        self.emitted = self.replayed = self.acked = self.failed = 0
+        start = getattr(drain, "start", None)
+        if start is not None:
+            start()
+
+    def next_tuple(self) -> None:
+        if self._finished:
+            return
+        room = EMITS_PER_CALL
+        if self._max_pending is not None:
+            room = min(room, self._max_pending - (len(self._pending) - len(self._replay)))
+        emit, pending, replay = self.emit, self._pending, self._replay
+        while room > 0 and replay:
+            mid = replay.popleft()
+            values = pending.get(mid)
+            if values is not None:
+                emit(values, msg_id=mid)
+                self.replayed += 1
+                room -= 1
+        while room > 0 and self._refill():
+            rows, pos, base = self._rows, self._pos, self._base
+            end = min(len(rows), pos + room)
+            with_id = self.id_field is not None
+            for i in range(pos, end):
+                mid = base + i
+                values = (*rows[i], mid) if with_id else rows[i]
+                pending[mid] = values
+                emit(values, msg_id=mid)
+            self.emitted += end - pos
+            room -= end - pos
+            self._pos = end
+        if self._drained and not pending and not replay:
+            self._finished = True
+            self.finish()
+
+    def _refill(self) -> bool:
+        """True when rows are ready to emit; takes the next chunk if the current is done."""
+        if self._pos < len(self._rows):
+            return True
+        if self._drained:
+            return False
+        try:
+            chunk = self._drain.next_chunk_nowait()
+        except WouldBlock:
+            return False
+        if chunk is None:
+            self._drained = True
+            self._rows, self._pos = [], 0
+            return False
+        self._rows, self._pos = chunk.rows, 0
+        self._base = row_id(chunk.partition, chunk.offset)
+        return bool(chunk.rows)
+
+    def ack(self, msg_id: Any) -> None:
+        if self._pending.pop(msg_id, None) is not None:
+            self.acked += 1
+
+    def fail(self, msg_id: Any) -> None:
+        if msg_id in self._pending:
+            self.failed += 1
+            self._replay.append(msg_id)
+
+    def progress(self) -> tuple[int, int | None]:
+        """(rows emitted for the first time, total rows or None while unknown)."""
+        drain = getattr(self, "_drain", None)
+        total = drain.progress()[1] if drain is not None else None
+        return getattr(self, "emitted", 0), total
+
+    def close(self) -> None:
+        drain = getattr(self, "_drain", None)
+        if drain is not None:
+            drain.close()
+
+
+def _share(context: Any) -> tuple[int, int]:
+    tasks = getattr(context, "component_tasks", None)
+    if not tasks:
+        return 0, 1
+    return int(context.task_index), len(tasks)
+
+
+def _format_of(source: Any) -> str | None:
+    if not isinstance(source, str):
+        return None
+    return FORMATS.get(os.path.splitext(source.rstrip("/"))[1].lower())
+
+
+def _looks_like_path(source: str) -> bool:
+    return "/" in source or os.sep in source or "://" in source
+
+
+def _local_path(source: Any) -> str | None:
+    """The local file system path of `source`, None for a remote URI or a glob."""
+    if not isinstance(source, str) or any(c in source for c in "*?["):
+        return None
+    if source.startswith("file:"):
+        from urllib.parse import urlparse
+
+        return urlparse(source).path
+    return None if "://" in source else source

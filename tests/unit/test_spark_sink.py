@@ -1,0 +1,204 @@
+"""Unit tests of logic (pyarrow and the file system, no Spark, no engine): SparkSink's
+batching, ack-after-commit, fail-on-error and exactly-once rules, driven by calling its
+methods directly with the collector methods (`ack`, `fail`, `report_error`) replaced by
+recording functions on the instance and a settable clock."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from stormish.spark.errors import SparkSinkError  # noqa: E402
+from stormish.spark.sink import TICK_KEY, SparkSink  # noqa: E402
+from stormish.spark.spout import ROW_ID, row_id  # noqa: E402
+from stormish.tuple import TICK_STREAM, Source, Tuple, TupleBatch  # noqa: E402
+
+SRC = Source("spout", 1, "default", ("word", "n", ROW_ID))
+TICK = Tuple((1,), Source("__system", -1, TICK_STREAM, ("tick",)))
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+class Recorder:
+    def __init__(self):
+        self.acked, self.failed, self.errors = [], [], []
+
+    def ack(self, tup):
+        self.acked.append(tup.values[-1])
+
+    def fail(self, tup):
+        self.failed.append(tup.values[-1])
+
+    def report_error(self, exc):
+        self.errors.append(exc)
+
+
+class Context:
+    component_id = "out"
+
+
+def make(path, clock=None, **kw):
+    sink = SparkSink(path, clock=clock or Clock(), **kw)
+    rec = Recorder()
+    sink.ack, sink.fail, sink.report_error = rec.ack, rec.fail, rec.report_error
+    sink.prepare({}, Context())
+    return sink, rec
+
+
+def tup(i, source=SRC):
+    return Tuple((f"w{i}", i, row_id(0, i)), source)
+
+
+def written(path) -> list:
+    files = sorted(f for f in os.listdir(path) if f.endswith(".parquet"))
+    if not files:
+        return []
+    t = pa.concat_tables(pq.read_table(os.path.join(path, f)) for f in files)
+    return sorted(t.column("n").to_pylist())
+
+
+def test_declares_ticks_and_checks_arguments(tmp_path):
+    import cloudpickle
+
+    sink = SparkSink(tmp_path, batch_seconds=4)
+    assert sink.component_config == {TICK_KEY: 2.0}
+    assert sink.declared_streams() == {}
+    cloudpickle.loads(cloudpickle.dumps(sink))
+    with pytest.raises(ValueError, match="mode must be 'append'"):
+        SparkSink(tmp_path, mode="overwrite")
+    with pytest.raises(ValueError, match="batch_seconds"):
+        SparkSink(tmp_path, batch_seconds=0)
+    with pytest.raises(ValueError, match="exactly one of path= or table="):
+        SparkSink()
+
+
+def test_commits_by_size_and_acks_only_after_the_commit(tmp_path):
+    sink, rec = make(tmp_path, batch_rows=3)
+    sink.execute(tup(0))
+    sink.execute(tup(1))
+    assert rec.acked == [] and written(tmp_path) == []
+    sink.execute(tup(2))
+    assert written(tmp_path) == [0, 1, 2]
+    assert rec.acked == [row_id(0, i) for i in range(3)]
+
+
+def test_tick_commits_only_a_batch_older_than_batch_seconds(tmp_path):
+    clock = Clock()
+    sink, rec = make(tmp_path, clock=clock, batch_rows=100, batch_seconds=5)
+    sink.execute(TICK)  # nothing buffered
+    sink.execute(tup(0))
+    clock.t += 4.9
+    sink.execute(TICK)
+    assert rec.acked == []
+    clock.t += 0.2
+    sink.execute(TICK)
+    assert written(tmp_path) == [0] and len(rec.acked) == 1
+
+
+def test_replays_in_any_grouping_are_written_once(tmp_path):
+    sink, rec = make(tmp_path, batch_rows=7)
+    n = 50
+    for i in range(n):
+        sink.execute(tup(i))
+    sink.flush()
+    # acks lost: every row comes back, shuffled and cut into other batches, mixed with new
+    replay = [tup(i) for i in range(n + 20)]
+    random.Random(1).shuffle(replay)
+    for t in replay:
+        sink.execute(t)
+    sink.flush()
+    assert written(tmp_path) == list(range(n + 20))
+    assert sink.duplicates == n and rec.failed == []
+    assert sorted(rec.acked) == sorted([row_id(0, i) for i in range(n)] * 2
+                                       + [row_id(0, i) for i in range(n, n + 20)])
+
+
+def test_duplicates_inside_one_batch_are_written_once(tmp_path):
+    sink, rec = make(tmp_path, batch_rows=100)
+    for i in (1, 2, 1, 3, 2):
+        sink.execute(tup(i))
+    sink.flush()
+    assert written(tmp_path) == [1, 2, 3] and len(rec.acked) == 5
+
+
+def test_restart_keeps_exactly_once(tmp_path):
+    sink, _ = make(tmp_path, batch_rows=10)
+    for i in range(25):
+        sink.execute(tup(i))
+    sink.cleanup()  # flushes the last 5
+    again, rec = make(tmp_path, batch_rows=10)  # a new task on the same output
+    for i in range(40):
+        again.execute(tup(i))
+    again.cleanup()
+    assert written(tmp_path) == list(range(40))
+    assert again.duplicates == 25 and len(rec.acked) == 40
+
+
+def test_a_failed_commit_fails_its_tuples_and_a_later_replay_succeeds(tmp_path):
+    sink, rec = make(tmp_path, batch_rows=2)
+    sink.execute(tup(0))
+    sink.execute(Tuple(("w1", "not an int", row_id(0, 1)), SRC))  # fails the cast
+    assert rec.failed == [row_id(0, 0), row_id(0, 1)] and rec.acked == []
+    assert isinstance(rec.errors[0], SparkSinkError)
+    assert "component 'out'" in str(rec.errors[0]) and "field 'n'" in str(rec.errors[0])
+    sink.execute(tup(0))
+    sink.execute(tup(1))
+    assert written(tmp_path) == [0, 1] and len(rec.acked) == 2
+
+
+def test_missing_key_field_fails_tuples_with_a_clear_error(tmp_path):
+    sink, rec = make(tmp_path, key="id")
+    sink.execute(tup(0))
+    assert rec.failed == [row_id(0, 0)]
+    assert "key field 'id' is not among the input fields" in str(rec.errors[0])
+
+
+def test_content_keys_when_key_is_none(tmp_path):
+    src = Source("b", 1, "default", ("word", "n"))
+    sink, rec = make(tmp_path, key=None, batch_rows=2)
+    acked = []
+    sink.ack = lambda t: acked.append(t.values)
+    for v in [("a", 1), ("b", 2), ("a", 1), ("c", 3)]:
+        sink.execute(Tuple(v, src))
+    assert written(tmp_path) == [1, 2, 3] and len(acked) == 4
+
+
+def test_input_with_other_fields_is_failed(tmp_path):
+    sink, rec = make(tmp_path)
+    sink.execute(tup(0))
+    other = Source("x", 2, "default", ("a", "b", ROW_ID))
+    sink.execute(tup(1, other))
+    assert rec.failed == [row_id(0, 1)] and "differ from the first input" in str(rec.errors[0])
+
+
+def test_execute_batch_buffers_values_and_acks_tuples(tmp_path):
+    sink, rec = make(tmp_path, batch_rows=3)
+
+    class Col:
+        current = None
+
+    values = [(f"w{i}", i, row_id(0, i)) for i in range(4)]
+    sink.execute_batch(TupleBatch(values, SRC, None, Col()))
+    assert written(tmp_path) == [0, 1, 2, 3] and len(rec.acked) == 4
+    tick = TupleBatch([(1,)], Source("__system", -1, TICK_STREAM, ("tick",)), None, Col())
+    sink.execute_batch(tick)
+    assert len(rec.acked) == 4
+
+
+def test_unwritable_path_fails_at_prepare_naming_component_and_path(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    sink = SparkSink(blocker / "out")
+    with pytest.raises(SparkSinkError, match=r"component 'out': cannot create sink path .*out"):
+        sink.prepare({}, Context())
