@@ -26,6 +26,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+
+
 @pytest.fixture(scope="session")
 def spark_conf(tmp_path_factory) -> dict:
     """The stormish config every Spark test (and every SparkSpout/SparkSink) uses."""
@@ -34,11 +37,13 @@ def spark_conf(tmp_path_factory) -> dict:
         "stormish.spark.conf.spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
     }
     if importlib.util.find_spec("grpc") is not None:
-        conf.update({
-            "stormish.spark.conf.spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-            "stormish.spark.conf.spark.connect.grpc.binding.address": "127.0.0.1",
-            "stormish.spark.conf.spark.connect.grpc.binding.port": _free_port(),
-        })
+        conf.update(
+            {
+                "stormish.spark.conf.spark.plugins": CONNECT_PLUGIN,
+                "stormish.spark.conf.spark.connect.grpc.binding.address": "127.0.0.1",
+                "stormish.spark.conf.spark.connect.grpc.binding.port": _free_port(),
+            }
+        )
     return conf
 
 
@@ -52,8 +57,9 @@ def spark(spark_conf):
 
     started = time.monotonic()
     s = session(spark_conf)
-    print(f"\nSparkSession {s.version} ({SPARK_MASTER}) started in "
-          f"{time.monotonic() - started:.1f}s")
+    print(
+        f"\nSparkSession {s.version} ({SPARK_MASTER}) started in {time.monotonic() - started:.1f}s"
+    )
     yield s
     s.stop()
 

@@ -24,7 +24,7 @@ def sink_batches(committer, ids, batch_rows, rng):
     ids = list(ids)
     rng.shuffle(ids)
     for lo in range(0, len(ids), batch_rows):
-        rows = rows_of(ids[lo:lo + batch_rows])
+        rows = rows_of(ids[lo : lo + batch_rows])
         keys = row_keys(rows, 0)
         committer.refresh()
         keep = first_unique(keys) & ~committer.ledger.contains(keys)
@@ -35,9 +35,14 @@ def sink_batches(committer, ids, batch_rows, rng):
 
 def stream_once(spark, source, schema, checkpoint, out):
     """One availableNow run of a Structured Streaming copy from `source` to `out`."""
-    q = (spark.readStream.schema(schema).parquet(source)
-         .writeStream.format("parquet").option("checkpointLocation", checkpoint)
-         .trigger(availableNow=True).start(out))
+    q = (
+        spark.readStream.schema(schema)
+        .parquet(source)
+        .writeStream.format("parquet")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(out)
+    )
     q.awaitTermination(240)
     assert q.exception() is None
 
@@ -75,10 +80,18 @@ def test_streaming_query_running_while_batches_land(spark, tmp_path, poll):
     rng = random.Random(3)
     sink_batches(c, range(0, 1_000), 1_000, rng)
     schema = spark.read.parquet(src).schema
-    q = (spark.readStream.schema(schema).parquet(src).groupBy().count()
-         .writeStream.outputMode("complete").format("memory").queryName("live_counts")
-         .option("checkpointLocation", ckpt).trigger(processingTime="200 milliseconds")
-         .start())
+    q = (
+        spark.readStream.schema(schema)
+        .parquet(src)
+        .groupBy()
+        .count()
+        .writeStream.outputMode("complete")
+        .format("memory")
+        .queryName("live_counts")
+        .option("checkpointLocation", ckpt)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         for lo in range(1_000, 6_000, 1_000):
             sink_batches(c, range(lo - 500, lo + 1_000), 1_500, rng)  # half replayed
@@ -102,8 +115,7 @@ def test_spark_committer_path_exactly_once_across_replays_and_restart(spark, tmp
     rng = random.Random(5)
     sink_batches(c, range(0, 3_000), 1_000, rng)
     sink_batches(c, range(0, 4_000), 1_500, rng)
-    again = SparkCommitter(spark, path=out, fields=FIELDS, format=fmt, sink_id="s",
-                           key_field="id")
+    again = SparkCommitter(spark, path=out, fields=FIELDS, format=fmt, sink_id="s", key_field="id")
     assert again.batches == c.batches
     sink_batches(again, range(3_500, 5_000), 800, rng)
     df = spark.read.format(fmt).load(out)
@@ -142,8 +154,9 @@ def test_spark_committer_table(spark, tmp_path):
     state = str(tmp_path / "state")
     name = "stormish_sink_test"
     spark.sql(f"DROP TABLE IF EXISTS {name}")
-    c = SparkCommitter(spark, table=name, state_dir=state, fields=FIELDS, sink_id="t",
-                       key_field="id")
+    c = SparkCommitter(
+        spark, table=name, state_dir=state, fields=FIELDS, sink_id="t", key_field="id"
+    )
     rng = random.Random(11)
     sink_batches(c, range(0, 2_000), 700, rng)
     sink_batches(c, range(1_000, 3_000), 900, rng)

@@ -11,9 +11,11 @@ def test_a_source_that_is_not_a_dataframe(spark, spark_conf, task_context):
     from stormish.spark import SparkSourceError, SparkSpout
 
     spout = SparkSpout(lambda s: [1, 2, 3], fields=["x"], spark_conf=spark_conf)
-    with pytest.raises(SparkSourceError,
-                       match=r"component 'numbers': the DataFrame from source function .*<lambda> "
-                             r"must be a pyspark DataFrame, got builtins.list"):
+    with pytest.raises(
+        SparkSourceError,
+        match=r"component 'numbers': the DataFrame from source function .*<lambda> "
+        r"must be a pyspark DataFrame, got builtins.list",
+    ):
         spout.open({}, task_context("numbers"))
 
 
@@ -30,18 +32,23 @@ def test_a_path_that_does_not_exist(spark, spark_conf, task_context, tmp_path):
 
     missing = tmp_path / "nowhere.parquet"
     spout = SparkSpout(missing, spark_conf=spark_conf)
-    with pytest.raises(SparkSourceError,
-                       match=r"component 'in': source path .*nowhere.parquet.* does not exist"):
+    with pytest.raises(
+        SparkSourceError, match=r"component 'in': source path .*nowhere.parquet.* does not exist"
+    ):
         spout.open({}, task_context("in"))
 
 
-def test_a_remote_path_that_does_not_exist_is_reported_by_spark(spark, spark_conf,
-                                                                  task_context, tmp_path):
+def test_a_remote_path_that_does_not_exist_is_reported_by_spark(
+    spark, spark_conf, task_context, tmp_path
+):
     from stormish.spark import SparkSourceError, SparkSpout
 
     spout = SparkSpout(f"file://{tmp_path}/gone/*.json", format="json", spark_conf=spark_conf)
-    with pytest.raises(SparkSourceError, match=r"component 'in': cannot read source path "
-                                               r".*gone.*PATH_NOT_FOUND"):
+    with pytest.raises(
+        SparkSourceError,
+        match=r"component 'in': cannot read source path "
+        r".*gone.*PATH_NOT_FOUND",
+    ):
         spout.open({}, task_context("in"))
 
 
@@ -59,8 +66,9 @@ def test_a_table_that_does_not_exist(spark, spark_conf, task_context):
     from stormish.spark import SparkSourceError, SparkSpout
 
     spout = SparkSpout("no_such_table", spark_conf=spark_conf)
-    with pytest.raises(SparkSourceError,
-                       match=r"component 'in': cannot read source table 'no_such_table'"):
+    with pytest.raises(
+        SparkSourceError, match=r"component 'in': cannot read source table 'no_such_table'"
+    ):
         spout.open({}, task_context("in"))
 
 
@@ -68,16 +76,20 @@ def test_fields_that_the_source_lacks(spark, spark_conf, task_context):
     from stormish.spark import SparkSourceError, SparkSpout
 
     spout = SparkSpout(lambda s: s.range(3), fields=["id", "name"], spark_conf=spark_conf)
-    with pytest.raises(SparkSourceError, match=r"has no column\(s\) \['name'\]; its columns "
-                                               r"are \['id'\]"):
+    with pytest.raises(
+        SparkSourceError,
+        match=r"has no column\(s\) \['name'\]; its columns "
+        r"are \['id'\]",
+    ):
         spout.open({}, task_context("in"))
 
 
 def test_fields_are_learned_from_the_source_when_not_given(spark, spark_conf):
     from stormish.spark import ROW_ID, SparkSpout
 
-    spout = SparkSpout(lambda s: s.range(3).selectExpr("id", "id * 2 AS twice"),
-                       spark_conf=spark_conf)
+    spout = SparkSpout(
+        lambda s: s.range(3).selectExpr("id", "id * 2 AS twice"), spark_conf=spark_conf
+    )
     assert spout.declared_streams() == {"default": ("id", "twice", ROW_ID)}
 
 
@@ -86,11 +98,17 @@ def test_an_unwritable_output_path(spark, spark_conf, task_context, tmp_path):
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    with pytest.raises(SparkSinkError, match=r"component 'out': cannot create sink path "
-                                             r".*a-file/out.*Not a directory"):
+    with pytest.raises(
+        SparkSinkError,
+        match=r"component 'out': cannot create sink path "
+        r".*a-file/out.*Not a directory",
+    ):
         SparkSink(blocker / "out").prepare({}, task_context("out"))
-    with pytest.raises(SparkSinkError, match=r"component 'out': sink path .*a-file.* exists "
-                                             r"and is not a directory"):
+    with pytest.raises(
+        SparkSinkError,
+        match=r"component 'out': sink path .*a-file.* exists "
+        r"and is not a directory",
+    ):
         SparkCommitter(spark, path=blocker, fields=["a"], component="out")
 
 
@@ -101,7 +119,10 @@ def test_a_spark_job_that_cannot_write_is_a_clear_error(spark, tmp_path):
     spark.sql(f"DROP TABLE IF EXISTS {name}")
     spark.range(1).write.saveAsTable(name)
     c = SparkCommitter(spark, table=name, state_dir=tmp_path, fields=["id"], component="out")
-    with pytest.raises(SparkSinkError, match=r"component 'out': Spark job writing batch "
-                                             r"[0-9a-f]{16} to table 'stormish_unpartitioned' "
-                                             r"failed"):
+    with pytest.raises(
+        SparkSinkError,
+        match=r"component 'out': Spark job writing batch "
+        r"[0-9a-f]{16} to table 'stormish_unpartitioned' "
+        r"failed",
+    ):
         c.commit(1, [(5,)])

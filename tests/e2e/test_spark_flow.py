@@ -24,8 +24,9 @@ class Wiring:
         self.lose_acks = 0  # acks of the next N committed tuples are lost (then time out)
         self.emitted: list = []
         self.finished = False
-        spout.emit = lambda values, stream="default", anchors=None, msg_id=None: \
+        spout.emit = lambda values, stream="default", anchors=None, msg_id=None: (
             self.emitted.append((values, msg_id))
+        )
         spout.finish = self._finish
         self.fields = spout.declared_streams()["default"]
         self.source = Source("spark", 1, "default", self.fields)
@@ -71,15 +72,19 @@ class Wiring:
 def make_spout(spark_conf, task_context, conf):
     from stormish.spark import SparkSpout
 
-    spout = SparkSpout(lambda s: s.range(0, N, numPartitions=4)
-                       .selectExpr("id", "concat('row-', id) AS label"),
-                       batch_rows=5_000, fields=["id", "label"], spark_conf=spark_conf)
+    spout = SparkSpout(
+        lambda s: s.range(0, N, numPartitions=4).selectExpr("id", "concat('row-', id) AS label"),
+        batch_rows=5_000,
+        fields=["id", "label"],
+        spark_conf=spark_conf,
+    )
     spout.open(conf, task_context("spark"))
     return spout
 
 
-def test_exactly_once_through_lost_acks_failures_and_restarts(spark, spark_conf, task_context,
-                                                              tmp_path):
+def test_exactly_once_through_lost_acks_failures_and_restarts(
+    spark, spark_conf, task_context, tmp_path
+):
     from stormish.spark import SparkSink
 
     out = str(tmp_path / "out")

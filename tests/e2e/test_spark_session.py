@@ -41,8 +41,9 @@ def test_the_jvm_listens_on_loopback_only(spark):
     spark.range(10).count()  # block manager and shuffle service up
     jvms = [p for p in psutil.Process().children(recursive=True) if "java" in p.name()]
     assert jvms, "the Spark JVM is not a child of this process"
-    listening = [c.laddr for j in jvms for c in j.net_connections("inet")
-                 if c.status == psutil.CONN_LISTEN]
+    listening = [
+        c.laddr for j in jvms for c in j.net_connections("inet") if c.status == psutil.CONN_LISTEN
+    ]
     assert listening
     assert all(a.ip in ("127.0.0.1", "::ffff:127.0.0.1") for a in listening), listening
 

@@ -30,14 +30,24 @@ def test_topology_output_is_exactly_once_despite_replays(spark, spark_conf, tmp_
 
     out = str(tmp_path / "out")
     t = Topology("spark-e2e", config={"topology.max.spout.pending": 20_000})
-    t.set_spout("src", SparkSpout(
-        lambda s: s.range(0, N, numPartitions=4).selectExpr("id", "concat('row-', id) AS label"),
-        fields=["id", "label"], spark_conf=spark_conf))
+    t.set_spout(
+        "src",
+        SparkSpout(
+            lambda s: s.range(0, N, numPartitions=4).selectExpr(
+                "id", "concat('row-', id) AS label"
+            ),
+            fields=["id", "label"],
+            spark_conf=spark_conf,
+        ),
+    )
     t.set_bolt("label", Label(), parallelism=2).shuffle_grouping("src")
-    t.set_bolt("sink", SparkSink(out, batch_rows=5_000, batch_seconds=0.5)) \
-        .fields_grouping("label", ["_row_id"])
+    t.set_bolt("sink", SparkSink(out, batch_rows=5_000, batch_seconds=0.5)).fields_grouping(
+        "label", ["_row_id"]
+    )
     # a second consumer fails each seventh tree once, whether or not the sink committed it
-    t.set_bolt("flaky", FailOnceBolt(every_seventh, outputs=["id", "label", "_row_id"])).shuffle_grouping("label")
+    t.set_bolt(
+        "flaky", FailOnceBolt(every_seventh, outputs=["id", "label", "_row_id"])
+    ).shuffle_grouping("label")
     with LocalCluster() as cluster:
         cluster.submit(t)
         stats = cluster.wait_complete("spark-e2e", timeout=240)

@@ -148,10 +148,13 @@ def test_bad_rows_and_paths_give_clear_errors(tmp_path):
 
 def test_to_tuples_matches_pyspark_row_values():
     ts = pa.array([0, 1_500_000, None], pa.timestamp("us", tz="UTC"))
-    b = pa.record_batch({
-        "i": [1, None, 3], "ts": ts,
-        "m": pa.array([[("k", 1)], None, []], pa.map_(pa.string(), pa.int64())),
-    })
+    b = pa.record_batch(
+        {
+            "i": [1, None, 3],
+            "ts": ts,
+            "m": pa.array([[("k", 1)], None, []], pa.map_(pa.string(), pa.int64())),
+        }
+    )
     rows = to_tuples(b)
     assert rows[0][0] == 1 and rows[1][0] is None
     assert rows[1][1] == dt.datetime.fromtimestamp(1).replace(microsecond=500_000)

@@ -31,13 +31,18 @@ def test_int_keys_are_themselves_and_others_are_digested():
 
 
 def test_keys_are_stable_across_processes_with_hash_randomisation():
-    code = ("from stormish.spark.keys import row_keys;"
-            "print(list(row_keys([('a', 1.5, None), ('b', (1, 2), 'x')], None)))")
+    code = (
+        "from stormish.spark.keys import row_keys;"
+        "print(list(row_keys([('a', 1.5, None), ('b', (1, 2), 'x')], None)))"
+    )
     outs = set()
     for seed in ("1", "2", "random"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.add(subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                capture_output=True, text=True).stdout)
+        outs.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+            ).stdout
+        )
     assert len(outs) == 1
     here = list(row_keys([("a", 1.5, None), ("b", (1, 2), "x")], None))
     assert outs.pop().strip() == str(here)
@@ -64,8 +69,10 @@ def test_batch_id_differs_for_different_sets():
 
 
 @settings(max_examples=60)
-@given(st.lists(st.lists(st.integers(-50, 50), max_size=30), max_size=12),
-       st.lists(st.integers(-60, 60), max_size=40))
+@given(
+    st.lists(st.lists(st.integers(-50, 50), max_size=30), max_size=12),
+    st.lists(st.integers(-60, 60), max_size=40),
+)
 def test_ledger_matches_a_set(adds, probe):
     ledger, model = KeyLedger(), set()
     for a in adds:

@@ -18,13 +18,15 @@ def test_defaults_are_local_private_and_small():
 
 
 def test_master_and_conf_entries_pass_through():
-    master, opts = spark_options({
-        MASTER_KEY: "spark://10.0.0.5:7077",
-        CONF_PREFIX + "spark.executor.memory": "2g",
-        CONF_PREFIX + "spark.ui.enabled": True,
-        CONF_PREFIX + "spark.sql.shuffle.partitions": 8,
-        "topology.workers": 2,
-    })
+    master, opts = spark_options(
+        {
+            MASTER_KEY: "spark://10.0.0.5:7077",
+            CONF_PREFIX + "spark.executor.memory": "2g",
+            CONF_PREFIX + "spark.ui.enabled": True,
+            CONF_PREFIX + "spark.sql.shuffle.partitions": 8,
+            "topology.workers": 2,
+        }
+    )
     assert master == "spark://10.0.0.5:7077"
     assert opts["spark.executor.memory"] == "2g"
     assert opts["spark.ui.enabled"] == "true"
@@ -33,8 +35,9 @@ def test_master_and_conf_entries_pass_through():
 
 
 def test_connect_gets_only_the_given_conf():
-    master, opts = spark_options({MASTER_KEY: "sc://localhost:15002",
-                                  CONF_PREFIX + "spark.sql.ansi.enabled": "true"})
+    master, opts = spark_options(
+        {MASTER_KEY: "sc://localhost:15002", CONF_PREFIX + "spark.sql.ansi.enabled": "true"}
+    )
     assert master == "sc://localhost:15002"
     assert opts == {"spark.sql.ansi.enabled": "true"}
 
@@ -48,8 +51,9 @@ def test_importing_stormish_and_the_spark_package_loads_no_spark():
         "('pyspark', 'pyarrow', 'pandas', 'numpy', 'py4j')]\n"
         "print(heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -62,7 +66,8 @@ def test_nothing_outside_stormish_spark_imports_it():
     imports = re.compile(r"^\s*(from|import)\s+(pyspark|stormish\.spark|\.+spark)\b", re.M)
     root = pathlib.Path(stormish.__file__).parent
     offenders = [
-        str(p.relative_to(root)) for p in root.rglob("*.py")
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
         if p.relative_to(root).parts[0] != "spark" and imports.search(p.read_text())
     ]
     assert offenders == []

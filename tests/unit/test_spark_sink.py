@@ -120,8 +120,9 @@ def test_replays_in_any_grouping_are_written_once(tmp_path):
     sink.flush()
     assert written(tmp_path) == list(range(n + 20))
     assert sink.duplicates == n and rec.failed == []
-    assert sorted(rec.acked) == sorted([row_id(0, i) for i in range(n)] * 2
-                                       + [row_id(0, i) for i in range(n, n + 20)])
+    assert sorted(rec.acked) == sorted(
+        [row_id(0, i) for i in range(n)] * 2 + [row_id(0, i) for i in range(n, n + 20)]
+    )
 
 
 def test_duplicates_inside_one_batch_are_written_once(tmp_path):
