@@ -140,6 +140,13 @@ KEYS: dict[str, Key] = {
             "overflow growth (tuples) after which a backpressure status is sent again",
         ),
         Key(
+            "topology.testing.lose.backpressure.status",
+            0,
+            _int(-1),
+            "tests only: how many backpressure status messages this topology's workers "
+            "drop instead of sending (-1: all), to prove resends and the timer recover",
+        ),
+        Key(
             "topology.executor.overflow.limit",
             0,
             _int(0),

@@ -9,6 +9,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
+
 from .errors import ConfigError, TopologyFileError
 from .topology import Topology
 
@@ -29,7 +31,9 @@ def load_topology(path: str | Path) -> Topology:
     if spec is None or spec.loader is None:
         raise TopologyFileError(f"topology file {str(p)!r} cannot be imported")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # so cloudpickle can pickle its classes by value
+    sys.modules[name] = module
+    # its classes travel to worker processes by value: no worker can import this name
+    cloudpickle.register_pickle_by_value(module)
     sys.path.insert(0, str(p.resolve().parent))
     try:
         spec.loader.exec_module(module)

@@ -4,7 +4,14 @@ Completion of a finite topology: every spout has called finish() and has no tupl
 in flight, every executor is idle (empty queue, outboxes and pendingEmitQ), every tuple
 published has been consumed (or dropped, counted), and the same holds in two snapshots
 taken one poll apart with no counter moving in between. Counters only grow, so two equal
-snapshots mean nothing moved at the instant between them.
+snapshots mean nothing moved at the instant between them. With worker processes each
+snapshot asks the workers one after another, and the second round starts after the first
+ended, so each worker's quiet interval covers the instant between the rounds.
+
+A worker process that was restarted lost what it held and starts its counters at zero,
+so published == consumed can no longer be proven; the run is then complete when every
+spout is done (with acking on: every tree acked or failed and replayed) and nothing
+moves between the two snapshots.
 """
 
 from __future__ import annotations
@@ -36,21 +43,35 @@ class RunningTopology:
         self.error: str | None = None
         self._final: TopologyStatistics | None = None
         self._lock = threading.Lock()
+        self.group: Any = None  # the WorkerGroup when the workers are processes
 
     @classmethod
     def start(cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None):
         conf = topology.validate(extra)
         plan = build_plan(topology, conf, acker_bolt())
         if plan.workers > 1:
-            raise ConfigError(
-                f"config key 'topology.workers' is {plan.workers} for topology "
-                f"{topology.name!r}: this build runs one worker process per topology; "
-                "several workers linked by ZeroMQ are not available yet"
-            )
+            if clock is not None:
+                raise ConfigError(
+                    f"config key 'topology.workers' is {plan.workers} for topology "
+                    f"{topology.name!r}: a fake clock only drives a single in-process worker"
+                )
+            from .workers import WorkerGroup
+
+            group = WorkerGroup(topology, plan, conf)
+            running = cls(topology, plan, group.start())
+            running.group = group
+            return running
         workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
         for w in workers:
             w.start()
         return cls(topology, plan, workers)
+
+    def restart_worker(self, index: int) -> None:
+        """Start worker process `index` again (it died or was killed); what a supervisor
+        does. Only topologies running on worker processes have any to restart."""
+        if self.group is None:
+            raise WorkerError(f"topology {self.name!r} runs in this process: no worker to restart")
+        self.group.restart(index)
 
     # -- completion -------------------------------------------------------------------------
     def _snapshot(self) -> tuple[bool, tuple[int, ...]]:
@@ -59,14 +80,16 @@ class RunningTopology:
         sent = sum(q["transferred"] for q in qs)
         got = sum(q["consumed"] for q in qs) + sum(q["dropped"] for q in qs)
         key = tuple(x for q in qs for x in (q["transferred"], q["consumed"], q["dropped"]))
+        if self.group is not None and self.group.restarts:
+            return done, key
         return done and sent == got, key
 
     def check_failed(self) -> None:
         for w in self.workers:
-            if w.failed:
-                ex = w.failed[0]
-                self.error = ex.fatal if hasattr(ex, "fatal") else str(ex)
-                raise WorkerError(f"topology {self.name!r} worker {w.index}: {self.error}")
+            why = w.failure()
+            if why is not None:
+                self.error = why
+                raise WorkerError(f"topology {self.name!r} worker {w.index}: {why}")
 
     def wait_complete(self, timeout: float) -> TopologyStatistics:
         deadline = time.monotonic() + timeout
@@ -125,9 +148,13 @@ class RunningTopology:
             if self.ended:
                 return self.statistics()
             stuck = []
-            for w in self.workers:
-                stuck += w.stop()
-            self._final = self._collect(status)
+            try:
+                for w in self.workers:
+                    stuck += w.stop()
+                self._final = self._collect(status)
+            finally:
+                if self.group is not None:
+                    self.group.close()
             self.ended = True
             self.status = status
             if stuck and self.error is None:
@@ -152,9 +179,10 @@ class RunningTopology:
         tasks = {}
         links: dict[str, Any] = {}
         for w in self.workers:
-            for t in w.task_stats():
+            task_list, link_map = w.stats_snapshot()
+            for t in task_list:
                 tasks[t.task] = t
-            links.update(getattr(w, "link_stats", lambda: {})())
+            links.update(link_map)
         return TopologyStatistics(
             name=self.name,
             status=status,

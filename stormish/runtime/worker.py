@@ -127,6 +127,16 @@ class Worker:
                 ex.active = active
                 (ex.obj.activate if active else ex.obj.deactivate)()
 
+    def failure(self) -> str | None:
+        """Why this worker failed (its first dead executor), or None."""
+        if not self.failed:
+            return None
+        ex = self.failed[0]
+        return ex.fatal if hasattr(ex, "fatal") else str(ex)
+
+    def stats_snapshot(self) -> tuple[list[TaskStats], dict[str, Any]]:
+        return self.task_stats(), self.link_stats()
+
     def executor_failed(self, ex: Executor) -> None:
         self.failed.append(ex)
         self._failed_event.set()

@@ -11,10 +11,17 @@ Executors never touch a socket: they publish to RemoteTargets, which refuse rath
 block. Statuses travel on the same links as tuples, to every peer (any peer may be
 upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
 with its full backpressure status (STORM-3763: status on every new connection).
+
+A HELLO names the sender's incarnation (a nonce per process). A HELLO from an incarnation
+not seen before means a new connection: the receiver forgets the flags the peer's former
+incarnation set, sends its status, and (unless the HELLO was itself a reply) answers with
+its own HELLO, so a restarted peer, whose push sockets reconnect silently on the other
+side, still hears every worker's status.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections import deque
@@ -25,9 +32,16 @@ import zmq
 
 from . import frames as fr
 from .remote import RemoteTarget, TransferQueue
+from .security import LOOPBACK
 from .tracker import BackpressureTracker, Broadcast, RemoteBackpressure
 
 POLL_MS = 5
+# What may be in flight on one link, past the point where a backpressure status can stop
+# it: a few messages queued on each side (a message is one drain of the transfer queue)
+# and small kernel buffers. Deep ZeroMQ queues would hide a slow receiver from the
+# sender and let the overflowQ grow by whatever they held (the halt-lag).
+HWM_MESSAGES = 16
+SOCKET_BUFFER_BYTES = 256 * 1024
 
 
 class WorkerLink:
@@ -38,25 +52,42 @@ class WorkerLink:
         assignment: Mapping[int, int],
         conf: Mapping[str, Any],
         host: str = "127.0.0.1",
+        bind: str | None = None,
+        security: Any = None,
     ):
         self.index = index
         self.topology = topology
         self.queues: Mapping[int, Any] = {}
         self.assignment = dict(assignment)
         self.conf = conf
+        self.security = security if security is not None else LOOPBACK
+        self.incarnation = secrets.token_hex(8)
         self.ctx = zmq.Context()
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
-        port = self.pull.bind_to_random_port(f"tcp://{host}")
-        self.address = f"tcp://{host}:{port}"
+        self.pull.setsockopt(zmq.RCVHWM, HWM_MESSAGES)
+        self.pull.setsockopt(zmq.RCVBUF, SOCKET_BUFFER_BYTES)
+        self.security.server(self.pull)
+        if bind is None:
+            self.security.check_bind(host)
+            port = self.pull.bind_to_random_port(f"tcp://{host}")
+            self.address = f"tcp://{host}:{port}"
+        else:
+            self.security.check_bind(bind)
+            self.pull.bind(bind)
+            self.address = bind
         self.transfer = TransferQueue(conf["topology.transfer.buffer.size"])
         self.remote = RemoteBackpressure()
+        self.remote.now = time.monotonic
         self.tracker = BackpressureTracker(index, [], 1)
         self.check_every = conf["topology.backpressure.check.millis"] / 1000.0
         self.overflow_limit = conf["topology.executor.overflow.limit"]
         self._control: deque[tuple[int, list]] = deque()
         self._push: dict[int, zmq.Socket] = {}
         self._peers: dict[int, str] = {}
+        self._incarnations: dict[int, str] = {}
+        self.reconnects = 0
+        self.foreign = 0
         self._new_peers: deque[tuple[int, str]] = deque()
         self._seq = 0
         self._stop = threading.Event()
@@ -67,6 +98,8 @@ class WorkerLink:
         self.dropped: dict[str, int] = {}
         self.malformed = 0
         self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
+        self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
+        self.lost_status = 0
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
@@ -139,7 +172,25 @@ class WorkerLink:
         elif msg.kind == fr.Kind.BP_STATUS:
             self.remote.apply(msg.body)
         elif msg.kind == fr.Kind.HELLO:
-            self._run(self.tracker.peer_connected(msg.sender))
+            self._on_hello(msg.sender, msg.body)
+
+    def _on_hello(self, peer: int, hello: fr.Hello) -> None:
+        info = hello.worker_port_info
+        if hello.topology_id != self.topology or peer == self.index:
+            self.foreign += 1
+            return
+        inc = info.get("incarnation")
+        known = self._incarnations.get(peer)
+        if inc == known:
+            return
+        if known is not None:  # the peer restarted: its old flags mean nothing now
+            self.reconnects += 1
+            self.remote.forget_worker(peer)
+        self._incarnations[peer] = inc
+        self._run(self.tracker.peer_connected(peer))
+        if not info.get("reply"):
+            self._control.append((peer, self._hello(reply=True)))
+            self.transfer._event.set()
 
     def _place(self, dest: int, batch: tuple, n: int) -> None:
         q = self.queues.get(dest)
@@ -165,6 +216,9 @@ class WorkerLink:
     def _run(self, instructions: list) -> None:
         for ins in instructions:
             if self.drop_status_hook is not None and self.drop_status_hook(ins.status):
+                continue
+            if self._lose and (self._lose < 0 or self.lost_status < self._lose):
+                self.lost_status += 1
                 continue
             peers = list(self._peers) if isinstance(ins, Broadcast) else [ins.peer]
             for p in peers:
@@ -195,10 +249,16 @@ class WorkerLink:
             old.close(linger=0)
             self.remote.forget_worker(w)
         s = self.ctx.socket(zmq.PUSH)
-        s.setsockopt(zmq.SNDHWM, 10000)
+        s.setsockopt(zmq.SNDHWM, HWM_MESSAGES)
+        s.setsockopt(zmq.SNDBUF, SOCKET_BUFFER_BYTES)
+        self.security.client(s)
         s.connect(addr)
         self._push[w] = s
-        self._send(w, fr.encode_hello(self.index, 0, self.topology, {"address": self.address}))
+        self._send(w, self._hello(reply=False))
+
+    def _hello(self, reply: bool) -> list:
+        info = {"address": self.address, "incarnation": self.incarnation, "reply": reply}
+        return fr.encode_hello(self.index, 0, self.topology, info)
 
     def _send(self, w: int, frames: list) -> None:
         s = self._push.get(w)
@@ -227,6 +287,12 @@ class WorkerLink:
             "status_received": r.received,
             "status_stale": r.stale_ignored,
             "remote_tasks_flagged": len(self.remote.flagged),
+            "remote_flagged_seconds": {
+                str(t): round(v, 6) for t, v in sorted(self.remote.flag_times().items())
+            },
+            "peer_reconnects": self.reconnects,
+            "status_lost_by_test_hook": self.lost_status,
+            "foreign_hellos": self.foreign,
             "dropped": dict(self.dropped),
             "malformed": self.malformed,
             "transfer_refused": self.transfer.refused,

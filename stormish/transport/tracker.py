@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,9 @@ class RemoteBackpressure:
         self._flagged_by: dict[int, int] = {}
         self._last_id: dict[int, int] = {}
         self._received = self._stale = 0
+        self._since: dict[int, float] = {}
+        self.flagged_seconds: dict[int, float] = {}
+        self.now: Any = None  # a clock (callable) to time flags by; None: not timed
 
     def is_flagged(self, task: int) -> bool:
         return task in self.flagged
@@ -245,6 +249,8 @@ class RemoteBackpressure:
             self._release(task)
         for task in status.bp_tasks:
             self._flagged_by[task] = worker
+            if self.now is not None and task not in self._since:
+                self._since[task] = self.now()
         self.flagged.update(status.bp_tasks)
         return True
 
@@ -257,6 +263,18 @@ class RemoteBackpressure:
     def statistics(self) -> RemoteStatistics:
         return RemoteStatistics(self._received, self._stale, len(self.flagged))
 
+    def flag_times(self) -> dict[int, float]:
+        """Seconds each remote task has spent flagged (the current spell included)."""
+        out = dict(self.flagged_seconds)
+        if self.now is not None and self._since:
+            now = self.now()
+            for task, since in self._since.items():
+                out[task] = out.get(task, 0.0) + now - since
+        return out
+
     def _release(self, task: int) -> None:
         del self._flagged_by[task]
         self.flagged.discard(task)
+        since = self._since.pop(task, None)
+        if since is not None:
+            self.flagged_seconds[task] = self.flagged_seconds.get(task, 0.0) + self.now() - since

@@ -348,11 +348,13 @@ def test_finish_runs_cleanup_and_close(tmp_path):
     assert sum(int(x.split()[1]) for x in lines[:2]) == 2
 
 
-def test_more_workers_than_this_build_runs_is_a_named_config_error():
+def test_a_fake_clock_with_worker_processes_is_a_named_config_error():
     from stormish import ConfigError
+    from stormish.testing import FakeClock
 
-    with LocalCluster(workers=2) as c, pytest.raises(ConfigError, match="topology.workers"):
-        c.submit(wordcount(False))
+    with LocalCluster(workers=2, clock=FakeClock()) as c:
+        with pytest.raises(ConfigError, match="topology.workers"):
+            c.submit(wordcount(False))
     assert c.topologies() == []
 
 

@@ -1,0 +1,345 @@
+"""Worker processes seen from the local cluster: launch, talk over the control channel,
+notice death, restart.
+
+`WorkerGroup` binds the control ROUTER on loopback, starts one `python -m
+stormish.runtime.process` per worker (its output goes to a log file whose last lines
+explain a death), hands each the cloudpickled topology, tells all where the others
+listen, and starts them. `WorkerHandle` gives `RunningTopology` the same questions an
+in-process `Worker` answers (quiescence, statistics, results, stop), each one a control
+request, and `failure()` says which worker died and why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import cloudpickle
+import zmq
+
+from ..errors import WorkerError
+from ..transport.security import LOOPBACK
+from . import control as ct
+
+START_TIMEOUT = 60.0
+REQUEST_TIMEOUT = 30.0
+
+
+def _child_env() -> dict[str, str]:
+    """Workers import what this process imports: the same sys.path (a test module, a
+    topology file's directory)."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class ControlServer:
+    """The ROUTER end of the control channel; one request at a time (a lock), replies
+    matched by id, late replies dropped."""
+
+    def __init__(self) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        LOOPBACK.server(self.sock)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self.hellos: dict[int, tuple[bytes, int]] = {}  # index -> (identity, pid)
+
+    def _pump(self, timeout_ms: int) -> list[tuple[bytes, list[bytes]]]:
+        out = []
+        if self.sock.poll(timeout_ms):
+            while True:
+                try:
+                    frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                ident, rest = frames[0], frames[1:]
+                if rest and rest[0] == b"hello":
+                    try:
+                        _, _, info = ct.decode_request(rest)
+                        self.hellos[int(info["index"])] = (ident, int(info["pid"]))
+                    except (ct.ControlError, KeyError, TypeError, ValueError):
+                        pass
+                    continue
+                out.append((ident, rest))
+        return out
+
+    def wait_hello(self, index: int, pid: int, alive: Any, timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                got = self.hellos.get(index)
+                if got is not None and got[1] == pid:
+                    return got[0]
+                if not alive():
+                    raise WorkerError(f"worker {index} died before it said hello")
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"worker {index} did not say hello within {timeout}s")
+                self._pump(50)
+
+    def request(
+        self, ident: bytes, verb: str, payload: Any, alive: Any, timeout: float, who: str
+    ) -> Any:
+        with self.lock:
+            req_id = next(self._ids)
+            self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
+            deadline = time.monotonic() + timeout
+            while True:
+                for src, frames in self._pump(20):
+                    if src != ident:
+                        continue
+                    try:
+                        ok, rid, value = ct.decode_reply(frames)
+                    except ct.ControlError:
+                        continue
+                    if rid != req_id:
+                        continue
+                    if not ok:
+                        raise WorkerError(f"{who}: {verb} failed: {value}")
+                    return value
+                if not alive():
+                    raise WorkerError(f"{who} died during {verb}")
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.ctx.term()
+
+
+class WorkerHandle:
+    """One worker process, as `RunningTopology` sees it."""
+
+    def __init__(self, group: WorkerGroup, index: int):
+        self.group = group
+        self.index = index
+        self.proc: subprocess.Popen | None = None
+        self.ident = b""
+        self.address: str | None = None
+        self.incarnation = 0
+        self._final: dict[str, Any] | None = None
+        self._failure: str | None = None
+        self.stopped = False
+
+    # -- process -------------------------------------------------------------------------
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.group.logdir, f"worker-{self.index}.log")
+
+    def launch(self) -> None:
+        self.incarnation += 1
+        self._final = None
+        self._failure = None
+        self.stopped = False
+        cmd = [
+            sys.executable,
+            "-m",
+            "stormish.runtime.process",
+            "--control",
+            self.group.control.address,
+            "--index",
+            str(self.index),
+            "--parent",
+            str(os.getpid()),
+        ]
+        if self.address is not None:  # a restart listens where its peers reconnect
+            cmd += ["--bind", self.address]
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- incarnation {self.incarnation}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.group.env
+            )
+        self.ident = self.group.control.wait_hello(
+            self.index, self.proc.pid, self.alive, START_TIMEOUT
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def _ask(self, verb: str, payload: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+        try:
+            return self.group.control.request(
+                self.ident,
+                verb,
+                payload,
+                self.alive,
+                timeout,
+                f"worker {self.index} (pid {self.pid})",
+            )
+        except WorkerError:
+            why = self.failure()
+            if why is not None:  # it died: say how, not which request noticed
+                raise WorkerError(why) from None
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL, for tests of crash handling."""
+        if self.proc is not None and self.alive():
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def _log_tail(self, lines: int = 12) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        tail = text.splitlines()[-lines:]
+        return "\n".join(tail)
+
+    # -- the Worker interface --------------------------------------------------------------
+    def failure(self) -> str | None:
+        if self._failure is not None:
+            return self._failure
+        if self.stopped or self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is not None:
+            tail = self._log_tail()
+            self._failure = (
+                f"worker process {self.index} (pid {self.proc.pid}) {_describe_exit(code)}"
+                + (f"; its log ends:\n{tail}" if tail else "")
+            )
+        return self._failure
+
+    def quiescence(self) -> dict[str, Any]:
+        if self._final is not None:
+            return {"spouts_done": True, "idle": True, "transferred": 0, "consumed": 0,
+                    "dropped": 0}  # fmt: skip
+        if not self.alive():  # failure() tells why; never complete meanwhile
+            return {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0,
+                    "dropped": 0}  # fmt: skip
+        q = self._ask("quiescence")
+        if q.get("failure"):
+            self._failure = f"worker {self.index}: {q['failure']}"
+        return q
+
+    def stats_snapshot(self) -> tuple[list, dict]:
+        if self._final is not None:
+            return self._final["tasks"], self._final["links"]
+        if self.failure() is not None:
+            return [], {}
+        try:
+            tasks, links, failure = self._ask("stats")
+        except WorkerError:
+            if self.failure() is not None:  # died meanwhile: its statistics died with it
+                return [], {}
+            raise
+        if failure:
+            self._failure = f"worker {self.index}: {failure}"
+        return tasks, links
+
+    def set_active(self, active: bool) -> None:
+        if self.alive() and self._final is None:
+            self._ask("active", active)
+
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        """Stop the executors (close/cleanup run), keep final statistics and results, and
+        wait for the process to exit; a process that does not exit is killed."""
+        self.stopped = True
+        stuck: list[str] = []
+        if self.alive():
+            try:
+                self._final = self._ask("stop", timeout, timeout=timeout + 10)
+                stuck = list(self._final["stuck"])
+            except WorkerError as exc:
+                stuck = [f"worker {self.index}: {exc}"]
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout + 5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return stuck
+
+    def results(self) -> dict[str, list[tuple[int, Any]]]:
+        return {} if self._final is None else self._final["results"]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [] if self._final is None else self._final["errors"]
+
+
+class WorkerGroup:
+    """The worker processes of one topology on this machine."""
+
+    def __init__(self, topology: Any, plan: Any, conf: Mapping[str, Any]):
+        self.topology = topology
+        self.plan = plan
+        self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
+        self.logdir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-")
+        self.env = _child_env()
+        self.control = ControlServer()
+        self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
+        self.restarts = 0
+
+    def start(self) -> list[WorkerHandle]:
+        try:
+            for h in self.handles:
+                h.launch()
+            for h in self.handles:
+                h.address = h._ask("assign", self.blob, timeout=START_TIMEOUT)
+            book = self.book()
+            for h in self.handles:
+                h._ask("peers", book)
+            for h in self.handles:
+                h._ask("start")
+        except BaseException:
+            self.close()
+            raise
+        return self.handles
+
+    def book(self) -> dict[int, str]:
+        return {h.index: h.address for h in self.handles}
+
+    def restart(self, index: int) -> None:
+        """Start worker `index` again (after it died or was killed) where it listened
+        before: its peers' push sockets reconnect to it by themselves, and the HELLO
+        exchange tells every side the others' backpressure status (STORM-3763)."""
+        h = self.handles[index]
+        h.kill()
+        h.launch()
+        h._ask("assign", self.blob, timeout=START_TIMEOUT)
+        h._ask("peers", self.book())
+        h._ask("start")
+        self.restarts += 1
+
+    def close(self) -> None:
+        for h in self.handles:
+            if h.proc is not None and h.proc.poll() is None:
+                h.proc.kill()
+                h.proc.wait(10)
+        self.control.close()
+        shutil.rmtree(self.logdir, ignore_errors=True)

@@ -1,0 +1,304 @@
+"""Topologies on several real worker processes linked by ZeroMQ on 127.0.0.1.
+
+Every test checks at teardown that the worker processes it started are gone and that
+this process holds no socket it did not hold before (the `no_leaks` fixture)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+
+import psutil
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
+from stormish.loader import load_topology
+from stormish.testing import ListSpout, poll_for, run_topology
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORDS = [f"w{i}" for i in range(50)]
+SENTENCES = [" ".join(WORDS[(i * 7 + j) % 50] for j in range(5)) for i in range(3000)]
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    me = psutil.Process()
+    before_conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
+    before_children = {p.pid for p in me.children(recursive=True)}
+    yield
+    # the test's processes were waited for at stop; anything left is a leak
+    left = [p for p in me.children(recursive=True) if p.pid not in before_children]
+    for p in left:
+        p.kill()
+    assert not left, f"worker processes left running: {[p.pid for p in left]}"
+    conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
+    leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
+    assert not leaked, f"sockets left open: {leaked}"
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        for w in tup.values[0].split():
+            self.emit([w])
+
+
+class Count(Bolt):
+    outputs = ["word", "count"]
+
+    def prepare(self, conf, context):
+        self.counts = Counter()
+
+    def execute(self, tup):
+        self.counts[tup.values[0]] += 1
+        self.ack(tup)
+
+    def result(self):
+        return dict(self.counts)
+
+
+def wordcount(name="wc", acking=True):
+    t = Topology(name, config={} if acking else {"topology.acker.executors": 0})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Split(), parallelism=3).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=3).fields_grouping("split", ["word"])
+    return t
+
+
+def merged(results):
+    total = Counter()
+    for part in results["count"]:
+        total.update(part)
+    return total
+
+
+EXPECTED = Counter(w for s in SENTENCES for w in s.split())
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_wordcount_exact_and_acked_on_several_worker_processes(workers):
+    one = run_topology(wordcount(), workers=1)
+    many = run_topology(wordcount(), workers=workers, timeout=90)
+    assert merged(one.results) == EXPECTED
+    assert merged(many.results) == EXPECTED
+    assert many.results["s"][0]["acked"] == {i: 1 for i in range(len(SENTENCES))}
+    stats = many.stats
+    assert stats.workers == workers and stats.status == "complete"
+    assert {t.worker for t in stats.tasks.values()} == set(range(workers))
+    acker_workers = {t.worker for t in stats.tasks.values() if t.kind == "acker"}
+    assert acker_workers == set(range(workers))  # one acker per worker, by default
+    for name, link in stats.links.items():
+        assert link["batches_sent"] > 0 and link["bytes_received"] > 0, name
+        assert link["malformed"] == 0 and link["dropped"] == {}
+
+
+def test_wordcount_acking_off_on_two_workers():
+    res = run_topology(wordcount("wc0", acking=False), workers=2, timeout=90)
+    assert merged(res.results) == EXPECTED
+
+
+class FastSpout(Spout):
+    outputs = ["n"]
+
+    def __init__(self, count, reliable=False):
+        self.count = count
+        self.reliable = reliable
+
+    def open(self, conf, context):
+        self.n = 0
+        self.pending = set()
+        self.replay = []
+
+    def next_tuple(self):
+        for _ in range(100):
+            if self.replay:
+                i = self.replay.pop()
+            elif self.n < self.count:
+                i = self.n
+                self.n += 1
+            else:
+                if not self.pending:
+                    self.finish()
+                return
+            if self.reliable:
+                self.pending.add(i)
+                self.emit([i], msg_id=i)
+            else:
+                self.emit([i])
+
+    def ack(self, msg_id):
+        self.pending.discard(msg_id)
+
+    def fail(self, msg_id):
+        self.replay.append(msg_id)
+
+    def result(self):
+        return {"unacked": len(self.pending) + len(self.replay), "emitted_ids": self.n}
+
+
+class Slow(Bolt):
+    """About 20 us of work per tuple: far slower than the spout."""
+
+    def prepare(self, conf, context):
+        self.seen = set()
+
+    def execute(self, tup):
+        end = time.perf_counter() + 20e-6
+        while time.perf_counter() < end:
+            pass
+        self.seen.add(tup.values[0])
+        self.ack(tup)
+
+    def result(self):
+        return len(self.seen)
+
+
+def bp_topology(name, count, extra=None, reliable=False):
+    conf = {
+        "topology.acker.executors": 1 if reliable else 0,
+        "topology.executor.receive.buffer.size": 1024,
+        "topology.producer.batch.size": 128,
+        "topology.transfer.buffer.size": 50,
+        **(extra or {}),
+    }
+    t = Topology(name, config=conf)
+    t.set_spout("fast", FastSpout(count, reliable))  # task 1 -> worker 0
+    t.set_bolt("slow", Slow()).shuffle_grouping("fast")  # task 2 -> worker 1
+    return t
+
+
+def _flagged(cluster, name, worker="worker-0"):
+    return cluster.statistics(name).links[worker]["remote_tasks_flagged"] > 0
+
+
+def test_spout_stalls_on_remote_backpressure_and_resumes():
+    n = 150_000
+    with LocalCluster(workers=2) as c:
+        c.submit(bp_topology("bp", n))
+        poll_for(lambda: _flagged(c, "bp"), timeout=30, what="slow task flagged upstream")
+        s = poll_for(
+            lambda: (st := c.statistics("bp")).components["fast"].pending_emits and st,
+            timeout=30,
+            what="the spout's emits parked",
+        )
+        assert s.components["fast"].emitted < n  # stalled, not finished
+        final = c.wait_complete("bp", timeout=120)
+    slow = final.components["slow"]
+    assert slow.executed == n
+    # the halt-lag bound: what got past before the flag stopped the spout is what the
+    # transfer queue (50 batches of 128), the sockets and the spout's emits during the
+    # status's trip held (16k-26k measured): bounded by the lag, not by the stream
+    slow_task = next(t for t in final.tasks.values() if t.component == "slow")
+    assert 0 < slow_task.overflow_high <= 48_000
+    w1 = final.links["worker-1"]
+    assert w1["status_sent"] >= 2  # entered, and cleared by the timer when drained
+    assert final.links["worker-0"]["status_received"] >= 2
+    assert final.links["worker-0"]["remote_flagged_seconds"]["2"] > 0
+
+
+def test_overflow_limit_sent_equals_delivered_plus_dropped():
+    n = 30_000
+    extra = {
+        "topology.executor.overflow.limit": 256,
+        "topology.testing.lose.backpressure.status": -1,  # the upstream is never told
+    }
+    final = run_topology(bp_topology("ovl", n, extra), workers=2, timeout=120).stats
+    sent = final.components["fast"].transferred
+    delivered = final.components["slow"].executed
+    dropped = final.links["worker-1"]["dropped"]["overflow_limit"]
+    assert sent == n
+    assert dropped > 0
+    assert sent == delivered + dropped
+
+
+@pytest.mark.parametrize("lose", [1, 3])
+def test_lost_status_is_recovered_by_resend_or_timer(lose):
+    n = 60_000
+    extra = {
+        "topology.testing.lose.backpressure.status": lose,
+        "topology.backpressure.resend.step": 512,
+    }
+    final = run_topology(bp_topology(f"lost{lose}", n, extra), workers=2, timeout=120).stats
+    w1 = final.links["worker-1"]
+    assert w1["status_lost_by_test_hook"] == lose
+    assert final.components["slow"].executed == n
+    # the upstream heard a status after the lost ones: a resend or the timer's
+    assert final.links["worker-0"]["status_received"] >= 1
+    assert w1["status_resent"] + w1["status_sent"] > lose
+
+
+def test_downstream_killed_and_restarted_under_backpressure_finishes():
+    n = 40_000
+    extra = {"topology.message.timeout.secs": 4, "topology.max.spout.pending": 20_000}
+    t = bp_topology("restart", n, extra, reliable=True)
+    with LocalCluster(workers=2) as c:
+        c.submit(t)
+        running = c._get("restart")
+        poll_for(
+            lambda: c.statistics("restart").links["worker-1"]["status_sent"] >= 1,
+            timeout=30,
+            what="backpressure before the kill",
+        )
+        running.group.handles[1].kill()
+        running.restart_worker(1)
+        final = c.wait_complete("restart", timeout=120)
+        results = running.results()
+    w0 = final.links["worker-0"]
+    assert w0["peer_reconnects"] >= 1
+    # the restarted worker told worker 0 its status on the new connection (STORM-3763)
+    assert final.links["worker-1"]["status_sent_on_connect"] >= 1
+    assert results["fast"][0]["unacked"] == 0
+    assert final.components["fast"].acked >= n
+
+
+def test_cycle_topology_completes_on_two_workers():
+    t = load_topology(os.path.join(REPO, "topologies", "cycle.py"))
+    final = run_topology(t, workers=2, timeout=120).stats
+    assert final.status == "complete"
+    assert final.components["sink"].executed == final.components["items"].acked
+
+
+class Dies(BasicBolt):
+    def execute(self, tup):
+        if tup.values[0] == 500:
+            os._exit(7)
+
+
+def test_a_dead_worker_is_named_with_its_exit_status():
+    t = Topology("dies", config={"topology.acker.executors": 0})
+    t.set_spout("s", ListSpout([[i] for i in range(1000)], fields=["n"]))
+    t.set_bolt("b", Dies()).shuffle_grouping("s")
+    with LocalCluster(workers=2) as c:
+        c.submit(t)
+        with pytest.raises(WorkerError, match=r"worker process \d \(pid \d+\) exited with code 7"):
+            c.wait_complete("dies", timeout=60)
+
+
+def test_stormish_run_reports_the_dead_worker_and_exits_non_zero(tmp_path):
+    import subprocess
+
+    f = tmp_path / "dying.py"
+    f.write_text(
+        "import os\n"
+        "from stormish import BasicBolt, Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "class Dies(BasicBolt):\n"
+        "    def execute(self, tup):\n"
+        "        if tup.values[0] == 50:\n"
+        "            os._exit(3)\n"
+        "topology = Topology('dying', config={'topology.acker.executors': 0})\n"
+        "topology.set_spout('s', ListSpout([[i] for i in range(100)], fields=['n']))\n"
+        "topology.set_bolt('b', Dies()).shuffle_grouping('s')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(f), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode != 0
+    assert "worker process" in out.stderr + out.stdout
+    assert "exited with code 3" in out.stderr + out.stdout
