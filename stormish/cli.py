@@ -125,6 +125,19 @@ def show_config() -> None:
     click.echo(_config.describe())
 
 
+@main.command("worker")
+@click.option("--control", required=True, help="the controller's control address (tcp://...)")
+@click.option("--index", type=int, required=True, help="this worker's index in the topology")
+@click.option("--bind", default=None, help="where the link listens (default: a free port)")
+@click.option("--parent", type=int, default=None, help="exit when this process is gone")
+def worker_cmd(control: str, index: int, bind: str | None, parent: int | None) -> None:
+    """Run one worker process (started by `run --workers N` or a supervisor): it connects
+    to its controller, receives its topology and serves until told to stop."""
+    from .runtime.process import serve
+
+    sys.exit(serve(control, index, bind, parent, 0.0))
+
+
 def _run_local(
     path: str,
     pairs: tuple[str, ...],

@@ -19,7 +19,9 @@ from ..errors import ConfigError
 
 def host_of(address: str) -> str:
     """'tcp://127.0.0.1:5555' -> '127.0.0.1'; a bare host is returned as it is."""
-    rest = address.split("://", 1)[-1]
+    if "://" not in address:
+        return address
+    rest = address.split("://", 1)[1]
     if rest.startswith("["):
         return rest[1 : rest.index("]")]
     return rest.rsplit(":", 1)[0] if ":" in rest else rest

@@ -352,9 +352,9 @@ def test_a_fake_clock_with_worker_processes_is_a_named_config_error():
     from stormish import ConfigError
     from stormish.testing import FakeClock
 
-    with LocalCluster(workers=2, clock=FakeClock()) as c:
-        with pytest.raises(ConfigError, match="topology.workers"):
-            c.submit(wordcount(False))
+    c = LocalCluster(workers=2, clock=FakeClock())
+    with c, pytest.raises(ConfigError, match="topology.workers"):
+        c.submit(wordcount(False))
     assert c.topologies() == []
 
 

@@ -302,3 +302,46 @@ def test_stormish_run_reports_the_dead_worker_and_exits_non_zero(tmp_path):
     assert out.returncode != 0
     assert "worker process" in out.stderr + out.stdout
     assert "exited with code 3" in out.stderr + out.stdout
+
+
+def test_a_worker_started_on_its_own_serves_its_controller():
+    """What a supervisor will do: start `stormish worker` pointed at a control address,
+    hand it a topology, start it, ask for statistics and stop it."""
+    import shutil
+    import subprocess
+
+    import cloudpickle
+
+    from stormish.runtime.plan import build_plan
+    from stormish.runtime.worker import acker_bolt
+    from stormish.runtime.workers import ControlServer, _child_env
+
+    t = wordcount("solo", acking=False)
+    conf = t.validate({})
+    plan = build_plan(t, conf, acker_bolt())
+    server = ControlServer()
+    exe = shutil.which("stormish") or sys.executable
+    cmd = [exe, "worker"] if exe != sys.executable else [exe, "-m", "stormish.cli", "worker"]
+    proc = subprocess.Popen(
+        [*cmd, "--control", server.address, "--index", "0", "--parent", str(os.getpid())],
+        env=_child_env(),  # the test module's classes travel by reference
+    )
+    try:
+        ident = server.wait_hello(0, proc.pid, lambda: proc.poll() is None, 30)
+
+        def ask(verb, payload=None):
+            return server.request(ident, verb, payload, lambda: proc.poll() is None, 30, "solo")
+
+        blob = cloudpickle.dumps((t, conf, dict(plan.assignment)))
+        assert ask("assign", blob).startswith("tcp://127.0.0.1:")
+        ask("peers", {})
+        ask("start")
+        poll_for(lambda: ask("quiescence")["spouts_done"], timeout=30, what="spout done")
+        final = ask("stop", 10.0)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        server.close()
+    assert merged({"count": [r for _, r in final["results"]["count"]]}) == EXPECTED

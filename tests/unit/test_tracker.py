@@ -289,3 +289,28 @@ def test_tracker_statuses_drive_the_remote_view():
     later = t.overflow_grew(1, 1)[0].status
     assert r.apply(later) and not r.apply(first)  # delivered out of order: the older loses
     assert r.flagged == {1, 3}
+
+
+def test_flag_times_count_each_spell_per_task_with_a_fake_clock():
+    from stormish.testing import FakeClock
+
+    clock = FakeClock()
+    r = RemoteBackpressure()
+    r.now = clock.now
+    r.apply(status(1, {1, 2}))
+    clock.advance(2.0)
+    r.apply(status(2, {2}))  # 1 released after 2 s, 2 still flagged
+    clock.advance(1.0)
+    assert r.flag_times() == {1: 2.0, 2: 3.0}
+    r.forget_worker(W)  # the worker went away: its flags end
+    clock.advance(5.0)
+    r.apply(status(1, {1}))  # a restarted worker (ids start over after forget)
+    clock.advance(0.5)
+    assert r.flag_times() == {1: 2.5, 2: 3.0}
+
+
+def test_flags_are_not_timed_without_a_clock():
+    r = RemoteBackpressure()
+    r.apply(status(1, {1}))
+    r.apply(status(2, set()))
+    assert r.flag_times() == {}
