@@ -211,8 +211,9 @@ class Worker:
             if isinstance(ex, SpoutExecutor) and ex.completed:
                 complete_ms = ex.complete_seconds / ex.completed * 1000.0
             bp = ex.bp_seconds
-            if ex.bp_since is not None:
-                bp += self.clock.now() - ex.bp_since
+            since = ex.bp_since  # read once: the executor's thread clears it
+            if since is not None:
+                bp += self.clock.now() - since
             out.append(
                 TaskStats(
                     task=t,

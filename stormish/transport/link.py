@@ -40,8 +40,28 @@ POLL_MS = 5
 # it: a few messages queued on each side (a message is one drain of the transfer queue)
 # and small kernel buffers. Deep ZeroMQ queues would hide a slow receiver from the
 # sender and let the overflowQ grow by whatever they held (the halt-lag).
-HWM_MESSAGES = 16
-SOCKET_BUFFER_BYTES = 256 * 1024
+HWM_MESSAGES = 4
+SOCKET_BUFFER_BYTES = 64 * 1024
+MESSAGE_TUPLES = 1024  # a message holds whole batches up to about this many tuples
+
+
+def _messages(batches: list[tuple]) -> list[list[tuple]]:
+    """Split one destination's drained batches into messages of about MESSAGE_TUPLES
+    tuples (whole batches; a bigger batch goes alone), so that the message-counted
+    ZeroMQ high-water marks bound tuples in flight."""
+    out: list[list[tuple]] = []
+    cur: list[tuple] = []
+    size = 0
+    for b in batches:
+        n = len(b[3])
+        if cur and size + n > MESSAGE_TUPLES:
+            out.append(cur)
+            cur, size = [], 0
+        cur.append(b)
+        size += n
+    if cur:
+        out.append(cur)
+    return out
 
 
 class WorkerLink:
@@ -237,11 +257,12 @@ class WorkerLink:
                 w, frames = self._control.popleft()
                 self._send(w, frames)
             for w, batches in self.transfer.drain().items():
-                self._seq += 1
-                frames = fr.encode_tuples(self.index, self._seq, batches)
-                self.sent_batches += 1
-                self.sent_bytes += sum(len(f) for f in frames)
-                self._send(w, frames)
+                for part in _messages(batches):
+                    self._seq += 1
+                    frames = fr.encode_tuples(self.index, self._seq, part)
+                    self.sent_batches += 1
+                    self.sent_bytes += sum(len(f) for f in frames)
+                    self._send(w, frames)
 
     def _open_push(self, w: int, addr: str) -> None:
         old = self._push.pop(w, None)
