@@ -209,9 +209,15 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
             last_t, last_exec = now, executed
             inflight = sum(c.pending_emits + c.receive_population for c in s.components.values())
             bp = [c.component for c in s.components.values() if c.pending_emits]
+            progress = "".join(
+                f", {c.component} {c.progress_done:,}"
+                + (f"/{c.progress_total:,}" if c.progress_total is not None else "")
+                for c in s.components.values()
+                if c.progress_done is not None
+            )
             sys.stderr.write(
                 f"\r{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
-                f"backpressure: {', '.join(bp) or 'none'}\033[K"
+                f"backpressure: {', '.join(bp) or 'none'}{progress}\033[K"
             )
             sys.stderr.flush()
             next_status = now + STATUS_EVERY

@@ -52,6 +52,8 @@ class TaskStats:
     dropped: Mapping[str, int] = field(default_factory=dict)
     emitted_by_stream: Mapping[str, int] = field(default_factory=dict)
     finished: bool = False
+    progress_done: int | None = None  # spouts with progress(): items done ...
+    progress_total: int | None = None  # ... out of this many (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class ComponentStats:
     backpressure_seconds: float
     errors: int
     dropped: Mapping[str, int]
+    progress_done: int | None = None
+    progress_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,21 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             execute_latency_ms=_weighted(ts, "execute_latency_ms", "executed"),
             complete_latency_ms=_weighted(ts, "complete_latency_ms", "acked"),
             dropped=dropped,
+            **_progress(ts),
             **sums,
         )
     return out
+
+
+def _progress(ts: list[TaskStats]) -> dict[str, int | None]:
+    """A component's progress: the sum over its tasks; the total only when every task
+    knows its own."""
+    done = [t.progress_done for t in ts if t.progress_done is not None]
+    if not done:
+        return {"progress_done": None, "progress_total": None}
+    totals = [t.progress_total for t in ts]
+    known = all(x is not None for x in totals)
+    return {
+        "progress_done": sum(done),
+        "progress_total": sum(x for x in totals if x is not None) if known else None,
+    }

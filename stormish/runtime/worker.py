@@ -241,6 +241,7 @@ class Worker:
                     dropped={},
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
+                    **_progress(ex.obj),
                 )
             )
         return out
@@ -257,6 +258,19 @@ class Worker:
 
     def errors(self) -> list[dict[str, Any]]:
         return [e for ex in self.executors.values() for e in ex.errors]
+
+
+def _progress(obj: Any) -> dict[str, int | None]:
+    """An optional `progress()` -> (done, total or None) on a spout (SparkSpout has one);
+    read from the statistics thread, so a failing one is ignored, never fatal."""
+    fn = getattr(obj, "progress", None)
+    if not callable(fn):
+        return {}
+    try:
+        done, total = fn()
+        return {"progress_done": int(done), "progress_total": None if total is None else int(total)}
+    except Exception:
+        return {}
 
 
 def acker_bolt() -> AckerBolt:

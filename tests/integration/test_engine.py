@@ -389,3 +389,33 @@ def test_reset_timeout_keeps_slow_trees_alive():
     spout = out.results["s"][0]
     assert spout["failed"] == {}
     assert spout["acked"] == {i: 1 for i in range(20)}
+
+
+class Counted(Spout):
+    """A spout that reports progress()."""
+
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n >= 500:
+            self.finish()
+            return
+        self.emit([self.n])
+        self.n += 1
+
+    def progress(self):
+        return self.n, 500
+
+
+def test_spout_progress_reaches_the_statistics():
+    t = Topology("progress", config={"topology.acker.executors": 0})
+    t.set_spout("src", Counted(), parallelism=2)
+    t.set_bolt("sink", CaptureBolt()).shuffle_grouping("src")
+    stats = run_topology(t).stats
+    src = stats.components["src"]
+    assert (src.progress_done, src.progress_total) == (1000, 1000)
+    assert stats.components["sink"].progress_done is None
+    assert stats.to_dict()["components"]["src"]["progress_total"] == 1000
