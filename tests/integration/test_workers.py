@@ -379,3 +379,34 @@ def test_a_worker_started_on_its_own_serves_its_controller():
             proc.wait(10)
         server.close()
     assert merged({"count": [r for _, r in final["results"]["count"]]}) == EXPECTED
+
+
+def test_malformed_and_foreign_frames_are_counted_and_dropped():
+    import zmq
+
+    from stormish.transport import frames as fr
+
+    with LocalCluster(workers=2) as c:
+        c.submit(bp_topology("junk", 20_000, work_us=5))
+        address = c.statistics("junk").links["worker-1"]["address"]
+        ctx = zmq.Context()
+        s = ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.LINGER, 1000)
+        s.connect(address)
+        try:
+            s.send_multipart([b"garbage"])
+            s.send_multipart([b"SMSH" + b"\0" * 14, b"x"])  # a header of the wrong shape
+            s.send_multipart(fr.encode_hello(0, 0, "another-topology", {"incarnation": "x"}))
+            poll_for(
+                lambda: (
+                    (ln := c.statistics("junk").links["worker-1"])["malformed"] >= 2
+                    and ln["foreign_hellos"] >= 1
+                ),
+                timeout=30,
+                what="the junk counted",
+            )
+        finally:
+            s.close()
+            ctx.term()
+        final = c.wait_complete("junk", timeout=120)
+    assert final.components["slow"].executed == 20_000
