@@ -78,13 +78,17 @@ class NullBolt(BasicBolt):
 
 
 class SentenceSpout(Spout):
+    """Emits the sentences in chunks of 64; with several tasks, task k of n takes every
+    n-th chunk."""
+
     outputs = ["sentence"]
 
     def __init__(self, data: list[str], reliable: bool):
         self.data, self.reliable = data, reliable
 
     def open(self, conf, context):
-        self.i = 0
+        self.step = 64 * len(context.component_tasks)
+        self.i = 64 * context.task_index
 
     def next_tuple(self):
         i = self.i
@@ -92,7 +96,7 @@ class SentenceSpout(Spout):
             self.finish()
             return
         chunk = self.data[i : i + 64]
-        self.i = i + len(chunk)
+        self.i = i + self.step
         emit = self.emit
         if self.reliable:
             for j, s in enumerate(chunk):

@@ -26,6 +26,7 @@ from core import (  # noqa: E402
     CountBatchBolt,
     CountBolt,
     NullBolt,
+    SentenceSpout,
     SplitBatchBolt,
     SplitBolt,
     bare,
@@ -34,35 +35,6 @@ from core import (  # noqa: E402
 
 from stormish import BasicBolt, LocalCluster, Spout, Topology  # noqa: E402
 from stormish.loader import load_profile  # noqa: E402
-
-
-class ShardSpout(Spout):
-    """Emits its task's share of the sentences (task i of n takes every n-th chunk)."""
-
-    outputs = ["sentence"]
-
-    def __init__(self, data: list[str], reliable: bool):
-        self.data, self.reliable = data, reliable
-
-    def open(self, conf, context):
-        self.k = context.task_index
-        self.n = len(context.component_tasks)
-        self.i = self.k * 64
-
-    def next_tuple(self):
-        i = self.i
-        if i >= len(self.data):
-            self.finish()
-            return
-        chunk = self.data[i : i + 64]
-        self.i = i + 64 * self.n
-        emit = self.emit
-        if self.reliable:
-            for j, s in enumerate(chunk):
-                emit((s,), msg_id=i + j)
-        else:
-            for s in chunk:
-                emit((s,))
 
 
 def run(topology: Topology, workers: int, conf: dict) -> tuple[float, object]:
@@ -77,7 +49,7 @@ def run(topology: Topology, workers: int, conf: dict) -> tuple[float, object]:
 
 def wordcount(data: list[str], workers: int, acking: bool, batch_api: bool) -> float:
     t = Topology("wc")
-    t.set_spout("sentences", ShardSpout(data, acking), parallelism=2)
+    t.set_spout("sentences", SentenceSpout(data, acking), parallelism=2)
     if batch_api:
         t.set_bolt("split", SplitBatchBolt(), parallelism=2).shuffle_grouping("sentences")
         t.set_bolt("count", CountBatchBolt(), parallelism=2).fields_grouping("split", ["word"])

@@ -10,16 +10,10 @@ import pytest
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
 from stormish.testing import CaptureBolt, FailOnceBolt, ListSpout, poll_for, run_topology
 
+from .parts import Split
+
 WORDS = [f"w{i}" for i in range(50)]
 SENTENCES = [" ".join(WORDS[(i * 7 + j) % 50] for j in range(8)) for i in range(3000)]
-
-
-class Split(BasicBolt):
-    outputs = ["word"]
-
-    def execute(self, tup):
-        for w in tup.values[0].split():
-            self.emit([w])
 
 
 class Count(Bolt):

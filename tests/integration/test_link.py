@@ -5,35 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stormish import BasicBolt, Bolt, Spout, Topology
+from stormish import BasicBolt, Spout, Topology
 from stormish.runtime.plan import build_plan
 from stormish.runtime.running import RunningTopology
 from stormish.runtime.worker import Worker, acker_bolt
 from stormish.testing import ListSpout
 from stormish.transport.link import WorkerLink
 
-WORDS = [f"w{i}" for i in range(40)]
-SENTENCES = [" ".join(WORDS[(i * 3 + j) % 40] for j in range(6)) for i in range(2000)]
+from .parts import Count, Split, sentences
 
-
-class Split(BasicBolt):
-    outputs = ["word"]
-
-    def execute(self, tup):
-        for w in tup.values[0].split():
-            self.emit([w])
-
-
-class Count(Bolt):
-    def prepare(self, conf, context):
-        self.counts = Counter()
-
-    def execute(self, tup):
-        self.counts[tup.values[0]] += 1
-        self.ack(tup)
-
-    def result(self):
-        return dict(self.counts)
+SENTENCES = sentences(40, 3, 6, 2000)
 
 
 def linked(topology: Topology, workers: int, extra: dict | None = None, before_start=None):

@@ -17,9 +17,10 @@ from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
 from stormish.loader import load_topology
 from stormish.testing import ListSpout, poll_for, run_topology
 
+from .parts import Count, Split, sentences
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WORDS = [f"w{i}" for i in range(50)]
-SENTENCES = [" ".join(WORDS[(i * 7 + j) % 50] for j in range(5)) for i in range(3000)]
+SENTENCES = sentences(50, 7, 5, 3000)
 
 
 @pytest.fixture(autouse=True)
@@ -36,28 +37,6 @@ def no_leaks():
     conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
     leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
     assert not leaked, f"sockets left open: {leaked}"
-
-
-class Split(BasicBolt):
-    outputs = ["word"]
-
-    def execute(self, tup):
-        for w in tup.values[0].split():
-            self.emit([w])
-
-
-class Count(Bolt):
-    outputs = ["word", "count"]
-
-    def prepare(self, conf, context):
-        self.counts = Counter()
-
-    def execute(self, tup):
-        self.counts[tup.values[0]] += 1
-        self.ack(tup)
-
-    def result(self):
-        return dict(self.counts)
 
 
 def wordcount(name="wc", acking=True):
