@@ -18,8 +18,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# `session` is imported now (session.py imports no pyspark): loaded lazily, the first
+# `import stormish.spark.session` elsewhere would rebind this package's `session` to
+# the submodule, and `from stormish.spark import session` would then give a module.
+from .session import session as session
+
 _EXPORTS = {
-    "session": "session",
     "Drain": "drain",
     "Chunk": "drain",
     "ParquetCommitter": "commit",
@@ -33,7 +37,7 @@ _EXPORTS = {
     "WouldBlock": "errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "session"])
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from .errors import SparkSourceError, WouldBlock, short, where
 from .fetch import ArrowPartitions, RowPartitions, arrow_unsupported, cancel_hook, count_share
 from .rows import to_tuples
+from .spout import row_id
 
 PATHS = ("auto", "arrow", "rows")
 _ids = itertools.count()
@@ -41,10 +42,10 @@ class Chunk(NamedTuple):
 class _Cursor:
     """The consumer's place in one fetched partition (a list of Arrow batches)."""
 
-    __slots__ = ("partition", "batches", "bi", "ri", "offset")
+    __slots__ = ("partition", "batches", "bi", "ri", "offset", "ids")
 
-    def __init__(self, partition: int, batches: list[Any]):
-        self.partition, self.batches = partition, batches
+    def __init__(self, partition: int, batches: list[Any], ids: bool = False):
+        self.partition, self.batches, self.ids = partition, batches, ids
         self.bi = self.ri = self.offset = 0
 
     def cut(self, n: int) -> Chunk | None:
@@ -54,7 +55,8 @@ class _Cursor:
             b = batches[self.bi]
             take = min(n - len(rows), b.num_rows - self.ri)
             whole = self.ri == 0 and take == b.num_rows
-            rows.extend(to_tuples(b if whole else b.slice(self.ri, take)))
+            first = row_id(self.partition, start + len(rows)) if self.ids else None
+            rows.extend(to_tuples(b if whole else b.slice(self.ri, take), first))
             self.ri += take
             if self.ri >= b.num_rows:
                 batches[self.bi] = None  # let the batch go as soon as it is converted
@@ -81,7 +83,9 @@ class Drain:
     construction `self.path` is the path in use and `self.fallback_reason` says why
     the fallback was taken. `share=(i, n)` drains only partitions p with p % n == i
     (one share per spout task). `count=True` runs one `count()` job first, for
-    `progress()`; otherwise the total is known when the drain ends.
+    `progress()`; otherwise the total is known when the drain ends. `ids=True` ends
+    each row with its `row_id(partition, offset)` (added while converting, which is
+    cheaper than rebuilding each tuple afterwards).
     """
 
     def __init__(
@@ -93,11 +97,12 @@ class Drain:
         share: tuple[int, int] = (0, 1),
         count: bool = False,
         component: str | None = None,
+        ids: bool = False,
     ):
         check_dataframe(df, component)
         _check_args(chunk_rows, ahead, path, share, component)
         self.df, self.chunk_rows, self.ahead = df, chunk_rows, ahead
-        self.share, self.count, self.component = share, count, component
+        self.share, self.count, self.component, self.ids = share, count, component, ids
         self.fallback_reason = "forced" if path == "rows" else arrow_unsupported(df)
         if path == "arrow" and self.fallback_reason:
             raise SparkSourceError(
@@ -196,7 +201,7 @@ class Drain:
     def _take(self, item: tuple) -> Chunk | None:
         kind = item[0]
         if kind == "part":
-            self._cursor = _Cursor(item[1], item[2])
+            self._cursor = _Cursor(item[1], item[2], self.ids)
             return None
         if kind == "chunk":
             self.drained += len(item[1].rows)
@@ -269,7 +274,7 @@ class Drain:
                         part, pos = p, 0
                         self.fetched_partitions += 1
                     chunk, start = [], pos
-                chunk.append(row)
+                chunk.append((*row, row_id(p, pos)) if self.ids else row)
                 pos += 1
             if chunk:
                 self._emit(Chunk(part, start, chunk))

@@ -21,12 +21,16 @@ import pyarrow as pa
 _fromtimestamp = _dt.datetime.fromtimestamp
 
 
-def to_tuples(batch: pa.RecordBatch) -> list[tuple]:
-    """The rows of `batch` as a list of tuples (one tuple per row, in order)."""
+def to_tuples(batch: pa.RecordBatch, first_id: int | None = None) -> list[tuple]:
+    """The rows of `batch` as a list of tuples (one tuple per row, in order). With
+    `first_id`, each tuple ends with one more value: first_id, first_id + 1, ... (zipped
+    in with the columns: ~0.05 us a row, where rebuilding each tuple costs ~0.2 us)."""
     n = batch.num_rows
     if n == 0:
         return []
-    columns = [_column(col) for col in batch.columns]
+    columns: list[Any] = [_column(col) for col in batch.columns]
+    if first_id is not None:
+        columns.append(range(first_id, first_id + n))
     if not columns:
         return [()] * n
     return list(zip(*columns, strict=True))

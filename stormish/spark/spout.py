@@ -13,7 +13,9 @@ range, a sort); for anything else give `source` a key column and have the sink k
 it. The id is also emitted as the last field (`id_field`, "_row_id"), which is what
 SparkSink's default `key` dedupes on. A failed row is replayed (before any new row)
 with the same values and id; the spout calls `finish()` once every row is drained and
-acked.
+acked. With acking off (`topology.acker.executors` 0) rows are emitted without message
+ids: the runtime would ack each at once, so the spout keeps no pending rows and
+finishes once everything is drained.
 
 Parallelism: task i of n drains the partitions p with p % n == i.
 """
@@ -21,6 +23,7 @@ Parallelism: task i of n drains the partitions p with p % n == i.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -151,13 +154,19 @@ class SparkSpout(Spout):
             share=_share(context),
             count=self.count,
             component=self.component,
+            ids=self.id_field is not None,
         )
-        self._start(drain, conf.get("topology.max.spout.pending"))
+        # acking off: the runtime would ack each message id at once, so emit none
+        reliable = conf.get("topology.acker.executors") != 0
+        self._start(drain, conf.get("topology.max.spout.pending"), reliable)
 
-    def _start(self, drain: Any, max_pending: int | None) -> None:
-        """Begin with `drain` (anything with next_chunk_nowait/progress/close)."""
+    def _start(self, drain: Any, max_pending: int | None, reliable: bool = True) -> None:
+        """Begin with `drain` (anything with next_chunk_nowait/progress/close; when its
+        `ids` attribute is true its rows already end with their row id)."""
         self._drain = drain
         self._max_pending = max_pending
+        self._reliable = reliable
+        self._with_ids = self.id_field is not None and not getattr(drain, "ids", False)
         self._pending: dict[int, tuple] = {}  # msg id -> values, until acked
         self._replay: collections.deque[int] = collections.deque()
         self._rows: list[tuple] = []
@@ -187,12 +196,14 @@ class SparkSpout(Spout):
         while room > 0 and self._refill():
             rows, pos, base = self._rows, self._pos, self._base
             end = min(len(rows), pos + room)
-            with_id = self.id_field is not None
-            for i in range(pos, end):
-                mid = base + i
-                values = (*rows[i], mid) if with_id else rows[i]
-                pending[mid] = values
-                emit(values, msg_id=mid)
+            todo = rows[pos:end]
+            # C-level loops (map, zip, dict.update): this is the spout's whole per-row cost
+            if self._reliable:
+                ids = range(base + pos, base + end)
+                pending.update(zip(ids, todo, strict=True))
+                _drain_all(map(emit, todo, _DEFAULT, _NONE, ids))
+            else:
+                _drain_all(map(emit, todo))
             self.emitted += end - pos
             room -= end - pos
             self._pos = end
@@ -214,9 +225,12 @@ class SparkSpout(Spout):
             self._drained = True
             self._rows, self._pos = [], 0
             return False
-        self._rows, self._pos = chunk.rows, 0
         self._base = row_id(chunk.partition, chunk.offset)
-        return bool(chunk.rows)
+        rows = chunk.rows
+        if self._with_ids:  # a drain that did not add them
+            rows = list(map(tuple.__add__, rows, zip(range(self._base, self._base + len(rows)))))
+        self._rows, self._pos = rows, 0
+        return bool(rows)
 
     def ack(self, msg_id: Any) -> None:
         if self._pending.pop(msg_id, None) is not None:
@@ -237,6 +251,15 @@ class SparkSpout(Spout):
         drain = getattr(self, "_drain", None)
         if drain is not None:
             drain.close()
+
+
+_DEFAULT = itertools.repeat(DEFAULT_STREAM)
+_NONE = itertools.repeat(None)
+
+
+def _drain_all(iterator: Any) -> None:
+    """Run an iterator for its side effects, in C (emit returns None)."""
+    collections.deque(iterator, maxlen=0)
 
 
 def _share(context: Any) -> tuple[int, int]:
