@@ -1,0 +1,318 @@
+"""Spark connector benchmark (issue 4): everything measured in one run, one local session.
+
+Spout: rows/s of one DataFrame (long, string, double) drained
+  (a) by `DataFrame.toLocalIterator()`, the public baseline;
+  (b) by a bare `Drain` (drain.py: Arrow batches to tuples, no engine);
+  (c) by SparkSpout into a null bolt on a LocalCluster, acking off and on.
+Sink: rows/s of the same rows (built in Python beforehand) written
+  (d) by a plain `spark.createDataFrame(rows, schema).write.parquet(path)`, the baseline;
+  (e) by SparkSink alone (the rows handed to `execute_batch` in 512-row TupleBatches as a
+      runtime with acking off does, no engine);
+  (f) by a spout emitting the rows into SparkSink on a LocalCluster, acking off and on;
+  (g) by the same spout into a null bolt, acking on: what the engine alone allows (f).
+Targets (issue 4): (c) >= 1M rows/s and >= 3x (a); (f) >= 50% of (d).
+
+Run: python bench/spark_bench.py [--rows 2000000] [--sink-rows 1000000] [--master local[2]]
+     [--only spout|sink] [--repeat 2]
+Profile: py-spy record --gil --threads -o spark.svg -- python bench/spark_bench.py --only spout
+(the engine runs components on threads, which cProfile does not see).
+
+Each figure is the best of `--repeat` runs (default 2) after one small warm-up run of
+each path (the first query of a session pays ~3 s of JIT and class loading).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from stormish import Bolt, LocalCluster, Spout, Topology
+from stormish.tuple import Source, TupleBatch
+
+FIELDS = ["id", "customer", "amount"]
+PARTITIONS = 8
+SINK_BATCH = 10_000
+SINK_SECONDS = 0.5  # the last, partial batch of a finite run waits up to 1.5x this
+
+
+def orders(n: int, partitions: int = PARTITIONS):
+    """A function spark -> DataFrame: n rows of (long, string, double)."""
+
+    def build(spark):
+        return spark.range(0, n, numPartitions=partitions).selectExpr(
+            "id",
+            "concat('customer-', id % 1000) AS customer",
+            "CAST(id % 997 AS DOUBLE) * 0.5 AS amount",
+        )
+
+    build.__qualname__ = f"orders({n})"
+    return build
+
+
+def python_rows(n: int) -> list[tuple]:
+    return [(i, f"customer-{i % 1000}", (i % 997) * 0.5) for i in range(n)]
+
+
+# -- components ---------------------------------------------------------------------------------
+class NullBolt(Bolt):
+    """Takes whole batches; acks each tuple only when acking is on (tracked tuples)."""
+
+    def execute(self, tup):
+        self.ack(tup)
+
+    def execute_batch(self, batch):
+        if batch.metas is not None:
+            ack = self.ack
+            for t in batch:
+                ack(t)
+
+
+class RowsSpout(Spout):
+    """Emits prepared rows, 1,000 a call, reliably (msg id = index); replays failures."""
+
+    outputs = FIELDS
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def open(self, conf, context):
+        self.rows = python_rows(self.n)
+        self.i = 0
+        self.replay: list[int] = []
+        self.open_ids = 0
+
+    def next_tuple(self):
+        emit, rows = self.emit, self.rows
+        while self.replay:
+            mid = self.replay.pop()
+            emit(rows[mid], msg_id=mid)
+        i = self.i
+        if i >= len(rows):
+            if self.open_ids == 0:
+                self.finish()
+            return
+        end = min(len(rows), i + 1000)
+        for mid in range(i, end):
+            emit(rows[mid], msg_id=mid)
+        self.open_ids += end - i
+        self.i = end
+
+    def ack(self, msg_id):
+        self.open_ids -= 1
+
+    def fail(self, msg_id):
+        self.replay.append(msg_id)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def rate(n: int, secs: float) -> float:
+    return n / secs / 1e6
+
+
+def line(label: str, mrows: float, extra: str = "") -> None:
+    print(f"{label:<48}{mrows:6.2f} M rows/s  {extra}".rstrip(), flush=True)
+
+
+def run_topology(t: Topology, conf: dict):
+    with LocalCluster(config=conf) as c:
+        t0 = time.perf_counter()
+        c.submit(t)
+        stats = c.wait_complete(t.name, timeout=900)
+        return time.perf_counter() - t0, stats
+
+
+def engine_conf(acking: bool) -> dict:
+    if acking:
+        return {"topology.acker.executors": 1, "topology.max.spout.pending": 50_000}
+    return {"topology.acker.executors": 0}
+
+
+def best(fn, repeat: int) -> float:
+    return min(fn() for _ in range(repeat))
+
+
+# -- spout side ---------------------------------------------------------------------------------
+def time_to_local_iterator(spark, n: int) -> float:
+    df = orders(n)(spark)
+    t0 = time.perf_counter()
+    count = 0
+    for _ in df.toLocalIterator():
+        count += 1
+    secs = time.perf_counter() - t0
+    assert count == n, count
+    return secs
+
+
+def time_drain(spark, n: int) -> float:
+    from stormish.spark import Drain
+
+    t0 = time.perf_counter()
+    count = 0
+    with Drain(orders(n)(spark), chunk_rows=10_000) as d:
+        for chunk in d:
+            count += len(chunk.rows)
+    secs = time.perf_counter() - t0
+    assert count == n, count
+    return secs
+
+
+def time_spout(spark_conf: dict, n: int, acking: bool) -> float:
+    from stormish.spark import SparkSpout
+
+    t = Topology("spark-spout-bench")
+    spout = SparkSpout(orders(n), fields=FIELDS, spark_conf=spark_conf)
+    t.set_spout("spark", spout)
+    t.set_bolt("null", NullBolt()).shuffle_grouping("spark")
+    secs, stats = run_topology(t, engine_conf(acking))
+    assert stats.status == "complete", stats.status
+    assert stats.components["null"].executed == n, stats.components["null"].executed
+    return secs
+
+
+# -- sink side ----------------------------------------------------------------------------------
+def time_plain_write(spark, rows: list[tuple], out: str) -> float:
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("customer", StringType()),
+            StructField("amount", DoubleType()),
+        ]
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    spark.createDataFrame(rows, schema).write.parquet(out)
+    secs = time.perf_counter() - t0
+    assert spark.read.parquet(out).count() == len(rows)
+    return secs
+
+
+class _Ctx:
+    """The context `prepare` reads, and the collector attribute a TupleBatch sets."""
+
+    component_id = "sink"
+    current = None
+    task_index = 0
+    component_tasks = (1,)
+
+
+def time_sink_alone(spark, rows: list[tuple], out: str) -> float:
+    from stormish.spark import SparkSink
+
+    shutil.rmtree(out, ignore_errors=True)
+    sink = SparkSink(out, batch_rows=SINK_BATCH, key="id")
+    sink.ack = sink.fail = lambda tup: None
+    sink.report_error = lambda exc: (_ for _ in ()).throw(exc)
+    t0 = time.perf_counter()
+    sink.prepare({"topology.acker.executors": 0}, _Ctx())
+    src = Source("rows", 1, "default", tuple(FIELDS))
+    for lo in range(0, len(rows), 512):  # the runtime's batch size (producer.batch.size)
+        sink.execute_batch(TupleBatch(rows[lo : lo + 512], src, None, _Ctx()))
+    sink.cleanup()
+    secs = time.perf_counter() - t0
+    assert sink.rows_committed == len(rows), sink.rows_committed
+    assert spark.read.parquet(out).count() == len(rows)
+    return secs
+
+
+def time_sink_engine(spark, n: int, out: str, acking: bool) -> float:
+    from stormish.spark import SparkSink
+
+    shutil.rmtree(out, ignore_errors=True)
+    t = Topology("spark-sink-bench")
+    t.set_spout("rows", RowsSpout(n))
+    sink = SparkSink(out, batch_rows=SINK_BATCH, batch_seconds=SINK_SECONDS, key="id")
+    t.set_bolt("sink", sink).shuffle_grouping("rows")
+    secs, stats = run_topology(t, engine_conf(acking))
+    assert stats.status == "complete", stats.status
+    assert spark.read.parquet(out).count() == n
+    return secs
+
+
+def time_rows_to_null(n: int) -> float:
+    t = Topology("rows-null-bench")
+    t.set_spout("rows", RowsSpout(n))
+    t.set_bolt("null", NullBolt()).shuffle_grouping("rows")
+    secs, stats = run_topology(t, engine_conf(True))
+    assert stats.status == "complete", stats.status
+    assert stats.components["null"].executed == n
+    return secs
+
+
+# -- main ---------------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000, help="rows the spout drains")
+    ap.add_argument("--sink-rows", type=int, default=1_000_000, help="rows the sink writes")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--only", choices=["spout", "sink"], default=None)
+    args = ap.parse_args()
+
+    from stormish.spark import session
+
+    spark_conf = {"stormish.spark.master": args.master}
+    t0 = time.perf_counter()
+    spark = session(spark_conf)
+    print(
+        f"stormish Spark benchmark: pyspark {spark.version}, {args.master}, "
+        f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
+        f"session started in {time.perf_counter() - t0:.1f}s; best of {args.repeat}"
+    )
+    tmp = tempfile.mkdtemp(prefix="stormish-spark-bench-")
+    try:
+        if args.only in (None, "spout"):
+            bench_spout(spark, spark_conf, args.rows, args.repeat)
+        if args.only in (None, "sink"):
+            bench_sink(spark, args.sink_rows, args.repeat, os.path.join(tmp, "out"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        spark.stop()
+
+
+def bench_spout(spark, spark_conf: dict, n: int, repeat: int) -> None:
+    for fn in (time_to_local_iterator, time_drain):  # warm-up
+        fn(spark, 50_000)
+    time_spout(spark_conf, 50_000, acking=False)
+    print(f"spout: {n:,} rows (long, string, double), {PARTITIONS} partitions")
+    base = rate(n, best(lambda: time_to_local_iterator(spark, n), repeat))
+    line("(a) toLocalIterator()", base)
+    drain = rate(n, best(lambda: time_drain(spark, n), repeat))
+    line("(b) Drain alone (Arrow -> tuples, no engine)", drain)
+    for acking in (False, True):
+        r = rate(n, best(lambda a=acking: time_spout(spark_conf, n, a), repeat))
+        label = f"(c) SparkSpout -> null bolt, acking {'on' if acking else 'off'}"
+        line(label, r, f"{r / base:5.1f}x toLocalIterator")
+
+
+def bench_sink(spark, n: int, repeat: int, out: str) -> None:
+    rows = python_rows(n)
+    small = rows[:20_000]
+    time_plain_write(spark, small, out)  # warm-up
+    time_sink_alone(spark, small, out)
+    time_sink_engine(spark, 20_000, out, acking=False)
+    print(
+        f"sink: {n:,} rows (long, string, double), SparkSink batches of {SINK_BATCH:,} "
+        f"(batch_seconds {SINK_SECONDS})"
+    )
+    base = rate(n, best(lambda: time_plain_write(spark, rows, out), repeat))
+    line("(d) createDataFrame(rows).write.parquet", base)
+    alone = rate(n, best(lambda: time_sink_alone(spark, rows, out), repeat))
+    line(
+        "(e) SparkSink alone (execute_batch, no engine)", alone, f"{alone / base:5.1f}x plain write"
+    )
+    for acking in (False, True):
+        r = rate(n, best(lambda a=acking: time_sink_engine(spark, n, out, a), repeat))
+        label = f"(f) rows spout -> SparkSink, acking {'on' if acking else 'off'}"
+        line(label, r, f"{r / base:5.1f}x plain write")
+    r = rate(n, best(lambda: time_rows_to_null(n), repeat))
+    line("(g) rows spout -> null bolt, acking on", r, "the engine alone: (f)'s ceiling")
+
+
+if __name__ == "__main__":
+    main()
