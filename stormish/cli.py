@@ -146,7 +146,7 @@ def _run_local(
     stats_json: str | None,
     workers: int | None,
 ) -> int:
-    from .loader import load_topology
+    from .loader import load_topology_file
     from .local import LocalCluster
 
     stop = threading.Event()
@@ -160,7 +160,7 @@ def _run_local(
     old = signal.signal(signal.SIGINT, on_signal)
     try:
         conf = _overrides(pairs, profile, workers)
-        topology = load_topology(path)
+        topology, after_run = load_topology_file(path)
         cluster = LocalCluster(config=conf)
         cluster.submit(topology)
     except StormishError as exc:
@@ -179,6 +179,12 @@ def _run_local(
     if stats_json:
         with open(stats_json, "w") as fh:
             fh.write(stats.to_json(indent=2))
+    if after_run is not None and code == 0 and stats.status == "complete":
+        try:
+            after_run(stats)
+        except Exception as exc:
+            click.echo(f"error: after_run: {type(exc).__name__}: {exc}", err=True)
+            return 1
     return code
 
 

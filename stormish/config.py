@@ -209,7 +209,26 @@ KEYS: dict[str, Key] = {
             _str,
             "address local-mode workers bind; loopback unless CURVE keys are configured",
         ),
+        Key(
+            "stormish.spark.master",
+            None,
+            _str,
+            "the Spark master SparkSpout/SparkSink use: local[N] (default local[*]), "
+            "spark://host:port, or sc://host:port (Spark Connect)",
+        ),
     ]
+}
+
+
+def _scalar(v: Any) -> str | None:
+    if isinstance(v, str | int | float | bool):
+        return None
+    return f"must be a string, number or boolean, got {v!r}"
+
+
+# Families of keys named by a prefix: any key below it is accepted, its value checked.
+PREFIXES: dict[str, tuple[Callable[[Any], str | None], str]] = {
+    "stormish.spark.conf.": (_scalar, "passed to the SparkSession builder without the prefix"),
 }
 
 
@@ -222,6 +241,12 @@ def check_value(name: str, value: Any, where: str = "") -> None:
     key = KEYS.get(name)
     place = f" (in {where})" if where else ""
     if key is None:
+        for prefix, (check, _doc) in PREFIXES.items():
+            if name.startswith(prefix) and len(name) > len(prefix):
+                problem = check(value)
+                if problem:
+                    raise ConfigError(f"config key {name!r}{place} {problem}")
+                return
         import difflib
 
         close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.8) or [
@@ -274,4 +299,6 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 def describe() -> str:
     """One line per key, for docs and `stormish config`."""
-    return "\n".join(f"{k.name} = {k.default!r}: {k.doc}" for k in KEYS.values())
+    lines = [f"{k.name} = {k.default!r}: {k.doc}" for k in KEYS.values()]
+    lines += [f"{p}<key>: {doc}" for p, (_check, doc) in PREFIXES.items()]
+    return "\n".join(lines)

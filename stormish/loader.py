@@ -21,6 +21,12 @@ PROFILE_DIRS = (
 
 
 def load_topology(path: str | Path) -> Topology:
+    return load_topology_file(path)[0]
+
+
+def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
+    """The file's `topology` and an optional module-level `after_run(stats)` (run by
+    `stormish run` once the topology stopped: a Spark query over a sink's output, say)."""
     p = Path(path)
     if not p.exists():
         raise TopologyFileError(f"topology file {str(p)!r} does not exist")
@@ -57,7 +63,12 @@ def load_topology(path: str | Path) -> Topology:
         raise TopologyFileError(
             f"topology file {str(p)!r}: `topology` is a {type(topo).__name__}, not a Topology"
         )
-    return topo
+    after = getattr(module, "after_run", None)
+    if after is not None and not callable(after):
+        raise TopologyFileError(
+            f"topology file {str(p)!r}: `after_run` must be a function of the final statistics"
+        )
+    return topo, after
 
 
 def load_profile(name: str) -> dict[str, Any]:

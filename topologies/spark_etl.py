@@ -24,18 +24,15 @@ so an example's own settings cannot go there):
     SPARK_ETL_MASTER  Spark master for the spout and the query (default: stormish.spark's
                       local[*], loopback only, UI off)
 
-`after_run(stats)` is what runs "after the run": `python topologies/spark_etl.py` calls
-it once the topology completed, and `python topologies/spark_etl.py --after-run` runs
-only the query (on $SPARK_ETL_OUT). `stormish run` has no after-run hook yet; until it
-calls a topology module's `after_run(stats)` after the cluster shut down, this module
-runs `--after-run` in a child process when the CLI process exits (`_bridge_cli_exit`).
+`after_run(stats)` is what runs "after the run": `stormish run` calls a topology file's
+`after_run` with the final statistics once the topology completed and the cluster shut
+down; `python topologies/spark_etl.py` does the same, and
+`python topologies/spark_etl.py --after-run` runs only the query (on $SPARK_ETL_OUT).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -122,8 +119,6 @@ topology.set_bolt(
 def after_run(stats=None) -> None:
     """Read what the sink committed with Spark and print it. `stats`: the topology's
     final statistics when the caller has them."""
-    global _after_run_done
-    _after_run_done = True
     if stats is not None and stats.status != "complete":
         print(f"spark_etl: the topology ended {stats.status!r}; reading what was committed")
     if not _committed_files(ORDERS_PATH):
@@ -162,32 +157,6 @@ def _committed_files(path: str) -> list[str]:
         return []
 
 
-# -- until `stormish run` calls after_run itself --------------------------------------------------
-_after_run_done = False
-
-
-def _bridge_cli_exit() -> None:
-    """Under the stormish CLI, run after_run once the CLI process exits (the cluster has
-    shut down and the summary is printed), unless something called it already. It runs
-    in a child process (`python spark_etl.py --after-run`): at exit this interpreter is
-    shutting down its threading, and a SparkSession started then fails."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    by_cli = (spec is not None and spec.name == "stormish.cli") or os.path.basename(
-        sys.argv[0]
-    ) == "stormish"
-    if by_cli:
-        atexit.register(_after_run_in_child)
-
-
-def _after_run_in_child() -> None:
-    if _after_run_done:
-        return
-    sys.stdout.flush()
-    env = {**os.environ, "SPARK_ETL_OUT": OUT, "SPARK_ETL_ORDERS": str(ORDERS)}
-    subprocess.run([sys.executable, __file__, "--after-run"], env=env, check=False)
-
-
 if __name__ == "__main__" and sys.argv[1:] == ["--after-run"]:
     after_run()
 elif __name__ == "__main__":
@@ -203,5 +172,3 @@ elif __name__ == "__main__":
         f"spout acked {orders_stats.acked:,}, failed and replayed {orders_stats.failed:,}"
     )
     after_run(final)
-else:
-    _bridge_cli_exit()

@@ -27,17 +27,15 @@ Settings (environment variables):
                               it gives up and finishes (default 120)
 
 `python topologies/spark_streaming.py --after-run` runs only the final check (on
-$SPARK_STREAMING_OUT). See topologies/spark_etl.py for `after_run` and how it runs under
-`stormish run`.
+$SPARK_STREAMING_OUT); `stormish run` calls `after_run(stats)` once the topology
+completed.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import queue
-import subprocess
 import sys
 import tempfile
 import time
@@ -189,8 +187,6 @@ topology.set_bolt("report", Report()).global_grouping("counts")
 
 def after_run(stats=None) -> None:
     """Print the stream's total next to a batch query over the same committed files."""
-    global _after_run_done
-    _after_run_done = True
     counts = _read_json(COUNTS_FILE)
     streamed = sum(counts.values())
     print(f"spark streaming: {streamed:,} rows counted in {len(counts)} micro-batches")
@@ -228,28 +224,6 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-# -- until `stormish run` calls after_run itself (see spark_etl.py) -------------------------------
-_after_run_done = False
-
-
-def _bridge_cli_exit() -> None:
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    by_cli = (spec is not None and spec.name == "stormish.cli") or os.path.basename(
-        sys.argv[0]
-    ) == "stormish"
-    if by_cli:
-        atexit.register(_after_run_in_child)
-
-
-def _after_run_in_child() -> None:
-    if _after_run_done:
-        return
-    sys.stdout.flush()
-    env = {**os.environ, "SPARK_STREAMING_OUT": OUT, "SPARK_STREAMING_READINGS": str(READINGS)}
-    subprocess.run([sys.executable, __file__, "--after-run"], env=env, check=False)
-
-
 if __name__ == "__main__" and sys.argv[1:] == ["--after-run"]:
     after_run()
 elif __name__ == "__main__":
@@ -265,5 +239,3 @@ elif __name__ == "__main__":
         f"readings acked {src.acked:,}, failed and replayed {src.failed:,}"
     )
     after_run(final)
-else:
-    _bridge_cli_exit()

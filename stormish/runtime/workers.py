@@ -146,6 +146,8 @@ class WorkerHandle:
         self._final: dict[str, Any] | None = None
         self._failure: str | None = None
         self.stopped = False
+        self._pumps: list[threading.Thread] = []
+        self._log_lock = threading.Lock()
 
     # -- process -------------------------------------------------------------------------
     @property
@@ -172,13 +174,41 @@ class WorkerHandle:
             cmd += ["--bind", self.address]
         with open(self.log_path, "ab") as log:
             log.write(f"--- incarnation {self.incarnation}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.group.env
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.group.env,
+        )
+        for pipe, out in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr)):
+            t = threading.Thread(
+                target=self._pump, args=(pipe, out), name=f"worker-{self.index}-output", daemon=True
             )
+            t.start()
+            self._pumps.append(t)
         self.ident = self.group.control.wait_hello(
             self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
+
+    def _pump(self, pipe: Any, out: Any) -> None:
+        """A worker's output goes where this process's goes (as with one worker), and to
+        its log file, whose end explains a death."""
+        with pipe, open(self.log_path, "ab") as log:
+            for line in pipe:
+                with self._log_lock:
+                    log.write(line)
+                    log.flush()
+                try:
+                    out.write(line.decode("utf-8", "replace"))
+                    out.flush()
+                except (ValueError, OSError):  # our own stream closed: keep the log
+                    pass
+
+    def join_output(self, timeout: float = 5.0) -> None:
+        for t in self._pumps:
+            t.join(timeout)
+        self._pumps = [t for t in self._pumps if t.is_alive()]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -228,6 +258,7 @@ class WorkerHandle:
             return None
         code = self.proc.poll()
         if code is not None:
+            self.join_output(2.0)  # the last lines it wrote reach the log first
             tail = self._log_tail()
             self._failure = (
                 f"worker process {self.index} (pid {self.proc.pid}) {_describe_exit(code)}"
@@ -341,5 +372,6 @@ class WorkerGroup:
             if h.proc is not None and h.proc.poll() is None:
                 h.proc.kill()
                 h.proc.wait(10)
+            h.join_output()
         self.control.close()
         shutil.rmtree(self.logdir, ignore_errors=True)

@@ -185,3 +185,45 @@ def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path):
     assert proc.returncode == 0, err
     assert "topology 'forever': interrupted" in out
     assert cleaned.exists()
+
+
+def test_worker_output_reaches_the_terminal_with_several_workers():
+    one = stormish("run", "topologies/wordcount.py")
+    two = stormish("run", "topologies/wordcount.py", "--workers", "2")
+    assert one.returncode == two.returncode == 0, two.stderr
+    def counts(out):  # "count: 13 words, top [...]": ties make the top order vary
+        return sorted(ln.split(",")[0] for ln in out.splitlines() if ln.startswith("count:"))
+
+    assert counts(one.stdout) and counts(one.stdout) == counts(two.stdout)
+
+
+AFTER_RUN = """
+from stormish import Topology
+from stormish.testing import CaptureBolt, ListSpout
+
+topology = Topology("after", config={"topology.acker.executors": 0})
+topology.set_spout("s", ListSpout([[i] for i in range(10)], fields=["n"]))
+topology.set_bolt("c", CaptureBolt()).shuffle_grouping("s")
+
+
+def after_run(stats):
+    print("after_run:", stats.status, stats.components["c"].executed)
+    FAIL
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_after_run_gets_the_final_statistics(tmp_path, workers):
+    f = tmp_path / "after.py"
+    f.write_text(AFTER_RUN.replace("FAIL", ""))
+    out = stormish("run", str(f), "--workers", workers)
+    assert out.returncode == 0, out.stderr
+    assert "after_run: complete 10" in out.stdout
+
+
+def test_a_failing_after_run_is_named_and_exits_non_zero(tmp_path):
+    f = tmp_path / "after.py"
+    f.write_text(AFTER_RUN.replace("FAIL", "raise RuntimeError('query failed')"))
+    out = stormish("run", str(f))
+    assert out.returncode == 1
+    assert "error: after_run: RuntimeError: query failed" in out.stderr

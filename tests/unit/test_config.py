@@ -230,3 +230,19 @@ def test_parse_override_bad_value_names_the_key():
 def test_unknown_key_with_a_typo_in_the_last_segment_suggests_the_key():
     with pytest.raises(ConfigError, match=r"did you mean 'topology\.max\.spout\.pending'"):
         check_value("topology.max.spout.pendng", 10)
+
+
+def test_spark_keys_are_declared_or_in_a_checked_family():
+    from stormish import ConfigError
+    from stormish.config import resolve
+
+    conf = resolve(
+        {"stormish.spark.master": "local[2]", "stormish.spark.conf.spark.sql.shuffle.partitions": 8}
+    )
+    assert conf["stormish.spark.master"] == "local[2]"
+    with pytest.raises(ConfigError, match="stormish.spark.conf.x.*string, number or boolean"):
+        resolve({"stormish.spark.conf.x": [1]})
+    with pytest.raises(ConfigError, match="unknown config key 'stormish.spark.conf.'"):
+        resolve({"stormish.spark.conf.": "x"})
+    with pytest.raises(ConfigError, match="stormish.spark.master.*string"):
+        resolve({"stormish.spark.master": 3})
