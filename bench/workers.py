@@ -2,7 +2,9 @@
 
 (a) word count (sentence spout x2 -> split x2 -> fields grouping -> count x2) on 1 and on
     2 worker processes, acking off and on, per-tuple `execute` and `execute_batch`, with
-    the ratio to the bare split-and-count loop and the 2-worker/1-worker speed-up;
+    the ratio to the bare split-and-count loop and the 2-worker/1-worker speed-up (median
+    of --repeat runs: two processes on two cores vary by +-20% from run to run, and runs
+    under ~3 s are dominated by the ends: 500,000 sentences by default);
 (b) const spout (worker 0) -> null bolt (worker 1): every tuple crosses the link;
 (c) Storm's ThroughputVsLatency method: a reliable paced spout -> pass -> sink spread
     over 2 workers with the balanced profile; first the maximum acked rate, then complete
@@ -143,7 +145,8 @@ def paced(rate: float, seconds: float, workers: int = 2) -> tuple[float, float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sentences", type=int, default=200_000)
+    ap.add_argument("--sentences", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=3, help="word count: median of this many")
     ap.add_argument("--tuples", type=int, default=3_000_000)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--only", choices=["wc", "const", "latency"], default=None)
@@ -157,7 +160,12 @@ def main() -> None:
         b = bare(data)
         print(f"bare loop split+count: {b / 1e6:6.2f} M words/s")
         for acking, batch_api in ((False, False), (False, True), (True, False)):
-            rates = {w: wordcount(data, w, acking, batch_api) for w in (1, 2)}
+            rates = {
+                w: statistics.median(
+                    wordcount(data, w, acking, batch_api) for _ in range(args.repeat)
+                )
+                for w in (1, 2)
+            }
             api = "execute_batch" if batch_api else "execute"
             for w, r in rates.items():
                 print(
