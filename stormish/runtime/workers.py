@@ -31,6 +31,7 @@ from ..transport.security import LOOPBACK
 from . import control as ct
 
 START_TIMEOUT = 60.0
+OUTPUT_LOCK = threading.Lock()
 REQUEST_TIMEOUT = 30.0
 
 
@@ -200,8 +201,9 @@ class WorkerHandle:
                     log.write(line)
                     log.flush()
                 try:
-                    out.write(line.decode("utf-8", "replace"))
-                    out.flush()
+                    with OUTPUT_LOCK:  # whole lines: workers' pumps share our streams
+                        out.write(line.decode("utf-8", "replace"))
+                        out.flush()
                 except (ValueError, OSError):  # our own stream closed: keep the log
                     pass
 
