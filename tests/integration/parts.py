@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stormish import BasicBolt, Bolt
+from stormish import BasicBolt, Bolt, Spout
 
 
 def sentences(vocabulary: int, stride: int, length: int, count: int) -> list[str]:
@@ -34,3 +34,23 @@ class Count(Bolt):
 
     def result(self):
         return dict(self.counts)
+
+
+class CountingSpout(Spout):
+    """Emits 0..count-1 unreliably, `per_call` a call, then finishes."""
+
+    outputs = ["n"]
+
+    def __init__(self, count, per_call=100):
+        self.count, self.per_call = count, per_call
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n >= self.count:
+            self.finish()
+            return
+        for _ in range(self.per_call):
+            self.emit([self.n])
+            self.n += 1

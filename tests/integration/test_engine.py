@@ -10,7 +10,7 @@ import pytest
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
 from stormish.testing import CaptureBolt, FailOnceBolt, ListSpout, poll_for, run_topology
 
-from .parts import Split
+from .parts import CountingSpout, Split
 
 WORDS = [f"w{i}" for i in range(50)]
 SENTENCES = [" ".join(WORDS[(i * 7 + j) % 50] for j in range(8)) for i in range(3000)]
@@ -112,22 +112,8 @@ class SlowBolt(BasicBolt):
         Gate.event.wait(5)
 
 
-class FastSpout(Spout):
-    outputs = ["n"]
-
-    def __init__(self, count):
-        self.count = count
-
-    def open(self, conf, context):
-        self.n = 0
-
-    def next_tuple(self):
-        if self.n >= self.count:
-            self.finish()
-            return
-        for _ in range(50):
-            self.emit([self.n])
-            self.n += 1
+def FastSpout(count):  # noqa: N802 - builds the spout the tests below name
+    return CountingSpout(count, per_call=50)
 
 
 def test_backpressure_stops_spout_and_releases_it():

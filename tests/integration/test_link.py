@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stormish import BasicBolt, Spout, Topology
+from stormish import BasicBolt, Topology
 from stormish.runtime.plan import build_plan
 from stormish.runtime.running import RunningTopology
 from stormish.runtime.worker import Worker, acker_bolt
 from stormish.testing import ListSpout
 from stormish.transport.link import WorkerLink
 
-from .parts import Count, Split, sentences
+from .parts import Count, CountingSpout, Split, sentences
 
 SENTENCES = sentences(40, 3, 6, 2000)
 
@@ -65,22 +65,8 @@ class Gate:
     event = threading.Event()
 
 
-class FastSpout(Spout):
-    outputs = ["n"]
-
-    def __init__(self, count):
-        self.count = count
-
-    def open(self, conf, context):
-        self.n = 0
-
-    def next_tuple(self):
-        if self.n >= self.count:
-            self.finish()
-            return
-        for _ in range(100):
-            self.emit([self.n])
-            self.n += 1
+def FastSpout(count):  # noqa: N802 - builds the spout the tests below name
+    return CountingSpout(count, per_call=100)
 
 
 class Held(BasicBolt):
