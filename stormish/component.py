@@ -44,6 +44,7 @@ class Component:
         return {}
 
     emit = _not_running("emit")
+    emit_many = _not_running("emit_many")
     emit_direct = _not_running("emit_direct")
     report_error = _not_running("report_error")
 
@@ -98,6 +99,8 @@ class Bolt(Component):
 
     ack = _not_running("ack")
     fail = _not_running("fail")
+    ack_batch = _not_running("ack_batch")
+    fail_batch = _not_running("fail_batch")
     reset_timeout = _not_running("reset_timeout")
 
 

@@ -13,17 +13,26 @@ emission order whatever streams they came by.
 Acking (when on) rides on the same path: deliveries get random edge ids recorded in a
 meta list beside the values, and ack messages are tuples on system streams routed to
 the acker task `root % ackers`.
+
+Acks are combined: XOR is associative and commutative, so a bolt's acks for one root
+between two flushes fold into one (root, xor) message. A tree of many tuples (a spout's
+`emit_many` with one message id, or a sentence split into words that one bolt acks)
+then costs the acker one message per flush, not one per tuple.
 """
 
 from __future__ import annotations
 
 import random
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import reduce
+from itertools import repeat
+from operator import xor as xor_
 from typing import Any
 
 from ..errors import TopologyError
-from ..tuple import Tuple
+from ..tuple import Tuple, TupleBatch
 from . import grouping as g
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, Plan
 
@@ -109,6 +118,8 @@ class Collector:
         # acker outboxes indexed by root % ackers, for the inlined ack paths
         self._ack_boxes = self._acker_boxes(self._ack_route)
         self._init_boxes = self._acker_boxes(self._init_route)
+        self._acks: dict[int, int] = {}  # root -> XOR of acks not yet sent (combined)
+        self._randbytes = (rand or random.Random()).randbytes
 
     # -- building --------------------------------------------------------------------------
     def _build_route(
@@ -317,6 +328,147 @@ class Collector:
                     a.ack_val ^= e
             self._put(ob, values, tuple((r, e) for r in roots))
 
+    # -- emit_many: a batch of rows in one call (and, from a spout, one tuple tree) -----------
+    def _route_rows(self, stream: str, rows: Sequence[Sequence[Any]]) -> Route:
+        route = self.routes.get(stream)
+        if route is None or route.system:
+            self._route(stream, ())  # raises: undeclared stream
+        if rows and set(map(len, rows)) != {route.arity}:
+            bad = next(i for i, v in enumerate(rows) if len(v) != route.arity)
+            raise TopologyError(
+                f"component {self.component!r} emit_many row {bad} has {len(rows[bad])} "
+                f"values on stream {stream!r}, which declares {route.arity} fields "
+                f"{list(self.plan.streams[self.component][stream])}; no row was emitted"
+            )
+        if stream != self.last_stream:
+            self._switch_stream(stream)
+        return route
+
+    def emit_many(
+        self,
+        rows: Sequence[Sequence[Any]],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
+        """Acking off. Every row is checked before any is emitted."""
+        rows = rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)
+        self._put_rows(self._route_rows(stream, rows), rows)
+        if msg_id is not None:
+            self.acked_on_emit.append(msg_id)
+
+    def emit_many_spout_tracked(
+        self,
+        rows: Sequence[Sequence[Any]],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
+        """All rows form one tuple tree under `msg_id`: acked once, when every row's
+        subtree is; failed (the whole batch) when any part fails or times out."""
+        rows = rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)
+        route = self._route_rows(stream, rows)
+        if msg_id is None:
+            self._put_rows(route, rows)
+            return
+        root = self.rand(63)
+        xor = self._put_tree(route, rows, (root,))
+        self.reliable(root, msg_id)
+        boxes = self._init_boxes
+        if boxes:
+            ob = boxes[root % len(boxes)]
+            ob.append((root, xor, self.task))
+            if len(ob) >= self.batch_size:
+                self.flush(ob)
+
+    def emit_many_bolt_tracked(
+        self,
+        rows: Sequence[Sequence[Any]],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
+        rows = rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)
+        self._emit_many_anchored(self._route_rows(stream, rows), rows, anchors)
+
+    def emit_many_basic_tracked(
+        self,
+        rows: Sequence[Sequence[Any]],
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
+        rows = rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)
+        route = self._route_rows(stream, rows)
+        self._emit_many_anchored(route, rows, self.current if anchors is None else anchors)
+
+    def _emit_many_anchored(self, route: Route, rows: Sequence[Any], anchors: Any) -> None:
+        if anchors is not None:
+            if isinstance(anchors, Tuple):
+                anchors = (anchors,)
+            roots = tuple({r for a in anchors if a.meta for r, _ in a.meta})
+            if roots:
+                xor = self._put_tree(route, rows, roots)
+                for a in anchors:
+                    if a.meta:
+                        a.ack_val ^= xor
+                return
+        self._put_rows(route, rows)
+
+    def _put_rows(self, route: Route, rows: Sequence[Any]) -> None:
+        """Untracked rows: whole slices per outbox when the stream has one shuffle
+        subscriber, else routed row by row."""
+        sh = route.shuffle1
+        if sh is not None:
+            self._spread(sh, rows, None)
+            return
+        put_all, deliveries = self._put_all, self._deliveries
+        for v in rows:
+            put_all(deliveries(route, v), v, None)
+
+    def _put_tree(self, route: Route, rows: Sequence[Any], roots: tuple[int, ...]) -> int:
+        """Rows in the trees of `roots`, a fresh edge id per delivery; returns the XOR of
+        the edge ids (what the anchor or the spout's init must account for)."""
+        sh = route.shuffle1
+        if sh is None:
+            rand, put, deliveries = self.rand, self._put, self._deliveries
+            xor = 0
+            for v in rows:
+                for ob in deliveries(route, v):
+                    e = rand(63)
+                    xor ^= e
+                    put(ob, v, tuple((r, e) for r in roots))
+            return xor
+        n = len(rows)
+        if not n:
+            return 0
+        # one C call for n random 64-bit edge ids (seedable: the collector's Random)
+        edges = array("q", self._randbytes(8 * n)).tolist()
+        if len(roots) == 1:
+            metas = list(zip(zip(repeat(roots[0]), edges)))  # ((root, e),) per row
+        else:
+            metas = [tuple((r, e) for r in roots) for e in edges]
+        self._spread(sh, rows, metas)
+        return reduce(xor_, edges)
+
+    def _spread(self, sh: g.Shuffle, rows: Sequence[Any], metas: list | None) -> None:
+        n = len(rows)
+        k = len(sh.outboxes)
+        per = n if k == 1 else -(-n // k)
+        size = self.batch_size
+        for start in range(0, n, per):
+            ob = sh.pick_next()
+            om = ob.metas
+            i, end = start, min(n, start + per)
+            while i < end:
+                j = min(end, i + max(1, size - len(ob)))
+                ob.extend(rows[i:j])
+                if om is not None:
+                    om.extend(metas[i:j] if metas is not None else repeat(None, j - i))
+                i = j
+                if len(ob) >= size:
+                    self.flush(ob)
+
     def emit_direct(
         self,
         task: int,
@@ -398,12 +550,54 @@ class Collector:
         meta = tup.meta
         if meta:
             val = tup.ack_val
-            boxes = self._ack_boxes
+            acks = self._acks
+            get = acks.get
             for root, e in meta:
-                ob = boxes[root % len(boxes)]
-                ob.append((root, e ^ val))
-                if len(ob) >= self.batch_size:
+                acks[root] = get(root, 0) ^ e ^ val
+            if len(acks) >= self.batch_size:
+                self.flush_acks()
+
+    def ack_batch(self, batch: TupleBatch) -> None:
+        """Ack every tuple of a received batch: those iterated carry the ack values of
+        the emits anchored to them; the rest are acked from their metas, no Tuple made."""
+        metas = batch.metas
+        if not metas:
+            return
+        acks = self._acks
+        get = acks.get
+        made = batch._made
+        for t in made:
+            meta = t.meta
+            if meta:
+                val = t.ack_val
+                for root, e in meta:
+                    acks[root] = get(root, 0) ^ e ^ val
+        for meta in metas[len(made) :] if made else metas:
+            if meta:
+                for root, e in meta:
+                    acks[root] = get(root, 0) ^ e
+        if len(acks) >= self.batch_size:
+            self.flush_acks()
+
+    def fail_batch(self, batch: TupleBatch) -> None:
+        """Fail every tree a batch's tuples belong to: one fail message per root."""
+        if batch.metas:
+            for root in {r for meta in batch.metas if meta for r, _ in meta}:
+                self._system(self._fail_route, (root,))
+
+    def flush_acks(self) -> None:
+        acks = self._acks
+        if not acks:
+            return
+        boxes = self._ack_boxes
+        n, size = len(boxes), self.batch_size
+        for root, x in acks.items():
+            if x:  # a zero contribution changes nothing at the acker
+                ob = boxes[root % n]
+                ob.append((root, x))
+                if len(ob) >= size:
                     self.flush(ob)
+        acks.clear()
 
     def fail(self, tup: Tuple) -> None:
         meta = tup.meta
@@ -435,6 +629,8 @@ class Collector:
             self.transferred += n
 
     def flush_all(self) -> None:
+        if self._acks:
+            self.flush_acks()
         for ob in self.outboxes:
             if ob:
                 self.flush(ob)
@@ -452,7 +648,7 @@ class Collector:
         return True
 
     def buffered(self) -> int:
-        return sum(len(ob) for ob in self.outboxes)
+        return sum(len(ob) for ob in self.outboxes) + len(self._acks)
 
     def refresh_load(self) -> None:
         for route in self.routes.values():

@@ -166,13 +166,21 @@ class BoltExecutor(Executor):
         col.basic = self.basic
         if not col.acking:
             obj.emit = col.emit
+            obj.emit_many = col.emit_many
             obj.ack = self._count_ack
             obj.fail = self._count_fail
+            obj.ack_batch = self._count_ack_batch
+            obj.fail_batch = self._count_fail_batch
             obj.reset_timeout = _noop
         else:
-            obj.emit = col.emit_basic_tracked if self.basic else col.emit_bolt_tracked
+            if self.basic:
+                obj.emit, obj.emit_many = col.emit_basic_tracked, col.emit_many_basic_tracked
+            else:
+                obj.emit, obj.emit_many = col.emit_bolt_tracked, col.emit_many_bolt_tracked
             obj.ack = self._ack
             obj.fail = self._fail
+            obj.ack_batch = self._ack_batch
+            obj.fail_batch = self._fail_batch
             obj.reset_timeout = col.reset_timeout
         obj.emit_direct = col.emit_direct
         obj.report_error = self.report_error
@@ -183,9 +191,23 @@ class BoltExecutor(Executor):
     def _count_fail(self, tup: Tuple) -> None:
         self.failed += 1
 
+    def _count_ack_batch(self, batch: TupleBatch) -> None:
+        self.acked += len(batch)
+
+    def _count_fail_batch(self, batch: TupleBatch) -> None:
+        self.failed += len(batch)
+
     def _ack(self, tup: Tuple) -> None:
         self.acked += 1
         self.collector.ack(tup)
+
+    def _ack_batch(self, batch: TupleBatch) -> None:
+        self.acked += len(batch)
+        self.collector.ack_batch(batch)
+
+    def _fail_batch(self, batch: TupleBatch) -> None:
+        self.failed += len(batch)
+        self.collector.fail_batch(batch)
 
     def _fail(self, tup: Tuple) -> None:
         self.failed += 1
@@ -304,14 +326,12 @@ class BoltExecutor(Executor):
             if self.basic:
                 self.failed += n
                 if metas is not None:
-                    for t in tb.tracked():
-                        col.fail(t)
+                    col.fail_batch(tb)
         else:
             if self.basic:
                 self.acked += n
                 if metas is not None:
-                    for t in tb.tracked():
-                        col.ack(t)
+                    col.ack_batch(tb)
         col.current = None
         if stream != TICK_STREAM:
             self.consumed += n
@@ -358,6 +378,7 @@ class SpoutExecutor(Executor):
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
         obj.emit = col.emit_spout_tracked if col.acking else col.emit
+        obj.emit_many = col.emit_many_spout_tracked if col.acking else col.emit_many
         obj.emit_direct = col.emit_direct
         obj.report_error = self.report_error
         obj.finish = self.finish
