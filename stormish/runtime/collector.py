@@ -373,7 +373,7 @@ class Collector:
             return
         root = self.rand(63)
         xor = self._put_tree(route, rows, (root,))
-        self.reliable(root, msg_id)
+        self.reliable(root, msg_id, len(rows))
         boxes = self._init_boxes
         if boxes:
             ob = boxes[root % len(boxes)]

@@ -387,8 +387,10 @@ class SpoutExecutor(Executor):
     def finish(self) -> None:
         self.finished = True
 
-    def _track(self, root: int, msg_id: Any) -> None:
-        self.inflight.put_new(root, (msg_id, self._now()))
+    def _track(self, root: int, msg_id: Any, rows: int = 1) -> None:
+        """`rows`: the spout tuples of the tree (emit_many); acked/failed count them, as
+        `emitted` does, while max.spout.pending counts trees (message ids), as Storm's."""
+        self.inflight.put_new(root, (msg_id, self._now(), rows))
 
     def is_done(self) -> bool:
         return self.finished and len(self.inflight) == 0
@@ -481,22 +483,22 @@ class SpoutExecutor(Executor):
                 if entry is not None:
                     self.completed += 1
                     self.complete_seconds += t - entry[1]
-                    self.acked += 1
+                    self.acked += entry[2]
                     self.obj.ack(entry[0])
         elif stream == ACK_FAIL:
             for (root,) in values:
                 entry = self.inflight.pop(root)
                 if entry is not None:
-                    self.failed += 1
+                    self.failed += entry[2]
                     self.obj.fail(entry[0])
         elif stream == ACK_RESET:
             for (root,) in values:
                 self.inflight.touch(root)
 
     def _expire(self, dead: dict[int, Any]) -> None:
-        for msg_id, _ in dead.values():
-            self.timed_out += 1
-            self.failed += 1
+        for msg_id, _, rows in dead.values():
+            self.timed_out += rows
+            self.failed += rows
             self.obj.fail(msg_id)
 
 

@@ -103,7 +103,8 @@ class SparkSink(Bolt):
         self._conf = dict(conf)
         self._sink_id = self.sink_id or re.sub(r"[^A-Za-z0-9_.\-]", "_", self.component)
         self._rows: list = []
-        self._tuples: list = []
+        self._tuples: list = []  # from execute
+        self._batches: list = []  # from execute_batch: acked whole (ack_batch), no Tuples made
         self._oldest: float | None = None
         self._in_fields: tuple[str, ...] | None = None
         self._key_index: int | None = None
@@ -138,13 +139,15 @@ class SparkSink(Bolt):
         if batch.stream == TICK_STREAM:
             self.on_tick()
             return
-        tuples = list(batch) if self._acking else []
-        if batch.fields != self._in_fields and not self._check_fields(batch.fields, tuples):
+        if batch.fields != self._in_fields and not self._check_fields(
+            batch.fields, [], batch if self._acking else None
+        ):
             return
         if self._oldest is None:
             self._oldest = self.clock()
         self._rows.extend(batch.values)
-        self._tuples.extend(tuples)
+        if self._acking:
+            self._batches.append(batch)
         if len(self._rows) >= self.batch_rows:
             self.flush()
 
@@ -152,7 +155,7 @@ class SparkSink(Bolt):
         if self._oldest is not None and self.clock() - self._oldest >= self.batch_seconds:
             self.flush()
 
-    def _check_fields(self, fields: tuple[str, ...], tuples: list) -> bool:
+    def _check_fields(self, fields: tuple[str, ...], tuples: list, batch: Any = None) -> bool:
         """Take the first input's fields; fail tuples whose fields differ or lack the key."""
         problem = None
         if self._in_fields is not None:
@@ -169,6 +172,8 @@ class SparkSink(Bolt):
             self.report_error(SparkSinkError(f"{where(self.component)}{problem}"))
             for t in tuples:
                 self.fail(t)
+            if batch is not None:
+                self.fail_batch(batch)
             return False
         self._in_fields = tuple(fields)
         self._key_index = None if self.key is None else self._in_fields.index(self.key)
@@ -177,8 +182,8 @@ class SparkSink(Bolt):
     # -- commit -------------------------------------------------------------------------------
     def flush(self) -> None:
         """Commit what is buffered; ack it after the commit, fail it if the commit fails."""
-        rows, tuples = self._rows, self._tuples
-        self._rows, self._tuples, self._oldest = [], [], None
+        rows, tuples, batches = self._rows, self._tuples, self._batches
+        self._rows, self._tuples, self._batches, self._oldest = [], [], [], None
         if not rows:
             return
         try:
@@ -197,9 +202,13 @@ class SparkSink(Bolt):
             self.report_error(err)
             for t in tuples:
                 self.fail(t)
+            for b in batches:
+                self.fail_batch(b)
             return
         for t in tuples:
             self.ack(t)
+        for b in batches:
+            self.ack_batch(b)
 
     def _write(self, rows: list) -> None:
         from .keys import batch_id, first_unique, row_keys

@@ -77,6 +77,7 @@ def make_spout(spark_conf, task_context, conf):
         batch_rows=5_000,
         fields=["id", "label"],
         spark_conf=spark_conf,
+        ack_rows=1,  # the wiring above acks row by row, by row id
     )
     spout.open(conf, task_context("spark"))
     return spout

@@ -40,6 +40,12 @@ class Recorder:
     def fail(self, tup):
         self.failed.append(tup.values[-1])
 
+    def ack_batch(self, batch):
+        self.acked.extend(v[-1] for v in batch.values)
+
+    def fail_batch(self, batch):
+        self.failed.extend(v[-1] for v in batch.values)
+
     def report_error(self, exc):
         self.errors.append(exc)
 
@@ -52,6 +58,7 @@ def make(path, clock=None, **kw):
     sink = SparkSink(path, clock=clock or Clock(), **kw)
     rec = Recorder()
     sink.ack, sink.fail, sink.report_error = rec.ack, rec.fail, rec.report_error
+    sink.ack_batch, sink.fail_batch = rec.ack_batch, rec.fail_batch
     sink.prepare({}, Context())
     return sink, rec
 

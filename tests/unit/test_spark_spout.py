@@ -47,19 +47,24 @@ class FakeDrain:
 class Recorder:
     def __init__(self):
         self.emits = []
+        self.trees = []
         self.finished = 0
 
     def emit(self, values, stream="default", anchors=None, msg_id=None):
         self.emits.append((tuple(values), msg_id))
+
+    def emit_many(self, rows, stream="default", anchors=None, msg_id=None):
+        self.trees.append(([tuple(v) for v in rows], msg_id))
 
     def finish(self):
         self.finished += 1
 
 
 def make(script, max_pending=None, **kw):
-    spout = SparkSpout(lambda spark: None, fields=["n"], **kw)
+    """Tuple-at-a-time (ack_rows=1) unless the test says otherwise."""
+    spout = SparkSpout(lambda spark: None, fields=["n"], **{"ack_rows": 1, **kw})
     rec = Recorder()
-    spout.emit, spout.finish = rec.emit, rec.finish
+    spout.emit, spout.emit_many, spout.finish = rec.emit, rec.emit_many, rec.finish
     drain = FakeDrain(script)
     spout._start(drain, max_pending)
     return spout, rec, drain
@@ -83,6 +88,9 @@ def test_bad_arguments_are_named():
         SparkSpout(42)
     with pytest.raises(ValueError, match="batch_rows"):
         SparkSpout("t", batch_rows=0)
+    for bad in (0, EMITS_PER_CALL + 1, 2.5):
+        with pytest.raises(ValueError, match="ack_rows must be an integer from 1 to"):
+            SparkSpout("t", ack_rows=bad)
     with pytest.raises(ValueError, match="id_field '_row_id' is also a source field"):
         SparkSpout("t", fields=["_row_id"])
 
@@ -179,3 +187,62 @@ def test_source_kinds_and_path_errors(tmp_path):
         SparkSpout("some/dir").dataframe(None)
     with pytest.raises(SparkSourceError, match=r"source path .*nope.* does not exist"):
         SparkSpout(str(tmp_path / "nope"), format="parquet").dataframe(None)
+
+
+# -- trees of ack_rows rows (the default)
+def test_trees_of_ack_rows_rows_one_id_each_never_across_chunks():
+    spout, rec, _ = make([chunk(0, 0, 5), chunk(3, 0, 2)], ack_rows=2)
+    spout.next_tuple()
+    assert rec.emits == []  # every row went out in a tree
+    assert [m for _, m in rec.trees] == [
+        row_id(0, 0),
+        row_id(0, 2),
+        row_id(0, 4),  # the chunk's last row alone: a tree never spans two chunks
+        row_id(3, 0),
+    ]
+    assert rec.trees[1][0] == [("p0r2", row_id(0, 2)), ("p0r3", row_id(0, 3))]
+    for _, m in rec.trees:
+        spout.ack(m)
+    assert spout.acked == 7
+    spout.next_tuple()
+    assert rec.finished == 1
+
+
+def test_a_failed_tree_is_replayed_whole_first_and_counted_in_rows():
+    spout, rec, _ = make([chunk(0, 0, 4), None, chunk(0, 4, 3)], ack_rows=3)
+    spout.next_tuple()
+    first, second = rec.trees
+    spout.fail(first[1])
+    assert spout.failed == 3
+    spout.next_tuple()
+    assert rec.trees[2] == first  # same rows, same id
+    spout.next_tuple()
+    assert rec.trees[3] == (
+        [("p0r4", row_id(0, 4)), ("p0r5", row_id(0, 5)), ("p0r6", row_id(0, 6))],
+        row_id(0, 4),
+    )
+    assert spout.replayed == 3
+
+
+def test_max_spout_pending_counts_trees():
+    spout, rec, drain = make([chunk(0, 0, 100)], max_pending=3, ack_rows=10)
+    spout.next_tuple()
+    assert [len(rows) for rows, _ in rec.trees] == [10, 10, 10]
+    spout.next_tuple()
+    assert len(rec.trees) == 3  # at the limit
+    spout.ack(rec.trees[0][1])
+    spout.next_tuple()
+    assert len(rec.trees) == 4 and rec.trees[3][1] == row_id(0, 30)
+
+
+def test_acking_off_emits_rows_without_ids_in_one_call():
+    spout = SparkSpout(lambda spark: None, fields=["n"])
+    rec = Recorder()
+    spout.emit, spout.emit_many, spout.finish = rec.emit, rec.emit_many, rec.finish
+    spout._start(FakeDrain([chunk(0, 0, 3)]), None, reliable=False)
+    spout.next_tuple()
+    spout.next_tuple()
+    assert rec.trees == [
+        ([("p0r0", row_id(0, 0)), ("p0r1", row_id(0, 1)), ("p0r2", row_id(0, 2))], None)
+    ]
+    assert rec.finished == 1
