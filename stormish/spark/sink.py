@@ -40,7 +40,7 @@ from ..component import Bolt
 from ..errors import StormishError
 from ..tuple import TICK_STREAM
 from .errors import SparkSinkError, short, where
-from .spout import ROW_ID
+from .spout import EMITS_PER_CALL, ROW_ID
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
 log = logging.getLogger("stormish.spark.sink")
@@ -286,10 +286,11 @@ def _warn_config(sink: SparkSink, conf: Mapping[str, Any]) -> None:
             timeout,
         )
     pending = conf.get("topology.max.spout.pending")
-    if pending is not None and pending < sink.batch_rows:
+    # pending counts message ids; SparkSpout's trees carry up to EMITS_PER_CALL rows each
+    if pending is not None and pending * EMITS_PER_CALL < sink.batch_rows:
         log.warning(
-            "component %r: topology.max.spout.pending %s < batch_rows %d: batches "
-            "will be cut by time (every %.1fs), not by size",
+            "component %r: topology.max.spout.pending %s message ids hold fewer rows than "
+            "batch_rows %d: batches will be cut by time (every %.1fs), not by size",
             sink.component,
             pending,
             sink.batch_rows,

@@ -118,7 +118,7 @@ def test_sink_worker_sigkilled_mid_run_and_restarted_output_is_exactly_once(
     t = Topology(
         "spark-kill",
         config={
-            "topology.max.spout.pending": 20_000,
+            "topology.max.spout.pending": 20,  # trees of up to 1,000 rows
             # lost trees are replayed 6-9 s after they were emitted
             "topology.message.timeout.secs": 6,
             **spark_conf,

@@ -59,7 +59,7 @@ def test_200k_rows_round_trip_exactly_once_with_10_percent_failed_once(
     out = str(tmp_path / "out")
     t = Topology(
         "spark-roundtrip",
-        config={"topology.max.spout.pending": 50_000, "topology.message.timeout.secs": 60},
+        config={"topology.max.spout.pending": 50, "topology.message.timeout.secs": 60},
     )
     t.set_spout("src", SparkSpout(source, fields=FIELDS, spark_conf=spark_conf))
     # fields grouping on the id: a replayed row reaches the task that failed it, so each

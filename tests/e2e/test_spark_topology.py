@@ -29,7 +29,7 @@ def test_topology_output_is_exactly_once_despite_replays(spark, spark_conf, tmp_
     from stormish.spark import SparkSink, SparkSpout
 
     out = str(tmp_path / "out")
-    t = Topology("spark-e2e", config={"topology.max.spout.pending": 20_000})
+    t = Topology("spark-e2e", config={"topology.max.spout.pending": 20})
     t.set_spout(
         "src",
         SparkSpout(
