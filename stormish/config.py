@@ -184,6 +184,14 @@ KEYS: dict[str, Key] = {
             "tuples an executor on a topology cycle may hold in its pendingEmitQ while it "
             "keeps draining input; spouts feeding the cycle pause at half of it",
         ),
+        Key(
+            "topology.worker.gc.threshold",
+            50_000,
+            _int(0),
+            "the cyclic GC's first threshold in workers while a topology runs (Python's "
+            "default 700 costs a reliable spout half its rate: runtime/gctune.py); "
+            "0 leaves the interpreter's setting",
+        ),
         Key("topology.debug", False, _bool, "log every emit (slow; for debugging only)"),
         Key(
             "topology.stats.interval.secs",

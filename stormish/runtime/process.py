@@ -24,6 +24,7 @@ import zmq
 
 from ..transport.security import LOOPBACK
 from . import control as ct
+from . import gctune
 
 POLL_MS = 100
 # The GIL hand-off interval. A worker's link threads (receive, transfer) must get the GIL
@@ -58,6 +59,7 @@ class WorkerServer:
         if self.worker is not None:
             raise RuntimeError(f"worker {self.index} already has a topology")
         topology, conf, assignment = cloudpickle.loads(payload)
+        gctune.hold(conf["topology.worker.gc.threshold"])  # this process: kept until exit
         plan = build_plan(topology, conf, acker_bolt())
         if dict(plan.assignment) != dict(assignment):
             raise RuntimeError(

@@ -24,6 +24,7 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK
 from ..errors import ConfigError, WorkerError
 from ..topology import Topology
+from . import gctune
 from .plan import build_plan
 from .stats import TopologyStatistics, aggregate
 from .worker import Worker, acker_bolt
@@ -44,6 +45,7 @@ class RunningTopology:
         self._final: TopologyStatistics | None = None
         self._lock = threading.Lock()
         self.group: Any = None  # the WorkerGroup when the workers are processes
+        self.gc_held = False  # in-process workers: GC thresholds held (gctune)
 
     @classmethod
     def start(cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None):
@@ -62,9 +64,17 @@ class RunningTopology:
             running.group = group
             return running
         workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
-        for w in workers:
-            w.start()
-        return cls(topology, plan, workers)
+        held = gctune.hold(conf["topology.worker.gc.threshold"])
+        try:
+            for w in workers:
+                w.start()
+        except BaseException:
+            if held:
+                gctune.release()
+            raise
+        running = cls(topology, plan, workers)
+        running.gc_held = held
+        return running
 
     def restart_worker(self, index: int) -> None:
         """Start worker process `index` again (it died or was killed); what a supervisor
@@ -155,6 +165,9 @@ class RunningTopology:
             finally:
                 if self.group is not None:
                     self.group.close()
+                if self.gc_held:
+                    self.gc_held = False
+                    gctune.release()
             self.ended = True
             self.status = status
             if stuck and self.error is None:
