@@ -572,10 +572,21 @@ class Collector:
                 val = t.ack_val
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
-        for meta in metas[len(made) :] if made else metas:
-            if meta:
-                for root, e in meta:
-                    acks[root] = get(root, 0) ^ e
+        rest = metas[len(made) :] if made else metas
+        try:  # the common case: every row in one tree (emit_many), one XOR for all
+            root = rest[0][0][0]
+            x = 0
+            for ((r, e),) in rest:
+                if r != root:
+                    raise ValueError
+                x ^= e
+        except (ValueError, TypeError, IndexError):
+            for meta in rest:
+                if meta:
+                    for r, e in meta:
+                        acks[r] = get(r, 0) ^ e
+        else:
+            acks[root] = get(root, 0) ^ x
         if len(acks) >= self.batch_size:
             self.flush_acks()
 

@@ -245,3 +245,34 @@ def test_emit_many_acking_off_spreads_rows_in_order_and_acks_the_id_on_emit():
     for vs in got.values():
         assert vs == sorted(vs)  # each destination sees emission order
     assert coll.emitted() == {"default": 12}
+
+
+meta_st = st.one_of(
+    st.none(),
+    st.lists(
+        st.tuples(st.sampled_from([11, 12, 13]), st.integers(0, 2**63 - 1)), min_size=1, max_size=3
+    ).map(tuple),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(metas=st.lists(meta_st, min_size=1, max_size=30), iterated=st.integers(0, 30))
+def test_ack_batch_sends_what_acking_each_tuple_would(metas, iterated):
+    """Any mix of rows (untracked, one root, several roots), part of it iterated and
+    anchored to: ack_batch and per-tuple acks give the acker the same XOR per root."""
+    plan, queues, collector = make(mid_tasks=1, batch_size=10_000)
+    values = [(i,) for i in range(len(metas))]
+    per_tuple, batched = collector("mid"), collector("mid")
+    tb = TupleBatch(values, SRC_SOURCE, metas, batched)
+    it = iter(tb)
+    made = [next(it) for _ in range(min(iterated, len(metas)))]
+    for k, t in enumerate(made):
+        if t.meta:
+            t.ack_val ^= k * 7919  # as if children were anchored to it
+    batched.ack_batch(tb)
+    for i, m in enumerate(metas):
+        if i < len(made):
+            per_tuple.ack(made[i])
+        elif m:
+            per_tuple.ack(TrackedTuple(values[i], SRC_SOURCE, m))
+    assert batched._acks == {r: x for r, x in per_tuple._acks.items()}
