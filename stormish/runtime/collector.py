@@ -23,18 +23,34 @@ then costs the acker one message per flush, not one per tuple.
 from __future__ import annotations
 
 import random
+import sys
 from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from functools import reduce
 from itertools import repeat
-from operator import xor as xor_
 from typing import Any
 
 from ..errors import TopologyError
 from ..tuple import Tuple, TupleBatch
 from . import grouping as g
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, Plan
+
+
+def xor_words(raw: bytes) -> int:
+    """XOR of the native-order unsigned 64-bit words of `raw`, by folding one big int in
+    halves: a few C-level big-int operations instead of a Python XOR per word (~40 ns
+    each: a 64-bit int is a fresh object)."""
+    words = len(raw) // 8
+    x = int.from_bytes(raw, _NATIVE)
+    width = 1 << (words - 1).bit_length() if words > 1 else 1  # words, a power of two
+    while width > 1:
+        width >>= 1
+        shift = width << 6
+        x = (x >> shift) ^ (x & ((1 << shift) - 1))
+    return x
+
+
+_NATIVE = sys.byteorder
 
 
 class Outbox(list):
@@ -443,13 +459,14 @@ class Collector:
         if not n:
             return 0
         # one C call for n random 64-bit edge ids (seedable: the collector's Random)
-        edges = array("q", self._randbytes(8 * n)).tolist()
+        raw = self._randbytes(8 * n)
+        edges = array("Q", raw).tolist()
         if len(roots) == 1:
             metas = list(zip(zip(repeat(roots[0]), edges)))  # ((root, e),) per row
         else:
             metas = [tuple((r, e) for r in roots) for e in edges]
         self._spread(sh, rows, metas)
-        return reduce(xor_, edges)
+        return xor_words(raw)
 
     def _spread(self, sh: g.Shuffle, rows: Sequence[Any], metas: list | None) -> None:
         n = len(rows)

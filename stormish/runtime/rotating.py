@@ -53,7 +53,7 @@ class RotatingMap:
         return dead
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._buckets)
+        return sum(map(len, self._buckets))  # on the spout's hot path: no generator
 
     def __contains__(self, key: Any) -> bool:
         return any(key in b for b in self._buckets)

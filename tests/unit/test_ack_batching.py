@@ -276,3 +276,14 @@ def test_ack_batch_sends_what_acking_each_tuple_would(metas, iterated):
         elif m:
             per_tuple.ack(TrackedTuple(values[i], SRC_SOURCE, m))
     assert batched._acks == {r: x for r, x in per_tuple._acks.items()}
+
+
+@given(st.binary(min_size=0, max_size=8 * 70).map(lambda b: b[: len(b) // 8 * 8]))
+def test_xor_words_is_the_xor_of_the_64_bit_words(raw):
+    from array import array
+    from functools import reduce
+    from operator import xor
+
+    from stormish.runtime.collector import xor_words
+
+    assert xor_words(raw) == reduce(xor, array("Q", raw).tolist(), 0)
