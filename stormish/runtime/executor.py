@@ -407,7 +407,8 @@ class SpoutExecutor(Executor):
         q, col, now = self.queue, self.collector, self.clock.now
         pending, acked_on_emit = col.pending, col.acked_on_emit
         next_tuple: Callable[[], None] = self.obj.next_tuple
-        max_pending, inflight, burst = self.max_pending, self.inflight, self.BURST
+        max_pending, inflight, max_burst = self.max_pending, self.inflight, self.BURST
+        burst = 1
         rotate_every = max(self.timeout / 2.0, 0.01)
         t = now()
         next_rotate = t + rotate_every
@@ -463,14 +464,21 @@ class SpoutExecutor(Executor):
             # every consumer it wakes then waits a whole switch interval for it.
             # What it did emit is published before the wait (and the empty streak
             # restarts), or it would sit in the outboxes until the flush interval.
+            # The burst adapts: it doubles (up to BURST) while every call emitted and
+            # falls back to one call after a burst with empty calls, so a spout with
+            # data runs long bursts and a paced one is not called 128 times for nothing
+            # on every wake-up (that alone made an idle-ish worker use a whole core).
             produced = col.transferred + col.pending_count + col.buffered() - before
             if produced < calls:
+                burst = 1
                 if produced or idle == 0:
                     col.flush_all()
                     idle = 0
                 idle = self.idle_wait.idle(idle, q)
             else:
                 idle = 0
+                if burst < max_burst:
+                    burst = min(burst * 2, max_burst)
 
     def _ack_on_emit(self) -> None:
         ids = self.collector.acked_on_emit[:]
