@@ -15,6 +15,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from .wakeup import Wakeup
+
 Batch = tuple  # (src_task, stream, values, metas)
 
 
@@ -42,7 +44,7 @@ class ReceiveQueue:
         self.overflow_size = 0
         self.overflow_high = 0
         self._lock = threading.Lock()
-        self._event = threading.Event()
+        self._event = Wakeup()
         self.parked = False
         self.published = 0
 

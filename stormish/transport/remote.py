@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from ..runtime.wakeup import Wakeup
+
 
 class TransferQueue:
     """Bounded (in batches, `topology.transfer.buffer.size`), many producers, one
@@ -25,7 +27,7 @@ class TransferQueue:
         self.capacity = capacity
         self._q: deque[tuple[int, tuple, int]] = deque()
         self._lock = threading.Lock()
-        self._event = threading.Event()
+        self._event = Wakeup()
         self.offered = 0
         self.refused = 0
 
