@@ -134,6 +134,13 @@ class Collector:
         # acker outboxes indexed by root % ackers, for the inlined ack paths
         self._ack_boxes = self._acker_boxes(self._ack_route)
         self._init_boxes = self._acker_boxes(self._init_route)
+        # A spout's tree ids pick an acker on the spout's own worker (beyond Storm, which
+        # hashes them anywhere): the tree's init and the acker's verdict then never
+        # cross a link, and only downstream bolts on other workers send acks over one.
+        n = len(self._init_boxes)
+        local = [i for i, ob in enumerate(self._init_boxes) if ob.task in local_tasks]
+        self._root_n = n if local and n > 1 else 0
+        self._root_k = local[task % len(local)] if local else 0
         self._acks: dict[int, int] = {}  # root -> XOR of acks not yet sent (combined)
         self._randbytes = (rand or random.Random()).randbytes
 
@@ -283,6 +290,8 @@ class Collector:
             return
         rand = self.rand
         root = rand(63)
+        if self._root_n:
+            root += self._root_k - root % self._root_n
         sh = route.shuffle1
         if sh is not None:  # the common case, inlined
             ob = sh.pick_next()
@@ -388,6 +397,8 @@ class Collector:
             self._put_rows(route, rows)
             return
         root = self.rand(63)
+        if self._root_n:
+            root += self._root_k - root % self._root_n
         xor = self._put_tree(route, rows, (root,))
         self.reliable(root, msg_id, len(rows))
         boxes = self._init_boxes
@@ -511,6 +522,8 @@ class Collector:
                 self._put(ob, values, None)
                 return
             root, e = self.rand(63), self.rand(63)
+            if self._root_n:
+                root += self._root_k - root % self._root_n
             self._put(ob, values, ((root, e),))
             self.reliable(root, msg_id)
             self._system(self._init_route, (root, e, self.task))

@@ -390,3 +390,43 @@ def test_every_destination_sees_emission_order_and_nothing_is_lost(ops, batch_si
     assert [s for _st, s in received[side]] == emitted["other"]
     assert all(st_ == "default" for st_, _ in received[sink1])
     assert coll.transferred == len(emitted["default"]) + 2 * len(emitted["other"])
+
+
+# -- tree ids pick an acker on the spout's own worker
+@pytest.mark.parametrize("ackers", [2, 3, 4])
+def test_spout_roots_route_to_an_acker_on_the_spouts_worker(ackers):
+    """With ackers on several workers, every tree a spout starts (emit, emit_many, emit
+    with a message id through emit_direct's path) is owned by a local acker: its init and
+    its verdict never cross a link."""
+    t = Topology("coll", config={"topology.acker.executors": ackers, "topology.workers": 2})
+    t.set_spout("src", Src())
+    t.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("src")
+    t.set_bolt("side", Sink()).shuffle_grouping("src", "other")
+    t.set_bolt("direct", Sink(), parallelism=2).direct_grouping("src", "dir")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (src,) = plan.tasks["src"]
+    here = plan.assignment[src]
+    local = {k for k in plan.task_component if plan.assignment[k] == here}
+    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
+    coll = Collector(plan, src, queues, local, 1 << 16)
+    roots = []
+    coll.reliable = lambda root, msg_id, rows=1: roots.append(root)
+    for i in range(200):
+        coll.emit_spout_tracked((i,), msg_id=i)
+    coll.emit_many_spout_tracked([(1,), (2,)], msg_id="tree")
+    ackers_ = plan.tasks["__acker"]
+    assert len(roots) == 201
+    owners = {ackers_[r % len(ackers_)] for r in roots}
+    assert owners <= local and len(owners) == 1
+    coll.flush_all()
+    inits = [k for k in ackers_ if queues[k].has_data()]
+    assert inits == list(owners)
+
+
+def test_roots_stay_random_with_a_single_acker():
+    coll, _ = make_collector(acking=True)
+    roots = []
+    coll.reliable = lambda root, msg_id, rows=1: roots.append(root)
+    for i in range(100):
+        coll.emit_spout_tracked((i,), msg_id=i)
+    assert len(set(roots)) == 100 and len({r % 7 for r in roots}) == 7
