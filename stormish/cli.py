@@ -88,18 +88,52 @@ def run(
     sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
 
 
+def _nimbus_options(f: Any) -> Any:
+    f = click.option(
+        "--keys",
+        envvar="STORMISH_KEYS",
+        default=None,
+        help="CURVE keys directory of the cluster (or STORMISH_KEYS)",
+    )(f)
+    f = click.option(
+        "--nimbus",
+        envvar="STORMISH_NIMBUS",
+        default=None,
+        help="nimbus address host[:port] (or STORMISH_NIMBUS)",
+    )(f)
+    return f
+
+
+def _client(nimbus: str | None, keys: str | None) -> Any:
+    from .cluster.client import NimbusClient
+    from .transport.security import security_for
+
+    if not nimbus:
+        click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
+        sys.exit(2)
+    return _guard(lambda: NimbusClient(nimbus, security_for(keys)))
+
+
+def _call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -> Any:
+    client = _client(nimbus, keys)
+    try:
+        return _guard(lambda: client.call(verb, payload))
+    finally:
+        client.close()
+
+
 @main.command()
 @click.argument("topology_file", type=click.Path())
-@click.option(
-    "--nimbus",
-    envvar="STORMISH_NIMBUS",
-    default=None,
-    help="nimbus address host:port (or STORMISH_NIMBUS)",
-)
+@_nimbus_options
+@click.option("--wait", is_flag=True, help="wait until the topology ends and print its summary")
+@click.option("--timeout", type=float, default=None, help="with --wait: give up after seconds")
 @_run_options
 def submit(
     topology_file: str,
     nimbus: str | None,
+    keys: str | None,
+    wait: bool,
+    timeout: float | None,
     pairs: tuple[str, ...],
     profile: str | None,
     seconds: float | None,
@@ -107,16 +141,226 @@ def submit(
     workers: int | None,
 ) -> None:
     """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
-    if nimbus:
-        raise click.ClickException(
-            f"nimbus {nimbus!r} given, but this build of stormish has no nimbus client yet; "
-            "unset --nimbus/STORMISH_NIMBUS to run on the embedded local cluster"
+    if not nimbus:
+        click.echo(
+            "no nimbus configured (--nimbus or STORMISH_NIMBUS): running on the embedded "
+            "local cluster",
+            err=True,
         )
-    click.echo(
-        "no nimbus configured (--nimbus or STORMISH_NIMBUS): running on the embedded local cluster",
-        err=True,
-    )
-    sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
+        sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
+    from .loader import load_topology_file
+
+    conf = _guard(lambda: _overrides(pairs, profile, workers))
+    topology, _after = _guard(lambda: load_topology_file(topology_file))
+    client = _client(nimbus, keys)
+    try:
+        name = _guard(lambda: client.call("submit", (topology, conf)))
+        click.echo(f"submitted topology {name!r} to nimbus {client.address}")
+        if not wait:
+            return
+        code = _wait_remote(client, name, timeout)
+        stats = _guard(lambda: client.call("stats", name))
+        _summary(stats, stats.status)
+        if stats_json:
+            with open(stats_json, "w") as fh:
+                fh.write(stats.to_json(indent=2))
+        sys.exit(code)
+    finally:
+        client.close()
+
+
+def _wait_remote(client: Any, name: str, timeout: float | None) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        row = next(r for r in _guard(lambda: client.call("list")) if r["name"] == name)
+        if row["status"] in ("complete", "killed"):
+            return 0
+        if row["status"] == "failed":
+            click.echo(f"error: topology {name!r} failed: {row['error']}", err=True)
+            return 1
+        if deadline is not None and time.monotonic() > deadline:
+            click.echo(f"error: topology {name!r} still {row['status']} after {timeout}s", err=True)
+            return 1
+        time.sleep(0.2)
+
+
+@main.command("list")
+@_nimbus_options
+def list_cmd(nimbus: str | None, keys: str | None) -> None:
+    """The topologies a nimbus knows, with their status and worker slots."""
+    rows = _call(nimbus, keys, "list")
+    if not rows:
+        click.echo("no topologies")
+    for r in rows:
+        slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
+        line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
+        click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
+
+
+@main.command()
+@click.argument("name")
+@click.option("-w", "--wait", "wait_secs", type=float, default=0.0, help="seconds to drain")
+@_nimbus_options
+def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
+    """Deactivate NAME's spouts, wait, then stop its workers."""
+    _call(nimbus, keys, "kill", (name, wait_secs))
+    click.echo(f"killing topology {name!r} (after {wait_secs:g}s)")
+
+
+@main.command()
+@click.argument("name")
+@_nimbus_options
+def activate(name: str, nimbus: str | None, keys: str | None) -> None:
+    """Let NAME's spouts emit again."""
+    _call(nimbus, keys, "activate", name)
+
+
+@main.command()
+@click.argument("name")
+@_nimbus_options
+def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
+    """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
+    _call(nimbus, keys, "deactivate", name)
+
+
+@main.command()
+@click.argument("name")
+@click.option("-n", "--workers", type=click.IntRange(min=1), required=True)
+@_nimbus_options
+def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> None:
+    """Run NAME on a new number of workers (its workers restart, as in Storm)."""
+    _call(nimbus, keys, "rebalance", (name, workers))
+    click.echo(f"rebalancing topology {name!r} onto {workers} workers")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--every", type=float, default=1.0, help="seconds between lines")
+@_nimbus_options
+def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
+    """Live rates, latencies, queue fill and backpressure of NAME, until it ends."""
+    client = _client(nimbus, keys)
+    last: dict[str, int] = {}
+    last_t = time.monotonic()
+    try:
+        while True:
+            s = _guard(lambda: client.call("stats", name))
+            now = time.monotonic()
+            parts = []
+            for c in s.components.values():
+                rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
+                last[c.component] = c.executed
+                fill = c.receive_population / max(c.receive_capacity, 1)
+                bp = " BP" if c.pending_emits else ""
+                parts.append(
+                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{bp}"
+                )
+            last_t = now
+            click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
+            if s.status not in ("running", "starting"):
+                return
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", help="interface to listen on")
+@click.option("--port", type=int, default=6627, help="API port (clients, supervisors)")
+@click.option("--control-port", type=int, default=6628, help="worker control port")
+@click.option("--advertise", default=None, help="host name workers reach nimbus by")
+@click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
+@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option("--supervisor-timeout", type=float, default=30.0, help="seconds of silence")
+@click.option("--worker-timeout", type=float, default=30.0, help="seconds of silence")
+def nimbus(
+    host: str,
+    port: int,
+    control_port: int,
+    advertise: str | None,
+    data_dir: str,
+    keys: str | None,
+    supervisor_timeout: float,
+    worker_timeout: float,
+) -> None:
+    """Run nimbus: accepts topologies and assigns their workers to supervisors."""
+    from .cluster.nimbus import Nimbus
+    from .transport.security import security_for
+
+    def make() -> Any:
+        return Nimbus(
+            f"tcp://{host}:{port}",
+            f"tcp://{host}:{control_port}",
+            data_dir,
+            security_for(keys),
+            advertise_host=advertise,
+            supervisor_timeout=supervisor_timeout,
+            worker_timeout=worker_timeout,
+        )
+
+    _serve(_guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
+
+
+@main.command()
+@click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
+@click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
+@click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
+@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
+@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option("--log-dir", default=None, help="where worker logs go (default: inherit)")
+def supervisor(
+    nimbus_spec: str,
+    ports: str,
+    host: str,
+    supervisor_id: str | None,
+    keys: str | None,
+    log_dir: str | None,
+) -> None:
+    """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
+    from .cluster.client import nimbus_address
+    from .cluster.supervisor import Supervisor
+    from .transport.security import security_for
+
+    def make() -> Any:
+        try:
+            slot_ports = [int(p) for p in ports.split(",") if p.strip()]
+        except ValueError:
+            raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
+        return Supervisor(
+            nimbus_address(nimbus_spec),
+            slot_ports,
+            host,
+            security_for(keys),
+            keys_dir=keys,
+            supervisor_id=supervisor_id,
+            log_dir=log_dir,
+        )
+
+    sup = _guard(make)
+    _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
+
+
+def _serve(daemon: Any, banner: str) -> None:
+    signal.signal(signal.SIGTERM, daemon.stop)
+    signal.signal(signal.SIGINT, daemon.stop)
+    click.echo(banner)
+    try:
+        daemon.serve()
+    finally:
+        daemon.close()
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="replace existing keys")
+def keys(directory: str, force: bool) -> None:
+    """Create the cluster's CURVE key pair in DIRECTORY (give it to every daemon)."""
+    from .cluster.keys import create
+
+    public, secret = _guard(lambda: create(directory, force))
+    click.echo(f"wrote {public} and {secret} (keep the secret file private)")
 
 
 @main.command("config")
@@ -130,12 +374,47 @@ def show_config() -> None:
 @click.option("--index", type=int, required=True, help="this worker's index in the topology")
 @click.option("--bind", default=None, help="where the link listens (default: a free port)")
 @click.option("--parent", type=int, default=None, help="exit when this process is gone")
-def worker_cmd(control: str, index: int, bind: str | None, parent: int | None) -> None:
+@click.option("--topology", default=None, help="the topology this worker serves")
+@click.option("--advertise", default=None, help="the link address peers connect to")
+@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option("--heartbeat", type=float, default=0.0, help="say hello again every N seconds")
+def worker_cmd(
+    control: str,
+    index: int,
+    bind: str | None,
+    parent: int | None,
+    topology: str | None,
+    advertise: str | None,
+    keys: str | None,
+    heartbeat: float,
+) -> None:
     """Run one worker process (started by `run --workers N` or a supervisor): it connects
     to its controller, receives its topology and serves until told to stop."""
     from .runtime.process import serve
+    from .transport.security import security_for
 
-    sys.exit(serve(control, index, bind, parent, 0.0))
+    sys.exit(
+        serve(
+            control,
+            index,
+            bind,
+            parent,
+            0.0,
+            topology=topology,
+            advertise=advertise,
+            security=_guard(lambda: security_for(keys)),
+            heartbeat=heartbeat,
+        )
+    )
+
+
+def _guard(fn: Any) -> Any:
+    """Run `fn`; a StormishError (a bad option, missing keys) becomes a clear exit 2."""
+    try:
+        return fn()
+    except StormishError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 def _run_local(

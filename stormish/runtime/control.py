@@ -33,8 +33,10 @@ class ControlError(StormishError):
     """A control message that cannot be read."""
 
 
-def request(verb: str, req_id: int, payload: Any = None) -> list[bytes]:
-    if verb not in VERBS:
+def request(
+    verb: str, req_id: int, payload: Any = None, verbs: frozenset[str] = VERBS
+) -> list[bytes]:
+    if verb not in verbs:
         raise ControlError(f"unknown control verb {verb!r}")
     return [verb.encode(), ID.pack(req_id), cloudpickle.dumps(payload)]
 
@@ -43,10 +45,10 @@ def reply(req_id: int, payload: Any, ok: bool = True) -> list[bytes]:
     return [OK if ok else ERROR, ID.pack(req_id), cloudpickle.dumps(payload)]
 
 
-def decode_request(frames: list[bytes]) -> tuple[str, int, Any]:
+def decode_request(frames: list[bytes], verbs: frozenset[str] = VERBS) -> tuple[str, int, Any]:
     verb, req_id, payload = _three(frames, "request")
     name = verb.decode("ascii", "replace")
-    if name not in VERBS:
+    if name not in verbs:
         raise ControlError(f"unknown control verb {name!r}")
     return name, req_id, payload
 

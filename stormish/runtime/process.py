@@ -22,7 +22,7 @@ from typing import Any
 import cloudpickle
 import zmq
 
-from ..transport.security import LOOPBACK
+from ..transport.security import LOOPBACK, security_for
 from . import control as ct
 from . import gctune
 
@@ -37,9 +37,17 @@ SWITCH_INTERVAL = 0.0005
 class WorkerServer:
     """Carries out control requests for one worker process."""
 
-    def __init__(self, index: int, bind: str | None):
+    def __init__(
+        self,
+        index: int,
+        bind: str | None,
+        advertise: str | None = None,
+        security: Any = LOOPBACK,
+    ):
         self.index = index
         self.bind = bind
+        self.advertise = advertise
+        self.security = security
         self.worker: Any = None
         self.link: Any = None
         self.linked = False
@@ -66,7 +74,15 @@ class WorkerServer:
                 f"worker {self.index} planned a different task assignment than its "
                 "controller (a topology whose plan is not deterministic?)"
             )
-        link = WorkerLink(self.index, plan.name, plan.assignment, plan.conf, bind=self.bind)
+        link = WorkerLink(
+            self.index,
+            plan.name,
+            plan.assignment,
+            plan.conf,
+            bind=self.bind,
+            security=self.security,
+            advertise=self.advertise,
+        )
         try:
             worker = Worker(plan, self.index, remote_target=link.remote_target)
         except BaseException:
@@ -138,19 +154,42 @@ def _portable(value: Any) -> Any:
         return f"<unpicklable result {type(value).__name__}: {exc}>"
 
 
-def serve(control: str, index: int, bind: str | None, parent: int | None, orphan: float) -> int:
+def serve(
+    control: str,
+    index: int,
+    bind: str | None,
+    parent: int | None,
+    orphan: float,
+    topology: str | None = None,
+    advertise: str | None = None,
+    security: Any = LOOPBACK,
+    heartbeat: float = 0.0,
+) -> int:
+    """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
+    many seconds, so that a nimbus that restarted learns where its workers are and a
+    dead one is noticed; such a worker keeps running while its nimbus is down."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, f"w{index}-{os.getpid()}".encode())
     sock.setsockopt(zmq.LINGER, 2000)
-    LOOPBACK.client(sock)
+    security.client(sock)
     sock.connect(control)
-    sock.send_multipart(ct.request("hello", 0, {"index": index, "pid": os.getpid()}))
-    server = WorkerServer(index, bind)
-    last_heard = time.monotonic()
+    server = WorkerServer(index, bind, advertise, security)
+
+    def hello() -> None:
+        info = {"index": index, "pid": os.getpid(), "topology": topology}
+        info["state"] = "running" if server.linked else "new"
+        info["address"] = server.link.address if server.link is not None else None
+        sock.send_multipart(ct.request("hello", 0, info))
+
+    hello()
+    last_heard = last_hello = time.monotonic()
     try:
         while not server.done:
+            if heartbeat and time.monotonic() - last_hello >= heartbeat:
+                hello()
+                last_hello = time.monotonic()
             if not sock.poll(POLL_MS):
                 if parent is not None and os.getppid() != parent:
                     break  # the controller is gone: nobody will stop us
@@ -174,6 +213,7 @@ def serve(control: str, index: int, bind: str | None, parent: int | None, orphan
         if not server.done and server.worker is not None:
             server.do_stop(5.0)
         sock.close()
+        security.release(ctx)
         ctx.term()
     return 0
 
@@ -185,8 +225,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bind", default=None, help="the link's receive address (default: any)")
     p.add_argument("--parent", type=int, default=None, help="exit when this pid is gone")
     p.add_argument("--orphan-seconds", type=float, default=0.0)
+    p.add_argument("--topology", default=None, help="the topology this worker is for")
+    p.add_argument("--advertise", default=None, help="the link address peers connect to")
+    p.add_argument("--keys", default=None, help="CURVE keys directory (or STORMISH_KEYS)")
+    p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
     a = p.parse_args(argv)
-    return serve(a.control, a.index, a.bind, a.parent, a.orphan_seconds)
+    return serve(
+        a.control,
+        a.index,
+        a.bind,
+        a.parent,
+        a.orphan_seconds,
+        topology=a.topology,
+        advertise=a.advertise,
+        security=security_for(a.keys),
+        heartbeat=a.heartbeat,
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -47,6 +48,16 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Hello:
+    """A worker's latest hello: who it is and when it was last heard."""
+
+    ident: bytes
+    pid: int
+    info: dict
+    heard: float
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -58,19 +69,27 @@ def _describe_exit(code: int) -> str:
 
 class ControlServer:
     """The ROUTER end of the control channel; one request at a time (a lock), replies
-    matched by id, late replies dropped."""
+    matched by id, late replies dropped. Workers say hello on connecting (and, under a
+    supervisor, again every few seconds as a heartbeat): the latest hello per
+    (topology, index) is kept with its identity, pid, state and time."""
 
-    def __init__(self) -> None:
+    def __init__(self, bind: str = "tcp://127.0.0.1", security: Any = LOOPBACK) -> None:
         self.ctx = zmq.Context()
+        self.security = security
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        LOOPBACK.server(self.sock)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.address = f"tcp://127.0.0.1:{port}"
+        security.check_bind(bind)
+        security.server(self.sock)
+        if bind.count(":") >= 2:  # tcp://host:port
+            self.sock.bind(bind)
+            self.address = bind
+        else:
+            port = self.sock.bind_to_random_port(bind)
+            self.address = f"{bind}:{port}"
         self.lock = threading.RLock()
         self._ids = itertools.count(1)
-        self.hellos: dict[int, tuple[bytes, int]] = {}  # index -> (identity, pid)
+        self.hellos: dict[tuple[str | None, int], Hello] = {}
 
     def _pump(self, timeout_ms: int) -> list[tuple[bytes, list[bytes]]]:
         out = []
@@ -84,20 +103,30 @@ class ControlServer:
                 if rest and rest[0] == b"hello":
                     try:
                         _, _, info = ct.decode_request(rest)
-                        self.hellos[int(info["index"])] = (ident, int(info["pid"]))
+                        hello = Hello(ident, int(info["pid"]), info, time.monotonic())
+                        self.hellos[(info.get("topology"), int(info["index"]))] = hello
                     except (ct.ControlError, KeyError, TypeError, ValueError):
                         pass
                     continue
                 out.append((ident, rest))
         return out
 
-    def wait_hello(self, index: int, pid: int, alive: Any, timeout: float) -> bytes:
+    def pump(self, timeout_ms: int = 0) -> None:
+        """Read hellos (and drop stray replies) without a request under way."""
+        with self.lock:
+            self._pump(timeout_ms)
+
+    def wait_hello(
+        self, topology: str | None, index: int, pid: int | None, alive: Any, timeout: float
+    ) -> bytes:
+        """The identity of worker `index` once it said hello (from process `pid`, when
+        given: a restarted worker's first hello, not its predecessor's)."""
         deadline = time.monotonic() + timeout
         with self.lock:
             while True:
-                got = self.hellos.get(index)
-                if got is not None and got[1] == pid:
-                    return got[0]
+                got = self.hellos.get((topology, index))
+                if got is not None and (pid is None or got.pid == pid):
+                    return got.ident
                 if not alive():
                     raise WorkerError(f"worker {index} died before it said hello")
                 if time.monotonic() > deadline:
@@ -131,6 +160,7 @@ class ControlServer:
 
     def close(self) -> None:
         self.sock.close(0)
+        self.security.release(self.ctx)
         self.ctx.term()
 
 
@@ -170,6 +200,8 @@ class WorkerHandle:
             str(self.index),
             "--parent",
             str(os.getpid()),
+            "--topology",
+            self.group.plan.name,
         ]
         if self.address is not None:  # a restart listens where its peers reconnect
             cmd += ["--bind", self.address]
@@ -189,7 +221,7 @@ class WorkerHandle:
             t.start()
             self._pumps.append(t)
         self.ident = self.group.control.wait_hello(
-            self.index, self.proc.pid, self.alive, START_TIMEOUT
+            self.group.plan.name, self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
 
     def _pump(self, pipe: Any, out: Any) -> None:

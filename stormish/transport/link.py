@@ -74,6 +74,7 @@ class WorkerLink:
         host: str = "127.0.0.1",
         bind: str | None = None,
         security: Any = None,
+        advertise: str | None = None,
     ):
         self.index = index
         self.topology = topology
@@ -95,7 +96,7 @@ class WorkerLink:
         else:
             self.security.check_bind(bind)
             self.pull.bind(bind)
-            self.address = bind
+            self.address = advertise or bind  # bound on 0.0.0.0, reached by host name
         self.transfer = TransferQueue(conf["topology.transfer.buffer.size"])
         self.remote = RemoteBackpressure()
         self.remote.now = time.monotonic
@@ -158,6 +159,7 @@ class WorkerLink:
         for s in self._push.values():
             s.close(linger=200)
         self.pull.close(linger=0)
+        self.security.release(self.ctx)
         self.ctx.term()
 
     # -- receive thread ------------------------------------------------------------------------

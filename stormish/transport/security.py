@@ -5,13 +5,22 @@ worker and whoever started it) goes through a `Security` object before it is use
 that authentication is one object to swap, not a change at each socket. The only policy
 built so far is `Loopback`: no keys, so a socket may only be bound on a loopback address
 (DESIGN section 6: without keys, bind to loopback only and refuse another address with a
-clear error). The CURVE policy (keys from `stormish keys`, a ZAP handler that checks the
-peer's public key before any frame reaches a decoder) plugs in here with the daemons.
+clear error). `Curve` is the policy with keys (`stormish keys DIR`): every socket
+is encrypted with ZeroMQ CURVE, and a ZAP handler on each context that binds lets in only
+peers that prove they hold a key of the cluster, during the handshake, so an
+unauthenticated peer never reaches a decoder.
+
+Keys: one cluster key pair (`cluster.key`, `cluster.key_secret`) that every daemon and
+worker of a cluster is given; any further `*.key` public key in the directory is also
+let in (a client machine with a key of its own).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
+import os
+import threading
 from typing import Any
 
 from ..errors import ConfigError
@@ -58,5 +67,61 @@ class Loopback:
     def client(self, sock: Any) -> None:
         """Prepare a socket that connects (nothing to do without keys)."""
 
+    def release(self, ctx: Any) -> None:
+        """Nothing runs per context without keys."""
+
 
 LOOPBACK = Loopback()
+
+
+class Curve:
+    """CURVE encryption and authentication with the cluster's keys."""
+
+    name = "curve"
+
+    def __init__(self, keys_dir: str):
+        from ..cluster.keys import load
+
+        self.keys_dir = os.path.abspath(keys_dir)
+        self.public, self.secret = load(self.keys_dir)
+        self._auth: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def check_bind(self, address: str) -> None:
+        """Any address: peers must hold a cluster key."""
+
+    def server(self, sock: Any) -> None:
+        self._authenticator(sock.context)
+        sock.curve_secretkey = self.secret
+        sock.curve_publickey = self.public
+        sock.curve_server = True
+
+    def client(self, sock: Any) -> None:
+        sock.curve_secretkey = self.secret
+        sock.curve_publickey = self.public
+        sock.curve_serverkey = self.public
+
+    def _authenticator(self, ctx: Any) -> None:
+        from zmq.auth.thread import ThreadAuthenticator
+
+        with self._lock:
+            if id(ctx) in self._auth:
+                return
+            auth = ThreadAuthenticator(ctx, log=logging.getLogger("stormish.zap"))
+            auth.start()
+            auth.configure_curve(domain="*", location=self.keys_dir)
+            self._auth[id(ctx)] = auth
+
+    def release(self, ctx: Any) -> None:
+        """Stop the context's ZAP handler (before `ctx.term()`, which waits for it)."""
+        with self._lock:
+            auth = self._auth.pop(id(ctx), None)
+        if auth is not None:
+            auth.stop()
+
+
+def security_for(keys_dir: str | None) -> Loopback | Curve:
+    """The policy for a process: CURVE when it was given a keys directory (an option
+    or STORMISH_KEYS), loopback only otherwise."""
+    keys_dir = keys_dir or os.environ.get("STORMISH_KEYS") or None
+    return Curve(keys_dir) if keys_dir else LOOPBACK

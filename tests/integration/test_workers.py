@@ -331,11 +331,21 @@ def test_a_worker_started_on_its_own_serves_its_controller():
     exe = shutil.which("stormish") or sys.executable
     cmd = [exe, "worker"] if exe != sys.executable else [exe, "-m", "stormish.cli", "worker"]
     proc = subprocess.Popen(
-        [*cmd, "--control", server.address, "--index", "0", "--parent", str(os.getpid())],
+        [
+            *cmd,
+            "--control",
+            server.address,
+            "--index",
+            "0",
+            "--parent",
+            str(os.getpid()),
+            "--topology",
+            "solo",
+        ],  # fmt: skip
         env=_child_env(),  # the test module's classes travel by reference
     )
     try:
-        ident = server.wait_hello(0, proc.pid, lambda: proc.poll() is None, 30)
+        ident = server.wait_hello("solo", 0, proc.pid, lambda: proc.poll() is None, 30)
 
         def ask(verb, payload=None):
             return server.request(ident, verb, payload, lambda: proc.poll() is None, 30, "solo")

@@ -1,0 +1,21 @@
+"""What clients and supervisors ask nimbus, on its API socket.
+
+The same framing as the worker control channel (`runtime/control.py`: verb, id,
+cloudpickled payload; status, id, payload), with nimbus's verbs. `submit` carries the
+topology's code, so the socket is secured like every socket that carries a pickle.
+"""
+
+from __future__ import annotations
+
+API_VERBS = frozenset(
+    {
+        "submit",  # (topology, config overrides) -> name
+        "list",  # None -> [summary per topology]
+        "kill",  # (name, wait seconds) -> None
+        "activate",  # name -> None
+        "deactivate",  # name -> None
+        "rebalance",  # (name, workers) -> None
+        "stats",  # name -> TopologyStatistics (final once it ended)
+        "heartbeat",  # a supervisor's report -> the workers nimbus wants there
+    }
+)

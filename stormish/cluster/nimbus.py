@@ -1,0 +1,476 @@
+"""`stormish nimbus`: accepts topologies, assigns their workers to supervisor slots,
+controls the workers, watches heartbeats, reassigns, kills, rebalances, and serves
+status and statistics.
+
+Two sockets: the API (clients and supervisors, `cluster/api.py`) and the worker control
+channel (`runtime/control.py`, the same one the local cluster uses), both secured by the
+process's `Security`. One thread runs everything: a loop that answers API requests,
+reads worker hellos, and steps each topology:
+
+- place: workers without a slot get one from the live supervisors (`scheduler.py`);
+- start: once every worker said hello, assign each its topology, tell all where the
+  others listen, start them;
+- run: a worker incarnation not seen before (a supervisor restarted it, or it moved
+  to another supervisor) is assigned and started again and every worker learns the new
+  address; after a nimbus restart, workers that say they are running are adopted as
+  they are;
+- end: a finite topology completes as on the local cluster (`RunningTopology`); a
+  kill stops it after its wait; the workers are stopped, their slots freed.
+
+A supervisor not heard from for `--supervisor-timeout` seconds is taken as gone: its
+workers are placed elsewhere. Workers keep running while nimbus is down; they say hello
+every second, so a restarted nimbus finds them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+import zmq
+
+from ..errors import StormishError, WorkerError
+from ..runtime import control as ct
+from ..runtime.plan import build_plan
+from ..runtime.running import RunningTopology
+from ..runtime.worker import acker_bolt
+from ..runtime.workers import ControlServer, WorkerHandle
+from ..topology import Topology
+from .api import API_VERBS
+from .scheduler import free_slots, schedule
+from .store import Store
+
+ENDED = ("complete", "killed", "failed")
+COMPLETION_EVERY = 0.1
+REQUEST_TIMEOUT = 15.0
+# what a worker that is not there says: never complete while one is missing
+NOT_QUIET = {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0, "dropped": 0}
+
+
+@dataclass
+class SupervisorInfo:
+    id: str
+    host: str
+    ports: list[int]
+    heard: float
+    running: dict[str, int] = field(default_factory=dict)
+
+
+class ClusterWorker(WorkerHandle):
+    """A worker run by a supervisor: known by its hellos, not by a child process."""
+
+    def __init__(self, deployment: Deployment, index: int, nimbus: Nimbus):
+        super().__init__(deployment, index)  # type: ignore[arg-type]
+        self.nimbus = nimbus
+        self.deployment = deployment
+        self.worker_pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.worker_pid
+
+    def alive(self) -> bool:
+        h = self.nimbus.control.hellos.get((self.deployment.name, self.index))
+        return (
+            h is not None
+            and h.pid == self.worker_pid
+            and time.monotonic() - h.heard < self.nimbus.worker_timeout
+        )
+
+    def failure(self) -> str | None:
+        return self._failure  # a dead process is the supervisor's to restart
+
+    def quiescence(self) -> dict[str, Any]:
+        if self._final is None and not self.alive():
+            return dict(NOT_QUIET)
+        try:
+            return super().quiescence()
+        except WorkerError:
+            if self.alive():
+                raise
+            return dict(NOT_QUIET)  # it died while asked: its supervisor restarts it
+
+    def stats_snapshot(self) -> tuple[list, dict]:
+        if self._final is None and not self.alive():
+            return [], {}  # gone: its supervisor restarts it; its counters went with it
+        try:
+            return super().stats_snapshot()
+        except WorkerError:
+            if self.alive():
+                raise
+            return [], {}
+
+    def set_active(self, active: bool) -> None:
+        try:
+            super().set_active(active)
+        except WorkerError:
+            if self.alive():
+                raise
+
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        self.stopped = True
+        if not self.alive():
+            return []
+        try:
+            self._final = self._ask("stop", timeout, timeout=timeout + 10)
+            return list(self._final["stuck"])
+        except WorkerError as exc:
+            return [f"worker {self.index}: {exc}"]
+
+
+class Deployment:
+    """One submitted topology on the cluster."""
+
+    def __init__(self, nimbus: Nimbus, topology: Topology, conf: dict[str, Any]):
+        self.nimbus = nimbus
+        self.name = topology.name
+        self.topology = topology
+        self.conf = conf
+        self.control = nimbus.control  # what WorkerHandle asks through
+        self.status = "starting"
+        self.slots: dict[int, tuple[str, int]] = {}
+        self.error: str | None = None
+        self.kill_at: float | None = None
+        self.submitted = time.time()
+        self.restarts = 0
+        self.epoch = 0
+        self._last_key: Any = None
+        self._next_check = 0.0
+        self.replan()
+
+    def replan(self) -> None:
+        """A fresh plan and workers (submit, rebalance): the epoch tells supervisors to
+        start new processes even on the same ports, and old hellos mean nothing now."""
+        self.epoch += 1
+        for key in [k for k in self.control.hellos if k[0] == self.name]:
+            del self.control.hellos[key]
+        self.plan = build_plan(self.topology, self.conf, acker_bolt())
+        self.blob = cloudpickle.dumps((self.topology, self.conf, dict(self.plan.assignment)))
+        self.handles = [ClusterWorker(self, i, self.nimbus) for i in range(self.plan.workers)]
+        self.running = RunningTopology(self.topology, self.plan, self.handles)
+        self.running.group = self
+
+    def close(self) -> None:
+        """RunningTopology calls this when it finishes: the slots are free again."""
+        self.slots = {}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "workers": self.plan.workers,
+            "slots": {str(i): list(s) for i, s in self.slots.items()},
+            "error": self.error,
+            "submitted": self.submitted,
+            "epoch": self.epoch,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "workers": self.plan.workers,
+            "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(self.slots.items())},
+            "uptime_seconds": round(time.time() - self.submitted, 1),
+            "error": self.error,
+        }
+
+
+class Nimbus:
+    def __init__(
+        self,
+        api_bind: str,
+        control_bind: str,
+        data_dir: str,
+        security: Any,
+        advertise_host: str | None = None,
+        supervisor_timeout: float = 30.0,
+        worker_timeout: float = 30.0,
+    ):
+        self.security = security
+        self.store = Store(data_dir)
+        self.supervisor_timeout = supervisor_timeout
+        self.worker_timeout = worker_timeout
+        self.ctx = zmq.Context()
+        self.api = self.ctx.socket(zmq.ROUTER)
+        self.api.setsockopt(zmq.LINGER, 0)
+        security.check_bind(api_bind)
+        security.server(self.api)
+        self.api.bind(api_bind)
+        self.api_address = api_bind
+        self.control = ControlServer(control_bind, security)
+        host = advertise_host or _host(self.control.address)
+        self.control_address = f"tcp://{host}:{self.control.address.rsplit(':', 1)[1]}"
+        self.supervisors: dict[str, SupervisorInfo] = {}
+        self.deployments: dict[str, Deployment] = {}
+        self._stop = False
+        self._restore()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while not self._stop:
+            if self.api.poll(50):
+                for _ in range(100):
+                    try:
+                        frames = self.api.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._on_api(frames)
+            self.control.pump(0)
+            self._expire_supervisors()
+            for d in list(self.deployments.values()):
+                self._step(d)
+
+    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+        self._stop = True
+
+    def close(self) -> None:
+        """Leave the workers running (they outlive nimbus); close the sockets."""
+        self.api.close(0)
+        self.security.release(self.ctx)
+        self.ctx.term()
+        self.control.close()
+
+    def _restore(self) -> None:
+        for name, topology, conf, state in self.store.load_all():
+            if state.get("status") in ENDED:
+                continue
+            d = Deployment(self, topology, conf)
+            d.status = state.get("status", "starting")
+            d.submitted = state.get("submitted", time.time())
+            d.epoch = int(state.get("epoch", d.epoch))
+            d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
+            self.deployments[name] = d
+            print(f"nimbus: restored topology {name!r} ({d.status})", flush=True)
+
+    # -- API -----------------------------------------------------------------------------------
+    def _on_api(self, frames: list[bytes]) -> None:
+        ident, rest = frames[0], frames[1:]
+        try:
+            verb, req_id, payload = ct.decode_request(rest, API_VERBS)
+        except ct.ControlError as exc:
+            print(f"nimbus: dropped an API message: {exc}", flush=True)
+            return
+        try:
+            out = ct.reply(req_id, getattr(self, f"api_{verb}")(payload))
+        except StormishError as exc:
+            out = ct.reply(req_id, str(exc), ok=False)
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end nimbus
+            out = ct.reply(req_id, f"{type(exc).__name__}: {exc}", ok=False)
+        self.api.send_multipart([ident, *out])
+
+    def api_heartbeat(self, report: dict[str, Any]) -> list[dict[str, Any]]:
+        sid = str(report["id"])
+        info = self.supervisors.get(sid)
+        if info is None:
+            print(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
+        self.supervisors[sid] = SupervisorInfo(
+            sid, str(report["host"]), [int(p) for p in report["ports"]], time.monotonic(),
+            dict(report.get("running", {})),
+        )  # fmt: skip
+        return self.wanted(sid)
+
+    def wanted(self, sid: str) -> list[dict[str, Any]]:
+        out = []
+        for d in self.deployments.values():
+            if d.status in ENDED:
+                continue
+            for index, (s, port) in d.slots.items():
+                if s == sid:
+                    out.append(
+                        {"topology": d.name, "index": index, "port": port,
+                         "control": self.control_address, "epoch": d.epoch}
+                    )  # fmt: skip
+        return out
+
+    def api_submit(self, payload: tuple[Topology, dict[str, Any]]) -> str:
+        topology, extra = payload
+        if not isinstance(topology, Topology):
+            raise StormishError(f"submit expects a Topology, got {type(topology).__name__}")
+        old = self.deployments.get(topology.name)
+        if old is not None and old.status not in ENDED:
+            raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
+        conf = topology.validate(extra)
+        d = Deployment(self, topology, conf)
+        self.store.forget(d.name)
+        self.store.save_topology(d.name, topology, conf)
+        self.deployments[d.name] = d
+        self._place(d)
+        self._save(d)
+        return d.name
+
+    def api_list(self, _payload: Any) -> list[dict[str, Any]]:
+        return [d.summary() for d in self.deployments.values()]
+
+    def api_kill(self, payload: tuple[str, float]) -> None:
+        name, wait = payload
+        d = self._get(name)
+        if d.status in ENDED:
+            return
+        if d.status == "running":
+            d.running.set_active(False)
+        d.kill_at = time.monotonic() + max(0.0, float(wait))
+
+    def api_activate(self, name: str) -> None:
+        self._running(name).running.set_active(True)
+
+    def api_deactivate(self, name: str) -> None:
+        self._running(name).running.set_active(False)
+
+    def api_rebalance(self, payload: tuple[str, int]) -> None:
+        name, workers = payload
+        d = self._running(name)
+        if int(workers) < 1:
+            raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
+        d.running._finish("rebalancing")
+        d.conf = dict(d.conf, **{"topology.workers": int(workers)})
+        d.replan()
+        d.status = "starting"
+        d.slots = {}
+        self._place(d)
+        self._save(d)
+
+    def api_stats(self, name: str) -> Any:
+        d = self._get(name)
+        if d.status == "starting":
+            raise StormishError(f"topology {name!r} is starting: no statistics yet")
+        return d.running.statistics()
+
+    def _get(self, name: str) -> Deployment:
+        d = self.deployments.get(name)
+        if d is None:
+            known = ", ".join(sorted(self.deployments)) or "none"
+            raise StormishError(f"no topology {name!r} on this nimbus (known: {known})")
+        return d
+
+    def _running(self, name: str) -> Deployment:
+        d = self._get(name)
+        if d.status != "running":
+            raise StormishError(f"topology {name!r} is {d.status}, not running")
+        return d
+
+    # -- scheduling -----------------------------------------------------------------------------
+    def _expire_supervisors(self) -> None:
+        now = time.monotonic()
+        for sid in [
+            s for s, i in self.supervisors.items() if now - i.heard > self.supervisor_timeout
+        ]:
+            del self.supervisors[sid]
+            print(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
+            for d in self.deployments.values():
+                lost = [i for i, (s, _) in d.slots.items() if s == sid]
+                for i in lost:
+                    del d.slots[i]
+                if lost and d.status not in ENDED:
+                    print(f"nimbus: {d.name}: workers {lost} to be placed elsewhere", flush=True)
+                    self._place(d)
+                    self._save(d)
+
+    def _place(self, d: Deployment) -> None:
+        missing = [i for i in range(d.plan.workers) if i not in d.slots]
+        if not missing:
+            return
+        used = [s for dep in self.deployments.values() for s in dep.slots.values()]
+        offered = {sid: info.ports for sid, info in self.supervisors.items()}
+        placed = schedule(missing, free_slots(offered, used))
+        if placed:
+            d.slots.update(placed)
+            self._save(d)
+
+    def _save(self, d: Deployment) -> None:
+        self.store.save_state(d.name, d.state())
+
+    # -- stepping a topology --------------------------------------------------------------------
+    def _step(self, d: Deployment) -> None:
+        if d.status in ENDED:
+            return
+        try:
+            if len(d.slots) < d.plan.workers:
+                self._place(d)
+            if d.status == "starting":
+                self._start(d)
+            elif d.status == "running":
+                self._tend(d)
+        except WorkerError as exc:
+            print(f"nimbus: {d.name}: {exc}", flush=True)
+            d.error = str(exc)
+            self._end(d, "failed")
+
+    def _hello(self, d: Deployment, index: int) -> Any:
+        return self.control.hellos.get((d.name, index))
+
+    def _start(self, d: Deployment) -> None:
+        """Once every worker said hello: those that say they run (nimbus restarted under
+        them) are adopted; the others get the topology; all learn where the others
+        listen; the new ones start."""
+        hellos = [self._hello(d, i) for i in range(d.plan.workers)]
+        if len(d.slots) < d.plan.workers or any(h is None for h in hellos):
+            return
+        fresh = []
+        for h, w in zip(hellos, d.handles, strict=True):
+            w.ident, w.worker_pid = h.ident, h.pid
+            if h.info.get("state") == "running":
+                w.address = h.info.get("address")
+            else:
+                w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
+                fresh.append(w)
+        book = {w.index: w.address for w in d.handles}
+        for w in d.handles:
+            w._ask("peers", book)
+        for w in fresh:
+            w._ask("start")
+        adopted = len(d.handles) - len(fresh)
+        print(f"nimbus: {d.name}: running ({len(fresh)} started, {adopted} adopted)", flush=True)
+        d.status = "running"
+        self._save(d)
+
+    def _tend(self, d: Deployment) -> None:
+        moved = False
+        for w in d.handles:
+            h = self._hello(d, w.index)
+            if h is None or h.pid == w.worker_pid or time.monotonic() - h.heard > 5.0:
+                continue
+            w.ident, w.worker_pid = h.ident, h.pid
+            w._final, w._failure, w.stopped = None, None, False
+            if h.info.get("state") == "running":  # nimbus restarted under it
+                w.address = h.info.get("address")
+                print(f"nimbus: {d.name}: worker {w.index} adopted (pid {h.pid})", flush=True)
+                continue
+            d.restarts += 1
+            print(f"nimbus: {d.name}: worker {w.index} restarted (pid {h.pid})", flush=True)
+            w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
+            moved = True
+        if moved:
+            book = {w.index: w.address for w in d.handles}
+            for w in d.handles:
+                if w.alive():
+                    w._ask("peers", book)
+            for w in d.handles:
+                h = self._hello(d, w.index)
+                if w.alive() and h is not None and h.info.get("state") != "running":
+                    w._ask("start")
+        now = time.monotonic()
+        if d.kill_at is not None and now >= d.kill_at:
+            self._end(d, "killed")
+            return
+        if now < d._next_check:
+            return
+        d._next_check = now + COMPLETION_EVERY
+        d.running.check_failed()
+        ok, key = d.running._snapshot()
+        if ok and key == d._last_key:
+            self._end(d, "complete")
+        d._last_key = key if ok else None
+
+    def _end(self, d: Deployment, status: str) -> None:
+        stats = d.running._finish(status)
+        d.status = status
+        d.slots = {}
+        self._save(d)
+        self.store.save_final(d.name, stats.to_dict())
+        print(f"nimbus: {d.name}: {status}", flush=True)
+
+
+def _host(address: str) -> str:
+    return address.split("://", 1)[1].rsplit(":", 1)[0]

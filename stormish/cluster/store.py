@@ -1,0 +1,64 @@
+"""Nimbus's data directory: what it must remember across a restart.
+
+`topologies/NAME/topology.pkl` holds the submitted topology and its validated config
+(cloudpickled, written once); `state.json` its status and worker slots, replaced
+atomically on every change; `final.json` the final statistics once it ended. A nimbus
+that restarts reloads every topology and adopts the workers that still run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import cloudpickle
+
+
+class Store:
+    def __init__(self, data_dir: str):
+        self.root = os.path.join(os.path.abspath(data_dir), "topologies")
+        os.makedirs(self.root, exist_ok=True)
+
+    def _dir(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def save_topology(self, name: str, topology: Any, conf: dict[str, Any]) -> None:
+        os.makedirs(self._dir(name), exist_ok=True)
+        self._write(name, "topology.pkl", cloudpickle.dumps((topology, conf)))
+
+    def save_state(self, name: str, state: dict[str, Any]) -> None:
+        self._write(name, "state.json", json.dumps(state, sort_keys=True).encode())
+
+    def save_final(self, name: str, final: dict[str, Any]) -> None:
+        self._write(name, "final.json", json.dumps(final).encode())
+
+    def forget(self, name: str) -> None:
+        shutil.rmtree(self._dir(name), ignore_errors=True)
+
+    def load_all(self) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
+        """(name, topology, conf, state) of every stored topology that still runs."""
+        out = []
+        for name in sorted(os.listdir(self.root)):
+            d = self._dir(name)
+            try:
+                with open(os.path.join(d, "state.json")) as fh:
+                    state = json.load(fh)
+                with open(os.path.join(d, "topology.pkl"), "rb") as fh:
+                    topology, conf = cloudpickle.load(fh)
+            except (OSError, ValueError, EOFError) as exc:
+                print(f"nimbus: skipping stored topology {name!r}: {exc}", flush=True)
+                continue
+            out.append((name, topology, conf, state))
+        return out
+
+    def _write(self, name: str, filename: str, data: bytes) -> None:
+        d = self._dir(name)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{filename}.")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(d, filename))

@@ -1,0 +1,210 @@
+"""`stormish supervisor`: offers worker slots on its host, starts, watches and restarts the
+worker processes nimbus assigns to it.
+
+It works by reconciliation, not commands: every heartbeat it tells nimbus which slots it
+offers and which workers run, and nimbus answers with the workers it wants here. The
+supervisor starts what is missing, stops what is no longer wanted, and restarts a worker
+that died (a non-zero exit or a signal) on the same port, where its peers' sockets
+reconnect by themselves. A worker that exited 0 was stopped by nimbus and is not
+restarted. When nimbus is down the supervisor keeps the last answer and keeps its workers
+running and restarted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from ..runtime import control as ct
+from .api import API_VERBS
+
+HEARTBEAT = 1.0
+
+
+@dataclass
+class Slot:
+    """One worker this supervisor runs (or ran) for nimbus."""
+
+    topology: str
+    index: int
+    port: int
+    control: str
+    epoch: int = 0
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    finished: bool = False
+    log: Any = field(default=None, repr=False)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        nimbus: str,
+        ports: list[int],
+        host: str,
+        security: Any,
+        keys_dir: str | None = None,
+        supervisor_id: str | None = None,
+        log_dir: str | None = None,
+        heartbeat: float = HEARTBEAT,
+        bind_host: str | None = None,
+    ):
+        if not ports:
+            raise ValueError("a supervisor needs at least one slot port")
+        self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.ports = list(ports)
+        self.host = host
+        self.bind_host = bind_host or ("127.0.0.1" if security.name == "loopback" else "0.0.0.0")
+        security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
+        self.security = security
+        self.keys_dir = keys_dir
+        self.heartbeat = heartbeat
+        self.log_dir = log_dir
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        security.client(self.sock)
+        self.sock.connect(nimbus)
+        self.slots: dict[tuple[str, int], Slot] = {}
+        self._ids = itertools.count(1)
+        self._stop = False
+        self.nimbus_heard: float | None = None
+
+    # -- the loop ----------------------------------------------------------------------------
+    def serve(self) -> None:
+        next_beat = 0.0
+        while not self._stop:
+            now = time.monotonic()
+            if now >= next_beat:
+                self._send_heartbeat()
+                next_beat = now + self.heartbeat
+            if self.sock.poll(100):
+                self._on_reply(self.sock.recv_multipart())
+            self._watch()
+
+    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+        self._stop = True
+
+    def close(self) -> None:
+        for s in self.slots.values():
+            self._terminate(s)
+        self.sock.close(0)
+        self.security.release(self.ctx)
+        self.ctx.term()
+
+    # -- nimbus ------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        running = {
+            f"{t}/{i}": s.proc.pid
+            for (t, i), s in self.slots.items()
+            if s.proc is not None and s.proc.poll() is None
+        }
+        return {"id": self.id, "host": self.host, "ports": self.ports, "running": running}
+
+    def _send_heartbeat(self) -> None:
+        try:
+            self.sock.send_multipart(
+                ct.request("heartbeat", next(self._ids), self.report(), API_VERBS), zmq.NOBLOCK
+            )
+        except zmq.Again:  # nimbus unreachable and the queue full: the next beat retries
+            pass
+
+    def _on_reply(self, frames: list[bytes]) -> None:
+        try:
+            ok, _, wanted = ct.decode_reply(frames)
+        except ct.ControlError as exc:
+            print(f"supervisor {self.id}: dropped a reply: {exc}", file=sys.stderr)
+            return
+        if not ok:
+            print(f"supervisor {self.id}: nimbus refused: {wanted}", file=sys.stderr)
+            return
+        self.nimbus_heard = time.monotonic()
+        self.reconcile(wanted)
+
+    def reconcile(self, wanted: list[dict[str, Any]]) -> None:
+        """Make the running workers what nimbus wants (`topology`, `index`, `port`,
+        `control`, `epoch` each: a new epoch is a new process even on the same port)."""
+        keep = set()
+        for w in wanted:
+            key = (w["topology"], int(w["index"]))
+            keep.add(key)
+            spec = (int(w["port"]), w["control"], int(w.get("epoch", 0)))
+            s = self.slots.get(key)
+            if s is None or (s.port, s.control, s.epoch) != spec:
+                if s is not None:
+                    self._terminate(s)
+                self.slots[key] = s = Slot(key[0], key[1], *spec)
+                self._launch(s)
+        for key in [k for k in self.slots if k not in keep]:
+            self._terminate(self.slots.pop(key))
+
+    # -- worker processes -----------------------------------------------------------------------
+    def _watch(self) -> None:
+        for s in self.slots.values():
+            if s.proc is None or s.finished:
+                continue
+            code = s.proc.poll()
+            if code is None:
+                continue
+            if code == 0:
+                s.finished = True  # stopped by nimbus: its topology ended
+                continue
+            s.restarts += 1
+            print(
+                f"supervisor {self.id}: worker {s.topology}/{s.index} exited with {code}; "
+                f"restarting it on port {s.port} (restart {s.restarts})",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._launch(s)
+
+    def _launch(self, s: Slot) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "stormish.runtime.process",
+            "--control",
+            s.control,
+            "--index",
+            str(s.index),
+            "--topology",
+            s.topology,
+            "--bind",
+            f"tcp://{self.bind_host}:{s.port}",
+            "--advertise",
+            f"tcp://{self.host}:{s.port}",
+            "--heartbeat",
+            str(self.heartbeat),
+        ]
+        if self.keys_dir:
+            cmd += ["--keys", self.keys_dir]
+        out: Any = None
+        if self.log_dir:
+            os.makedirs(self.log_dir, exist_ok=True)
+            path = os.path.join(self.log_dir, f"{s.topology}-worker-{s.index}.log")
+            out = s.log = open(path, "ab")  # noqa: SIM115 - kept open for the worker's life
+        s.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if out else None
+        )
+        s.finished = False
+
+    def _terminate(self, s: Slot) -> None:
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.send_signal(signal.SIGTERM)
+            try:
+                s.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                s.proc.kill()
+                s.proc.wait(10)
+        if s.log is not None:
+            s.log.close()
+            s.log = None

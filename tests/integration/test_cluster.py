@@ -1,0 +1,306 @@
+"""The cluster daemons as real processes on 127.0.0.1: `stormish nimbus` and two
+`stormish supervisor`s, topologies submitted through the nimbus client.
+
+Each test checks at teardown that every daemon and worker process it started is gone
+(supervisors stop their workers when they stop)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from contextlib import closing
+
+import psutil
+import pytest
+
+from stormish import BasicBolt, StormishError, Topology
+from stormish.cluster.client import NimbusClient
+from stormish.cluster.keys import create
+from stormish.runtime.workers import _child_env
+from stormish.testing import ListSpout, poll_for
+from stormish.transport.security import LOOPBACK, Curve
+
+from .parts import Count, Split, sentences
+
+SENTENCES = sentences(40, 7, 5, 4000)
+WORDS = sum(len(s.split()) for s in SENTENCES)
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Cluster:
+    """nimbus + supervisors as child processes, on loopback (or with CURVE keys)."""
+
+    def __init__(self, tmp, keys: str | None = None, supervisors: int = 2):
+        self.tmp = tmp
+        self.keys = keys
+        self.env = _child_env()
+        if keys:
+            self.env["STORMISH_KEYS"] = keys
+        self.api, self.control, *slots = free_ports(2 + 2 * supervisors)
+        self.slots = [slots[i : i + 2] for i in range(0, len(slots), 2)]
+        self.nimbus: subprocess.Popen | None = None
+        self.supervisors: list[subprocess.Popen] = []
+        self.start_nimbus()
+        for i, ports in enumerate(self.slots):
+            self.supervisors.append(
+                self._spawn(
+                    "supervisor",
+                    "--nimbus",
+                    f"127.0.0.1:{self.api}",
+                    "--id",
+                    f"s{i}",
+                    "--ports",
+                    ",".join(map(str, ports)),
+                    log=f"s{i}.log",
+                )  # fmt: skip
+            )
+
+    def _spawn(self, *args: str, log: str) -> subprocess.Popen:
+        out = open(os.path.join(self.tmp, log), "ab")  # noqa: SIM115 - the child owns it
+        with out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "stormish.cli", *args],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def start_nimbus(self) -> None:
+        self.nimbus = self._spawn(
+            "nimbus", "--port", str(self.api), "--control-port", str(self.control),
+            "--data", os.path.join(self.tmp, "nimbus-data"), "--supervisor-timeout", "5",
+            log="nimbus.log",
+        )  # fmt: skip
+
+    def stop_nimbus(self) -> None:
+        assert self.nimbus is not None
+        self.nimbus.send_signal(signal.SIGTERM)
+        assert self.nimbus.wait(30) == 0
+
+    def client(self, keys: str | None = "same") -> NimbusClient:
+        k = self.keys if keys == "same" else keys
+        return NimbusClient(f"127.0.0.1:{self.api}", Curve(k) if k else LOOPBACK, timeout=20)
+
+    def call(self, verb, payload=None):
+        with closing(self.client()) as c:
+            return c.call(verb, payload)
+
+    def status(self, name: str) -> str:
+        return next(r["status"] for r in self.call("list") if r["name"] == name)
+
+    def wait_status(self, name: str, wanted: str, timeout: float = 60) -> None:
+        poll_for(lambda: self.status(name) == wanted, timeout, 0.1, f"{name} {wanted}")
+
+    def workers(self) -> list[psutil.Process]:
+        out = []
+        for s in self.supervisors:
+            out += psutil.Process(s.pid).children()
+        return out
+
+    def log(self, name: str) -> str:
+        with open(os.path.join(self.tmp, name), errors="replace") as fh:
+            return fh.read()
+
+    def close(self) -> None:
+        for p in [*self.supervisors, self.nimbus]:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in [*self.supervisors, self.nimbus]:
+            if p is not None:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(10)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    c = Cluster(str(tmp_path))
+    yield c
+    c.close()
+    left = [p for p in me.children(recursive=True) if p.pid not in before]
+    for p in left:
+        p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+
+def wordcount(name: str, workers: int = 2, **conf) -> Topology:
+    t = Topology(name, config={"topology.workers": workers, **conf})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
+
+def test_submit_runs_on_the_supervisors_and_completes_exactly(cluster):
+    assert cluster.call("submit", (wordcount("wc"), {})) == "wc"
+    cluster.wait_status("wc", "complete")
+    stats = cluster.call("stats", "wc")
+    assert stats.components["count"].executed == WORDS
+    assert stats.components["s"].acked == len(SENTENCES)
+    assert stats.components["s"].failed == 0
+    # the two workers ran on the two supervisors (the scheduler spreads them)
+    log = cluster.log("nimbus.log")
+    assert "supervisor s0 joined" in log and "supervisor s1 joined" in log
+    assert "wc: running (2 started, 0 adopted)" in log
+
+
+class Slow(BasicBolt):
+    outputs = ["sentence"]
+
+    def execute(self, tup):
+        import time
+
+        time.sleep(0.002)  # the test needs the run to last while a worker is killed
+        self.emit(tup.values)
+
+
+def slow_wordcount(name: str) -> Topology:
+    t = Topology(
+        name,
+        config={
+            "topology.workers": 2,
+            "topology.message.timeout.secs": 3,
+            "topology.max.spout.pending": 200,
+        },
+    )
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("slow", Slow(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("slow")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
+
+def test_a_killed_worker_is_restarted_by_its_supervisor_and_the_run_completes(cluster):
+    cluster.call("submit", (slow_wordcount("slow"), {}))
+    cluster.wait_status("slow", "running")
+    # the worker without the spout: the spout's replays make up what the kill lost
+    stats = cluster.call("stats", "slow")
+    spout_worker = stats.tasks[next(t for t, s in stats.tasks.items() if s.component == "s")].worker
+    poll_for(lambda: len(cluster.workers()) == 2, 30, 0.1, "two workers")
+    victims = []
+    for proc in cluster.workers():
+        if f"--index {1 - spout_worker} " in " ".join(proc.cmdline()) + " ":
+            victims.append(proc)
+    assert len(victims) == 1
+    poll_for(
+        lambda: cluster.call("stats", "slow").components["count"].executed > 1000,
+        30, 0.05, "the run under way",
+    )  # fmt: skip
+    victims[0].send_signal(signal.SIGKILL)
+    cluster.wait_status("slow", "complete", timeout=90)
+    stats = cluster.call("stats", "slow")
+    assert stats.components["s"].acked == len(SENTENCES)  # every tree, some replayed
+    logs = cluster.log("s0.log") + cluster.log("s1.log")
+    assert "restarting it on port" in logs
+    assert "worker 1" in cluster.log("nimbus.log") or "worker 0" in cluster.log("nimbus.log")
+
+
+def test_workers_keep_running_while_nimbus_restarts(cluster):
+    cluster.call("submit", (slow_wordcount("survivor"), {}))
+    cluster.wait_status("survivor", "running")
+    pids = {p.pid for p in cluster.workers()}
+    assert len(pids) == 2
+    cluster.stop_nimbus()
+    assert {p.pid for p in cluster.workers()} == pids  # nimbus gone, workers run on
+    cluster.start_nimbus()
+    cluster.wait_status("survivor", "complete", timeout=90)
+    log = cluster.log("nimbus.log")
+    assert "restored topology 'survivor' (running)" in log
+    assert "survivor: worker 0 adopted" in log and "survivor: worker 1 adopted" in log
+    stats = cluster.call("stats", "survivor")
+    assert stats.components["s"].acked == len(SENTENCES)
+
+
+def test_kill_rebalance_and_clear_errors(cluster):
+    endless = Topology("endless", config={"topology.workers": 2})
+    endless.set_spout("s", ListSpout([["a b"]] * 10**7, fields=["sentence"]))
+    endless.set_bolt("split", Split()).shuffle_grouping("s")
+    cluster.call("submit", (endless, {}))
+    with pytest.raises(StormishError, match="'endless' is already running"):
+        cluster.call("submit", (endless, {}))
+    with pytest.raises(StormishError, match="no topology 'nope'.*known: endless"):
+        cluster.call("kill", ("nope", 0))
+    with pytest.raises(StormishError, match="topology.workers"):
+        cluster.call("submit", (wordcount("bad"), {"topology.workers": 0}))
+    cluster.wait_status("endless", "running")
+    cluster.call("rebalance", ("endless", 1))
+    cluster.wait_status("endless", "running")
+    assert cluster.call("stats", "endless").workers == 1
+    cluster.call("deactivate", "endless")
+    cluster.call("activate", "endless")
+    cluster.call("kill", ("endless", 0))
+    cluster.wait_status("endless", "killed")
+    poll_for(lambda: not cluster.workers(), 30, 0.1, "the workers gone")
+
+
+def test_cli_submit_list_and_kill(cluster):
+    env = cluster.env
+    wc = os.path.join(os.path.dirname(__file__), "..", "..", "topologies", "wordcount.py")
+    nimbus = f"127.0.0.1:{cluster.api}"
+    out = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "submit", wc, "--nimbus", nimbus, "-w", "2",
+         "--wait", "--timeout", "60"],
+        env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "topology 'wordcount': complete" in out.stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "list", "--nimbus", nimbus],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "wordcount" in listed.stdout and "complete" in listed.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "kill", "ghost", "--nimbus", nimbus],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "no topology 'ghost'" in bad.stderr
+
+
+@pytest.fixture
+def keyed_cluster(tmp_path):
+    keys = str(tmp_path / "keys")
+    create(keys)
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    c = Cluster(str(tmp_path), keys=keys)
+    yield c
+    c.close()
+    left = [p for p in me.children(recursive=True) if p.pid not in before]
+    for p in left:
+        p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+
+def test_a_cluster_with_keys_runs_and_refuses_clients_without_them(keyed_cluster, tmp_path):
+    c = keyed_cluster
+    c.call("submit", (wordcount("secure"), {}))
+    c.wait_status("secure", "complete")
+    assert c.call("stats", "secure").components["count"].executed == WORDS
+    with closing(c.client(keys=None)) as plain:  # no keys: the handshake never completes
+        plain.timeout = 2
+        with pytest.raises(StormishError, match="did not answer list"):
+            plain.call("list")
+    other = str(tmp_path / "other")
+    create(other)
+    with closing(c.client(keys=other)) as stranger:  # another cluster's keys
+        stranger.timeout = 2
+        with pytest.raises(StormishError, match="did not answer list"):
+            stranger.call("list")
+    assert "dropped an API message" not in c.log("nimbus.log")  # nothing reached a decoder
