@@ -187,8 +187,14 @@ def _wait_remote(client: Any, name: str, timeout: float | None) -> int:
 @main.command("list")
 @_nimbus_options
 def list_cmd(nimbus: str | None, keys: str | None) -> None:
-    """The topologies a nimbus knows, with their status and worker slots."""
+    """The topologies a nimbus knows, with their status and worker slots, and the
+    supervisors it hears from."""
     rows = _call(nimbus, keys, "list")
+    for sup in _call(nimbus, keys, "supervisors"):
+        click.echo(
+            f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
+            f"{len(sup['running'])} workers, heard {sup['heard_seconds_ago']}s ago"
+        )
     if not rows:
         click.echo("no topologies")
     for r in rows:
@@ -274,7 +280,12 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
 @click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
 @click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
 @click.option("--supervisor-timeout", type=float, default=30.0, help="seconds of silence")
-@click.option("--worker-timeout", type=float, default=30.0, help="seconds of silence")
+@click.option(
+    "--worker-timeout",
+    type=float,
+    default=3.0,
+    help="seconds of silence before a worker counts as gone",
+)
 def nimbus(
     host: str,
     port: int,

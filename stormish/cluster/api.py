@@ -17,5 +17,6 @@ API_VERBS = frozenset(
         "rebalance",  # (name, workers) -> None
         "stats",  # name -> TopologyStatistics (final once it ended)
         "heartbeat",  # a supervisor's report -> the workers nimbus wants there
+        "supervisors",  # None -> [the supervisors nimbus hears from]
     }
 )

@@ -18,8 +18,9 @@ reads worker hellos, and steps each topology:
   kill stops it after its wait; the workers are stopped, their slots freed.
 
 A supervisor not heard from for `--supervisor-timeout` seconds is taken as gone: its
-workers are placed elsewhere. Workers keep running while nimbus is down; they say hello
-every second, so a restarted nimbus finds them.
+workers are placed elsewhere. A worker not heard from for `--worker-timeout` seconds (it
+says hello every second) is not waited for: its supervisor restarts it. Workers keep
+running while nimbus is down, and their hellos let a restarted nimbus find them.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from .store import Store
 ENDED = ("complete", "killed", "failed")
 COMPLETION_EVERY = 0.1
 REQUEST_TIMEOUT = 15.0
+# Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
+ASK_TIMEOUT = 5.0
 # what a worker that is not there says: never complete while one is missing
 NOT_QUIET = {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0, "dropped": 0}
 
@@ -78,6 +81,9 @@ class ClusterWorker(WorkerHandle):
             and h.pid == self.worker_pid
             and time.monotonic() - h.heard < self.nimbus.worker_timeout
         )
+
+    def _ask(self, verb: str, payload: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
+        return super()._ask(verb, payload, timeout)
 
     def failure(self) -> str | None:
         return self._failure  # a dead process is the supervisor's to restart
@@ -186,7 +192,7 @@ class Nimbus:
         security: Any,
         advertise_host: str | None = None,
         supervisor_timeout: float = 30.0,
-        worker_timeout: float = 30.0,
+        worker_timeout: float = 3.0,
     ):
         self.security = security
         self.store = Store(data_dir)
@@ -299,6 +305,14 @@ class Nimbus:
         self._place(d)
         self._save(d)
         return d.name
+
+    def api_supervisors(self, _payload: Any) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [
+            {"id": i.id, "host": i.host, "ports": i.ports, "running": sorted(i.running),
+             "heard_seconds_ago": round(now - i.heard, 2)}
+            for i in sorted(self.supervisors.values(), key=lambda i: i.id)
+        ]  # fmt: skip
 
     def api_list(self, _payload: Any) -> list[dict[str, Any]]:
         return [d.summary() for d in self.deployments.values()]

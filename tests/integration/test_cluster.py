@@ -23,7 +23,7 @@ from stormish.runtime.workers import _child_env
 from stormish.testing import ListSpout, poll_for
 from stormish.transport.security import LOOPBACK, Curve
 
-from .parts import Count, Split, sentences
+from .parts import Count, CountingSpout, Split, sentences
 
 SENTENCES = sentences(40, 7, 5, 4000)
 WORDS = sum(len(s.split()) for s in SENTENCES)
@@ -134,6 +134,8 @@ def cluster(tmp_path):
     c = Cluster(str(tmp_path))
     yield c
     c.close()
+    for name in ("nimbus.log", "s0.log", "s1.log"):  # shown by pytest when the test failed
+        print(f"--- {name}\n{c.log(name)[-3000:]}")
     left = [p for p in me.children(recursive=True) if p.pid not in before]
     for p in left:
         p.kill()
@@ -159,6 +161,11 @@ def test_submit_runs_on_the_supervisors_and_completes_exactly(cluster):
     log = cluster.log("nimbus.log")
     assert "supervisor s0 joined" in log and "supervisor s1 joined" in log
     assert "wc: running (2 started, 0 adopted)" in log
+
+
+class Null(BasicBolt):
+    def execute(self, tup):
+        pass
 
 
 class Slow(BasicBolt):
@@ -230,8 +237,8 @@ def test_workers_keep_running_while_nimbus_restarts(cluster):
 
 def test_kill_rebalance_and_clear_errors(cluster):
     endless = Topology("endless", config={"topology.workers": 2})
-    endless.set_spout("s", ListSpout([["a b"]] * 10**7, fields=["sentence"]))
-    endless.set_bolt("split", Split()).shuffle_grouping("s")
+    endless.set_spout("s", CountingSpout(10**12, per_call=10))
+    endless.set_bolt("null", Null()).shuffle_grouping("s")
     cluster.call("submit", (endless, {}))
     with pytest.raises(StormishError, match="'endless' is already running"):
         cluster.call("submit", (endless, {}))

@@ -1,0 +1,198 @@
+"""The compose deployment on a real Docker engine: nimbus and two supervisors in
+containers (docker/compose.yaml, image built by docker/build.sh), CURVE keys made for the
+run, topologies submitted from this host through nimbus's port on 127.0.0.1.
+
+Skipped, with the reason printed, where no Docker engine answers. The images are built
+when missing (a debootstrap of Debian bookworm: a few minutes the first time)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import closing
+
+import cloudpickle
+import pytest
+
+from stormish import BasicBolt, Spout, Topology
+from stormish.cluster.client import NimbusClient
+from stormish.cluster.keys import create
+from stormish.loader import load_topology
+from stormish.testing import poll_for
+from stormish.transport.security import Curve
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMPOSE = os.path.join(REPO, "docker", "compose.yaml")
+# this module's classes travel to the containers by value (they cannot import tests.*)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _docker_ready() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker client on PATH"
+    if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode != 0:
+        return "the Docker engine does not answer (docker info failed)"
+    if _compose() is None:
+        return "neither `docker compose` nor docker-compose is installed"
+    return None
+
+
+def _compose() -> list[str] | None:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=60)
+    return ["docker", "compose"] if probe.returncode == 0 else None
+
+
+def _image_exists(name: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
+
+
+class Deployment:
+    def __init__(self, tmp: str):
+        self.keys = os.path.join(tmp, "keys")
+        create(self.keys)
+        with __import__("socket").socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.project = f"stormish-e2e-{os.getpid()}"
+        self.env = dict(
+            os.environ,
+            STORMISH_KEYS_DIR=self.keys,
+            STORMISH_NIMBUS_PORT=str(self.port),
+            STORMISH_SUPERVISOR_TIMEOUT="5",
+        )
+        self.compose = [*_compose(), "-p", self.project, "-f", COMPOSE]
+
+    def run(self, *args: str, timeout: float = 180) -> str:
+        out = subprocess.run(
+            [*self.compose, *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        assert out.returncode == 0, f"compose {args} failed:\n{out.stdout}\n{out.stderr}"
+        return out.stdout
+
+    def container(self, service: str) -> str:
+        return self.run("ps", "-q", service).strip()
+
+    def client(self) -> NimbusClient:
+        return NimbusClient(f"127.0.0.1:{self.port}", Curve(self.keys), timeout=20)
+
+    def call(self, verb, payload=None):
+        with closing(self.client()) as c:
+            return c.call(verb, payload)
+
+    def status(self, name: str) -> str:
+        return next(r["status"] for r in self.call("list") if r["name"] == name)
+
+    def logs(self) -> str:
+        return self.run("logs", "--no-color", timeout=60)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    why = _docker_ready()
+    if why is not None:
+        print(f"\nSKIPPED docker tests: {why}")
+        pytest.skip(why)
+    if not (_image_exists("stormish:dev") and _image_exists("stormish-base:bookworm")):
+        build = subprocess.run([os.path.join(REPO, "docker", "build.sh")], timeout=1500)
+        assert build.returncode == 0, "docker/build.sh failed"
+    d = Deployment(str(tmp_path_factory.mktemp("compose")))
+    try:
+        d.run("up", "-d")
+
+        def both_joined():
+            try:
+                return len(d.call("supervisors")) == 2
+            except Exception:
+                return False
+
+        poll_for(both_joined, 120, 0.5, "two supervisors joined nimbus")
+        yield d
+    except BaseException:
+        print(d.logs()[-6000:])
+        raise
+    finally:
+        subprocess.run([*d.compose, "down", "-v", "--remove-orphans", "-t", "5"], env=d.env,
+                       capture_output=True, timeout=180)  # fmt: skip
+
+
+class Endless(Spout):
+    """Runs until killed, as most Storm topologies do."""
+
+    outputs = ["word"]
+
+    def next_tuple(self):
+        self.emit(["w"])
+
+
+class Upper(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        self.emit([tup.values[0].upper()])
+
+
+def endless(name: str) -> Topology:
+    t = Topology(name, config={"topology.workers": 2})
+    t.set_spout("s", Endless(), parallelism=2)
+    t.set_bolt("upper", Upper(), parallelism=2).shuffle_grouping("s")
+    return t
+
+
+def test_wordcount_runs_exactly_on_the_compose_cluster(deployment):
+    topology = load_topology(os.path.join(REPO, "topologies", "wordcount.py"))
+    assert deployment.call("submit", (topology, {"topology.workers": 2})) == "wordcount"
+    poll_for(lambda: deployment.status("wordcount") == "complete", 180, 0.5, "complete")
+    stats = deployment.call("stats", "wordcount")
+    spout = stats.components["sentences"]
+    assert spout.acked == spout.emitted and spout.failed == 0
+    assert stats.components["count"].executed == stats.components["split"].emitted > 0
+    hosts = {w["host"] for w in deployment.call("supervisors")}
+    assert hosts == {"supervisor-1", "supervisor-2"}
+
+
+def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deployment):
+    deployment.call("submit", (endless("moving"), {}))
+    poll_for(lambda: deployment.status("moving") == "running", 120, 0.5, "running")
+    slots = next(r for r in deployment.call("list") if r["name"] == "moving")["slots"]
+    assert {s.split(":")[0] for s in slots.values()} == {"supervisor-1", "supervisor-2"}
+    subprocess.run(["docker", "kill", deployment.container("supervisor-2")], check=True,
+                   capture_output=True, timeout=60)  # fmt: skip
+
+    def moved():
+        row = next(r for r in deployment.call("list") if r["name"] == "moving")
+        on = {s.split(":")[0] for s in row["slots"].values()}
+        return row["status"] == "running" and on == {"supervisor-1"} and len(row["slots"]) == 2
+
+    poll_for(moved, 120, 0.5, "both workers on supervisor-1")
+
+    def executing():
+        before = deployment.call("stats", "moving").components["upper"].executed
+        poll_for(
+            lambda: deployment.call("stats", "moving").components["upper"].executed > before,
+            30, 0.5, "upper executing",
+        )  # fmt: skip
+        return True
+
+    poll_for(executing, 120, 1.0, "the moved topology processing")
+    deployment.call("kill", ("moving", 0))
+    poll_for(lambda: deployment.status("moving") == "killed", 60, 0.5, "killed")
+    deployment.run("start", "supervisor-2")
+    poll_for(lambda: len(deployment.call("supervisors")) == 2, 120, 0.5, "supervisor-2 back")
+
+
+def test_workers_run_on_while_the_nimbus_container_restarts(deployment):
+    deployment.call("submit", (endless("steady"), {}))
+    poll_for(lambda: deployment.status("steady") == "running", 120, 0.5, "running")
+    deployment.run("restart", "-t", "2", "nimbus")
+    poll_for(lambda: deployment.status("steady") == "running", 120, 1.0, "steady after restart")
+    logs = deployment.run("logs", "--no-color", "nimbus", timeout=60)
+    assert "restored topology 'steady' (running)" in logs
+    assert "steady: worker 0 adopted" in logs and "steady: worker 1 adopted" in logs
+    deployment.call("kill", ("steady", 0))
+    poll_for(lambda: deployment.status("steady") == "killed", 60, 0.5, "killed")
