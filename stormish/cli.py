@@ -279,7 +279,12 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
 @click.option("--advertise", default=None, help="host name workers reach nimbus by")
 @click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
 @click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
-@click.option("--supervisor-timeout", type=float, default=30.0, help="seconds of silence")
+@click.option(
+    "--task-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    help="nimbus.task.timeout.secs: a supervisor silent this long has its workers placed elsewhere",
+)
 @click.option(
     "--worker-timeout",
     type=float,
@@ -293,7 +298,7 @@ def nimbus(
     advertise: str | None,
     data_dir: str,
     keys: str | None,
-    supervisor_timeout: float,
+    task_timeout: float,
     worker_timeout: float,
 ) -> None:
     """Run nimbus: accepts topologies and assigns their workers to supervisors."""
@@ -307,7 +312,7 @@ def nimbus(
             data_dir,
             security_for(keys),
             advertise_host=advertise,
-            supervisor_timeout=supervisor_timeout,
+            supervisor_timeout=task_timeout,
             worker_timeout=worker_timeout,
         )
 
@@ -321,6 +326,12 @@ def nimbus(
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
 @click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
 @click.option("--log-dir", default=None, help="where worker logs go (default: inherit)")
+@click.option(
+    "--worker-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    help="supervisor.worker.timeout.secs: a worker silent this long is killed and restarted",
+)
 def supervisor(
     nimbus_spec: str,
     ports: str,
@@ -328,6 +339,7 @@ def supervisor(
     supervisor_id: str | None,
     keys: str | None,
     log_dir: str | None,
+    worker_timeout: float,
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
     from .cluster.client import nimbus_address
@@ -347,6 +359,7 @@ def supervisor(
             keys_dir=keys,
             supervisor_id=supervisor_id,
             log_dir=log_dir,
+            worker_timeout=worker_timeout,
         )
 
     sup = _guard(make)

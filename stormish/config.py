@@ -203,13 +203,15 @@ KEYS: dict[str, Key] = {
             "supervisor.worker.timeout.secs",
             30,
             _num(0, strict=True),
-            "a worker silent this long is restarted by its supervisor",
+            "a worker silent this long is restarted by its supervisor (the default of "
+            "`stormish supervisor --worker-timeout`)",
         ),
         Key(
             "nimbus.task.timeout.secs",
             30,
             _num(0, strict=True),
-            "a worker silent this long has its tasks reassigned by nimbus",
+            "a supervisor silent this long has its workers reassigned by nimbus (the default "
+            "of `stormish nimbus --task-timeout`)",
         ),
         Key(
             "stormish.local.host",

@@ -17,10 +17,11 @@ reads worker hellos, and steps each topology:
 - end: a finite topology completes as on the local cluster (`RunningTopology`); a
   kill stops it after its wait; the workers are stopped, their slots freed.
 
-A supervisor not heard from for `--supervisor-timeout` seconds is taken as gone: its
-workers are placed elsewhere. A worker not heard from for `--worker-timeout` seconds (it
-says hello every second) is not waited for: its supervisor restarts it. Workers keep
-running while nimbus is down, and their hellos let a restarted nimbus find them.
+A supervisor not heard from for `--task-timeout` seconds (`nimbus.task.timeout.secs`)
+is taken as gone: its workers are placed elsewhere. A worker not heard from for
+`--worker-timeout` seconds (it says hello every second) is not waited for: its
+supervisor restarts it. Workers keep running while nimbus is down, and their hellos let
+a restarted nimbus find them.
 """
 
 from __future__ import annotations

@@ -6,18 +6,23 @@ offers and which workers run, and nimbus answers with the workers it wants here.
 supervisor starts what is missing, stops what is no longer wanted, and restarts a worker
 that died (a non-zero exit or a signal) on the same port, where its peers' sockets
 reconnect by themselves. A worker that exited 0 was stopped by nimbus and is not
-restarted. When nimbus is down the supervisor keeps the last answer and keeps its workers
-running and restarted.
+restarted. A worker whose heartbeat file has not been touched for `worker_timeout`
+seconds (Storm's `supervisor.worker.timeout.secs`: a hung process) is killed and
+restarted the same way. When nimbus is down the supervisor keeps the last answer, and
+keeps its workers running and restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +47,8 @@ class Slot:
     proc: subprocess.Popen | None = None
     restarts: int = 0
     finished: bool = False
+    started: float = 0.0
+    heartbeat_file: str = ""
     log: Any = field(default=None, repr=False)
 
 
@@ -57,6 +64,8 @@ class Supervisor:
         log_dir: str | None = None,
         heartbeat: float = HEARTBEAT,
         bind_host: str | None = None,
+        worker_timeout: float = 30.0,
+        state_dir: str | None = None,
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
@@ -69,6 +78,9 @@ class Supervisor:
         self.keys_dir = keys_dir
         self.heartbeat = heartbeat
         self.log_dir = log_dir
+        self.worker_timeout = worker_timeout
+        self._own_state = state_dir is None  # heartbeat files: ours to remove at close
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -97,6 +109,8 @@ class Supervisor:
     def close(self) -> None:
         for s in self.slots.values():
             self._terminate(s)
+        if self._own_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
         self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -149,25 +163,44 @@ class Supervisor:
 
     # -- worker processes -----------------------------------------------------------------------
     def _watch(self) -> None:
+        now = time.time()
         for s in self.slots.values():
             if s.proc is None or s.finished:
                 continue
             code = s.proc.poll()
             if code is None:
-                continue
-            if code == 0:
+                silent = now - self._last_beat(s)
+                if silent <= self.worker_timeout:
+                    continue
+                why = f"silent for {silent:.1f}s (worker timeout {self.worker_timeout:g}s)"
+                s.proc.kill()
+                s.proc.wait(10)
+            elif code == 0:
                 s.finished = True  # stopped by nimbus: its topology ended
                 continue
+            else:
+                why = f"exited with {code}"
             s.restarts += 1
             print(
-                f"supervisor {self.id}: worker {s.topology}/{s.index} exited with {code}; "
+                f"supervisor {self.id}: worker {s.topology}/{s.index} {why}; "
                 f"restarting it on port {s.port} (restart {s.restarts})",
                 file=sys.stderr,
                 flush=True,
             )
             self._launch(s)
 
+    def _last_beat(self, s: Slot) -> float:
+        """When the worker last touched its heartbeat file (its start, before the first)."""
+        try:
+            return max(os.stat(s.heartbeat_file).st_mtime, s.started)
+        except OSError:
+            return s.started
+
     def _launch(self, s: Slot) -> None:
+        s.heartbeat_file = os.path.join(self.state_dir, f"{s.topology}-{s.index}.heartbeat")
+        with contextlib.suppress(OSError):
+            os.unlink(s.heartbeat_file)
+        s.started = time.time()
         cmd = [
             sys.executable,
             "-m",
@@ -184,6 +217,8 @@ class Supervisor:
             f"tcp://{self.host}:{s.port}",
             "--heartbeat",
             str(self.heartbeat),
+            "--heartbeat-file",
+            s.heartbeat_file,
         ]
         if self.keys_dir:
             cmd += ["--keys", self.keys_dir]

@@ -164,10 +164,13 @@ def serve(
     advertise: str | None = None,
     security: Any = LOOPBACK,
     heartbeat: float = 0.0,
+    heartbeat_file: str | None = None,
 ) -> int:
     """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
     many seconds, so that a nimbus that restarted learns where its workers are and a
-    dead one is noticed; such a worker keeps running while its nimbus is down."""
+    dead one is noticed; such a worker keeps running while its nimbus is down. With
+    `heartbeat_file` it also touches that file each time (Storm's local heartbeat): its
+    supervisor restarts a worker whose file goes stale (a hung process)."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
@@ -183,12 +186,18 @@ def serve(
         info["address"] = server.link.address if server.link is not None else None
         sock.send_multipart(ct.request("hello", 0, info))
 
-    hello()
+    def beat() -> None:
+        hello()
+        if heartbeat_file:
+            with open(heartbeat_file, "a"):
+                os.utime(heartbeat_file)
+
+    beat()
     last_heard = last_hello = time.monotonic()
     try:
         while not server.done:
             if heartbeat and time.monotonic() - last_hello >= heartbeat:
-                hello()
+                beat()
                 last_hello = time.monotonic()
             if not sock.poll(POLL_MS):
                 if parent is not None and os.getppid() != parent:
@@ -229,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--advertise", default=None, help="the link address peers connect to")
     p.add_argument("--keys", default=None, help="CURVE keys directory (or STORMISH_KEYS)")
     p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
+    p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
     a = p.parse_args(argv)
     return serve(
         a.control,
@@ -240,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         advertise=a.advertise,
         security=security_for(a.keys),
         heartbeat=a.heartbeat,
+        heartbeat_file=a.heartbeat_file,
     )
 
 

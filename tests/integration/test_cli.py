@@ -230,3 +230,25 @@ def test_a_failing_after_run_is_named_and_exits_non_zero(tmp_path):
     out = stormish("run", str(f))
     assert out.returncode == 1
     assert "error: after_run: RuntimeError: query failed" in out.stderr
+
+
+def test_keys_are_written_once(tmp_path):
+    out = stormish("keys", str(tmp_path / "k"))
+    assert out.returncode == 0 and "cluster.key_secret" in out.stdout
+    again = stormish("keys", str(tmp_path / "k"))
+    assert again.returncode == 2 and "keys already exist" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nimbus", "--host", "0.0.0.0"], "refusing to bind 'tcp://0.0.0.0:6627'"),
+        (["supervisor", "--nimbus", "h", "--host", "h", "--ports", "x"], "--ports 'x'"),
+        (["nimbus", "--keys", "/nonexistent"], "no cluster key in '/nonexistent'"),
+        (["list", "--nimbus", "h:port"], "port 'port' is not a number"),
+    ],
+)
+def test_daemons_refuse_bad_settings_by_name(args, message, tmp_path):
+    out = stormish(*args, "--data", str(tmp_path)) if args[0] == "nimbus" else stormish(*args)
+    assert out.returncode == 2, out.stdout
+    assert message in out.stderr

@@ -43,7 +43,7 @@ def free_ports(n: int) -> list[int]:
 class Cluster:
     """nimbus + supervisors as child processes, on loopback (or with CURVE keys)."""
 
-    def __init__(self, tmp, keys: str | None = None, supervisors: int = 2):
+    def __init__(self, tmp, keys: str | None = None, supervisors: int = 2, worker_timeout=30):
         self.tmp = tmp
         self.keys = keys
         self.env = _child_env()
@@ -64,6 +64,8 @@ class Cluster:
                     f"s{i}",
                     "--ports",
                     ",".join(map(str, ports)),
+                    "--worker-timeout",
+                    str(worker_timeout),
                     log=f"s{i}.log",
                 )  # fmt: skip
             )
@@ -81,7 +83,7 @@ class Cluster:
     def start_nimbus(self) -> None:
         self.nimbus = self._spawn(
             "nimbus", "--port", str(self.api), "--control-port", str(self.control),
-            "--data", os.path.join(self.tmp, "nimbus-data"), "--supervisor-timeout", "5",
+            "--data", os.path.join(self.tmp, "nimbus-data"), "--task-timeout", "5",
             log="nimbus.log",
         )  # fmt: skip
 
@@ -217,6 +219,29 @@ def test_a_killed_worker_is_restarted_by_its_supervisor_and_the_run_completes(cl
     logs = cluster.log("s0.log") + cluster.log("s1.log")
     assert "restarting it on port" in logs
     assert "worker 1" in cluster.log("nimbus.log") or "worker 0" in cluster.log("nimbus.log")
+
+
+@pytest.fixture
+def quick_cluster(tmp_path):
+    c = Cluster(str(tmp_path), worker_timeout=2)
+    yield c
+    c.close()
+
+
+def test_a_hung_worker_is_killed_and_restarted_after_the_worker_timeout(quick_cluster):
+    c = quick_cluster
+    c.call("submit", (slow_wordcount("hung"), {}))
+    c.wait_status("hung", "running")
+    stats = c.call("stats", "hung")
+    spout_worker = stats.tasks[next(t for t, s in stats.tasks.items() if s.component == "s")].worker
+    poll_for(lambda: len(c.workers()) == 2, 30, 0.1, "two workers")
+    (victim,) = [p for p in c.workers() if f"--index {1 - spout_worker} " in " ".join(p.cmdline())]
+    victim.send_signal(signal.SIGSTOP)  # alive, but silent: no exit for a supervisor to see
+    c.wait_status("hung", "complete", timeout=90)
+    assert c.call("stats", "hung").components["s"].acked == len(SENTENCES)
+    logs = c.log("s0.log") + c.log("s1.log")
+    assert "silent for" in logs and "(worker timeout 2s); restarting it" in logs
+    assert not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE
 
 
 def test_workers_keep_running_while_nimbus_restarts(cluster):
