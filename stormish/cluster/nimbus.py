@@ -33,7 +33,7 @@ from typing import Any
 import cloudpickle
 import zmq
 
-from ..errors import StormishError, WorkerError
+from ..errors import ConfigError, StormishError, WorkerError
 from ..runtime import control as ct
 from ..runtime.plan import build_plan
 from ..runtime.running import RunningTopology
@@ -195,6 +195,12 @@ class Nimbus:
         supervisor_timeout: float = 30.0,
         worker_timeout: float = 3.0,
     ):
+        security.check_bind(api_bind)
+        if advertise_host is None and _host(control_bind) in ("0.0.0.0", "::", "*"):
+            raise ConfigError(
+                f"nimbus listens on {_host(control_bind)!r}, which workers on other hosts "
+                "cannot connect to: give the host name they reach it by (--advertise)"
+            )
         self.security = security
         self.store = Store(data_dir)
         self.supervisor_timeout = supervisor_timeout
@@ -401,6 +407,9 @@ class Nimbus:
         if d.status in ENDED:
             return
         try:
+            if d.status == "starting" and d.kill_at is not None:
+                self._end(d, "killed")  # never ran: nothing to drain
+                return
             if len(d.slots) < d.plan.workers:
                 self._place(d)
             if d.status == "starting":
@@ -416,55 +425,60 @@ class Nimbus:
         return self.control.hellos.get((d.name, index))
 
     def _start(self, d: Deployment) -> None:
-        """Once every worker said hello: those that say they run (nimbus restarted under
-        them) are adopted; the others get the topology; all learn where the others
-        listen; the new ones start."""
+        """Once every worker said hello, bring each where it should be: a new one gets
+        the topology, all learn where the others listen, and whatever is not running
+        starts; one already running (nimbus restarted under it) is adopted as it is."""
         hellos = [self._hello(d, i) for i in range(d.plan.workers)]
         if len(d.slots) < d.plan.workers or any(h is None for h in hellos):
             return
-        fresh = []
         for h, w in zip(hellos, d.handles, strict=True):
             w.ident, w.worker_pid = h.ident, h.pid
-            if h.info.get("state") == "running":
-                w.address = h.info.get("address")
-            else:
-                w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
-                fresh.append(w)
-        book = {w.index: w.address for w in d.handles}
-        for w in d.handles:
-            w._ask("peers", book)
-        for w in fresh:
-            w._ask("start")
+        fresh = self._bring_up(
+            d, [(w, h.info.get("state")) for w, h in zip(d.handles, hellos, strict=True)]
+        )
         adopted = len(d.handles) - len(fresh)
         print(f"nimbus: {d.name}: running ({len(fresh)} started, {adopted} adopted)", flush=True)
         d.status = "running"
         self._save(d)
 
+    def _bring_up(self, d: Deployment, workers: list[tuple[ClusterWorker, Any]]) -> list:
+        """Assign (state new), tell every live worker the address book, start (state not
+        running); returns the workers started. The states are those their hellos gave
+        before this began: a hello that arrives meanwhile must not change the plan."""
+        fresh = []
+        for w, state in workers:
+            if state == "new":
+                w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
+            else:
+                w.address = self._hello(d, w.index).info.get("address")
+            if state != "running":
+                fresh.append(w)
+        book = {w.index: w.address for w in d.handles}
+        for w in d.handles:
+            if w.alive():
+                w._ask("peers", book)
+        for w in fresh:
+            w._ask("start")
+        return fresh
+
     def _tend(self, d: Deployment) -> None:
-        moved = False
+        changed = []
         for w in d.handles:
             h = self._hello(d, w.index)
             if h is None or h.pid == w.worker_pid or time.monotonic() - h.heard > 5.0:
                 continue
             w.ident, w.worker_pid = h.ident, h.pid
             w._final, w._failure, w.stopped = None, None, False
-            if h.info.get("state") == "running":  # nimbus restarted under it
+            state = h.info.get("state")
+            if state == "running":  # nimbus restarted under it
                 w.address = h.info.get("address")
                 print(f"nimbus: {d.name}: worker {w.index} adopted (pid {h.pid})", flush=True)
                 continue
             d.restarts += 1
             print(f"nimbus: {d.name}: worker {w.index} restarted (pid {h.pid})", flush=True)
-            w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
-            moved = True
-        if moved:
-            book = {w.index: w.address for w in d.handles}
-            for w in d.handles:
-                if w.alive():
-                    w._ask("peers", book)
-            for w in d.handles:
-                h = self._hello(d, w.index)
-                if w.alive() and h is not None and h.info.get("state") != "running":
-                    w._ask("start")
+            changed.append((w, state))
+        if changed:
+            self._bring_up(d, changed)
         now = time.monotonic()
         if d.kill_at is not None and now >= d.kill_at:
             self._end(d, "killed")

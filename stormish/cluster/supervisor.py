@@ -219,6 +219,8 @@ class Supervisor:
             str(self.heartbeat),
             "--heartbeat-file",
             s.heartbeat_file,
+            "--parent",
+            str(os.getpid()),  # a worker does not outlive its supervisor (its ports would)
         ]
         if self.keys_dir:
             cmd += ["--keys", self.keys_dir]

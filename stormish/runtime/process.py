@@ -51,6 +51,7 @@ class WorkerServer:
         self.worker: Any = None
         self.link: Any = None
         self.linked = False
+        self.started = False
         self.done = False
 
     def handle(self, verb: str, payload: Any) -> Any:
@@ -103,6 +104,15 @@ class WorkerServer:
     def do_start(self, _payload: Any) -> None:
         self._need()
         self.worker.start()
+        self.started = True
+
+    @property
+    def state(self) -> str:
+        """What a hello says: new (no topology yet), assigned (a topology, not started)
+        or running (executors started)."""
+        if self.worker is None:
+            return "new"
+        return "running" if self.started else "assigned"
 
     def do_quiescence(self, _payload: Any) -> dict[str, Any]:
         self._need()
@@ -182,7 +192,7 @@ def serve(
 
     def hello() -> None:
         info = {"index": index, "pid": os.getpid(), "topology": topology}
-        info["state"] = "running" if server.linked else "new"
+        info["state"] = server.state
         info["address"] = server.link.address if server.link is not None else None
         sock.send_multipart(ct.request("hello", 0, info))
 

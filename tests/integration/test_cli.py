@@ -245,10 +245,13 @@ def test_keys_are_written_once(tmp_path):
         (["nimbus", "--host", "0.0.0.0"], "refusing to bind 'tcp://0.0.0.0:6627'"),
         (["supervisor", "--nimbus", "h", "--host", "h", "--ports", "x"], "--ports 'x'"),
         (["nimbus", "--keys", "/nonexistent"], "no cluster key in '/nonexistent'"),
+        (["nimbus", "--host", "0.0.0.0", "--keys", "KEYS"], "give the host name they reach"),
         (["list", "--nimbus", "h:port"], "port 'port' is not a number"),
     ],
 )
 def test_daemons_refuse_bad_settings_by_name(args, message, tmp_path):
+    stormish("keys", str(tmp_path / "keys"))
+    args = [str(tmp_path / "keys") if a == "KEYS" else a for a in args]
     out = stormish(*args, "--data", str(tmp_path)) if args[0] == "nimbus" else stormish(*args)
     assert out.returncode == 2, out.stdout
     assert message in out.stderr
