@@ -15,6 +15,8 @@ from typing import Any
 import click
 
 from . import config as _config
+from .cluster import commands as cc
+from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 
 STATUS_EVERY = 1.0
@@ -88,43 +90,9 @@ def run(
     sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
 
 
-def _nimbus_options(f: Any) -> Any:
-    f = click.option(
-        "--keys",
-        envvar="STORMISH_KEYS",
-        default=None,
-        help="CURVE keys directory of the cluster (or STORMISH_KEYS)",
-    )(f)
-    f = click.option(
-        "--nimbus",
-        envvar="STORMISH_NIMBUS",
-        default=None,
-        help="nimbus address host[:port] (or STORMISH_NIMBUS)",
-    )(f)
-    return f
-
-
-def _client(nimbus: str | None, keys: str | None) -> Any:
-    from .cluster.client import NimbusClient
-    from .transport.security import security_for
-
-    if not nimbus:
-        click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
-        sys.exit(2)
-    return _guard(lambda: NimbusClient(nimbus, security_for(keys)))
-
-
-def _call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -> Any:
-    client = _client(nimbus, keys)
-    try:
-        return _guard(lambda: client.call(verb, payload))
-    finally:
-        client.close()
-
-
 @main.command()
 @click.argument("topology_file", type=click.Path())
-@_nimbus_options
+@cc.nimbus_options
 @click.option("--wait", is_flag=True, help="wait until the topology ends and print its summary")
 @click.option("--timeout", type=float, default=None, help="with --wait: give up after seconds")
 @_run_options
@@ -150,16 +118,16 @@ def submit(
         sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
     from .loader import load_topology_file
 
-    conf = _guard(lambda: _overrides(pairs, profile, workers))
-    topology, _after = _guard(lambda: load_topology_file(topology_file))
-    client = _client(nimbus, keys)
+    conf = guard(lambda: _overrides(pairs, profile, workers))
+    topology, _after = guard(lambda: load_topology_file(topology_file))
+    client = cc.connect(nimbus, keys)
     try:
-        name = _guard(lambda: client.call("submit", (topology, conf)))
+        name = guard(lambda: client.call("submit", (topology, conf)))
         click.echo(f"submitted topology {name!r} to nimbus {client.address}")
         if not wait:
             return
-        code = _wait_remote(client, name, timeout)
-        stats = _guard(lambda: client.call("stats", name))
+        code = cc.wait_remote(client, name, timeout)
+        stats = guard(lambda: client.call("stats", name))
         _summary(stats, stats.status)
         if stats_json:
             with open(stats_json, "w") as fh:
@@ -167,224 +135,6 @@ def submit(
         sys.exit(code)
     finally:
         client.close()
-
-
-def _wait_remote(client: Any, name: str, timeout: float | None) -> int:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        row = next(r for r in _guard(lambda: client.call("list")) if r["name"] == name)
-        if row["status"] in ("complete", "killed"):
-            return 0
-        if row["status"] == "failed":
-            click.echo(f"error: topology {name!r} failed: {row['error']}", err=True)
-            return 1
-        if deadline is not None and time.monotonic() > deadline:
-            click.echo(f"error: topology {name!r} still {row['status']} after {timeout}s", err=True)
-            return 1
-        time.sleep(0.2)
-
-
-@main.command("list")
-@_nimbus_options
-def list_cmd(nimbus: str | None, keys: str | None) -> None:
-    """The topologies a nimbus knows, with their status and worker slots, and the
-    supervisors it hears from."""
-    rows = _call(nimbus, keys, "list")
-    for sup in _call(nimbus, keys, "supervisors"):
-        click.echo(
-            f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
-            f"{len(sup['running'])} workers, heard {sup['heard_seconds_ago']}s ago"
-        )
-    if not rows:
-        click.echo("no topologies")
-    for r in rows:
-        slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
-        line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
-        click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
-
-
-@main.command()
-@click.argument("name")
-@click.option("-w", "--wait", "wait_secs", type=float, default=0.0, help="seconds to drain")
-@_nimbus_options
-def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
-    """Deactivate NAME's spouts, wait, then stop its workers."""
-    _call(nimbus, keys, "kill", (name, wait_secs))
-    click.echo(f"killing topology {name!r} (after {wait_secs:g}s)")
-
-
-@main.command()
-@click.argument("name")
-@_nimbus_options
-def activate(name: str, nimbus: str | None, keys: str | None) -> None:
-    """Let NAME's spouts emit again."""
-    _call(nimbus, keys, "activate", name)
-
-
-@main.command()
-@click.argument("name")
-@_nimbus_options
-def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
-    """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
-    _call(nimbus, keys, "deactivate", name)
-
-
-@main.command()
-@click.argument("name")
-@click.option("-n", "--workers", type=click.IntRange(min=1), required=True)
-@_nimbus_options
-def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> None:
-    """Run NAME on a new number of workers (its workers restart, as in Storm)."""
-    _call(nimbus, keys, "rebalance", (name, workers))
-    click.echo(f"rebalancing topology {name!r} onto {workers} workers")
-
-
-@main.command()
-@click.argument("name")
-@click.option("--every", type=float, default=1.0, help="seconds between lines")
-@_nimbus_options
-def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
-    """Live rates, latencies, queue fill and backpressure of NAME, until it ends."""
-    client = _client(nimbus, keys)
-    last: dict[str, int] = {}
-    last_t = time.monotonic()
-    try:
-        while True:
-            s = _guard(lambda: client.call("stats", name))
-            now = time.monotonic()
-            parts = []
-            for c in s.components.values():
-                rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
-                last[c.component] = c.executed
-                fill = c.receive_population / max(c.receive_capacity, 1)
-                bp = " BP" if c.pending_emits else ""
-                parts.append(
-                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{bp}"
-                )
-            last_t = now
-            click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
-            if s.status not in ("running", "starting"):
-                return
-            time.sleep(every)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        client.close()
-
-
-@main.command()
-@click.option("--host", default="127.0.0.1", help="interface to listen on")
-@click.option("--port", type=int, default=6627, help="API port (clients, supervisors)")
-@click.option("--control-port", type=int, default=6628, help="worker control port")
-@click.option("--advertise", default=None, help="host name workers reach nimbus by")
-@click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
-@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
-@click.option(
-    "--task-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    help="nimbus.task.timeout.secs: a supervisor silent this long has its workers placed elsewhere",
-)
-@click.option(
-    "--worker-timeout",
-    type=float,
-    default=3.0,
-    help="seconds of silence before a worker counts as gone",
-)
-def nimbus(
-    host: str,
-    port: int,
-    control_port: int,
-    advertise: str | None,
-    data_dir: str,
-    keys: str | None,
-    task_timeout: float,
-    worker_timeout: float,
-) -> None:
-    """Run nimbus: accepts topologies and assigns their workers to supervisors."""
-    from .cluster.nimbus import Nimbus
-    from .transport.security import security_for
-
-    def make() -> Any:
-        return Nimbus(
-            f"tcp://{host}:{port}",
-            f"tcp://{host}:{control_port}",
-            data_dir,
-            security_for(keys),
-            advertise_host=advertise,
-            supervisor_timeout=task_timeout,
-            worker_timeout=worker_timeout,
-        )
-
-    _serve(_guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
-
-
-@main.command()
-@click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
-@click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
-@click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
-@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
-@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
-@click.option("--log-dir", default=None, help="where worker logs go (default: inherit)")
-@click.option(
-    "--worker-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    help="supervisor.worker.timeout.secs: a worker silent this long is killed and restarted",
-)
-def supervisor(
-    nimbus_spec: str,
-    ports: str,
-    host: str,
-    supervisor_id: str | None,
-    keys: str | None,
-    log_dir: str | None,
-    worker_timeout: float,
-) -> None:
-    """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
-    from .cluster.client import nimbus_address
-    from .cluster.supervisor import Supervisor
-    from .transport.security import security_for
-
-    def make() -> Any:
-        try:
-            slot_ports = [int(p) for p in ports.split(",") if p.strip()]
-        except ValueError:
-            raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
-        return Supervisor(
-            nimbus_address(nimbus_spec),
-            slot_ports,
-            host,
-            security_for(keys),
-            keys_dir=keys,
-            supervisor_id=supervisor_id,
-            log_dir=log_dir,
-            worker_timeout=worker_timeout,
-        )
-
-    sup = _guard(make)
-    _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
-
-
-def _serve(daemon: Any, banner: str) -> None:
-    signal.signal(signal.SIGTERM, daemon.stop)
-    signal.signal(signal.SIGINT, daemon.stop)
-    click.echo(banner)
-    try:
-        daemon.serve()
-    finally:
-        daemon.close()
-
-
-@main.command()
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--force", is_flag=True, help="replace existing keys")
-def keys(directory: str, force: bool) -> None:
-    """Create the cluster's CURVE key pair in DIRECTORY (give it to every daemon)."""
-    from .cluster.keys import create
-
-    public, secret = _guard(lambda: create(directory, force))
-    click.echo(f"wrote {public} and {secret} (keep the secret file private)")
 
 
 @main.command("config")
@@ -426,19 +176,10 @@ def worker_cmd(
             0.0,
             topology=topology,
             advertise=advertise,
-            security=_guard(lambda: security_for(keys)),
+            security=guard(lambda: security_for(keys)),
             heartbeat=heartbeat,
         )
     )
-
-
-def _guard(fn: Any) -> Any:
-    """Run `fn`; a StormishError (a bad option, missing keys) becomes a clear exit 2."""
-    try:
-        return fn()
-    except StormishError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
 
 
 def _run_local(
@@ -554,6 +295,13 @@ def _summary(stats: Any, why: str) -> None:
         )
     if stats.error:
         click.echo(f"note: {stats.error}")
+
+
+for _command in (
+    cc.list_cmd, cc.kill, cc.activate, cc.deactivate, cc.rebalance, cc.monitor,
+    cc.nimbus, cc.supervisor, cc.keys,
+):  # fmt: skip
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,275 @@
+"""The cluster commands of `stormish`: nimbus, supervisor, keys, and the client commands
+that talk to a nimbus (list, kill, activate, deactivate, rebalance, monitor). `cli.py`
+adds them to the `stormish` group; `submit` there uses the client helpers here."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..errors import StormishError
+
+
+def nimbus_options(f: Any) -> Any:
+    f = click.option(
+        "--keys",
+        envvar="STORMISH_KEYS",
+        default=None,
+        help="CURVE keys directory of the cluster (or STORMISH_KEYS)",
+    )(f)
+    f = click.option(
+        "--nimbus",
+        envvar="STORMISH_NIMBUS",
+        default=None,
+        help="nimbus address host[:port] (or STORMISH_NIMBUS)",
+    )(f)
+    return f
+
+
+def connect(nimbus: str | None, keys: str | None) -> Any:
+    from ..transport.security import security_for
+    from .client import NimbusClient
+
+    if not nimbus:
+        click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
+        sys.exit(2)
+    return guard(lambda: NimbusClient(nimbus, security_for(keys)))
+
+
+def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -> Any:
+    client = connect(nimbus, keys)
+    try:
+        return guard(lambda: client.call(verb, payload))
+    finally:
+        client.close()
+
+
+def wait_remote(client: Any, name: str, timeout: float | None) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        row = next(r for r in guard(lambda: client.call("list")) if r["name"] == name)
+        if row["status"] in ("complete", "killed"):
+            return 0
+        if row["status"] == "failed":
+            click.echo(f"error: topology {name!r} failed: {row['error']}", err=True)
+            return 1
+        if deadline is not None and time.monotonic() > deadline:
+            click.echo(f"error: topology {name!r} still {row['status']} after {timeout}s", err=True)
+            return 1
+        time.sleep(0.2)
+
+
+@click.command("list")
+@nimbus_options
+def list_cmd(nimbus: str | None, keys: str | None) -> None:
+    """The topologies a nimbus knows, with their status and worker slots, and the
+    supervisors it hears from."""
+    rows = call(nimbus, keys, "list")
+    for sup in call(nimbus, keys, "supervisors"):
+        click.echo(
+            f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
+            f"{len(sup['running'])} workers, heard {sup['heard_seconds_ago']}s ago"
+        )
+    if not rows:
+        click.echo("no topologies")
+    for r in rows:
+        slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
+        line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
+        click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
+
+
+@click.command()
+@click.argument("name")
+@click.option("-w", "--wait", "wait_secs", type=float, default=0.0, help="seconds to drain")
+@nimbus_options
+def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
+    """Deactivate NAME's spouts, wait, then stop its workers."""
+    call(nimbus, keys, "kill", (name, wait_secs))
+    click.echo(f"killing topology {name!r} (after {wait_secs:g}s)")
+
+
+@click.command()
+@click.argument("name")
+@nimbus_options
+def activate(name: str, nimbus: str | None, keys: str | None) -> None:
+    """Let NAME's spouts emit again."""
+    call(nimbus, keys, "activate", name)
+
+
+@click.command()
+@click.argument("name")
+@nimbus_options
+def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
+    """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
+    call(nimbus, keys, "deactivate", name)
+
+
+@click.command()
+@click.argument("name")
+@click.option("-n", "--workers", type=click.IntRange(min=1), required=True)
+@nimbus_options
+def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> None:
+    """Run NAME on a new number of workers (its workers restart, as in Storm)."""
+    call(nimbus, keys, "rebalance", (name, workers))
+    click.echo(f"rebalancing topology {name!r} onto {workers} workers")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--every", type=float, default=1.0, help="seconds between lines")
+@nimbus_options
+def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
+    """Live rates, latencies, queue fill and backpressure of NAME, until it ends."""
+    client = connect(nimbus, keys)
+    last: dict[str, int] = {}
+    last_t = time.monotonic()
+    try:
+        while True:
+            s = guard(lambda: client.call("stats", name))
+            now = time.monotonic()
+            parts = []
+            for c in s.components.values():
+                rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
+                last[c.component] = c.executed
+                fill = c.receive_population / max(c.receive_capacity, 1)
+                bp = " BP" if c.pending_emits else ""
+                parts.append(
+                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{bp}"
+                )
+            last_t = now
+            click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
+            if s.status not in ("running", "starting"):
+                return
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", help="interface to listen on")
+@click.option("--port", type=int, default=6627, help="API port (clients, supervisors)")
+@click.option("--control-port", type=int, default=6628, help="worker control port")
+@click.option("--advertise", default=None, help="host name workers reach nimbus by")
+@click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
+@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option(
+    "--task-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    help="nimbus.task.timeout.secs: a supervisor silent this long has its workers placed elsewhere",
+)
+@click.option(
+    "--worker-timeout",
+    type=float,
+    default=3.0,
+    help="seconds of silence before a worker counts as gone",
+)
+def nimbus(
+    host: str,
+    port: int,
+    control_port: int,
+    advertise: str | None,
+    data_dir: str,
+    keys: str | None,
+    task_timeout: float,
+    worker_timeout: float,
+) -> None:
+    """Run nimbus: accepts topologies and assigns their workers to supervisors."""
+    from ..transport.security import security_for
+    from .nimbus import Nimbus
+
+    def make() -> Any:
+        return Nimbus(
+            f"tcp://{host}:{port}",
+            f"tcp://{host}:{control_port}",
+            data_dir,
+            security_for(keys),
+            advertise_host=advertise,
+            supervisor_timeout=task_timeout,
+            worker_timeout=worker_timeout,
+        )
+
+    _serve(guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
+
+
+@click.command()
+@click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
+@click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
+@click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
+@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
+@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option("--log-dir", default=None, help="where worker logs go (default: inherit)")
+@click.option(
+    "--worker-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    help="supervisor.worker.timeout.secs: a worker silent this long is killed and restarted",
+)
+def supervisor(
+    nimbus_spec: str,
+    ports: str,
+    host: str,
+    supervisor_id: str | None,
+    keys: str | None,
+    log_dir: str | None,
+    worker_timeout: float,
+) -> None:
+    """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
+    from ..transport.security import security_for
+    from .client import nimbus_address
+    from .supervisor import Supervisor
+
+    def make() -> Any:
+        try:
+            slot_ports = [int(p) for p in ports.split(",") if p.strip()]
+        except ValueError:
+            raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
+        return Supervisor(
+            nimbus_address(nimbus_spec),
+            slot_ports,
+            host,
+            security_for(keys),
+            keys_dir=keys,
+            supervisor_id=supervisor_id,
+            log_dir=log_dir,
+            worker_timeout=worker_timeout,
+        )
+
+    sup = guard(make)
+    _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
+
+
+def _serve(daemon: Any, banner: str) -> None:
+    signal.signal(signal.SIGTERM, daemon.stop)
+    signal.signal(signal.SIGINT, daemon.stop)
+    click.echo(banner)
+    try:
+        daemon.serve()
+    finally:
+        daemon.close()
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="replace existing keys")
+def keys(directory: str, force: bool) -> None:
+    """Create the cluster's CURVE key pair in DIRECTORY (give it to every daemon)."""
+    from .keys import create
+
+    public, secret = guard(lambda: create(directory, force))
+    click.echo(f"wrote {public} and {secret} (keep the secret file private)")
+
+
+def guard(fn: Any) -> Any:
+    """Run `fn`; a StormishError (a bad option, missing keys) becomes a clear exit 2."""
+    try:
+        return fn()
+    except StormishError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)

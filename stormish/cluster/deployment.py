@@ -1,0 +1,152 @@
+"""A topology as nimbus runs it: its plan, its worker slots, and handles on its workers.
+
+`ClusterWorker` is the local cluster's `WorkerHandle` for a worker a supervisor runs: it
+is known by its hellos (heartbeats), not as a child process, and a worker that is silent
+is not waited for (its supervisor restarts it). `Deployment` keeps what nimbus persists
+(status, slots, epoch) and hands `RunningTopology` its workers, so that completion,
+statistics and stopping work as on the local cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from ..errors import WorkerError
+from ..runtime.plan import build_plan
+from ..runtime.running import RunningTopology
+from ..runtime.worker import acker_bolt
+from ..runtime.workers import WorkerHandle
+from ..topology import Topology
+
+if TYPE_CHECKING:
+    from .nimbus import Nimbus
+
+# Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
+ASK_TIMEOUT = 5.0
+# what a worker that is not there says: never complete while one is missing
+NOT_QUIET = {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0, "dropped": 0}
+
+
+class ClusterWorker(WorkerHandle):
+    """A worker run by a supervisor: known by its hellos, not by a child process."""
+
+    def __init__(self, deployment: Deployment, index: int, nimbus: Nimbus):
+        super().__init__(deployment, index)  # type: ignore[arg-type]
+        self.nimbus = nimbus
+        self.deployment = deployment
+        self.worker_pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.worker_pid
+
+    def alive(self) -> bool:
+        h = self.nimbus.control.hellos.get((self.deployment.name, self.index))
+        return (
+            h is not None
+            and h.pid == self.worker_pid
+            and time.monotonic() - h.heard < self.nimbus.worker_timeout
+        )
+
+    def _ask(self, verb: str, payload: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
+        return super()._ask(verb, payload, timeout)
+
+    def failure(self) -> str | None:
+        return self._failure  # a dead process is the supervisor's to restart
+
+    def quiescence(self) -> dict[str, Any]:
+        if self._final is None and not self.alive():
+            return dict(NOT_QUIET)
+        try:
+            return super().quiescence()
+        except WorkerError:
+            if self.alive():
+                raise
+            return dict(NOT_QUIET)  # it died while asked: its supervisor restarts it
+
+    def stats_snapshot(self) -> tuple[list, dict]:
+        if self._final is None and not self.alive():
+            return [], {}  # gone: its supervisor restarts it; its counters went with it
+        try:
+            return super().stats_snapshot()
+        except WorkerError:
+            if self.alive():
+                raise
+            return [], {}
+
+    def set_active(self, active: bool) -> None:
+        try:
+            super().set_active(active)
+        except WorkerError:
+            if self.alive():
+                raise
+
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        self.stopped = True
+        if not self.alive():
+            return []
+        try:
+            self._final = self._ask("stop", timeout, timeout=timeout + 10)
+            return list(self._final["stuck"])
+        except WorkerError as exc:
+            return [f"worker {self.index}: {exc}"]
+
+
+class Deployment:
+    """One submitted topology on the cluster."""
+
+    def __init__(self, nimbus: Nimbus, topology: Topology, conf: dict[str, Any]):
+        self.nimbus = nimbus
+        self.name = topology.name
+        self.topology = topology
+        self.conf = conf
+        self.control = nimbus.control  # what WorkerHandle asks through
+        self.status = "starting"
+        self.slots: dict[int, tuple[str, int]] = {}
+        self.error: str | None = None
+        self.kill_at: float | None = None
+        self.submitted = time.time()
+        self.restarts = 0
+        self.epoch = 0
+        self._last_key: Any = None
+        self._next_check = 0.0
+        self.replan()
+
+    def replan(self) -> None:
+        """A fresh plan and workers (submit, rebalance): the epoch tells supervisors to
+        start new processes even on the same ports, and old hellos mean nothing now."""
+        self.epoch += 1
+        for key in [k for k in self.control.hellos if k[0] == self.name]:
+            del self.control.hellos[key]
+        self.plan = build_plan(self.topology, self.conf, acker_bolt())
+        self.blob = cloudpickle.dumps((self.topology, self.conf, dict(self.plan.assignment)))
+        self.handles = [ClusterWorker(self, i, self.nimbus) for i in range(self.plan.workers)]
+        self.running = RunningTopology(self.topology, self.plan, self.handles)
+        self.running.group = self
+
+    def close(self) -> None:
+        """RunningTopology calls this when it finishes: the slots are free again."""
+        self.slots = {}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "workers": self.plan.workers,
+            "slots": {str(i): list(s) for i, s in self.slots.items()},
+            "error": self.error,
+            "submitted": self.submitted,
+            "epoch": self.epoch,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "workers": self.plan.workers,
+            "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(self.slots.items())},
+            "uptime_seconds": round(time.time() - self.submitted, 1),
+            "error": self.error,
+        }
