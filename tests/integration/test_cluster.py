@@ -277,8 +277,23 @@ def test_kill_rebalance_and_clear_errors(cluster):
     assert cluster.call("stats", "endless").workers == 1
     cluster.call("deactivate", "endless")
     cluster.call("activate", "endless")
-    cluster.call("kill", ("endless", 0))
-    cluster.wait_status("endless", "killed")
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "endless", "--every", "0.2",
+         "--nimbus", f"127.0.0.1:{cluster.api}"],
+        env=cluster.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = monitor.stdout.readline()
+        assert first.startswith("endless [running] ") and "null " in first, first
+        cluster.call("kill", ("endless", 0))
+        cluster.wait_status("endless", "killed")
+        rest = monitor.communicate(timeout=60)[0]
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+            monitor.wait(10)
+    assert monitor.returncode == 0
+    assert rest.strip().splitlines()[-1].startswith("endless [killed]")
     poll_for(lambda: not cluster.workers(), 30, 0.1, "the workers gone")
 
 
