@@ -24,7 +24,7 @@ from stormish.loader import load_topology
 from stormish.testing import poll_for
 from stormish.transport.security import Curve
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]  # a first build debootstraps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMPOSE = os.path.join(REPO, "docker", "compose.yaml")
