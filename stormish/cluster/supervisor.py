@@ -225,6 +225,9 @@ class Supervisor:
         if self.keys_dir:
             cmd += ["--keys", self.keys_dir]
         out: Any = None
+        if s.log is not None:  # a restart: the previous incarnation's handle
+            s.log.close()
+            s.log = None
         if self.log_dir:
             os.makedirs(self.log_dir, exist_ok=True)
             path = os.path.join(self.log_dir, f"{s.topology}-worker-{s.index}.log")

@@ -66,6 +66,8 @@ class Cluster:
                     ",".join(map(str, ports)),
                     "--worker-timeout",
                     str(worker_timeout),
+                    "--log-dir",
+                    os.path.join(tmp, f"s{i}-workers"),
                     log=f"s{i}.log",
                 )  # fmt: skip
             )
@@ -218,6 +220,12 @@ def test_a_killed_worker_is_restarted_by_its_supervisor_and_the_run_completes(cl
     assert stats.components["s"].acked == len(SENTENCES)  # every tree, some replayed
     logs = cluster.log("s0.log") + cluster.log("s1.log")
     assert "restarting it on port" in logs
+    worker_logs = [
+        os.path.join(cluster.tmp, f"s{i}-workers", f"slow-worker-{w}.log")
+        for i in (0, 1)
+        for w in (0, 1)
+    ]
+    assert sum(os.path.exists(p) for p in worker_logs) == 2  # one log per worker, kept
     assert "worker 1" in cluster.log("nimbus.log") or "worker 0" in cluster.log("nimbus.log")
 
 
