@@ -35,6 +35,27 @@ from .api import API_VERBS
 HEARTBEAT = 1.0
 
 
+Key = tuple[str, int]  # (topology, worker index)
+Spec = tuple[int, str, int]  # (port, control address, epoch)
+
+
+def changes(
+    have: dict[Key, Spec], wanted: list[dict[str, Any]]
+) -> tuple[list[Key], dict[Key, Spec]]:
+    """Which workers to stop and which to start so that `have` becomes `wanted` (each
+    `topology`, `index`, `port`, `control`, `epoch`). A worker whose port, control
+    address or epoch changed is stopped and started again: a new epoch is a new process
+    even on the same port. Pure, for tests; the supervisor does the I/O."""
+    want: dict[Key, Spec] = {}
+    for w in wanted:
+        want[(w["topology"], int(w["index"]))] = (
+            int(w["port"]), str(w["control"]), int(w.get("epoch", 0))
+        )  # fmt: skip
+    stop = [k for k, spec in have.items() if want.get(k) != spec]
+    start = {k: spec for k, spec in want.items() if have.get(k) != spec}
+    return stop, start
+
+
 @dataclass
 class Slot:
     """One worker this supervisor runs (or ran) for nimbus."""
@@ -145,21 +166,14 @@ class Supervisor:
         self.reconcile(wanted)
 
     def reconcile(self, wanted: list[dict[str, Any]]) -> None:
-        """Make the running workers what nimbus wants (`topology`, `index`, `port`,
-        `control`, `epoch` each: a new epoch is a new process even on the same port)."""
-        keep = set()
-        for w in wanted:
-            key = (w["topology"], int(w["index"]))
-            keep.add(key)
-            spec = (int(w["port"]), w["control"], int(w.get("epoch", 0)))
-            s = self.slots.get(key)
-            if s is None or (s.port, s.control, s.epoch) != spec:
-                if s is not None:
-                    self._terminate(s)
-                self.slots[key] = s = Slot(key[0], key[1], *spec)
-                self._launch(s)
-        for key in [k for k in self.slots if k not in keep]:
+        """Make the running workers what nimbus wants."""
+        have = {k: (s.port, s.control, s.epoch) for k, s in self.slots.items()}
+        stop, start = changes(have, wanted)
+        for key in stop:
             self._terminate(self.slots.pop(key))
+        for key, spec in start.items():
+            self.slots[key] = s = Slot(key[0], key[1], *spec)
+            self._launch(s)
 
     # -- worker processes -----------------------------------------------------------------------
     def _watch(self) -> None:
