@@ -246,6 +246,9 @@ class BoltExecutor(Executor):
                 self._leave_bp(now())
                 if self.on_cycle:
                     self.worker.cycle_congestion(self.task, False)
+                # what was emitted while parked may sit in partial outboxes: the next idle
+                # spell must begin with a flush, or with no more input it sat for ever
+                idle = 0
             batches = q.consume()
             if batches is not None:
                 idle = 0
