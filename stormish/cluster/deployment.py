@@ -36,7 +36,6 @@ class ClusterWorker(WorkerHandle):
     def __init__(self, deployment: Deployment, index: int, nimbus: Nimbus):
         super().__init__(deployment, index)  # type: ignore[arg-type]
         self.nimbus = nimbus
-        self.deployment = deployment
         self.worker_pid: int | None = None
 
     @property
@@ -44,7 +43,7 @@ class ClusterWorker(WorkerHandle):
         return self.worker_pid
 
     def alive(self) -> bool:
-        h = self.nimbus.control.hellos.get((self.deployment.name, self.index))
+        h = self.nimbus.control.hellos.get((self.group.name, self.index))
         return (
             h is not None
             and h.pid == self.worker_pid

@@ -43,7 +43,7 @@ from .store import Store
 
 ENDED = ("complete", "killed", "failed")
 COMPLETION_EVERY = 0.1
-REQUEST_TIMEOUT = 15.0
+ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
 
 
 @dataclass
@@ -82,7 +82,6 @@ class Nimbus:
         security.check_bind(api_bind)
         security.server(self.api)
         self.api.bind(api_bind)
-        self.api_address = api_bind
         self.control = ControlServer(control_bind, security)
         host = advertise_host or _host(self.control.address)
         self.control_address = f"tcp://{host}:{self.control.address.rsplit(':', 1)[1]}"
@@ -319,7 +318,7 @@ class Nimbus:
         fresh = []
         for w, state in workers:
             if state == "new":
-                w.address = w._ask("assign", d.blob, timeout=REQUEST_TIMEOUT * 4)
+                w.address = w._ask("assign", d.blob, timeout=ASSIGN_TIMEOUT)
             else:
                 w.address = self._hello(d, w.index).info.get("address")
             if state != "running":
