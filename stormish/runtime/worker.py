@@ -18,11 +18,13 @@ import cloudpickle
 from ..clock import SYSTEM_CLOCK, Clock
 from ..tuple import TICK_STREAM
 from .acker import AckerBolt
+from .bolt_executor import BoltExecutor
 from .collector import Collector
 from .context import TopologyContext
-from .executor import BoltExecutor, Executor, SpoutExecutor
+from .executor import Executor
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
+from .spout_executor import SpoutExecutor
 from .stats import TaskStats
 from .ticks import TickSchedule
 

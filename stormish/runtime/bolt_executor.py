@@ -1,0 +1,234 @@
+"""The bolt executor: Storm 2.0's bolt loop on one thread per task.
+
+Bolt loop: flush the pendingEmitQ first (stopping at the first refusal); while anything
+remains parked, read no new input and idle under the backpressure wait strategy, except
+on a cycle (below); otherwise consume everything queued, execute it, and idle under the
+bolt wait strategy when there is nothing.
+
+Cycles (beyond Storm, whose STORM-3637 topologies deadlock): an executor on a cycle of
+the topology graph keeps consuming input while parked, as long as its pendingEmitQ holds
+fewer than `topology.cycle.drain.budget` tuples; a parked executor that stops draining is
+what closes the wait cycle. While such an executor holds more than half its budget, the
+spouts upstream of the cycle stop calling `next_tuple`, so a cycle under sustained
+overload is not fed faster than it drains. The cycle then always moves: every executor
+on it either consumes (freeing room for its upstream) or has room in its budget, and the
+tuples the cycle holds are bounded by what the spouts injected, which
+`topology.max.spout.pending` bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..component import BasicBolt, Bolt
+from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
+from . import wait
+from .acker import AckerBolt
+from .executor import Executor, noop
+
+
+class BoltExecutor(Executor):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.idle_wait = wait.from_config(self.conf, "bolt")
+        self.is_acker = isinstance(self.obj, AckerBolt)
+        self.basic = isinstance(self.obj, BasicBolt)
+        self._bind()
+
+    def _bind(self) -> None:
+        obj, col = self.obj, self.collector
+        col.basic = self.basic
+        if not col.acking:
+            obj.emit = col.emit
+            obj.emit_many = col.emit_many
+            obj.ack = self._count_ack
+            obj.fail = self._count_fail
+            obj.ack_batch = self._count_ack_batch
+            obj.fail_batch = self._count_fail_batch
+            obj.reset_timeout = noop
+        else:
+            if self.basic:
+                obj.emit, obj.emit_many = col.emit_basic_tracked, col.emit_many_basic_tracked
+            else:
+                obj.emit, obj.emit_many = col.emit_bolt_tracked, col.emit_many_bolt_tracked
+            obj.ack = self._ack
+            obj.fail = self._fail
+            obj.ack_batch = self._ack_batch
+            obj.fail_batch = self._fail_batch
+            obj.reset_timeout = col.reset_timeout
+        obj.emit_direct = col.emit_direct
+        obj.report_error = self.report_error
+
+    def _count_ack(self, tup: Tuple) -> None:
+        self.acked += 1
+
+    def _count_fail(self, tup: Tuple) -> None:
+        self.failed += 1
+
+    def _count_ack_batch(self, batch: TupleBatch) -> None:
+        self.acked += len(batch)
+
+    def _count_fail_batch(self, batch: TupleBatch) -> None:
+        self.failed += len(batch)
+
+    def _ack(self, tup: Tuple) -> None:
+        self.acked += 1
+        self.collector.ack(tup)
+
+    def _ack_batch(self, batch: TupleBatch) -> None:
+        self.acked += len(batch)
+        self.collector.ack_batch(batch)
+
+    def _fail_batch(self, batch: TupleBatch) -> None:
+        self.failed += len(batch)
+        self.collector.fail_batch(batch)
+
+    def _fail(self, tup: Tuple) -> None:
+        self.failed += 1
+        self.collector.fail(tup)
+
+    def run(self) -> None:
+        self.obj.prepare(self.conf, self.context)
+        try:
+            self._loop()
+        finally:
+            self.collector.flush_all()
+            self.obj.cleanup()
+
+    def _loop(self) -> None:
+        q, col, now = self.queue, self.collector, self.clock.now
+        pending = col.pending
+        if self.is_acker:
+            execute = self._execute_raw
+        elif type(self.obj).execute_batch is not Bolt.execute_batch:
+            execute = self._execute_user_batch
+        else:
+            execute = self._execute_batch
+        idle = 0
+        next_flush = now() + self.flush_every
+        while self.running:
+            if pending and not col.flush_pending():
+                t = now()
+                self._enter_bp(t)
+                drain = self.on_cycle and col.pending_count < self.budget and q.has_data()
+                if self.on_cycle:
+                    self.worker.cycle_congestion(self.task, col.pending_count * 2 > self.budget)
+                if not drain:
+                    idle = self.bp_wait.idle(idle)
+                    continue
+            elif self.bp_since is not None:
+                self._leave_bp(now())
+                if self.on_cycle:
+                    self.worker.cycle_congestion(self.task, False)
+                # what was emitted while parked may sit in partial outboxes: the next idle
+                # spell must begin with a flush, or with no more input it sat for ever
+                idle = 0
+            batches = q.consume()
+            if batches is not None:
+                idle = 0
+                t0 = now()
+                for batch in batches:
+                    execute(batch)
+                t1 = now()
+                self.exec_seconds += t1 - t0
+                if t1 >= next_flush:
+                    col.flush_all()
+                    col.refresh_load()
+                    next_flush = t1 + self.flush_every
+            else:
+                if idle == 0:
+                    col.flush_all()
+                    next_flush = now() + self.flush_every
+                idle = self.idle_wait.idle(idle, q)
+
+    def _execute_batch(self, batch: tuple) -> None:
+        src_task, stream, values, metas = batch
+        source = self.source(src_task, stream)
+        execute = self.obj.execute
+        n = len(values)
+        if metas is None:
+            if self.basic and not self.collector.acking:
+                for v in values:
+                    try:
+                        execute(Tuple(v, source))
+                    except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
+                        self._on_error(exc, None)
+                self.acked += n
+            else:
+                col = self.collector
+                for v in values:
+                    t = Tuple(v, source)
+                    col.current = t
+                    try:
+                        execute(t)
+                    except Exception as exc:  # noqa: BLE001
+                        self._on_error(exc, t)
+        elif self.basic:
+            col = self.collector
+            ack, fail = col.ack, col.fail
+            failed = 0
+            for v, m in zip(values, metas, strict=True):
+                t = TrackedTuple(v, source, m) if m else Tuple(v, source)
+                col.current = t
+                try:
+                    execute(t)
+                except Exception as exc:  # noqa: BLE001
+                    failed += 1
+                    self._record_error(exc, "execute")
+                    fail(t)
+                    continue
+                ack(t)
+            self.acked += n - failed
+            self.failed += failed
+        else:
+            for v, m in zip(values, metas, strict=True):
+                t = TrackedTuple(v, source, m) if m else Tuple(v, source)
+                try:
+                    execute(t)
+                except Exception as exc:  # noqa: BLE001
+                    self._on_error(exc, t)
+        if stream != TICK_STREAM:
+            self.consumed += n
+        self.executed += n
+
+    def _execute_user_batch(self, batch: tuple) -> None:
+        src_task, stream, values, metas = batch
+        col = self.collector
+        tb = TupleBatch(values, self.source(src_task, stream), metas, col)
+        n = len(values)
+        try:
+            self.obj.execute_batch(tb)
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
+            self._record_error(exc, "execute")
+            if self.basic:
+                self.failed += n
+                if metas is not None:
+                    col.fail_batch(tb)
+        else:
+            if self.basic:
+                self.acked += n
+                if metas is not None:
+                    col.ack_batch(tb)
+        col.current = None
+        if stream != TICK_STREAM:
+            self.consumed += n
+        self.executed += n
+
+    def _on_error(self, exc: Exception, tup: Tuple | None) -> None:
+        self._record_error(exc, "execute")
+        if tup is not None and not self.basic:
+            self.obj.fail(tup)
+        elif tup is not None:
+            self.collector.fail(tup)
+            self.failed += 1
+        else:
+            self.failed += 1
+            self.acked -= 1
+
+    def _execute_raw(self, batch: tuple) -> None:
+        src_task, stream, values, _ = batch
+        self.obj.execute_raw(stream, values, self.collector.emit_direct_system)
+        n = len(values)
+        self.executed += n
+        if stream != TICK_STREAM:
+            self.consumed += n
