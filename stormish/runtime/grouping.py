@@ -124,7 +124,11 @@ class AckerRoute:
 
 
 class PartialKey:
-    """Two candidate tasks per key; the one that has been sent less so far wins."""
+    """Two candidate tasks per key; the one that has been sent less so far wins.
+
+    The two candidates always differ when there are two tasks or more (Storm's
+    RandomTwoTaskAssignmentCreator): the second is the first shifted by 1 to n-1 places,
+    so no key is ever pinned to one task (partial key grouping's whole point)."""
 
     def __init__(self, outboxes: Sequence[Any], indices: Sequence[int]):
         self.outboxes = list(outboxes)
@@ -135,7 +139,11 @@ class PartialKey:
         key = tuple(values[i] for i in self.indices) if self.indices else tuple(values)
         n = len(self.outboxes)
         h = stable_hash(key)
-        a, b = h % n, (h // 7919 + 1) % n
+        a = h % n
+        if n == 1:
+            self.sent[0] += 1
+            return self.outboxes[0]
+        b = (a + 1 + (h // n) % (n - 1)) % n
         i = a if self.sent[a] <= self.sent[b] else b
         self.sent[i] += 1
         return self.outboxes[i]

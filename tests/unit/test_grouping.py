@@ -287,16 +287,28 @@ def _two_candidates(key):
     return [p.pick([key]), p.pick([key])]
 
 
-def test_partial_key_uses_at_most_two_outboxes_per_key_and_balances_them():
-    two = 0
+def test_partial_key_uses_exactly_two_outboxes_per_key_and_balances_them():
     for i in range(50):
         p = PartialKey(BOXES, [0])
         counts = Counter(p.pick([f"k{i}", "v"]) for _ in range(20))
-        assert len(counts) <= 2
-        if len(counts) == 2:
-            two += 1
-            assert sorted(counts.values()) == [10, 10]
-    assert two > 25  # most keys get two candidates, unlike fields grouping
+        assert sorted(counts.values()) == [10, 10]  # every key has two candidates
+
+
+@given(st.integers(2, 17), st.text(max_size=12) | st.integers())
+def test_partial_key_candidates_always_differ_with_two_tasks_or_more(n, key):
+    boxes = [object() for _ in range(n)]
+    p = PartialKey(boxes, [0])
+    assert p.pick([key]) is not p.pick([key])
+
+
+def test_partial_key_with_two_tasks_splits_every_key_between_both():
+    """Issue 10 item 4: with 2 tasks the old candidates (h % n, (h // 7919 + 1) % n)
+    collided for about half the keys, pinning them to one task."""
+    two = [object(), object()]
+    for i in range(200):
+        p = PartialKey(two, [0])
+        counts = Counter(p.pick([f"key-{i}"]) for _ in range(100))
+        assert sorted(counts.values()) == [50, 50], f"key-{i}"
 
 
 def test_partial_key_splits_a_hot_key_where_fields_would_not():
