@@ -355,7 +355,7 @@ class Collector:
                     return
                 if not route.count_boxes:  # as _deliveries counts a fan-out
                     route.extra += 1
-                self._put_anchored(ob, values, (cur,), {meta[0][0]})
+                self._put_anchored(ob, values, (cur,))
                 return
         route = self._route(stream, values)
         self._emit_anchored(route, values, self.current if anchors is None else anchors)
@@ -367,21 +367,27 @@ class Collector:
             return
         if isinstance(anchors, Tuple):
             anchors = (anchors,)
-        roots = {r for a in anchors if a.meta for r, _ in a.meta}
-        if not roots:
-            self._put_all(obs, values, None)
-            return
-        self._put_anchored(obs, values, anchors, roots)
+        self._put_anchored(obs, values, anchors)
 
-    def _put_anchored(self, obs: list[Outbox], values: Sequence[Any], anchors: Any, roots: set):
-        """One fresh edge per delivery, XORed into every tracked anchor's ack value."""
-        rand = self.rand
+    def _put_anchored(self, obs: list[Outbox], values: Sequence[Any], anchors: Any) -> None:
         for ob in obs:
-            e = rand(63)
-            for a in anchors:
-                if a.meta:
-                    a.ack_val ^= e
-            self._put(ob, values, tuple((r, e) for r in roots))
+            self._put(ob, values, self._anchor(anchors))
+
+    def _anchor(self, anchors: Any) -> Any:
+        """Storm's rule, per delivery: a fresh edge id for each tracked anchor, XORed into
+        that anchor's ack value and, for each root the anchor belongs to, into the child's
+        id for that root. One edge shared by several anchors of one tree would cancel out
+        (XOR) and complete the tree before the child is acked."""
+        rand = self.rand
+        ids: dict[int, int] = {}
+        for a in anchors:
+            meta = a.meta
+            if meta:
+                e = rand(63)
+                a.ack_val ^= e
+                for r, _ in meta:
+                    ids[r] = ids.get(r, 0) ^ e
+        return tuple(ids.items()) if ids else None
 
     # -- emit_many: a batch of rows in one call (and, from a spout, one tuple tree) -----------
     def _route_rows(self, stream: str, rows: Sequence[Sequence[Any]]) -> Route:
@@ -463,12 +469,16 @@ class Collector:
         if anchors is not None:
             if isinstance(anchors, Tuple):
                 anchors = (anchors,)
-            roots = tuple({r for a in anchors if a.meta for r, _ in a.meta})
-            if roots:
-                xor = self._put_tree(route, rows, roots)
-                for a in anchors:
-                    if a.meta:
-                        a.ack_val ^= xor
+            tracked = [a for a in anchors if a.meta]
+            if len(tracked) == 1:  # the common case: one edge per delivery, in bulk
+                (a,) = tracked
+                a.ack_val ^= self._put_tree(route, rows, tuple(r for r, _ in a.meta))
+                return
+            if tracked:  # several anchors: an edge per anchor per delivery (_anchor)
+                put, deliveries, anchor = self._put, self._deliveries, self._anchor
+                for v in rows:
+                    for ob in deliveries(route, v):
+                        put(ob, v, anchor(tracked))
                 return
         self._put_rows(route, rows)
 
@@ -568,12 +578,7 @@ class Collector:
     def _emit_anchored_to(self, ob: Outbox, values: Sequence[Any], anchors: Any) -> None:
         if isinstance(anchors, Tuple):
             anchors = (anchors,)
-        roots = {r for a in anchors if a.meta for r, _ in a.meta}
-        e = self.rand(63)
-        for a in anchors:
-            if a.meta:
-                a.ack_val ^= e
-        self._put(ob, values, tuple((r, e) for r in roots) if roots else None)
+        self._put(ob, values, self._anchor(anchors))
 
     def emit_direct_system(self, task: int, values: Sequence[Any], stream: str) -> None:
         """For the acker: straight to a spout task's outbox."""
