@@ -21,6 +21,14 @@ from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
 COMPLETE, FAILED = "complete", "failed"
 
 
+def rotation_period(message_timeout: float) -> float:
+    """How often the acker's ledger rotates (a tick each period). An entry lives between
+    one and two periods, so the period is the whole message timeout (as Storm ticks its
+    acker): the spout fails a tree after 1 to 1.5 timeouts, and an ack that arrives
+    before then must still find the entry. Half a timeout lost acks that came at 0.8 x."""
+    return max(float(message_timeout), 0.05)
+
+
 class AckerLedger:
     """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task).
 
@@ -93,8 +101,6 @@ class AckerBolt(Bolt):
 
     def prepare(self, conf: Any, context: Any) -> None:
         self.ledger = AckerLedger()
-        timeout = conf["topology.message.timeout.secs"]
-        self.rotate_every = max(timeout / 2.0, 0.05)
         self.expired = 0
 
     def execute_raw(self, stream: str, values: list[Any], emit_direct: Any) -> None:

@@ -682,10 +682,16 @@ class Collector:
                 self._system(self._fail_route, (root,))
 
     def reset_timeout(self, tup: Tuple) -> None:
+        """Published at once, not when `execute` returns: a bolt resets a tree's timeout
+        because it is in the middle of a long `execute`."""
         meta = tup.meta
-        if meta:
+        route = self._reset_route
+        if meta and route is not None and route.single is not None:
             for root, _ in meta:
-                self._system(self._reset_route, (root,))
+                route.single((root,)).append((root,))
+            for ob in route.outboxes:
+                if ob:
+                    self.flush(ob)
 
     # -- publishing --------------------------------------------------------------------------
     def flush(self, ob: Outbox) -> None:

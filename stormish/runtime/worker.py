@@ -17,7 +17,7 @@ import cloudpickle
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..tuple import TICK_STREAM
-from .acker import AckerBolt
+from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .collector import Collector
 from .context import TopologyContext
@@ -156,7 +156,7 @@ class Worker:
         for t, ex in self.executors.items():
             f = ex.conf.get("topology.tick.tuple.freq.secs")
             if ex.component == ACKER:
-                f = max(self.plan.conf["topology.message.timeout.secs"] / 2.0, 0.05)
+                f = rotation_period(self.plan.conf["topology.message.timeout.secs"])
             if f and not ex.is_spout:
                 freqs[t] = float(f)
         return freqs

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
+from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger, rotation_period
 from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
 from stormish.tuple import TICK_STREAM
 
@@ -269,7 +269,7 @@ def test_acker_bolt_forwards_reset_to_known_spout_only():
 
 def test_acker_bolt_tick_rotates_and_counts_expired():
     bolt, out = prepared_acker(timeout=10), FakeDirect()
-    assert bolt.rotate_every == pytest.approx(5.0)
+    assert rotation_period(10) == pytest.approx(10.0)  # a tick per message timeout
     bolt.execute_raw(ACK_INIT, [(ROOT, 5, SPOUT)], out)
     bolt.execute_raw(TICK_STREAM, [("tick",)], out)
     assert bolt.expired == 0
