@@ -19,8 +19,6 @@ from .cluster import commands as cc
 from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 
-STATUS_EVERY = 1.0
-
 
 def _overrides(pairs: tuple[str, ...], profile: str | None, workers: int | None) -> dict:
     from .loader import load_profile
@@ -95,6 +93,9 @@ def run(
 @cc.nimbus_options
 @click.option("--wait", is_flag=True, help="wait until the topology ends and print its summary")
 @click.option("--timeout", type=float, default=None, help="with --wait: give up after seconds")
+@click.option(
+    "--inactive", is_flag=True, help="submit with spouts inactive (not opened) until activate"
+)
 @_run_options
 def submit(
     topology_file: str,
@@ -102,6 +103,7 @@ def submit(
     keys: str | None,
     wait: bool,
     timeout: float | None,
+    inactive: bool,
     pairs: tuple[str, ...],
     profile: str | None,
     seconds: float | None,
@@ -109,6 +111,11 @@ def submit(
     workers: int | None,
 ) -> None:
     """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
+    if not nimbus and inactive:
+        raise click.UsageError(
+            "--inactive needs a nimbus (--nimbus or STORMISH_NIMBUS): a topology submitted "
+            "inactive to the embedded local cluster could never be activated"
+        )
     if not nimbus:
         click.echo(
             "no nimbus configured (--nimbus or STORMISH_NIMBUS): running on the embedded "
@@ -122,8 +129,9 @@ def submit(
     topology, _after = guard(lambda: load_topology_file(topology_file))
     client = cc.connect(nimbus, keys)
     try:
-        name = guard(lambda: client.call("submit", (topology, conf)))
-        click.echo(f"submitted topology {name!r} to nimbus {client.address}")
+        name = guard(lambda: client.call("submit", (topology, conf, not inactive)))
+        state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
+        click.echo(f"submitted topology {name!r} to nimbus {client.address}{state}")
         if not wait:
             return
         code = cc.wait_remote(client, name, timeout)
@@ -236,7 +244,8 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
     tty = sys.stderr.isatty()
     start = time.monotonic()
     last_t, last_exec = start, 0
-    next_status = start + STATUS_EVERY
+    every = running.plan.conf["topology.stats.interval.secs"]  # each gathering asks every worker
+    next_status = start + every
     while not stop.is_set():
         try:
             running.wait_complete(0.05)
@@ -270,7 +279,7 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
                 f"backpressure: {', '.join(bp) or 'none'}{progress}\033[K"
             )
             sys.stderr.flush()
-            next_status = now + STATUS_EVERY
+            next_status = now + every
     if tty:
         sys.stderr.write("\n")
     return 0

@@ -33,8 +33,12 @@ class LocalCluster:
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
 
-    def submit(self, topology: Topology, config: Mapping[str, Any] | None = None) -> None:
-        """Validate and start a topology; nothing is started if any check fails."""
+    def submit(
+        self, topology: Topology, config: Mapping[str, Any] | None = None, active: bool = True
+    ) -> None:
+        """Validate and start a topology; nothing is started if any check fails.
+        `active=False` submits it inactive (Storm's `--inactive`): no spout is opened, so
+        nothing is emitted, until `activate(name)`."""
         from .runtime.running import RunningTopology
 
         if not isinstance(topology, Topology):
@@ -45,7 +49,7 @@ class LocalCluster:
         extra.update(config or {})
         if self.workers is not None:
             extra["topology.workers"] = self.workers
-        running = RunningTopology.start(topology, extra, clock=self.clock)
+        running = RunningTopology.start(topology, extra, clock=self.clock, active=active)
         self._running[topology.name] = running
 
     def _get(self, name: str) -> Any:

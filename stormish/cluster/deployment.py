@@ -110,6 +110,7 @@ class Deployment:
         self.submitted = time.time()
         self.restarts = 0
         self.epoch = 0
+        self.active = True  # spouts active; RunningTopology.set_active keeps it current
         self._last_key: Any = None
         self._next_check = 0.0
         self.replan()
@@ -138,6 +139,7 @@ class Deployment:
             "error": self.error,
             "submitted": self.submitted,
             "epoch": self.epoch,
+            "active": self.active,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -146,6 +148,7 @@ class Deployment:
             "status": self.status,
             "workers": self.plan.workers,
             "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(self.slots.items())},
+            "active": self.active,
             "uptime_seconds": round(time.time() - self.submitted, 1),
             "error": self.error,
         }

@@ -123,6 +123,7 @@ class Nimbus:
             d.status = state.get("status", "starting")
             d.submitted = state.get("submitted", time.time())
             d.epoch = int(state.get("epoch", d.epoch))
+            d.active = bool(state.get("active", True))
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
             self.deployments[name] = d
             print(f"nimbus: restored topology {name!r} ({d.status})", flush=True)
@@ -167,8 +168,11 @@ class Nimbus:
                     )  # fmt: skip
         return out
 
-    def api_submit(self, payload: tuple[Topology, dict[str, Any]]) -> str:
-        topology, extra = payload
+    def api_submit(self, payload: tuple) -> str:
+        """(topology, config) or (topology, config, active): inactive, no spout opens until
+        `activate` (Storm's --inactive)."""
+        topology, extra = payload[0], payload[1]
+        active = bool(payload[2]) if len(payload) > 2 else True
         if not isinstance(topology, Topology):
             raise StormishError(f"submit expects a Topology, got {type(topology).__name__}")
         old = self.deployments.get(topology.name)
@@ -176,6 +180,7 @@ class Nimbus:
             raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
         conf = topology.validate(extra)
         d = Deployment(self, topology, conf)
+        d.active = active
         self.store.forget(d.name)
         self.store.save_topology(d.name, topology, conf)
         self.deployments[d.name] = d
@@ -204,10 +209,14 @@ class Nimbus:
         d.kill_at = time.monotonic() + max(0.0, float(wait))
 
     def api_activate(self, name: str) -> None:
-        self._running(name).running.set_active(True)
+        d = self._running(name)
+        d.running.set_active(True)  # sets d.active: workers started later follow it
+        self._save(d)
 
     def api_deactivate(self, name: str) -> None:
-        self._running(name).running.set_active(False)
+        d = self._running(name)
+        d.running.set_active(False)
+        self._save(d)
 
     def api_rebalance(self, payload: tuple[str, int]) -> None:
         name, workers = payload
@@ -328,6 +337,8 @@ class Nimbus:
             if w.alive():
                 w._ask("peers", book)
         for w in fresh:
+            if not d.active:
+                w._ask("active", False)
             w._ask("start")
         return fresh
 

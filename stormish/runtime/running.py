@@ -52,7 +52,10 @@ class RunningTopology:
         self.gc_held = False  # in-process workers: GC thresholds held (gctune)
 
     @classmethod
-    def start(cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None):
+    def start(
+        cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None, active: bool = True
+    ):
+        """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)
         plan = build_plan(topology, conf, acker_bolt())
         if plan.workers > 1:
@@ -64,13 +67,14 @@ class RunningTopology:
             from .workers import WorkerGroup
 
             group = WorkerGroup(topology, plan, conf)
-            running = cls(topology, plan, group.start())
+            running = cls(topology, plan, group.start(active))
             running.group = group
             return running
         workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
         held = gctune.hold(conf["topology.worker.gc.threshold"])
         try:
             for w in workers:
+                w.set_active(active)
                 w.start()
         except BaseException:
             if held:
@@ -147,6 +151,8 @@ class RunningTopology:
 
     # -- control ------------------------------------------------------------------------------
     def set_active(self, active: bool) -> None:
+        if self.group is not None:
+            self.group.active = active  # a restarted worker starts as the others are
         for w in self.workers:
             w.set_active(active)
 

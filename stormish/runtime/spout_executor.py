@@ -30,7 +30,11 @@ class SpoutExecutor(Executor):
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.inflight = RotatingMap(3)
         self.finished = False
-        self.active = True
+        # Activation is asked for from any thread (`wanted_active`, by the worker) and
+        # carried out on this one (`active`, with the spout's activate/deactivate), as
+        # every spout callback is: user code never runs on two threads at once.
+        self.wanted_active = True
+        self.active = False
         self.feeds_cycle = self.component in self.plan.feeds_cycle
         self._now = self.clock.now
         self.complete_seconds = 0.0
@@ -57,13 +61,31 @@ class SpoutExecutor(Executor):
     def is_done(self) -> bool:
         return self.finished and len(self.inflight) == 0
 
+    def set_active(self, active: bool) -> None:
+        """From any thread: the spout's loop calls activate/deactivate on its own."""
+        self.wanted_active = active
+        self.queue.wake()
+
     def run(self) -> None:
+        # Submitted inactive: nothing is opened (so nothing is read or emitted) until the
+        # topology is first activated.
+        while self.running and not self.wanted_active:
+            self.queue.wait(0.1)
+        if not self.running:
+            return
         self.obj.open(self.conf, self.context)
         try:
             self._loop()
         finally:
             self.collector.flush_all()
             self.obj.close()
+
+    def _follow_activation(self) -> None:
+        """Storm calls activate() once the spout is open and the topology active (at start
+        too), deactivate() when it is deactivated, always on the spout's thread."""
+        while self.active is not self.wanted_active:
+            self.active = want = self.wanted_active
+            (self.obj.activate if want else self.obj.deactivate)()
 
     def _loop(self) -> None:
         q, col, now = self.queue, self.collector, self.clock.now
@@ -77,10 +99,13 @@ class SpoutExecutor(Executor):
         next_flush = t + self.flush_every
         idle = 0
         while self.running:
+            self.turns += 1
             batches = q.consume()
             if batches is not None:
                 for batch in batches:
                     self._control(batch)
+            if self.active is not self.wanted_active:
+                self._follow_activation()
             t = now()
             if t >= next_rotate:
                 self._expire(inflight.rotate())

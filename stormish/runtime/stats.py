@@ -54,6 +54,7 @@ class TaskStats:
     finished: bool = False
     progress_done: int | None = None  # spouts with progress(): items done ...
     progress_total: int | None = None  # ... out of this many (None: unknown)
+    active: bool | None = None  # spouts: activated on their thread (None: a bolt)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ quiescent, what are its statistics, did an executor die.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Callable, Mapping
@@ -15,7 +16,8 @@ from typing import Any
 
 import cloudpickle
 
-from ..clock import SYSTEM_CLOCK, Clock
+from .. import config as _config
+from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..tuple import TICK_STREAM
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
@@ -29,6 +31,7 @@ from .stats import TaskStats
 from .ticks import TickSchedule
 
 TICK_TASK = 0
+debug_log = logging.getLogger("stormish.debug")
 
 
 class Worker:
@@ -44,8 +47,13 @@ class Worker:
         self.index = index
         self.clock = clock
         self.local_tasks = set(plan.worker_tasks(index))
-        cap = plan.conf["topology.executor.receive.buffer.size"]
-        self.queues = {t: ReceiveQueue(cap) for t in sorted(self.local_tasks)}
+        # each component's own queue size and batch (component config wins)
+        names = {plan.task_component[t] for t in self.local_tasks}
+        confs = {n: plan.component_conf(n) for n in names}
+        self.queues = {
+            t: ReceiveQueue(confs[plan.task_component[t]][_config.QUEUE])
+            for t in sorted(self.local_tasks)
+        }
         targets: dict[int, Any] = {}
         for t in plan.task_component:
             if t in self.queues:
@@ -62,8 +70,8 @@ class Worker:
         self._timer: threading.Thread | None = None
         blobs = blobs or {n: cloudpickle.dumps(s.obj) for n, s in plan.components.items()}
         self.executors: dict[int, Executor] = {}
-        batch = plan.conf["topology.producer.batch.size"]
         for t in sorted(self.local_tasks):
+            batch = confs[plan.task_component[t]][_config.BATCH]
             self.executors[t] = self._make_executor(t, blobs, batch)
 
     def _make_executor(self, task: int, blobs: Mapping[str, bytes], batch: int) -> Executor:
@@ -90,9 +98,13 @@ class Worker:
             self.index,
             dict(plan.streams[name]),
             dict(plan.task_component),
+            ComponentClock(self.clock, self._stop),
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
-        return cls(plan, task, obj, self.queues[task], col, ctx, self)
+        ex = cls(plan, task, obj, self.queues[task], col, ctx, self)
+        if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
+            log_emits(obj, f"{name}[{task}]")
+        return ex
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -124,10 +136,11 @@ class Worker:
         return {} if self.link is None else {f"worker-{self.index}": self.link.statistics()}
 
     def set_active(self, active: bool) -> None:
+        """Asked from a control thread; each spout activates on its own thread. Called
+        before `start`, it makes the spouts start inactive (not even opened)."""
         for ex in self.executors.values():
-            if isinstance(ex, SpoutExecutor) and ex.active != active:
-                ex.active = active
-                (ex.obj.activate if active else ex.obj.deactivate)()
+            if isinstance(ex, SpoutExecutor):
+                ex.set_active(active)
 
     def failure(self) -> str | None:
         """Why this worker failed (its first dead executor), or None."""
@@ -169,7 +182,8 @@ class Worker:
             if nxt is None:
                 self._stop.wait()
                 return
-            self._stop.wait(max(0.0, nxt - self.clock.now()))
+            if not self.clock.wait_until(nxt, self._stop):  # on the clock: a fake one too
+                return
             for task in sched.due(self.clock.now()):
                 seq += 1
                 self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
@@ -239,10 +253,11 @@ class Worker:
                     pending_emits=col.pending_count,
                     backpressure_seconds=bp,
                     errors=ex.error_count,
-                    last_errors=tuple(e["error"] for e in ex.errors),
+                    last_errors=ex.last_errors(),
                     dropped={},
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
+                    active=ex.active if isinstance(ex, SpoutExecutor) else None,
                     **_progress(ex.obj),
                 )
             )
@@ -273,6 +288,32 @@ def _progress(obj: Any) -> dict[str, int | None]:
         return {"progress_done": int(done), "progress_total": None if total is None else int(total)}
     except Exception:
         return {}
+
+
+def log_emits(obj: Any, who: str) -> None:
+    """`topology.debug`: wrap the emit methods the executor bound on `obj` so that each
+    emit is logged (INFO, logger 'stormish.debug'; a stderr handler is added when
+    logging is not configured, so a worker process's log shows them)."""
+    if not debug_log.hasHandlers():
+        debug_log.addHandler(logging.StreamHandler())
+    if debug_log.getEffectiveLevel() > logging.INFO:
+        debug_log.setLevel(logging.INFO)
+    for method in ("emit", "emit_many", "emit_direct"):
+        fn = getattr(obj, method, None)
+        if fn is not None:
+            setattr(obj, method, _logged(fn, f"{who} {method}"))
+
+
+def _logged(fn: Callable[..., Any], what: str) -> Callable[..., Any]:
+    def emit(*args: Any, **kwargs: Any) -> Any:
+        debug_log.info("%s %s", what, ", ".join([*map(repr, args), *_kw(kwargs)]))
+        return fn(*args, **kwargs)
+
+    return emit
+
+
+def _kw(kwargs: Mapping[str, Any]) -> list[str]:
+    return [f"{k}={v!r}" for k, v in kwargs.items()]
 
 
 def acker_bolt() -> AckerBolt:

@@ -357,20 +357,39 @@ class WorkerHandle:
         return [] if self._final is None else self._final["errors"]
 
 
+def _check_local_host(host: str, topology: str) -> None:
+    """The worker processes bind their links on `stormish.local.host` with the policy
+    they will run under (CURVE when STORMISH_KEYS is set, loopback only otherwise): say
+    so here, naming the key, rather than in each worker's log."""
+    from ..errors import ConfigError
+    from ..transport.security import security_for
+
+    try:
+        security_for(None).check_bind(f"tcp://{host}")
+    except ConfigError as exc:
+        raise ConfigError(
+            f"config key 'stormish.local.host' ({host!r}) of topology {topology!r}: {exc}"
+        ) from None
+
+
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
     def __init__(self, topology: Any, plan: Any, conf: Mapping[str, Any]):
         self.topology = topology
         self.plan = plan
+        _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
         self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-")
         self.env = _child_env()
         self.control = ControlServer()
         self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
         self.restarts = 0
+        self.active = True
 
-    def start(self) -> list[WorkerHandle]:
+    def start(self, active: bool = True) -> list[WorkerHandle]:
+        """`active=False`: the workers start with their spouts inactive (not opened)."""
+        self.active = active
         try:
             for h in self.handles:
                 h.launch()
@@ -380,6 +399,8 @@ class WorkerGroup:
             for h in self.handles:
                 h._ask("peers", book)
             for h in self.handles:
+                if not active:
+                    h._ask("active", False)
                 h._ask("start")
         except BaseException:
             self.close()
@@ -398,6 +419,8 @@ class WorkerGroup:
         h.launch()
         h._ask("assign", self.blob, timeout=START_TIMEOUT)
         h._ask("peers", self.book())
+        if not self.active:
+            h._ask("active", False)
         h._ask("start")
         self.restarts += 1
 

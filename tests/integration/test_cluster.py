@@ -328,6 +328,34 @@ def test_cli_submit_list_and_kill(cluster):
     assert bad.returncode == 2 and "no topology 'ghost'" in bad.stderr
 
 
+def test_cli_submit_inactive_opens_nothing_until_activate(cluster):
+    """Issue 10 item 6 on a cluster: `submit --inactive`, then `stormish activate`."""
+    env, nimbus = cluster.env, f"127.0.0.1:{cluster.api}"
+    wc = os.path.join(os.path.dirname(__file__), "..", "..", "topologies", "wordcount.py")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "stormish.cli", *args, "--nimbus", nimbus],
+            env=env, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+
+    out = cli("submit", wc, "-w", "2", "--inactive")
+    assert out.returncode == 0, out.stderr
+    assert "inactive" in out.stdout
+    cluster.wait_status("wordcount", "running")
+
+    def spouts() -> list:
+        stats = cluster.call("stats", "wordcount")
+        return [t for t in stats.tasks.values() if t.kind == "spout"]
+
+    poll_for(lambda: spouts(), 30, 0.1, "the spout's statistics")
+    assert all(t.active is False and t.emitted == 0 for t in spouts())
+    assert next(r for r in cluster.call("list") if r["name"] == "wordcount")["active"] is False
+    assert cli("activate", "wordcount").returncode == 0
+    cluster.wait_status("wordcount", "complete")
+    assert cluster.call("stats", "wordcount").components["count"].executed > 0
+
+
 @pytest.fixture
 def keyed_cluster(tmp_path):
     keys = str(tmp_path / "keys")
