@@ -4,6 +4,17 @@ Storm's key names and defaults are kept where Storm has the key, so that a Storm
 muscle memory works. Where a Python default differs from Storm's, the doc line says why.
 A bad value is a :class:`ConfigError` naming the key: config comes from users' files and
 command lines, and an error that does not name the key is a puzzle.
+
+Keys in stormish's namespaces (`topology.`, `stormish.`, `nimbus.`, `supervisor.`,
+`worker.`) must be declared here; any other key is the application's own (Storm's
+`"fake.config": 123`) and reaches `open`/`prepare` unchanged, unless it is a near miss
+of a declared key (`topolgy.workers`), which is refused as the typo it almost surely is.
+
+Each key has a scope: where it may be set. A `component` key may be set per component
+(`add_configuration`, `component_config`), which wins over the topology's value; a
+`topology` key applies to a whole topology or each of its worker processes and is
+refused per component; a `nimbus` or `supervisor` key configures that daemon
+(`stormish nimbus -c ...`) and is refused in a topology.
 """
 
 from __future__ import annotations
@@ -15,14 +26,29 @@ from typing import Any
 from .errors import ConfigError
 
 WAIT_STRATEGIES = ("progressive", "park")
+NAMESPACES = ("topology", "stormish", "nimbus", "supervisor", "worker")
+SCOPES = ("component", "topology", "nimbus", "supervisor")
+# where a key may be set -> the scopes of the keys accepted there
+_ACCEPTS = {
+    "component": ("component",),
+    "topology": ("component", "topology"),
+    "nimbus": ("nimbus",),
+    "supervisor": ("supervisor",),
+}
+QUEUE = "topology.executor.receive.buffer.size"
+BATCH = "topology.producer.batch.size"
+BATCH_DEFAULT = 512  # what an unset producer batch is, in a queue of 1024 tuples or more
 
 
 @dataclass(frozen=True)
 class Key:
+    """`scope`: where the key may be set, one of SCOPES (see the module docstring)."""
+
     name: str
     default: Any
     check: Callable[[Any], str | None]
     doc: str
+    scope: str = "component"
 
 
 def _int(lo: int | None = None, *, optional: bool = False) -> Callable[[Any], str | None]:
@@ -68,6 +94,10 @@ def _str(v: Any) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a string, got {v!r}"
 
 
+def _host(v: Any) -> str | None:
+    return None if isinstance(v, str) and v else f"must be a host name or address, got {v!r}"
+
+
 def _wait_keys(use: str, l1: int, l2: int, l3: int) -> list[Key]:
     p = f"topology.{use}.wait"
     return [
@@ -97,7 +127,7 @@ def _wait_keys(use: str, l1: int, l2: int, l3: int) -> list[Key]:
 KEYS: dict[str, Key] = {
     k.name: k
     for k in [
-        Key("topology.workers", 1, _int(1), "worker processes a topology runs in"),
+        Key("topology.workers", 1, _int(1), "worker processes a topology runs in", "topology"),
         Key(
             "topology.executor.receive.buffer.size",
             32768,
@@ -105,12 +135,13 @@ KEYS: dict[str, Key] = {
             "capacity of each executor's receive queue, in tuples",
         ),
         Key(
-            "topology.producer.batch.size",
-            512,
-            _int(1),
-            "tuples an emitter batches per destination before publishing; Storm's default "
-            "is 1, ours is larger because a Python queue operation costs ~1 us and a "
-            "batch of 512 amortises it (bench/README.md); at most half the receive buffer",
+            BATCH,
+            None,
+            _int(1, optional=True),
+            "tuples an emitter batches per destination before publishing; None follows "
+            f"the receive buffer: half of it, at most {BATCH_DEFAULT} (Storm's default is "
+            "1; a Python queue operation costs ~1 us and a batch of 512 amortises it: "
+            "bench/README.md); a value set must be at most half the receive buffer",
         ),
         Key(
             "topology.batch.flush.interval.millis",
@@ -123,6 +154,7 @@ KEYS: dict[str, Key] = {
             1000,
             _int(1),
             "capacity of a worker's transfer queue to other workers, in batches",
+            "topology",
         ),
         *_wait_keys("backpressure", 1, 1000, 1),
         *_wait_keys("spout", 0, 0, 1),
@@ -132,12 +164,14 @@ KEYS: dict[str, Key] = {
             50,
             _num(0, strict=True),
             "period of the backpressure-check timer that clears drained tasks",
+            "topology",
         ),
         Key(
             "topology.backpressure.resend.step",
             10000,
             _int(1),
             "overflow growth (tuples) after which a backpressure status is sent again",
+            "topology",
         ),
         Key(
             "topology.testing.lose.backpressure.status",
@@ -145,6 +179,7 @@ KEYS: dict[str, Key] = {
             _int(-1),
             "tests only: how many backpressure status messages this topology's workers "
             "drop instead of sending (-1: all), to prove resends and the timer recover",
+            "topology",
         ),
         Key(
             "topology.executor.overflow.limit",
@@ -152,6 +187,7 @@ KEYS: dict[str, Key] = {
             _int(0),
             "cap on a task's overflowQ (remote tuples); 0 means no cap; past it remote "
             "tuples are dropped and counted",
+            "topology",
         ),
         Key(
             "topology.max.spout.pending",
@@ -164,12 +200,14 @@ KEYS: dict[str, Key] = {
             30,
             _num(0, strict=True),
             "a tuple tree not completed within this time is failed back to its spout",
+            "topology",
         ),
         Key(
             "topology.acker.executors",
             None,
             _int(0, optional=True),
             "acker tasks; None means one per worker; 0 turns acking off",
+            "topology",
         ),
         Key(
             "topology.tick.tuple.freq.secs",
@@ -191,33 +229,46 @@ KEYS: dict[str, Key] = {
             "the cyclic GC's first threshold in workers while a topology runs (Python's "
             "default 700 costs a reliable spout half its rate: runtime/gctune.py); "
             "0 leaves the interpreter's setting",
+            "topology",
         ),
-        Key("topology.debug", False, _bool, "log every emit (slow; for debugging only)"),
+        Key(
+            "topology.debug",
+            False,
+            _bool,
+            "log every emit at INFO on the 'stormish.debug' logger, per component or for "
+            "all (slow; for debugging only)",
+        ),
         Key(
             "topology.stats.interval.secs",
             1.0,
             _num(0, strict=True),
-            "how often workers publish statistics",
+            "how often `stormish run` gathers statistics for its status line on a terminal "
+            "(each gathering asks every worker)",
+            "topology",
         ),
         Key(
             "supervisor.worker.timeout.secs",
             30,
             _num(0, strict=True),
             "a worker silent this long is restarted by its supervisor (the default of "
-            "`stormish supervisor --worker-timeout`)",
+            "`stormish supervisor --worker-timeout`; set with its -c or --config-file)",
+            "supervisor",
         ),
         Key(
             "nimbus.task.timeout.secs",
             30,
             _num(0, strict=True),
             "a supervisor silent this long has its workers reassigned by nimbus (the default "
-            "of `stormish nimbus --task-timeout`)",
+            "of `stormish nimbus --task-timeout`; set with its -c or --config-file)",
+            "nimbus",
         ),
         Key(
             "stormish.local.host",
             "127.0.0.1",
-            _str,
-            "address local-mode workers bind; loopback unless CURVE keys are configured",
+            _host,
+            "address local-mode worker processes bind their links to; loopback unless "
+            "CURVE keys are configured (STORMISH_KEYS)",
+            "topology",
         ),
         Key(
             "stormish.spark.master",
@@ -246,53 +297,127 @@ def defaults() -> dict[str, Any]:
     return {k.name: k.default for k in KEYS.values()}
 
 
-def check_value(name: str, value: Any, where: str = "") -> None:
-    """Raise ConfigError if `name` is unknown or `value` breaks its rule."""
-    key = KEYS.get(name)
+def check_value(name: str, value: Any, where: str = "", level: str | None = None) -> None:
+    """Raise ConfigError if `name` is unknown, `value` breaks its rule, or the key may not
+    be set at `level` (one of SCOPES; None: anywhere). Keys outside stormish's namespaces
+    are the application's: any value, passed on unchanged (not at a daemon's level)."""
     place = f" (in {where})" if where else ""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"config key names must be non-empty strings, got {name!r}{place}")
+    key = KEYS.get(name)
     if key is None:
-        for prefix, (check, _doc) in PREFIXES.items():
-            if name.startswith(prefix) and len(name) > len(prefix):
-                problem = check(value)
-                if problem:
-                    raise ConfigError(f"config key {name!r}{place} {problem}")
-                return
-        import difflib
-
-        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.8) or [
-            k for k in KEYS if k.rsplit(".", 1)[-1] == name.rsplit(".", 1)[-1]
-        ]
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown config key {name!r}{place}{hint}")
+        _check_undeclared(name, value, place, level)
+        return
     problem = key.check(value)
     if problem:
         raise ConfigError(f"config key {name!r}{place} {problem}")
+    if level is not None and key.scope not in _ACCEPTS[level]:
+        raise ConfigError(f"config key {name!r}{place} {_misplaced(key, level)}")
 
 
-def resolve(*layers: Mapping[str, Any] | None, where: str = "") -> dict[str, Any]:
+def _check_undeclared(name: str, value: Any, place: str, level: str | None) -> None:
+    for prefix, (check, _doc) in PREFIXES.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            problem = check(value)
+            if problem:
+                raise ConfigError(f"config key {name!r}{place} {problem}")
+            return
+    close = _close_key(name)
+    ours = name.split(".", 1)[0] in NAMESPACES
+    if ours or close or level in ("nimbus", "supervisor"):
+        hint = f"; did you mean {close!r}?" if close else ""
+        if level in ("nimbus", "supervisor"):
+            hint += f"; `stormish {level}` reads only " + ", ".join(
+                k.name for k in KEYS.values() if k.scope == level
+            )
+        raise ConfigError(f"unknown config key {name!r}{place}{hint}")
+
+
+def _close_key(name: str) -> str | None:
+    import difflib
+
+    if name.split(".", 1)[0] in NAMESPACES:
+        last = name.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.8) or [
+            k for k in KEYS if k.rsplit(".", 1)[-1] == last
+        ]
+    else:  # an application's key: refused only when it is a near miss of one of ours
+        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def _misplaced(key: Key, level: str) -> str:
+    if level in ("nimbus", "supervisor"):
+        return f"cannot be given to `stormish {level}`, which reads only " + ", ".join(
+            k.name for k in KEYS.values() if k.scope == level
+        )
+    if key.scope == "topology":
+        return (
+            "applies to the whole topology (or each of its worker processes) and cannot be "
+            "set per component; set it in Topology(config=...) or with -c"
+        )
+    if key.scope in ("nimbus", "supervisor"):
+        return (
+            f"configures the {key.scope} daemon, not a topology: give it to "
+            f"`stormish {key.scope}` (-c or --config-file)"
+        )
+    return f"cannot be set at {level} level"  # not reached: every scope is handled above
+
+
+def resolve(
+    *layers: Mapping[str, Any] | None, where: str = "", level: str | None = None
+) -> dict[str, Any]:
     """Merge config layers over the defaults (later wins) and validate the result.
 
-    Cross-key rules are checked here too: the producer batch must fit twice in the
-    receive queue or a single batch could hold a queue full on its own.
+    Cross-key rules are checked here too: a producer batch that was set must fit twice
+    in the receive queue, or a single batch could hold a queue full on its own. An unset
+    batch (None) stays unset here, so that a component that sets its own receive buffer
+    still gets a batch that follows it (`for_component`, `batch_size`).
     """
     conf = defaults()
     for layer in layers:
         for k, v in (layer or {}).items():
-            check_value(k, v, where)
+            check_value(k, v, where, level)
             conf[k] = v
-    batch = conf["topology.producer.batch.size"]
-    cap = conf["topology.executor.receive.buffer.size"]
-    place = f" (in {where})" if where else ""
-    if batch > cap // 2:
-        raise ConfigError(
-            f"config key 'topology.producer.batch.size' ({batch}){place} must be at most "
-            f"half of 'topology.executor.receive.buffer.size' ({cap})"
-        )
+    _check_batch(conf, where)
     return conf
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """Parse `key=value` from the command line; values are read as JSON when they can be."""
+def for_component(
+    conf: Mapping[str, Any], layer: Mapping[str, Any] | None, where: str = ""
+) -> dict[str, Any]:
+    """A component's config: its own keys over the topology's resolved `conf`, checked at
+    component level, with the unset producer batch filled in from its receive buffer."""
+    out = dict(conf)
+    for k, v in (layer or {}).items():
+        check_value(k, v, where, "component")
+        out[k] = v
+    _check_batch(out, where)
+    out[BATCH] = batch_size(out)
+    return out
+
+
+def batch_size(conf: Mapping[str, Any]) -> int:
+    """The producer batch: as set, or (unset) half the receive queue, at most 512."""
+    batch = conf[BATCH]
+    if batch is not None:
+        return int(batch)
+    return max(1, min(BATCH_DEFAULT, conf[QUEUE] // 2))
+
+
+def _check_batch(conf: Mapping[str, Any], where: str) -> None:
+    batch, cap = conf[BATCH], conf[QUEUE]
+    if batch is not None and batch > cap // 2:
+        place = f" (in {where})" if where else ""
+        raise ConfigError(
+            f"config key {BATCH!r} ({batch}){place} must be at most half of {QUEUE!r} "
+            f"({cap}); left unset it follows the queue"
+        )
+
+
+def parse_override(text: str, level: str | None = "topology") -> tuple[str, Any]:
+    """Parse `key=value` from the command line; values are read as JSON when they can be.
+    `level`: where the value goes (a topology's `-c`, or a daemon's)."""
     import json
 
     if "=" not in text:
@@ -303,12 +428,17 @@ def parse_override(text: str) -> tuple[str, Any]:
         value: Any = json.loads(raw)
     except ValueError:
         value = raw
-    check_value(name, value, "-c")
+    check_value(name, value, "-c", level)
     return name, value
 
 
 def describe() -> str:
-    """One line per key, for docs and `stormish config`."""
-    lines = [f"{k.name} = {k.default!r}: {k.doc}" for k in KEYS.values()]
-    lines += [f"{p}<key>: {doc}" for p, (_check, doc) in PREFIXES.items()]
+    """One line per key, for docs and `stormish config`: name, default, scope, meaning."""
+    lines = [f"{k.name} = {k.default!r} [{k.scope}]: {k.doc}" for k in KEYS.values()]
+    lines += [f"{p}<key> [component]: {doc}" for p, (_check, doc) in PREFIXES.items()]
+    lines.append(
+        "any other key outside the namespaces "
+        + ", ".join(f"{n}.*" for n in NAMESPACES)
+        + " [component]: the application's own, passed to open()/prepare() unchanged"
+    )
     return "\n".join(lines)

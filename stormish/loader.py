@@ -78,17 +78,30 @@ def load_profile(name: str) -> dict[str, Any]:
     candidates += [d / f"{name}.json" for d in PROFILE_DIRS]
     for c in candidates:
         if c.is_file():
-            try:
-                data = json.loads(c.read_text())
-            except ValueError as exc:
-                raise ConfigError(f"profile {str(c)!r} is not valid JSON: {exc}") from exc
-            conf = data.get("config", data)
-            if not isinstance(conf, dict):
-                raise ConfigError(f"profile {str(c)!r} must hold a JSON object of config keys")
-            from . import config
-
-            for k, v in conf.items():
-                config.check_value(k, v, f"profile {str(c)!r}")
-            return conf
+            return _read_config(c, "profile")
     known = sorted({p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.json")})
     raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")
+
+
+def load_config_file(path: str | Path, level: str | None = None) -> dict[str, Any]:
+    """A config file: a JSON object of config keys (or `{"config": {...}}`, as a
+    profile), each checked as set at `level` (a daemon's, say)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    return _read_config(p, "config file", level)
+
+
+def _read_config(path: Path, what: str, level: str | None = None) -> dict[str, Any]:
+    from . import config
+
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not valid JSON: {exc}") from exc
+    conf = data.get("config", data) if isinstance(data, dict) else data
+    if not isinstance(conf, dict):
+        raise ConfigError(f"{what} {str(path)!r} must hold a JSON object of config keys")
+    for k, v in conf.items():
+        config.check_value(k, v, f"{what} {str(path)!r}", level)
+    return conf

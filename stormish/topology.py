@@ -15,7 +15,7 @@ from typing import Any
 
 from . import config as _config
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
-from .errors import TopologyError
+from .errors import ConfigError, TopologyError
 
 GROUPINGS = (
     "shuffle",
@@ -125,7 +125,9 @@ class _Declarer:
         return self._add(component, "custom", stream, (), grouping)
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
-        _config.check_value(key, value, f"component {self._spec.name!r}")
+        """A config key for this component only (wins over the topology's): a key of
+        scope `component`, or the application's own key, passed to open()/prepare()."""
+        _config.check_value(key, value, self._topology._where(self._spec.name), "component")
         self._spec.config[key] = value
         return self
 
@@ -142,9 +144,12 @@ class Topology:
         self.name = name
         self.config: dict[str, Any] = {}
         for k, v in (config or {}).items():
-            _config.check_value(k, v, f"topology {name!r}")
+            _config.check_value(k, v, f"topology {name!r}", "topology")
             self.config[k] = v
         self.components: dict[str, ComponentSpec] = {}
+
+    def _where(self, component: str) -> str:
+        return f"component {component!r} of topology {self.name!r}"
 
     # -- building -------------------------------------------------------------------
     def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> _Declarer:
@@ -185,7 +190,7 @@ class Topology:
                 )
         comp_conf = dict(obj.component_config or {})
         for k, v in comp_conf.items():
-            _config.check_value(k, v, f"component {name!r}")
+            _config.check_value(k, v, self._where(name), "component")
         spec = ComponentSpec(name, obj, parallelism, is_spout, config=comp_conf)
         self.components[name] = spec
         return _Declarer(self, spec)
@@ -224,11 +229,31 @@ class Topology:
         for spec in self.components.values():
             for sub in spec.subscriptions:
                 self._check_source_stream(spec.name, sub)
-        conf = _config.resolve(self.config, extra_config, where=f"topology {self.name!r}")
+        where = f"topology {self.name!r}"
+        conf = _config.resolve(self.config, extra_config, where=where, level="topology")
+        check_config_picklable(conf, where)
+        queues = {}
         for spec in self.components.values():
-            _config.resolve(conf, spec.config, where=f"component {spec.name!r}")
+            own = _config.for_component(conf, spec.config, where=self._where(spec.name))
+            queues[spec.name] = own[_config.QUEUE]
+            check_config_picklable(spec.config, self._where(spec.name))
             check_picklable(spec.name, spec.obj)
+        self._check_edge_batches(conf, queues)
         return conf
+
+    def _check_edge_batches(self, conf: Mapping[str, Any], queues: Mapping[str, int]) -> None:
+        """A producer batch set explicitly must fit twice in every receive queue it is
+        published to, not only its own component's (an unset one follows them)."""
+        for spec in self.components.values():
+            for sub in spec.subscriptions:
+                batch = self.components[sub.source].config.get(_config.BATCH, conf[_config.BATCH])
+                cap = queues[spec.name]
+                if batch is not None and batch > cap // 2:
+                    raise ConfigError(
+                        f"config key {_config.BATCH!r} ({batch}) of component {sub.source!r} "
+                        f"must be at most half of {_config.QUEUE!r} ({cap}) of component "
+                        f"{spec.name!r}, which it publishes to (topology {self.name!r})"
+                    )
 
     def consumers(self, component: str, stream: str) -> list[tuple[str, Subscription]]:
         return consumers_of(self.components, component, stream)
@@ -248,6 +273,23 @@ def consumers_of(
         for sub in spec.subscriptions
         if sub.source == component and sub.stream == stream
     ]
+
+
+def check_config_picklable(conf: Mapping[str, Any], where: str) -> None:
+    """Config travels to worker processes with the topology: an application's value
+    that cannot be pickled is named here, not in a worker's log."""
+    import cloudpickle
+
+    for k, v in conf.items():
+        if k in _config.KEYS:
+            continue
+        try:
+            cloudpickle.dumps(v)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to see
+            raise ConfigError(
+                f"config key {k!r} (in {where}) cannot be pickled to worker processes: "
+                f"{type(v).__name__} fails with {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def check_picklable(name: str, obj: Any) -> None:

@@ -151,6 +151,37 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
         client.close()
 
 
+def daemon_options(f: Any) -> Any:
+    """`-c KEY=VALUE` and `--config-file FILE` for a daemon: they set the defaults of its
+    flags from its config keys (`stormish config` lists them, scope nimbus/supervisor)."""
+    f = click.option(
+        "--config-file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="a JSON object of this daemon's config keys (flags win over it)",
+    )(f)
+    f = click.option(
+        "-c",
+        "--config",
+        "pairs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="set one of this daemon's config keys (wins over --config-file; flags win)",
+    )(f)
+    return f
+
+
+def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> dict[str, Any]:
+    """The config of daemon `role` ('nimbus' or 'supervisor'): defaults, then the file,
+    then each -c; a key the daemon does not read is an error naming it."""
+    from .. import config as _config
+    from ..loader import load_config_file
+
+    layers = [load_config_file(config_file, role)] if config_file else []
+    layers.append(dict(_config.parse_override(p, role) for p in pairs))
+    return _config.resolve(*layers, where=f"stormish {role}", level=role)
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", help="interface to listen on")
 @click.option("--port", type=int, default=6627, help="API port (clients, supervisors)")
@@ -161,8 +192,9 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
 @click.option(
     "--task-timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    help="nimbus.task.timeout.secs: a supervisor silent this long has its workers placed elsewhere",
+    default=None,
+    help="a supervisor silent this long has its workers placed elsewhere "
+    "(default: nimbus.task.timeout.secs, 30)",
 )
 @click.option(
     "--worker-timeout",
@@ -170,6 +202,7 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
     default=3.0,
     help="seconds of silence before a worker counts as gone",
 )
+@daemon_options
 def nimbus(
     host: str,
     port: int,
@@ -177,12 +210,18 @@ def nimbus(
     advertise: str | None,
     data_dir: str,
     keys: str | None,
-    task_timeout: float,
+    task_timeout: float | None,
     worker_timeout: float,
+    pairs: tuple[str, ...],
+    config_file: str | None,
 ) -> None:
     """Run nimbus: accepts topologies and assigns their workers to supervisors."""
     from ..transport.security import security_for
     from .nimbus import Nimbus
+
+    conf = guard(lambda: daemon_conf("nimbus", pairs, config_file))
+    if task_timeout is None:
+        task_timeout = conf["nimbus.task.timeout.secs"]
 
     def make() -> Any:
         return Nimbus(
@@ -208,9 +247,11 @@ def nimbus(
 @click.option(
     "--worker-timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    help="supervisor.worker.timeout.secs: a worker silent this long is killed and restarted",
+    default=None,
+    help="a worker silent this long is killed and restarted "
+    "(default: supervisor.worker.timeout.secs, 30)",
 )
+@daemon_options
 def supervisor(
     nimbus_spec: str,
     ports: str,
@@ -218,12 +259,18 @@ def supervisor(
     supervisor_id: str | None,
     keys: str | None,
     log_dir: str | None,
-    worker_timeout: float,
+    worker_timeout: float | None,
+    pairs: tuple[str, ...],
+    config_file: str | None,
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
     from ..transport.security import security_for
     from .client import nimbus_address
     from .supervisor import Supervisor
+
+    conf = guard(lambda: daemon_conf("supervisor", pairs, config_file))
+    if worker_timeout is None:
+        worker_timeout = conf["supervisor.worker.timeout.secs"]
 
     def make() -> Any:
         try:

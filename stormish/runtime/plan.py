@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import config as _config
 from ..component import Bolt
 from ..topology import ComponentSpec, Subscription, Topology, consumers_of
 from ..tuple import SYSTEM_COMPONENT, TICK_STREAM
@@ -43,9 +44,10 @@ class Plan:
         return sorted(t for t, w in self.assignment.items() if w == worker)
 
     def component_conf(self, name: str) -> dict[str, Any]:
-        conf = dict(self.conf)
-        conf.update(self.components[name].config)
-        return conf
+        """The component's resolved config: its own keys over the topology's, with
+        derived values (an unset producer batch) following the component's own."""
+        where = f"component {name!r} of topology {self.name!r}"
+        return _config.for_component(self.conf, self.components[name].config, where)
 
     def consumers(self, component: str, stream: str) -> list[tuple[str, Subscription]]:
         return consumers_of(self.components, component, stream)

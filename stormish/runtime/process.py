@@ -80,6 +80,7 @@ class WorkerServer:
             plan.name,
             plan.assignment,
             plan.conf,
+            host=plan.conf["stormish.local.host"],  # used when no --bind was given
             bind=self.bind,
             security=self.security,
             advertise=self.advertise,

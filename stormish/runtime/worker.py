@@ -48,8 +48,7 @@ class Worker:
         self.clock = clock
         self.local_tasks = set(plan.worker_tasks(index))
         # each component's own queue size and batch (component config wins)
-        names = {plan.task_component[t] for t in self.local_tasks}
-        confs = {n: plan.component_conf(n) for n in names}
+        confs = {n: plan.component_conf(n) for n in plan.components}
         self.queues = {
             t: ReceiveQueue(confs[plan.task_component[t]][_config.QUEUE])
             for t in sorted(self.local_tasks)
@@ -71,7 +70,7 @@ class Worker:
         blobs = blobs or {n: cloudpickle.dumps(s.obj) for n, s in plan.components.items()}
         self.executors: dict[int, Executor] = {}
         for t in sorted(self.local_tasks):
-            batch = confs[plan.task_component[t]][_config.BATCH]
+            batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
 
     def _make_executor(self, task: int, blobs: Mapping[str, bytes], batch: int) -> Executor:
@@ -288,6 +287,19 @@ def _progress(obj: Any) -> dict[str, int | None]:
         return {"progress_done": int(done), "progress_total": None if total is None else int(total)}
     except Exception:
         return {}
+
+
+def emit_batch(plan: Plan, name: str, confs: Mapping[str, Mapping[str, Any]]) -> int:
+    """The batch component `name` emits in: its own producer batch, and at most half of
+    every receive queue it publishes to. In Storm the batch belongs to the receiving
+    queue; here a collector has one batch for all its outboxes, so it takes the
+    smallest. A batch set explicitly above half a consumer's queue was refused at
+    validation (Topology.validate), so this only lowers a batch nobody set."""
+    batch = confs[name][_config.BATCH]
+    for stream in plan.streams[name]:
+        for dest, _sub in plan.consumers(name, stream):
+            batch = min(batch, max(1, confs[dest][_config.QUEUE] // 2))
+    return batch
 
 
 def log_emits(obj: Any, who: str) -> None:

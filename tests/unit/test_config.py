@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
+from pathlib import Path
+
 import pytest
 
 from stormish import config
@@ -43,7 +47,7 @@ def test_every_default_passes_its_own_check(name):
 @pytest.mark.parametrize("name", sorted(KEYS))
 def test_every_key_is_documented(name):
     assert KEYS[name].doc.strip()
-    assert f"{name} = {KEYS[name].default!r}: " in config.describe()
+    assert f"{name} = {KEYS[name].default!r} [{KEYS[name].scope}]: " in config.describe()
 
 
 @pytest.mark.parametrize(("name", "value"), sorted(STORM_DEFAULTS.items()))
@@ -73,8 +77,34 @@ def test_config_error_is_a_stormish_error():
 
 # -- unknown keys
 def test_unknown_key_is_named():
-    with pytest.raises(ConfigError, match=r"unknown config key 'no\.such\.thing'"):
-        check_value("no.such.thing", 1)
+    with pytest.raises(ConfigError, match=r"unknown config key 'topology\.no\.such\.thing'"):
+        check_value("topology.no.such.thing", 1)
+
+
+@pytest.mark.parametrize("namespace", config.NAMESPACES)
+def test_an_undeclared_key_in_a_stormish_namespace_is_an_error(namespace):
+    with pytest.raises(ConfigError, match=rf"unknown config key '{namespace}\.foo'"):
+        check_value(f"{namespace}.foo", 1)
+    with pytest.raises(ConfigError, match=rf"'{namespace}\.foo' \(in topology 't'\)"):
+        resolve({f"{namespace}.foo": 1}, where="topology 't'", level="topology")
+
+
+@pytest.mark.parametrize(
+    "value", [123, "text", None, [1, 2], {"nested": {"a": (1, 2)}}, 2.5, object()]
+)
+def test_an_application_key_passes_through_unchanged(value):
+    """Storm's TestConfBolt: "fake.config": 123 in the topology's conf reaches prepare()."""
+    check_value("fake.config", value)
+    conf = resolve({"fake.config": value}, {"my_app": value}, level="topology")
+    assert conf["fake.config"] is value and conf["my_app"] is value
+    comp = config.for_component(conf, {"fake.config": "component wins", "other": value})
+    assert comp["fake.config"] == "component wins" and comp["other"] is value
+
+
+def test_an_application_key_that_is_a_near_miss_of_a_declared_one_is_refused():
+    for typo in ("topolgy.workers", "Topology.workers", "topology_workers"):
+        with pytest.raises(ConfigError, match=r"did you mean 'topology\.workers'"):
+            check_value(typo, 2)
 
 
 def test_unknown_key_suggests_a_close_one():
@@ -89,8 +119,15 @@ def test_unknown_key_says_where():
 
 def test_unknown_key_without_a_close_one_gives_no_hint():
     with pytest.raises(ConfigError) as exc:
-        check_value("zzz.qqq", 2)
+        check_value("stormish.zzz.qqq", 2)
     assert "did you mean" not in str(exc.value)
+
+
+def test_config_key_names_must_be_strings():
+    with pytest.raises(ConfigError, match=r"non-empty strings, got 3 \(in topology 't'\)"):
+        resolve({3: 1}, where="topology 't'")
+    with pytest.raises(ConfigError, match="non-empty strings"):
+        check_value("", 1)
 
 
 # -- bad values
@@ -169,10 +206,39 @@ def test_batch_size_exactly_half_the_queue_is_fine():
     assert conf["topology.producer.batch.size"] == 50
 
 
-def test_small_queue_with_default_batch_is_an_error():
-    """The cross-key rule applies to defaults too: shrinking the queue alone can break it."""
-    with pytest.raises(ConfigError, match=r"topology\.producer\.batch\.size"):
-        resolve({"topology.executor.receive.buffer.size": 512})
+def test_small_queue_with_an_unset_batch_is_fine_and_the_batch_follows_it():
+    """Storm's normal receive buffer of 64 was refused while the default batch (512)
+    exceeded half of it: a batch nobody set now follows the queue."""
+    conf = resolve({"topology.executor.receive.buffer.size": 64})
+    assert conf["topology.producer.batch.size"] is None  # still unset at topology level
+    assert config.batch_size(conf) == 32
+    assert config.for_component(conf, {})["topology.producer.batch.size"] == 32
+    assert config.batch_size(resolve()) == 512  # half of 32768 is more: the cap holds
+    assert config.batch_size(resolve({"topology.executor.receive.buffer.size": 1})) == 1
+
+
+def test_an_unset_batch_follows_a_component_s_own_queue():
+    topo = resolve({"topology.executor.receive.buffer.size": 64})
+    assert (
+        config.for_component(topo, {"topology.executor.receive.buffer.size": 4096})[
+            "topology.producer.batch.size"
+        ]
+        == 512
+    )
+    small = config.for_component(resolve(), {"topology.executor.receive.buffer.size": 100})
+    assert small["topology.producer.batch.size"] == 50
+
+
+def test_an_explicit_batch_over_half_a_component_s_queue_names_both_keys_and_the_place():
+    topo = resolve({"topology.producer.batch.size": 100})
+    with pytest.raises(ConfigError) as exc:
+        config.for_component(
+            topo, {"topology.executor.receive.buffer.size": 64}, "component 'c' of topology 't'"
+        )
+    msg = str(exc.value)
+    assert "'topology.producer.batch.size' (100)" in msg
+    assert "'topology.executor.receive.buffer.size' (64)" in msg
+    assert "component 'c' of topology 't'" in msg
 
 
 def test_cross_key_rule_sees_the_merged_layers():
@@ -246,3 +312,142 @@ def test_spark_keys_are_declared_or_in_a_checked_family():
         resolve({"stormish.spark.conf.": "x"})
     with pytest.raises(ConfigError, match="stormish.spark.master.*string"):
         resolve({"stormish.spark.master": 3})
+
+
+# -- scopes: where a key may be set
+WORKER_LEVEL = [
+    "topology.workers",
+    "topology.acker.executors",
+    "topology.message.timeout.secs",
+    "topology.transfer.buffer.size",
+    "topology.backpressure.check.millis",
+    "topology.backpressure.resend.step",
+    "topology.executor.overflow.limit",
+    "topology.worker.gc.threshold",
+    "topology.stats.interval.secs",
+    "stormish.local.host",
+]
+PER_COMPONENT = [
+    "topology.executor.receive.buffer.size",
+    "topology.producer.batch.size",
+    "topology.max.spout.pending",
+    "topology.tick.tuple.freq.secs",
+    "topology.bolt.wait.strategy",
+    "topology.debug",
+]
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_every_key_has_a_scope(name):
+    assert KEYS[name].scope in config.SCOPES
+
+
+@pytest.mark.parametrize("name", WORKER_LEVEL)
+def test_a_worker_level_key_is_refused_per_component_naming_key_and_component(name):
+    assert KEYS[name].scope == "topology"
+    value = KEYS[name].default if KEYS[name].default is not None else 1
+    where = "component 'count' of topology 'wc'"
+    with pytest.raises(ConfigError) as exc:
+        check_value(name, value, where, "component")
+    assert f"config key {name!r} (in {where})" in str(exc.value)
+    assert "cannot be set per component" in str(exc.value)
+    check_value(name, value, "topology 'wc'", "topology")  # fine for the whole topology
+
+
+@pytest.mark.parametrize("name", PER_COMPONENT)
+def test_storm_s_per_component_keys_may_be_set_per_component(name):
+    assert KEYS[name].scope == "component"
+    check_value(name, KEYS[name].default, "component 'c'", "component")
+
+
+@pytest.mark.parametrize(
+    ("name", "daemon"),
+    [("nimbus.task.timeout.secs", "nimbus"), ("supervisor.worker.timeout.secs", "supervisor")],
+)
+def test_daemon_keys_belong_to_their_daemon_only(name, daemon):
+    assert KEYS[name].scope == daemon
+    with pytest.raises(ConfigError, match=rf"configures the {daemon} daemon.*stormish {daemon}"):
+        check_value(name, 5, "topology 'wc'", "topology")
+    with pytest.raises(ConfigError, match=r"configures the"):
+        check_value(name, 5, "component 'c'", "component")
+    assert parse_override(f"{name}=5", daemon) == (name, 5)
+    with pytest.raises(ConfigError, match=rf"\(in -c\) configures the {daemon} daemon"):
+        parse_override(f"{name}=5")  # `stormish run -c` configures a topology
+    other = "supervisor" if daemon == "nimbus" else "nimbus"
+    with pytest.raises(ConfigError, match=rf"cannot be given to `stormish {other}`"):
+        parse_override(f"{name}=5", other)
+    with pytest.raises(ConfigError, match=rf"cannot be given to `stormish {daemon}`"):
+        parse_override("topology.workers=2", daemon)
+    with pytest.raises(ConfigError, match=rf"unknown config key 'fake'.*stormish {daemon}"):
+        parse_override("fake=1", daemon)
+
+
+# -- every key is read, and documented
+SOURCES = {
+    p: p.read_text()
+    for p in sorted(Path(config.__file__).parent.rglob("*.py"))
+    if p.name != "config.py"
+}
+WAIT_KEY = re.compile(r"topology\.(backpressure|spout|bolt)\.wait(\..+)$")
+CONSTANTS = dict(
+    (key, name)
+    for name, key in re.findall(
+        r'^([A-Z_]+) = "([a-z.]+)"', Path(config.__file__).read_text(), re.M
+    )
+)
+
+
+def _read_somewhere(name: str) -> bool:
+    """A key's literal appears in code outside config.py, or its constant in config.py
+    (`QUEUE`) is used there; the wait-strategy families are read by
+    `wait.from_config(conf, use)` through `f"{p}<suffix>"`."""
+    if any(f'"{name}"' in src for src in SOURCES.values()):
+        return True
+    const = CONSTANTS.get(name)
+    if const and any(f"config.{const}" in src for src in SOURCES.values()):
+        return True
+    m = WAIT_KEY.match(name)
+    if m is None:
+        return False
+    wait_src = next(s for p, s in SOURCES.items() if p.name == "wait.py")
+    uses = "".join(SOURCES.values())
+    return f'f"{{p}}{m.group(2)}"' in wait_src and f'"{m.group(1)}")' in uses
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_every_declared_key_is_read_outside_config_py(name):
+    """A declared key nobody reads is a setting that silently does nothing (five did)."""
+    assert _read_somewhere(name), f"config key {name!r} is declared but never read"
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+README = DOCS.parent / "README.md"
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_the_config_reference_lists_every_key_with_default_and_scope(name):
+    text = (DOCS / "config.md").read_text()
+    row = next((ln for ln in text.splitlines() if ln.startswith(f"| `{name}` |")), None)
+    assert row is not None, f"docs/config.md has no row for {name!r}"
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == f"`{KEYS[name].default!r}`", row
+    assert cells[2] == KEYS[name].scope, row
+
+
+def test_docs_name_no_key_that_does_not_exist():
+    namespaces = "|".join(config.NAMESPACES)
+    pattern = re.compile(rf"`((?:{namespaces})\.[a-z0-9._]+)")
+    for doc in [README, *sorted(DOCS.glob("*.md"))]:
+        for name in pattern.findall(doc.read_text()):
+            if name.endswith(".py") or any(name.startswith(p) for p in config.PREFIXES):
+                continue
+            if _is_module(name):  # `stormish.testing`
+                continue
+            assert name in KEYS, f"{doc.name} names config key {name!r}, which is not declared"

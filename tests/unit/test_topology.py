@@ -292,7 +292,9 @@ def test_bad_config_value_in_topology_config_is_named():
 def test_bad_config_key_in_add_configuration_names_key_and_component():
     t = base()
     d = t.set_bolt("count", Count())
-    with pytest.raises(ConfigError, match=r"'topology\.tick\.freq' \(in component 'count'\)"):
+    with pytest.raises(
+        ConfigError, match=r"'topology\.tick\.freq' \(in component 'count' of topology 'wc'\)"
+    ):
         d.add_configuration("topology.tick.freq", 2)
     with pytest.raises(ConfigError, match=r"'topology\.tick\.tuple\.freq\.secs' \(in compo"):
         d.set_tick_frequency(-1)
@@ -306,7 +308,9 @@ def test_bad_component_config_attribute_is_named():
         def execute(self, tup):
             pass
 
-    with pytest.raises(ConfigError, match=r"'topology\.max\.spout\.pending' \(in component 'c'\)"):
+    with pytest.raises(
+        ConfigError, match=r"'topology\.max\.spout\.pending' \(in component 'c' of topology 'wc'\)"
+    ):
         base().set_bolt("c", Configured())
 
 
@@ -338,3 +342,115 @@ def test_cross_key_error_from_a_component_override_names_the_component():
     t.set_bolt("count", Count()).add_configuration("topology.producer.batch.size", 80)
     with pytest.raises(ConfigError, match=r"component 'count'"):
         t.validate()
+
+
+# -- application keys, scopes and per-component queues (issue 10)
+class Configured(Bolt):
+    component_config = {"app.class.key": [1, 2], "fake.config": "from the class"}
+
+    def execute(self, tup):
+        pass
+
+
+def test_application_keys_are_kept_at_topology_and_component_level():
+    t = Topology("wc", config={"fake.config": 123, "app.url": "http://x"})
+    t.set_spout("words", Words())
+    t.set_bolt("count", Count()).shuffle_grouping("words").add_configuration("app.only", 1)
+    t.set_bolt("conf", Configured()).shuffle_grouping("words")
+    conf = t.validate({"app.cli": True})
+    assert conf["fake.config"] == 123 and conf["app.url"] == "http://x" and conf["app.cli"]
+    assert t.components["count"].config == {"app.only": 1}
+    assert t.components["conf"].config == {"app.class.key": [1, 2], "fake.config": "from the class"}
+
+
+def test_an_undeclared_key_in_a_stormish_namespace_is_still_refused_with_a_hint():
+    with pytest.raises(
+        ConfigError, match=r"unknown config key 'topology\.foo' \(in topology 'wc'\)"
+    ):
+        Topology("wc", config={"topology.foo": 1})
+    with pytest.raises(ConfigError, match=r"did you mean 'topology\.max\.spout\.pending'"):
+        base().set_bolt("c", Count()).add_configuration("topology.max.spout.pendng", 1)
+
+
+def test_an_application_value_that_cannot_be_pickled_is_named_at_validate():
+    t = Topology("wc", config={"app.lock": threading.Lock()})
+    t.set_spout("words", Words())
+    with pytest.raises(ConfigError, match=r"'app\.lock' \(in topology 'wc'\) cannot be pickled"):
+        t.validate()
+    t = base()
+    t.set_bolt("c", Count()).shuffle_grouping("words").add_configuration(
+        "app.lock", threading.Lock()
+    )
+    with pytest.raises(ConfigError, match=r"'app\.lock' \(in component 'c' of topology 'wc'\)"):
+        t.validate()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("topology.workers", 2),
+        ("topology.message.timeout.secs", 5),
+        ("topology.acker.executors", 0),
+    ],
+)
+def test_a_worker_level_key_set_per_component_is_refused_naming_key_component_topology(key, value):
+    d = base().set_bolt("count", Count())
+    with pytest.raises(ConfigError) as exc:
+        d.add_configuration(key, value)
+    msg = str(exc.value)
+    assert f"config key {key!r} (in component 'count' of topology 'wc')" in msg
+    assert "cannot be set per component" in msg
+
+    class Attr(Bolt):
+        component_config = {key: value}
+
+        def execute(self, tup):
+            pass
+
+    with pytest.raises(ConfigError, match=r"in component 'a' of topology 'wc'"):
+        base().set_bolt("a", Attr())
+
+
+def test_a_daemon_key_in_a_topology_is_refused():
+    with pytest.raises(ConfigError, match=r"'nimbus\.task\.timeout\.secs' \(in topology 'wc'\)"):
+        Topology("wc", config={"nimbus.task.timeout.secs": 5})
+    with pytest.raises(ConfigError, match=r"configures the supervisor daemon"):
+        base().validate({"supervisor.worker.timeout.secs": 5})
+
+
+def test_storm_s_receive_buffer_of_64_is_accepted_with_an_unset_batch():
+    t = Topology("wc", config={"topology.executor.receive.buffer.size": 64})
+    t.set_spout("words", Words())
+    t.set_bolt("count", Count()).shuffle_grouping("words")
+    assert t.validate()["topology.executor.receive.buffer.size"] == 64
+    t = base()
+    small = t.set_bolt("count", Count()).shuffle_grouping("words")
+    small.add_configuration("topology.executor.receive.buffer.size", 64)
+    t.validate()
+
+
+def test_an_explicit_topology_batch_over_half_a_component_s_queue_is_an_error():
+    t = Topology("wc", config={"topology.producer.batch.size": 100})
+    t.set_spout("words", Words())
+    small = t.set_bolt("count", Count()).shuffle_grouping("words")
+    small.add_configuration("topology.executor.receive.buffer.size", 64)
+    with pytest.raises(ConfigError) as exc:
+        t.validate()
+    msg = str(exc.value)
+    assert "'topology.producer.batch.size' (100)" in msg
+    assert "'topology.executor.receive.buffer.size' (64)" in msg
+    assert "component 'count' of topology 'wc'" in msg
+
+
+def test_an_explicit_producer_batch_over_half_a_consumer_s_queue_is_an_error():
+    t = Topology("wc")
+    t.set_spout("words", Words()).add_configuration("topology.producer.batch.size", 100)
+    t.set_bolt("count", Count()).shuffle_grouping("words").add_configuration(
+        "topology.executor.receive.buffer.size", 64
+    )
+    with pytest.raises(ConfigError) as exc:
+        t.validate()
+    msg = str(exc.value)
+    assert "'topology.producer.batch.size' (100) of component 'words'" in msg
+    assert "'topology.executor.receive.buffer.size' (64) of component 'count'" in msg
+    assert "topology 'wc'" in msg
