@@ -7,6 +7,7 @@ The public API lives here and in `stormish.testing`; everything under `runtime/`
 
 from .component import BasicBolt, Bolt, Spout
 from .errors import ConfigError, StormishError, TopologyError, TopologyFileError, WorkerError
+from .failure import Failure
 from .local import LocalCluster
 from .topology import Topology
 from .tuple import Tuple
@@ -17,6 +18,7 @@ __all__ = [
     "BasicBolt",
     "Bolt",
     "ConfigError",
+    "Failure",
     "LocalCluster",
     "Spout",
     "StormishError",

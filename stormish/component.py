@@ -61,8 +61,11 @@ class Spout(Component):
     def ack(self, msg_id: Any) -> None:
         pass
 
-    def fail(self, msg_id: Any) -> None:
-        pass
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
+        """A tree failed (a bolt failed a tuple of it, or it timed out). Define
+        `fail(self, msg_id, failure)` to learn why (a `stormish.Failure`) and whether it is
+        final (`failure.dead_letter`, with `topology.max.replays`): a final one must not
+        be replayed. `fail(self, msg_id)` works as in Storm."""
 
     def activate(self) -> None:
         pass

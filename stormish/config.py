@@ -196,6 +196,14 @@ KEYS: dict[str, Key] = {
             "reliable tuple trees in flight per spout task; None means no limit",
         ),
         Key(
+            "topology.max.replays",
+            None,
+            _int(1, optional=True),
+            "a spout tuple whose tree has failed this many times is dead-lettered: handed "
+            "to Spout.fail(msg_id, failure) as final and emitted on the spout's "
+            "__dead_letter stream; None (Storm's way) replays for ever",
+        ),
+        Key(
             "topology.message.timeout.secs",
             30,
             _num(0, strict=True),

@@ -56,6 +56,7 @@ class ListSpout(Spout):
         self.failed: dict[int, int] = {}
         self.emits = 0
         self._failed_once: set[int] = set()
+        self.dead: dict[int, dict[str, Any]] = {}  # dead-lettered: msg id -> Failure
 
     def next_tuple(self) -> None:
         for _ in range(self.per_call):
@@ -76,13 +77,22 @@ class ListSpout(Spout):
         self.acked[msg_id] = self.acked.get(msg_id, 0) + 1
         self.unacked.discard(msg_id)
 
-    def fail(self, msg_id: int) -> None:
+    def fail(self, msg_id: int, failure: Any = None) -> None:
+        """Replays what fails, except a dead-lettered item (`topology.max.replays`)."""
         self.failed[msg_id] = self.failed.get(msg_id, 0) + 1
         self.unacked.discard(msg_id)
+        if failure is not None and failure.dead_letter:
+            self.dead[msg_id] = failure.as_dict()
+            return
         self.todo.append(msg_id)
 
     def result(self) -> dict[str, Any]:
-        return {"acked": dict(self.acked), "failed": dict(self.failed), "emits": self.emits}
+        return {
+            "acked": dict(self.acked),
+            "failed": dict(self.failed),
+            "dead": dict(self.dead),
+            "emits": self.emits,
+        }
 
 
 class CaptureBolt(Bolt):

@@ -16,6 +16,7 @@ from typing import Any
 from . import config as _config
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .errors import ConfigError, TopologyError
+from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
 
 GROUPINGS = (
     "shuffle",
@@ -111,6 +112,17 @@ class _Declarer:
 
     def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
         return self._add(component, "none", stream)
+
+    def dead_letter_grouping(
+        self, component: str, fields: Sequence[str] | None = None
+    ) -> _Declarer:
+        """Subscribe to spout `component`'s dead letters: its trees that failed
+        `topology.max.replays` times, one tuple each with the fields msg_id, stream,
+        values, component (that failed it), error and failures. Shuffled across this
+        bolt's tasks, or grouped by `fields` of those."""
+        if fields:
+            return self._add(component, "fields", DEAD_LETTER_STREAM, fields)
+        return self._add(component, "shuffle", DEAD_LETTER_STREAM)
 
     def custom_grouping(
         self, component: str, grouping: Callable[..., Any], stream: str = DEFAULT_STREAM
@@ -208,6 +220,13 @@ class Topology:
                 f"{sorted(self.components)}"
             )
         streams = src.streams
+        if sub.stream == DEAD_LETTER_STREAM:
+            if not src.is_spout:
+                raise TopologyError(
+                    f"component {bolt!r} subscribes to {DEAD_LETTER_STREAM!r} of "
+                    f"{sub.source!r}, which is a bolt: only spouts have dead letters"
+                )
+            streams = {DEAD_LETTER_STREAM: DEAD_LETTER_FIELDS}
         if sub.stream not in streams:
             raise TopologyError(
                 f"component {bolt!r} subscribes to stream {sub.stream!r} of {sub.source!r}, "

@@ -13,6 +13,9 @@ from typing import Any
 
 TICK_STREAM = "__tick"
 SYSTEM_COMPONENT = "__system"
+# Every spout's dead letters: trees that failed `topology.max.replays` times.
+DEAD_LETTER_STREAM = "__dead_letter"
+DEAD_LETTER_FIELDS = ("msg_id", "stream", "values", "component", "error", "failures")
 
 
 class Source:

@@ -30,12 +30,14 @@ def rotation_period(message_timeout: float) -> float:
 
 
 class AckerLedger:
-    """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task).
+    """Events in (init, ack, fail, reset, rotate), outcomes out as (kind, root, spout_task,
+    why): `why` is None for a completed tree, and for a failed one what the failing bolt
+    said, (component, error text or None), or None when nothing was said.
 
     Two generations of entries (current and old) instead of a general rotating map: a
     lookup is at most two dict probes, and rotation drops the old generation, so an
     entry lives between one and two rotation periods. Entry: [xor, spout task or -1,
-    failed]."""
+    failed: False, or the fail's why (True when none was given)]."""
 
     __slots__ = ("cur", "old")
 
@@ -52,20 +54,21 @@ class AckerLedger:
             self.cur[root] = e
         return e
 
-    def init(self, root: int, val: int, spout_task: int) -> tuple[str, int, int] | None:
+    def init(self, root: int, val: int, spout_task: int) -> tuple[str, int, int, Any] | None:
         e = self._entry(root)
         e[0] ^= val
         e[1] = spout_task
         return self._settle(root, e)
 
-    def ack(self, root: int, val: int) -> tuple[str, int, int] | None:
+    def ack(self, root: int, val: int) -> tuple[str, int, int, Any] | None:
         e = self._entry(root)
         e[0] ^= val
         return self._settle(root, e)
 
-    def fail(self, root: int) -> tuple[str, int, int] | None:
+    def fail(self, root: int, why: Any = None) -> tuple[str, int, int, Any] | None:
         e = self._entry(root)
-        e[2] = True
+        if not e[2]:  # the first fail's reason is the one the spout hears
+            e[2] = why or True
         return self._settle(root, e)
 
     def reset(self, root: int) -> int | None:
@@ -75,15 +78,15 @@ class AckerLedger:
         e = self._entry(root)
         return e[1] if e[1] >= 0 else None
 
-    def _settle(self, root: int, e: list[Any]) -> tuple[str, int, int] | None:
+    def _settle(self, root: int, e: list[Any]) -> tuple[str, int, int, Any] | None:
         if e[1] < 0:
             return None
         if e[2]:
             del self.cur[root]
-            return (FAILED, root, e[1])
+            return (FAILED, root, e[1], None if e[2] is True else e[2])
         if e[0] == 0:
             del self.cur[root]
-            return (COMPLETE, root, e[1])
+            return (COMPLETE, root, e[1], None)
         return None
 
     def rotate(self) -> int:
@@ -123,8 +126,8 @@ class AckerBolt(Bolt):
                 if out is not None:
                     self._tell(out, emit_direct)
         elif stream == ACK_FAIL:
-            for (root,) in values:
-                out = ledger.fail(root)
+            for root, why in values:
+                out = ledger.fail(root, why)
                 if out is not None:
                     self._tell(out, emit_direct)
         elif stream == TICK_STREAM:
@@ -136,6 +139,9 @@ class AckerBolt(Bolt):
                     emit_direct(task, (root,), ACK_RESET)
 
     @staticmethod
-    def _tell(out: tuple[str, int, int], emit_direct: Any) -> None:
-        kind, root, task = out
-        emit_direct(task, (root,), ACK_ACK if kind == COMPLETE else ACK_FAIL)
+    def _tell(out: tuple[str, int, int, Any], emit_direct: Any) -> None:
+        kind, root, task, why = out
+        if kind == COMPLETE:
+            emit_direct(task, (root,), ACK_ACK)
+        else:
+            emit_direct(task, (root, why), ACK_FAIL)

@@ -83,9 +83,9 @@ class BoltExecutor(Executor):
         self.failed += len(batch)
         self.collector.fail_batch(batch)
 
-    def _fail(self, tup: Tuple) -> None:
+    def _fail(self, tup: Tuple, error: str | None = None) -> None:
         self.failed += 1
-        self.collector.fail(tup)
+        self.collector.fail(tup, error)
 
     def run(self) -> None:
         self.obj.prepare(self.conf, self.context)
@@ -175,7 +175,7 @@ class BoltExecutor(Executor):
                 except Exception as exc:  # noqa: BLE001
                     failed += 1
                     self._record_error(exc, "execute")
-                    fail(t)
+                    fail(t, _error_text(exc))
                     continue
                 ack(t)
             self.acked += n - failed
@@ -203,7 +203,7 @@ class BoltExecutor(Executor):
             if self.basic:
                 self.failed += n
                 if metas is not None:
-                    col.fail_batch(tb)
+                    col.fail_batch(tb, _error_text(exc))
         else:
             if self.basic:
                 self.acked += n
@@ -217,9 +217,9 @@ class BoltExecutor(Executor):
     def _on_error(self, exc: Exception, tup: Tuple | None) -> None:
         self._record_error(exc, "execute")
         if tup is not None and not self.basic:
-            self.obj.fail(tup)
+            self._fail(tup, _error_text(exc))
         elif tup is not None:
-            self.collector.fail(tup)
+            self.collector.fail(tup, _error_text(exc))
             self.failed += 1
         else:
             self.failed += 1
@@ -232,3 +232,8 @@ class BoltExecutor(Executor):
         self.executed += n
         if stream != TICK_STREAM:
             self.consumed += n
+
+
+def _error_text(exc: BaseException) -> str:
+    """What a fail tells the spout of the error that caused it (Failure.error)."""
+    return f"{type(exc).__name__}: {exc}"[:500]

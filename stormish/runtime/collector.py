@@ -31,7 +31,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TopologyError
-from ..tuple import Tuple, TupleBatch
+from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, Plan
 
@@ -306,7 +306,7 @@ class Collector:
                 e = rand(63)
                 xor ^= e
                 self._put(ob, values, ((root, e),))
-        self.reliable(root, msg_id)
+        self.reliable(root, msg_id, 1, values, stream)
         boxes = self._init_boxes
         if boxes:
             ob = boxes[root % len(boxes)]
@@ -436,7 +436,7 @@ class Collector:
         if self._root_n:
             root += self._root_k - root % self._root_n
         xor = self._put_tree(route, rows, (root,))
-        self.reliable(root, msg_id, len(rows))
+        self.reliable(root, msg_id, len(rows), rows, stream)
         boxes = self._init_boxes
         if boxes:
             ob = boxes[root % len(boxes)]
@@ -565,7 +565,7 @@ class Collector:
             if self._root_n:
                 root += self._root_k - root % self._root_n
             self._put(ob, values, ((root, e),))
-            self.reliable(root, msg_id)
+            self.reliable(root, msg_id, 1, values, stream)
             self._system(self._init_route, (root, e, self.task))
         else:
             if anchors is None and self.basic:
@@ -579,6 +579,13 @@ class Collector:
         if isinstance(anchors, Tuple):
             anchors = (anchors,)
         self._put(ob, values, self._anchor(anchors))
+
+    def emit_dead_letter(self, values: tuple) -> None:
+        """A spout's dead letter, to every subscriber of its `__dead_letter` stream
+        (untracked: a dead letter is the end of its tree's story)."""
+        route = self.routes.get(DEAD_LETTER_STREAM)
+        if route is not None and route.pickers:
+            self._put_all(self._deliveries(route, values), values, None)
 
     def emit_direct_system(self, task: int, values: Sequence[Any], stream: str) -> None:
         """For the acker: straight to a spout task's outbox."""
@@ -655,11 +662,12 @@ class Collector:
         if len(acks) >= self.batch_size:
             self.flush_acks()
 
-    def fail_batch(self, batch: TupleBatch) -> None:
+    def fail_batch(self, batch: TupleBatch, error: str | None = None) -> None:
         """Fail every tree a batch's tuples belong to: one fail message per root."""
         if batch.metas:
+            why = (self.component, error)
             for root in {r for meta in batch.metas if meta for r, _ in meta}:
-                self._system(self._fail_route, (root,))
+                self._system(self._fail_route, (root, why))
 
     def flush_acks(self) -> None:
         acks = self._acks
@@ -675,11 +683,14 @@ class Collector:
                     self.flush(ob)
         acks.clear()
 
-    def fail(self, tup: Tuple) -> None:
+    def fail(self, tup: Tuple, error: str | None = None) -> None:
+        """The fail carries why to the spout: this component, and the error ("Type:
+        message") when an uncaught exception failed the tuple."""
         meta = tup.meta
         if meta:
+            why = (self.component, error)
             for root, _ in meta:
-                self._system(self._fail_route, (root,))
+                self._system(self._fail_route, (root, why))
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Published at once, not when `execute` returns: a bolt resets a tree's timeout

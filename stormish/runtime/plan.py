@@ -14,13 +14,14 @@ from typing import Any
 from .. import config as _config
 from ..component import Bolt
 from ..topology import ComponentSpec, Subscription, Topology, consumers_of
-from ..tuple import SYSTEM_COMPONENT, TICK_STREAM
+from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TICK_STREAM
 
 ACKER = "__acker"
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail", "__ack_reset"
-BOLT_ACK_STREAMS = {ACK_ACK: ("root", "val"), ACK_FAIL: ("root",), ACK_RESET: ("root",)}
+# a fail carries why: (failing component, "Type: message" of its error or None)
+BOLT_ACK_STREAMS = {ACK_ACK: ("root", "val"), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
 SPOUT_ACK_STREAMS = {ACK_INIT: ("root", "val", "task")}
-ACKER_OUT_STREAMS = {ACK_ACK: ("root",), ACK_FAIL: ("root",), ACK_RESET: ("root",)}
+ACKER_OUT_STREAMS = {ACK_ACK: ("root",), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
 
 
 @dataclass
@@ -68,6 +69,9 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
         for n, s in topology.components.items()
     }
     streams = {name: dict(spec.streams) for name, spec in components.items()}
+    for name, spec in components.items():
+        if spec.is_spout:
+            streams[name][DEAD_LETTER_STREAM] = DEAD_LETTER_FIELDS
     if acking:
         acker = ComponentSpec(ACKER, acker_bolt, n_ackers, False)
         for name, spec in components.items():

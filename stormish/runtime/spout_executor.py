@@ -9,9 +9,12 @@ pauses too (see bolt_executor).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import TopologyError
+from ..failure import FAILED, TIMED_OUT, Failure
 from ..tuple import TICK_STREAM
 from . import wait
 from .executor import Executor
@@ -39,6 +42,11 @@ class SpoutExecutor(Executor):
         self._now = self.clock.now
         self.complete_seconds = 0.0
         self.completed = 0
+        # dead letters: failures per message id, counted only with topology.max.replays
+        self.max_replays = self.conf["topology.max.replays"]
+        self.fail_counts: dict[Any, int] = {}
+        self.dead_lettered = 0
+        self.fail_takes_reason = _takes_reason(self.obj.fail)
         self._bind()
 
     def _bind(self) -> None:
@@ -48,15 +56,23 @@ class SpoutExecutor(Executor):
         obj.emit_direct = col.emit_direct
         obj.report_error = self.report_error
         obj.finish = self.finish
-        col.reliable = self._track
+        col.reliable = self._track if self.max_replays is None else self._track_values
 
     def finish(self) -> None:
         self.finished = True
 
-    def _track(self, root: int, msg_id: Any, rows: int = 1) -> None:
+    def _track(
+        self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""
+    ) -> None:
         """`rows`: the spout tuples of the tree (emit_many); acked/failed count them, as
         `emitted` does, while max.spout.pending counts trees (message ids), as Storm's."""
         self.inflight.put_new(root, (msg_id, self._now(), rows))
+
+    def _track_values(
+        self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""
+    ) -> None:
+        """With topology.max.replays: the values too, for the dead letter."""
+        self.inflight.put_new(root, (msg_id, self._now(), rows, values, stream))
 
     def is_done(self) -> bool:
         return self.finished and len(self.inflight) == 0
@@ -183,25 +199,68 @@ class SpoutExecutor(Executor):
         self.executed += n
         if stream == ACK_ACK:
             t = self.clock.now()
+            counts = self.fail_counts
             for (root,) in values:
                 entry = self.inflight.pop(root)
                 if entry is not None:
                     self.completed += 1
                     self.complete_seconds += t - entry[1]
                     self.acked += entry[2]
+                    if counts:
+                        counts.pop(entry[0], None)
                     self.obj.ack(entry[0])
         elif stream == ACK_FAIL:
-            for (root,) in values:
+            for root, why in values:
                 entry = self.inflight.pop(root)
                 if entry is not None:
-                    self.failed += entry[2]
-                    self.obj.fail(entry[0])
+                    self._failed(entry, FAILED, why)
         elif stream == ACK_RESET:
             for (root,) in values:
                 self.inflight.touch(root)
 
     def _expire(self, dead: dict[int, Any]) -> None:
-        for msg_id, _, rows in dead.values():
-            self.timed_out += rows
-            self.failed += rows
+        for entry in dead.values():
+            self.timed_out += entry[2]
+            self._failed(entry, TIMED_OUT, None)
+
+    def _failed(self, entry: tuple, reason: str, why: Any) -> None:
+        """Count the failure; past `topology.max.replays` failures of one message id,
+        dead-letter it (final); tell the spout, with the reason when its fail takes one."""
+        msg_id, rows = entry[0], entry[2]
+        self.failed += rows
+        component, error = why if why else (None, None)
+        failures, dead = 1, False
+        if self.max_replays is not None:
+            try:
+                failures = self.fail_counts.get(msg_id, 0) + 1
+            except TypeError:
+                raise TopologyError(
+                    f"spout {self.component!r}: topology.max.replays counts failures per "
+                    f"message id, which must be hashable; got {type(msg_id).__name__}"
+                ) from None
+            if failures >= self.max_replays:
+                dead = True
+                self.fail_counts.pop(msg_id, None)
+                self.dead_lettered += rows
+                values, stream = entry[3], entry[4]
+                self.collector.emit_dead_letter(
+                    (msg_id, stream, values, component, error, failures)
+                )
+            else:
+                self.fail_counts[msg_id] = failures
+        if self.fail_takes_reason:
+            self.obj.fail(msg_id, Failure(reason, component, error, failures, dead))
+        else:
             self.obj.fail(msg_id)
+
+
+def _takes_reason(fail: Callable[..., Any]) -> bool:
+    """Whether a spout's `fail` accepts a second argument (the Failure)."""
+    try:
+        params = list(inspect.signature(fail).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2

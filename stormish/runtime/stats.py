@@ -24,6 +24,7 @@ SUMMED = (
     "pending_emits",
     "backpressure_seconds",
     "errors",
+    "dead_lettered",
 )
 
 
@@ -55,6 +56,7 @@ class TaskStats:
     progress_done: int | None = None  # spouts with progress(): items done ...
     progress_total: int | None = None  # ... out of this many (None: unknown)
     active: bool | None = None  # spouts: activated on their thread (None: a bolt)
+    dead_lettered: int = 0  # spouts: tuples dead-lettered after topology.max.replays
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class ComponentStats:
     dropped: Mapping[str, int]
     progress_done: int | None = None
     progress_total: int | None = None
+    dead_lettered: int = 0
 
 
 @dataclass(frozen=True)

@@ -257,6 +257,7 @@ class Worker:
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,
+                    dead_lettered=ex.dead_lettered if isinstance(ex, SpoutExecutor) else 0,
                     **_progress(ex.obj),
                 )
             )

@@ -188,7 +188,7 @@ class SparkSpout(Spout):
         self._base = 0
         self._drained = False
         self._finished = False
-        self.emitted = self.replayed = self.acked = self.failed = 0
+        self.emitted = self.replayed = self.acked = self.failed = self.dead_lettered = 0
         start = getattr(drain, "start", None)
         if start is not None:
             start()
@@ -287,11 +287,18 @@ class SparkSpout(Spout):
         if got is not None:
             self.acked += len(got) if got.__class__ is list else 1
 
-    def fail(self, msg_id: Any) -> None:
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
+        """Replay the tree whole, unless it was dead-lettered (topology.max.replays):
+        then it is dropped, and the engine emitted its rows on `__dead_letter`."""
         got = self._pending.get(msg_id)
         if got is not None:
-            self.failed += len(got) if got.__class__ is list else 1
-            self._replay.append(msg_id)
+            rows = len(got) if got.__class__ is list else 1
+            self.failed += rows
+            if failure is not None and failure.dead_letter:
+                del self._pending[msg_id]
+                self.dead_lettered += rows
+            else:
+                self._replay.append(msg_id)
 
     def progress(self) -> tuple[int, int | None]:
         """(rows emitted for the first time, total rows or None while unknown)."""

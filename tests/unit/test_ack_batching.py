@@ -102,14 +102,14 @@ def test_an_emit_many_tree_completes_once_after_every_row_is_acked(
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
     tracked = {}
-    spout.reliable = lambda root, msg_id, rows: tracked.setdefault(root, msg_id)
+    spout.reliable = lambda root, msg_id, *_rest: tracked.setdefault(root, msg_id)
     rows = [(i,) for i in range(n)]
     spout.emit_many_spout_tracked(rows, msg_id="batch-1")
     spout.flush_all()
     (root,) = tracked
     ledger = AckerLedger()
     assert feed_acker(ledger, received(queues[acker])) == (
-        [(COMPLETE, root, spout.task)] if not n else []
+        [(COMPLETE, root, spout.task, None)] if not n else []
     )
     if not n:
         return  # an empty tree completes on its init
@@ -128,7 +128,7 @@ def test_an_emit_many_tree_completes_once_after_every_row_is_acked(
             outcomes += feed_acker(ledger, received(queues[acker]))
             if k < len(delivered) - 1:
                 assert outcomes == []  # never before the last row
-    assert outcomes == [(COMPLETE, root, spout.task)]
+    assert outcomes == [(COMPLETE, root, spout.task, None)]
     assert len(ledger) == 0
 
 
@@ -136,7 +136,7 @@ def test_acks_for_one_root_between_flushes_are_one_message():
     plan, queues, collector = make(mid_tasks=1, batch_size=1000)
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
-    spout.reliable = lambda root, msg_id, rows: None
+    spout.reliable = lambda root, msg_id, *_rest: None
     spout.emit_many_spout_tracked([(i,) for i in range(500)], msg_id=7)
     spout.flush_all()
     (mid_task,) = plan.tasks["mid"]
@@ -159,7 +159,7 @@ def test_ack_batch_and_anchored_emit_many_complete_the_tree():
     plan, queues, collector = make(mid_tasks=1, batch_size=7)
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
-    spout.reliable = lambda root, msg_id, rows: None
+    spout.reliable = lambda root, msg_id, *_rest: None
     spout.emit_many_spout_tracked([(i,) for i in range(20)], msg_id="m")
     spout.flush_all()
     ledger = AckerLedger()
@@ -192,7 +192,7 @@ def test_fail_batch_fails_each_root_once():
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
     roots = []
-    spout.reliable = lambda root, msg_id, rows: roots.append(root)
+    spout.reliable = lambda root, msg_id, *_rest: roots.append(root)
     spout.emit_many_spout_tracked([(1,), (2,)], msg_id="a")
     spout.emit_many_spout_tracked([(3,)], msg_id="b")
     spout.flush_all()
@@ -206,7 +206,7 @@ def test_fail_batch_fails_each_root_once():
     mid.fail_batch(TupleBatch(values, SRC_SOURCE, metas, mid))
     mid.flush_all()
     fails = received(queues[acker])
-    assert sorted(v for b in fails for (v,) in b[2]) == sorted(roots)
+    assert sorted(v for b in fails for (v, _why) in b[2]) == sorted(roots)
     outcomes = feed_acker(ledger, fails)
     assert sorted(o[1] for o in outcomes) == sorted(roots)
     assert {o[0] for o in outcomes} == {FAILED}
@@ -215,7 +215,7 @@ def test_fail_batch_fails_each_root_once():
 def test_emit_many_checks_every_row_before_emitting_any():
     plan, queues, collector = make()
     spout = collector("src")
-    spout.reliable = lambda root, msg_id, rows: pytest.fail("nothing may be tracked")
+    spout.reliable = lambda root, msg_id, *_rest: pytest.fail("nothing may be tracked")
     with pytest.raises(TopologyError) as err:
         spout.emit_many_spout_tracked([(1,), (2,), (3, 4)], msg_id=1)
     msg = str(err.value)

@@ -19,7 +19,7 @@ def test_single_edge_tree_completes_on_ack_after_init():
     led = AckerLedger()
     assert led.init(ROOT, 0b1010, SPOUT) is None
     assert len(led) == 1
-    assert led.ack(ROOT, 0b1010) == (COMPLETE, ROOT, SPOUT)
+    assert led.ack(ROOT, 0b1010) == (COMPLETE, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -29,7 +29,7 @@ def test_init_after_acks_completes_on_init():
     assert led.ack(ROOT, e1) is None
     assert led.ack(ROOT, e2) is None
     assert len(led) == 1
-    assert led.init(ROOT, e1 ^ e2, SPOUT) == (COMPLETE, ROOT, SPOUT)
+    assert led.init(ROOT, e1 ^ e2, SPOUT) == (COMPLETE, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -39,13 +39,13 @@ def test_zero_value_without_init_does_not_complete():
     assert led.ack(ROOT, 5) is None
     assert led.ack(ROOT, 5) is None  # value back to 0, but no spout task yet
     assert len(led) == 1
-    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT)
+    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT, None)
 
 
 def test_init_with_zero_value_completes_at_once():
     """A spout tuple with no consumers: the init alone completes the tree."""
     led = AckerLedger()
-    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT)
+    assert led.init(ROOT, 0, SPOUT) == (COMPLETE, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -56,13 +56,13 @@ def test_partial_acks_keep_the_tree_open():
     # the bolt that received e1 emits e3 anchored and acks e1: sends e1 ^ e3
     assert led.ack(ROOT, e1 ^ e3) is None
     assert led.ack(ROOT, e2) is None
-    assert led.ack(ROOT, e3) == (COMPLETE, ROOT, SPOUT)
+    assert led.ack(ROOT, e3) == (COMPLETE, ROOT, SPOUT, None)
 
 
 def test_fail_after_init_reports_failed():
     led = AckerLedger()
     led.init(ROOT, 99, SPOUT)
-    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT)
+    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -70,7 +70,7 @@ def test_fail_before_init_reports_on_init_even_if_value_is_zero():
     led = AckerLedger()
     assert led.fail(ROOT) is None
     assert led.ack(ROOT, 3) is None
-    assert led.init(ROOT, 3, SPOUT) == (FAILED, ROOT, SPOUT)
+    assert led.init(ROOT, 3, SPOUT) == (FAILED, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -79,9 +79,9 @@ def test_trees_are_independent():
     other = ROOT + 1
     led.init(ROOT, 4, SPOUT)
     led.init(other, 4, SPOUT + 1)
-    assert led.ack(other, 4) == (COMPLETE, other, SPOUT + 1)
+    assert led.ack(other, 4) == (COMPLETE, other, SPOUT + 1, None)
     assert len(led) == 1
-    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT)
+    assert led.fail(ROOT) == (FAILED, ROOT, SPOUT, None)
 
 
 def test_reset_unknown_root_is_none():
@@ -124,7 +124,7 @@ def test_an_entry_survives_one_rotation_with_its_state():
     led.init(ROOT, 1 | 2, SPOUT)
     led.rotate()
     assert led.ack(ROOT, 1) is None
-    assert led.ack(ROOT, 2) == (COMPLETE, ROOT, SPOUT)
+    assert led.ack(ROOT, 2) == (COMPLETE, ROOT, SPOUT, None)
     assert len(led) == 0
     assert led.rotate() == 0
 
@@ -187,7 +187,7 @@ def test_tree_completes_exactly_once_at_the_last_message(msgs):
     led = AckerLedger()
     outcomes = [deliver(led, m) for m in msgs]
     assert outcomes[:-1] == [None] * (len(msgs) - 1)
-    assert outcomes[-1] == (COMPLETE, ROOT, SPOUT)
+    assert outcomes[-1] == (COMPLETE, ROOT, SPOUT, None)
     assert len(led) == 0
 
 
@@ -203,7 +203,7 @@ def test_interleaved_trees_each_complete_at_their_own_last_message(a, b, data):
         out = deliver(led, next(streams[which]))
         remaining[which] -= 1
         if remaining[which] == 0:
-            assert out == (COMPLETE, which + 1, which + 3)
+            assert out == (COMPLETE, which + 1, which + 3, None)
             done.append(which)
         else:
             assert out is None
@@ -223,14 +223,14 @@ def test_a_fail_anywhere_gives_failed_once_the_spout_is_known(msgs, data):
     init_at = next(i for i, m in enumerate(seq) if m[0] == "init")
     first = max(init_at, at)
     assert outcomes[:first] == [None] * first
-    assert outcomes[first] == (FAILED, ROOT, SPOUT)
+    assert outcomes[first] == (FAILED, ROOT, SPOUT, None)
     assert outcomes[first + 1 :] == [None] * (len(seq) - first - 1)
 
 
 def test_a_fail_after_completion_reports_nothing():
     led = AckerLedger()
     assert led.init(ROOT, 4, SPOUT) is None
-    assert led.ack(ROOT, 4) == (COMPLETE, ROOT, SPOUT)
+    assert led.ack(ROOT, 4) == (COMPLETE, ROOT, SPOUT, None)
     assert led.fail(ROOT) is None  # late: the tree is gone, the spout task unknown
 
 
@@ -256,8 +256,11 @@ def test_acker_bolt_routes_outcomes_to_the_spout_task():
     bolt.execute_raw(ACK_INIT, [(ROOT, e, SPOUT), (ROOT + 1, 6, SPOUT + 1)], out)
     assert out.sent == []
     bolt.execute_raw(ACK_ACK, [(ROOT, e)], out)
-    bolt.execute_raw(ACK_FAIL, [(ROOT + 1,)], out)
-    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK), (SPOUT + 1, (ROOT + 1,), ACK_FAIL)]
+    bolt.execute_raw(ACK_FAIL, [(ROOT + 1, ("bolt", "ValueError: x"))], out)
+    assert out.sent == [
+        (SPOUT, (ROOT,), ACK_ACK),
+        (SPOUT + 1, (ROOT + 1, ("bolt", "ValueError: x")), ACK_FAIL),
+    ]
 
 
 def test_acker_bolt_forwards_reset_to_known_spout_only():
@@ -289,11 +292,11 @@ def test_acker_bolt_acks_before_init_complete_on_init():
 
 def test_acker_bolt_fail_before_init_wins_over_a_zero_xor():
     bolt, out = prepared_acker(), FakeDirect()
-    bolt.execute_raw(ACK_FAIL, [(ROOT,)], out)
+    bolt.execute_raw(ACK_FAIL, [(ROOT, ("bolt", None))], out)
     bolt.execute_raw(ACK_ACK, [(ROOT, 9)], out)
     assert out.sent == []
     bolt.execute_raw(ACK_INIT, [(ROOT, 9, SPOUT)], out)
-    assert out.sent == [(SPOUT, (ROOT,), ACK_FAIL)]
+    assert out.sent == [(SPOUT, (ROOT, ("bolt", None)), ACK_FAIL)]
 
 
 def test_acker_bolt_ack_of_an_entry_from_the_previous_generation():

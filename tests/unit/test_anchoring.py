@@ -51,7 +51,7 @@ def make(seed: int):
 
     spout, mid = collector("src"), collector("mid")
     roots: dict[object, int] = {}
-    spout.reliable = lambda root, msg_id, rows=1: roots.__setitem__(msg_id, root)
+    spout.reliable = lambda root, msg_id, *_rest: roots.__setitem__(msg_id, root)
     return plan, queues, spout, mid, roots
 
 
@@ -139,7 +139,7 @@ def test_a_tree_completes_exactly_when_its_last_edge_is_acked(
     for i, (stream, v) in enumerate(messages):
         out = deliver(ledger, stream, v)
         if out is not None:
-            kind, root, _task = out
+            kind, root, _task, _why = out
             assert kind == COMPLETE and root not in done_at
             done_at[root] = i
     blocked = tree_of[id(held_tuple)] if held_tuple is not None else set()
@@ -191,7 +191,7 @@ def test_two_children_anchored_into_one_held_output_keep_the_tree_open_until_it_
     assert acker.verdicts() == []
     mid.fail(out)  # B fails the held output: the spout must hear of it
     mid.flush_all()
-    assert acker.verdicts() == [(FAILED, root, plan.tasks["src"][0])]
+    assert acker.verdicts() == [(FAILED, root, plan.tasks["src"][0], ("mid", None))]
 
 
 def test_anchoring_twice_to_the_same_tuple_keeps_the_tree_open():
@@ -206,7 +206,7 @@ def test_anchoring_twice_to_the_same_tuple_keeps_the_tree_open():
     assert acker.verdicts() == []
     mid.ack(child)
     mid.flush_all()
-    assert acker.verdicts() == [(COMPLETE, root, plan.tasks["src"][0])]
+    assert acker.verdicts() == [(COMPLETE, root, plan.tasks["src"][0], None)]
 
 
 def test_reset_timeout_reaches_the_acker_at_once_not_when_execute_returns():
@@ -241,4 +241,4 @@ def test_the_acker_keeps_a_tree_a_whole_message_timeout_whenever_it_started():
 
     advance_to(start)
     advance_to(start + 0.99 * timeout)
-    assert ledger.ack(7, 5) == (COMPLETE, 7, 2)
+    assert ledger.ack(7, 5) == (COMPLETE, 7, 2, None)

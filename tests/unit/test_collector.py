@@ -251,7 +251,7 @@ def test_wrong_arity_after_a_good_emit_on_the_same_stream():
 
 def test_tracked_emits_check_stream_and_arity_too():
     coll, _ = make_collector(acking=True)
-    coll.reliable = lambda root, msg_id: None
+    coll.reliable = lambda root, msg_id, *_rest: None
     with pytest.raises(TopologyError, match=r"stream 'nope'"):
         coll.emit_spout_tracked((1,), stream="nope", msg_id=1)
     with pytest.raises(TopologyError, match=r"emitted 2 values on stream 'default'"):
@@ -410,7 +410,7 @@ def test_spout_roots_route_to_an_acker_on_the_spouts_worker(ackers):
     queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
     coll = Collector(plan, src, queues, local, 1 << 16)
     roots = []
-    coll.reliable = lambda root, msg_id, rows=1: roots.append(root)
+    coll.reliable = lambda root, msg_id, *_rest: roots.append(root)
     for i in range(200):
         coll.emit_spout_tracked((i,), msg_id=i)
     coll.emit_many_spout_tracked([(1,), (2,)], msg_id="tree")
@@ -426,7 +426,7 @@ def test_spout_roots_route_to_an_acker_on_the_spouts_worker(ackers):
 def test_roots_stay_random_with_a_single_acker():
     coll, _ = make_collector(acking=True)
     roots = []
-    coll.reliable = lambda root, msg_id, rows=1: roots.append(root)
+    coll.reliable = lambda root, msg_id, *_rest: roots.append(root)
     for i in range(100):
         coll.emit_spout_tracked((i,), msg_id=i)
     assert len(set(roots)) == 100 and len({r % 7 for r in roots}) == 7
