@@ -18,6 +18,10 @@ from . import config as _config
 from .cluster import commands as cc
 from .cluster.commands import guard
 from .errors import StormishError, WorkerError
+from .runtime.error_report import SHOWN
+from .runtime.error_report import summary as error_summary
+
+FAIL_FAST = "topology.fail.fast"
 
 
 def _overrides(pairs: tuple[str, ...], profile: str | None, workers: int | None) -> dict:
@@ -213,6 +217,8 @@ def _run_local(
     try:
         conf = _overrides(pairs, profile, workers)
         topology, after_run = load_topology_file(path)
+        if FAIL_FAST not in conf and FAIL_FAST not in topology.config:
+            conf[FAIL_FAST] = True  # a run from the terminal stops at its first error
         cluster = LocalCluster(config=conf)
         cluster.submit(topology)
     except StormishError as exc:
@@ -227,7 +233,9 @@ def _run_local(
         signal.signal(signal.SIGINT, old)
         stats = running.kill(0.0) if not running.ended else running.statistics()
         cluster.shutdown()
-    _summary(stats, reason["why"])
+    _summary(stats, reason["why"], shown=SHOWN)
+    if "error" in reason:
+        click.echo(f"error: {reason['error']}", err=True)
     if stats_json:
         with open(stats_json, "w") as fh:
             fh.write(stats.to_json(indent=2))
@@ -254,8 +262,10 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
         except TimeoutError:
             pass
         except WorkerError as exc:
-            click.echo(f"\nerror: {exc}", err=True)
+            if tty:
+                sys.stderr.write("\n")
             reason["why"] = "failed"
+            reason["error"] = str(exc)  # shown after the summary
             return 1
         now = time.monotonic()
         if seconds is not None and now - start >= seconds:
@@ -285,7 +295,9 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
     return 0
 
 
-def _summary(stats: Any, why: str) -> None:
+def _summary(stats: Any, why: str, shown: int = 0) -> None:
+    """The closing table; then, per component with errors, how many were not `shown` in
+    full as they happened (per component and worker) and the last of them."""
     click.echo(
         f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
         f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
@@ -302,7 +314,9 @@ def _summary(stats: Any, why: str) -> None:
             f"{c.complete_latency_ms:>9.2f}{c.backpressure_seconds:>7.2f}"
             f"{c.errors:>7}"
         )
-    if stats.error:
+    for line in error_summary(stats.tasks.values(), shown):
+        click.echo(line)
+    if stats.error and stats.status != "failed":
         click.echo(f"note: {stats.error}")
 
 

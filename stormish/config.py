@@ -247,6 +247,14 @@ KEYS: dict[str, Key] = {
             "all (slow; for debugging only)",
         ),
         Key(
+            "topology.fail.fast",
+            False,
+            _bool,
+            "an exception out of execute (or execute_batch) ends the run as a failure "
+            "instead of failing the tuple; `stormish run` turns it on unless set. Errors "
+            "that repeat on every tuple (a TopologyError from emit) always end it",
+        ),
+        Key(
             "topology.stats.interval.secs",
             1.0,
             _num(0, strict=True),

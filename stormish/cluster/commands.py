@@ -66,9 +66,10 @@ def wait_remote(client: Any, name: str, timeout: float | None) -> int:
 @click.command("list")
 @nimbus_options
 def list_cmd(nimbus: str | None, keys: str | None) -> None:
-    """The topologies a nimbus knows, with their status and worker slots, and the
-    supervisors it hears from."""
+    """The topologies a nimbus knows, with their status, worker slots and errors (per
+    component: how many, and the last), and the supervisors it hears from."""
     rows = call(nimbus, keys, "list")
+    errors = _errors(nimbus, keys, rows)
     for sup in call(nimbus, keys, "supervisors"):
         click.echo(
             f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
@@ -80,6 +81,27 @@ def list_cmd(nimbus: str | None, keys: str | None) -> None:
         slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
         line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
         click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
+        for e in errors.get(r["name"], ()):
+            click.echo(f"  {e}")
+
+
+def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) -> dict:
+    """Per topology, a line per component with errors: how many, and the last with its
+    method, file and line (from the statistics nimbus gathers from the workers)."""
+    from ..runtime.error_report import summary
+
+    out = {}
+    client = connect(nimbus, keys)
+    try:
+        for r in rows:
+            try:
+                stats = client.call("stats", r["name"])
+            except StormishError:  # starting, or its workers are gone
+                continue
+            out[r["name"]] = summary(stats.tasks.values(), 0)
+    finally:
+        client.close()
+    return out
 
 
 @click.command()
@@ -123,9 +145,13 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
 @click.option("--every", type=float, default=1.0, help="seconds between lines")
 @nimbus_options
 def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
-    """Live rates, latencies, queue fill and backpressure of NAME, until it ends."""
+    """Live rates, latencies, queue fill, backpressure (BP) and errors (E, and each
+    component's new errors with the last one's method and line) of NAME, until it ends."""
+    from ..runtime.error_report import new_errors
+
     client = connect(nimbus, keys)
     last: dict[str, int] = {}
+    seen: dict[str, int] = {}  # errors per component already told
     last_t = time.monotonic()
     try:
         while True:
@@ -136,12 +162,14 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
                 rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
                 last[c.component] = c.executed
                 fill = c.receive_population / max(c.receive_capacity, 1)
-                bp = " BP" if c.pending_emits else ""
+                flags = (" BP" if c.pending_emits else "") + (f" E{c.errors}" if c.errors else "")
                 parts.append(
-                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{bp}"
+                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
                 )
             last_t = now
             click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
+            for line in new_errors(s.tasks.values(), seen):
+                click.echo(line)
             if s.status not in ("running", "starting"):
                 return
             time.sleep(every)

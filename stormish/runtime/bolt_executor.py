@@ -174,7 +174,7 @@ class BoltExecutor(Executor):
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
                     failed += 1
-                    self._record_error(exc, "execute")
+                    self._uncaught(exc)
                     fail(t, _error_text(exc))
                     continue
                 ack(t)
@@ -199,7 +199,7 @@ class BoltExecutor(Executor):
         try:
             self.obj.execute_batch(tb)
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
-            self._record_error(exc, "execute")
+            self._uncaught(exc)
             if self.basic:
                 self.failed += n
                 if metas is not None:
@@ -215,7 +215,7 @@ class BoltExecutor(Executor):
         self.executed += n
 
     def _on_error(self, exc: Exception, tup: Tuple | None) -> None:
-        self._record_error(exc, "execute")
+        self._uncaught(exc)
         if tup is not None and not self.basic:
             self._fail(tup, _error_text(exc))
         elif tup is not None:

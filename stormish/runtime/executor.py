@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import traceback
 from typing import Any
 
+from ..errors import TopologyError
 from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
+from .error_report import SHOWN, ErrorReport, report
 from .plan import Plan
 
 log = logging.getLogger("stormish.executor")
 MAX_ERRORS_KEPT = 10
+# Error records of all executors in this process change under it (the error path
+# only): which errors a worker writes in full to the terminal is then exact.
+_ERRORS_LOCK = threading.Lock()
 
 
 class Executor:
@@ -54,9 +58,10 @@ class Executor:
         self.exec_seconds = 0.0
         self.bp_seconds = 0.0
         self.bp_since: float | None = None
-        self.errors: list[dict[str, Any]] = []
+        self.errors: list[ErrorReport] = []
         self.error_count = 0
         self.fatal: str | None = None
+        self.fail_fast = bool(self.conf["topology.fail.fast"])
         self.done = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -70,10 +75,8 @@ class Executor:
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, never lost
-            self.fatal = (
-                f"component {self.component!r} task {self.task}: {type(exc).__name__}: {exc}"
-            )
-            self._record_error(exc, "fatal")
+            rep = self._record_error(exc, "fatal")
+            self.fatal = f"component {self.component!r} task {self.task}: {rep.headline}"
             self.worker.executor_failed(self)
         finally:
             self.done = True
@@ -95,32 +98,42 @@ class Executor:
         return src
 
     def report_error(self, exc: BaseException) -> None:
-        self._record_error(exc, "reported")
+        self._record_error(exc, "reported", traceback.extract_stack(limit=64))
 
-    def _record_error(self, exc: BaseException, kind: str) -> None:
-        self.error_count += 1
-        if len(self.errors) >= MAX_ERRORS_KEPT:
-            self.errors.pop(0)
-        self.errors.append(
-            {
-                "kind": kind,
-                "component": self.component,
-                "task": self.task,
-                "error": f"{type(exc).__name__}: {exc}",
-                "trace": "".join(traceback.format_exception(exc))[-2000:],
-                "time": time.time(),
-            }
-        )
-        if self.error_count <= 5 or self.error_count % 1000 == 0:
-            log.error(
-                "component %r task %d %s error #%d: %s: %s",
-                self.component,
-                self.task,
-                kind,
-                self.error_count,
-                type(exc).__name__,
-                exc,
+    def _uncaught(self, exc: Exception) -> None:
+        """An exception out of `execute`: recorded (the caller fails the tuple), or
+        raised again to end the task when it will repeat on every tuple (a TopologyError:
+        an emit that breaks the declared streams) or when `topology.fail.fast` is on."""
+        if self.fail_fast or isinstance(exc, TopologyError):
+            raise exc
+        self._record_error(exc, "execute")
+
+    def last_errors(self) -> tuple[str, ...]:
+        return tuple(e.text for e in self.errors)
+
+    def _record_error(self, exc: BaseException, kind: str, stack: Any = ()) -> ErrorReport:
+        """Keep the last MAX_ERRORS_KEPT; write the first SHOWN of this component in
+        this worker to the log in full (fatal ones always), and count the rest."""
+        rep = report(exc, kind, self.component, self.task, type(self.obj).__name__, stack)
+        with _ERRORS_LOCK:
+            self.error_count += 1
+            if len(self.errors) >= MAX_ERRORS_KEPT:
+                self.errors.pop(0)
+            self.errors.append(rep)
+            n = sum(
+                ex.error_count
+                for ex in self.worker.executors.values()
+                if ex.component == self.component
             )
+        if n <= SHOWN or kind == "fatal":
+            more = ""
+            if n == SHOWN:
+                more = (
+                    f"\ncomponent {self.component!r}: further errors in worker "
+                    f"{self.worker.index} are counted, not shown (statistics: errors, last_errors)"
+                )
+            log.error("component %r task %d: %s%s", self.component, self.task, rep.text, more)
+        return rep
 
     def _enter_bp(self, now: float) -> None:
         if self.bp_since is None:
