@@ -28,7 +28,7 @@ import cloudpickle
 import zmq
 
 from ..errors import WorkerError
-from ..transport.security import LOOPBACK
+from ..transport.security import LOOPBACK, security_for
 from . import control as ct
 
 START_TIMEOUT = 60.0
@@ -382,7 +382,8 @@ class WorkerGroup:
         self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-")
         self.env = _child_env()
-        self.control = ControlServer()
+        # the workers secure their side with STORMISH_KEYS when it is set: so does this one
+        self.control = ControlServer(security=security_for(None))
         self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
         self.restarts = 0
         self.active = True

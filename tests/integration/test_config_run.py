@@ -125,3 +125,18 @@ def test_topology_debug_logs_emits_in_worker_processes(capfd):
     assert "s[5] emit ['fake.config', 123]" in err, err[-2000:]
     assert "s[5] emit ['app.comp', \"spout's\"]" in err
     assert "small[" not in err and "big[" not in err  # only the spout turned it on
+
+
+def test_with_curve_keys_local_workers_may_bind_any_address(monkeypatch, tmp_path):
+    """'loopback unless CURVE keys are configured': with STORMISH_KEYS set the worker
+    processes secure every socket (the control channel too) and may listen on 0.0.0.0."""
+    from stormish.cluster.keys import create
+
+    create(str(tmp_path / "keys"), False)
+    monkeypatch.setenv("STORMISH_KEYS", str(tmp_path / "keys"))
+    with LocalCluster(workers=2, config={"stormish.local.host": "0.0.0.0"}) as c:
+        c.submit(conf_topology("curve"))
+        book = c._get("curve").group.book()
+        stats = c.wait_complete("curve", timeout=90)
+    assert stats.status == "complete"
+    assert all(addr.startswith("tcp://0.0.0.0:") for addr in book.values()), book
