@@ -1,7 +1,25 @@
-"""Test helpers, public API: a finite list spout, a capturing bolt, a fake clock, and a
-helper that runs a topology to completion and hands back what was captured.
+"""Test helpers, public API: Storm's test kit in Python.
 
     out = run_topology(topology)          # -> RunResult(captured={name: [...]}, stats=...)
+    res = complete_topology(topology, mock_sources={"words": [["nathan"], ["bob"]]})
+    res.read_tuples("count")              # every tuple "count" emitted (default stream)
+
+    with FeederSpout(["word"]) as feeder, LocalCluster() as cluster:
+        ...                               # a topology with set_spout("words", feeder)
+        feeder.feed(["nathan"], msg_id=1)
+        tracked_wait(cluster, "wc", 1)    # fed, emitted and fully processed
+        assert feeder.is_acked(1)
+
+    with LocalCluster(clock=FakeClock()) as cluster:   # simulated time, one worker
+        advance_time(cluster, 11)         # ticks, timeouts and context.clock.sleep run
+
+- `ListSpout`, `CaptureBolt`, `FailOnceBolt`, `run_topology`, `poll_for`: finite runs.
+- `complete_topology`, `CompletedTopology`, `MockSpout`: Storm's complete-topology,
+  mock sources and read-tuples (testing_complete.py).
+- `FeederSpout`: fed while the topology runs, with an ack/fail tracker by message id
+  (testing_feeder.py).
+- `tracked_wait`, `advance_time`, `FakeClock`: waiting without sleeps, in real or
+  simulated time (testing_tracked.py, clock.py).
 """
 
 from __future__ import annotations
@@ -13,16 +31,25 @@ from typing import Any
 from .clock import FakeClock
 from .component import BasicBolt, Bolt, Spout
 from .local import LocalCluster, poll_for
+from .testing_complete import CompletedTopology, MockSpout, complete_topology
+from .testing_feeder import FeederSpout
+from .testing_tracked import advance_time, tracked_wait
 from .topology import Topology
 
 __all__ = [
     "CaptureBolt",
+    "CompletedTopology",
     "FailOnceBolt",
     "FakeClock",
+    "FeederSpout",
     "ListSpout",
+    "MockSpout",
     "RunResult",
+    "advance_time",
+    "complete_topology",
     "poll_for",
     "run_topology",
+    "tracked_wait",
 ]
 
 

@@ -107,6 +107,7 @@ class BoltExecutor(Executor):
         idle = 0
         next_flush = now() + self.flush_every
         while self.running:
+            self.turns += 1
             if pending and not col.flush_pending():
                 t = now()
                 self._enter_bp(t)

@@ -1,5 +1,8 @@
 """What a component learns about its place in the running topology (Storm's
-TopologyContext), handed to `open`/`prepare`."""
+TopologyContext), handed to `open`/`prepare`.
+
+`clock` is the topology's clock (`now()`, `sleep(secs)`): a component that waits or
+reads time through it runs in simulated time under `LocalCluster(clock=FakeClock())`."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ class TopologyContext:
     worker_index: int
     streams: dict[str, tuple[str, ...]]
     task_components: dict[int, str]
+    clock: Any = None  # a stormish.clock.ComponentClock
 
     def get_this_task_id(self) -> int:
         return self.task_id

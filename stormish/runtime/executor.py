@@ -63,6 +63,9 @@ class Executor:
         self.fatal: str | None = None
         self.fail_fast = bool(self.conf["topology.fail.fast"])
         self.done = False
+        # loop iterations: what simulated-time settling reads (stormish.testing's
+        # advance_time): two more turns mean a whole iteration ran after a given instant
+        self.turns = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

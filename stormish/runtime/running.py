@@ -92,9 +92,10 @@ class RunningTopology:
         self.group.restart(index)
 
     # -- completion -------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[bool, tuple[int, ...]]:
+    def _snapshot(self, finished: bool = True) -> tuple[bool, tuple[int, ...]]:
+        """`finished=False`: quiet is enough, spouts need not have finished."""
         qs = [w.quiescence() for w in self.workers]
-        done = all(q["spouts_done"] and q["idle"] for q in qs)
+        done = all((q["spouts_done"] or not finished) and q["idle"] for q in qs)
         sent = sum(q["transferred"] for q in qs)
         got = sum(q["consumed"] for q in qs) + sum(q["dropped"] for q in qs)
         key = tuple(x for q in qs for x in (q["transferred"], q["consumed"], q["dropped"]))
@@ -132,6 +133,26 @@ class RunningTopology:
                 )
             interval = POLL if ok else min(interval * 1.5, POLL_BUSY_MAX)
             time.sleep(min(interval, deadline - now))
+
+    def wait_quiet(self, timeout: float) -> None:
+        """Block until nothing moves: the completion rule without "every spout has
+        finished" (every queue, outbox and pendingEmitQ empty, published == consumed, in
+        two equal snapshots one poll apart). For tests (stormish.testing.tracked_wait):
+        what a spout emits afterwards is new work. Raises WorkerError or TimeoutError."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            self.check_failed()
+            ok, key = self._snapshot(finished=False)
+            if ok and key == last:
+                return
+            last = key if ok else None
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"topology {self.name!r} did not become quiet within {timeout}s: "
+                    f"{self._progress()}"
+                )
+            time.sleep(POLL)
 
     def _progress(self) -> str:
         s = self.statistics()

@@ -193,10 +193,6 @@ class SpoutExecutor(Executor):
 
     def _control(self, batch: tuple) -> None:
         src_task, stream, values, _ = batch
-        n = len(values)
-        if stream != TICK_STREAM:
-            self.consumed += n
-        self.executed += n
         if stream == ACK_ACK:
             t = self.clock.now()
             counts = self.fail_counts
@@ -217,6 +213,12 @@ class SpoutExecutor(Executor):
         elif stream == ACK_RESET:
             for (root,) in values:
                 self.inflight.touch(root)
+        # counted once the spout's ack/fail ran (as a bolt counts after execute): the
+        # completion rule (published == consumed) then covers what those callbacks do
+        n = len(values)
+        if stream != TICK_STREAM:
+            self.consumed += n
+        self.executed += n
 
     def _expire(self, dead: dict[int, Any]) -> None:
         for entry in dead.values():

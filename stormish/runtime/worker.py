@@ -109,7 +109,11 @@ class Worker:
     def start(self) -> None:
         for ex in self.executors.values():
             ex.start()
-        self._timer = threading.Thread(target=self._tick_loop, name="worker-timer", daemon=True)
+        # the schedule starts now, not when the timer thread first runs
+        sched = TickSchedule(self._tick_freqs(), self.clock.now())
+        self._timer = threading.Thread(
+            target=self._tick_loop, args=(sched,), name="worker-timer", daemon=True
+        )
         self._timer.start()
 
     def stop(self, timeout: float = 10.0) -> list[str]:
@@ -173,8 +177,7 @@ class Worker:
                 freqs[t] = float(f)
         return freqs
 
-    def _tick_loop(self) -> None:
-        sched = TickSchedule(self._tick_freqs(), self.clock.now())
+    def _tick_loop(self, sched: TickSchedule) -> None:
         seq = 0
         while not self._stop.is_set():
             nxt = sched.next_due()
