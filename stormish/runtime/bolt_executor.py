@@ -37,25 +37,19 @@ class BoltExecutor(Executor):
 
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
-        col.basic = self.basic
+        obj.emit, obj.emit_many = col.emit, col.emit_many  # the role's collector
         if not col.acking:
-            obj.emit = col.emit
-            obj.emit_many = col.emit_many
             obj.ack = self._count_ack
             obj.fail = self._count_fail
             obj.ack_batch = self._count_ack_batch
             obj.fail_batch = self._count_fail_batch
             obj.reset_timeout = noop
         else:
-            if self.basic:
-                obj.emit, obj.emit_many = col.emit_basic_tracked, col.emit_many_basic_tracked
-            else:
-                obj.emit, obj.emit_many = col.emit_bolt_tracked, col.emit_many_bolt_tracked
             obj.ack = self._ack
             obj.fail = self._fail
             obj.ack_batch = self._ack_batch
             obj.fail_batch = self._fail_batch
-            obj.reset_timeout = col.reset_timeout
+            obj.reset_timeout = col.acks.reset
         obj.emit_direct = col.emit_direct
         obj.report_error = self.report_error
 
@@ -73,19 +67,19 @@ class BoltExecutor(Executor):
 
     def _ack(self, tup: Tuple) -> None:
         self.acked += 1
-        self.collector.ack(tup)
+        self.collector.acks.ack(tup)
 
     def _ack_batch(self, batch: TupleBatch) -> None:
         self.acked += len(batch)
-        self.collector.ack_batch(batch)
+        self.collector.acks.ack_batch(batch)
 
     def _fail_batch(self, batch: TupleBatch) -> None:
         self.failed += len(batch)
-        self.collector.fail_batch(batch)
+        self.collector.acks.fail_batch(batch)
 
     def _fail(self, tup: Tuple, error: str | None = None) -> None:
         self.failed += 1
-        self.collector.fail(tup, error)
+        self.collector.acks.fail(tup, error)
 
     def run(self) -> None:
         self.obj.prepare(self.conf, self.context)
@@ -166,7 +160,7 @@ class BoltExecutor(Executor):
                         self._on_error(exc, t)
         elif self.basic:
             col = self.collector
-            ack, fail = col.ack, col.fail
+            ack, fail = col.acks.ack, col.acks.fail
             failed = 0
             for v, m in zip(values, metas, strict=True):
                 t = TrackedTuple(v, source, m) if m else Tuple(v, source)
@@ -204,12 +198,12 @@ class BoltExecutor(Executor):
             if self.basic:
                 self.failed += n
                 if metas is not None:
-                    col.fail_batch(tb, _error_text(exc))
+                    col.acks.fail_batch(tb, _error_text(exc))
         else:
             if self.basic:
                 self.acked += n
                 if metas is not None:
-                    col.ack_batch(tb)
+                    col.acks.ack_batch(tb)
         col.current = None
         if stream != TICK_STREAM:
             self.consumed += n
@@ -220,7 +214,7 @@ class BoltExecutor(Executor):
         if tup is not None and not self.basic:
             self._fail(tup, _error_text(exc))
         elif tup is not None:
-            self.collector.fail(tup, _error_text(exc))
+            self.collector.acks.fail(tup, _error_text(exc))
             self.failed += 1
         else:
             self.failed += 1

@@ -15,9 +15,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 from .wakeup import Wakeup
-
-Batch = tuple  # (src_task, stream, values, metas)
 
 
 class ReceiveQueue:

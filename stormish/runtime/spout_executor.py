@@ -17,6 +17,7 @@ from ..errors import TopologyError
 from ..failure import FAILED, TIMED_OUT, Failure
 from ..tuple import TICK_STREAM
 from . import wait
+from .emitters import SpoutCollector, UntrackedCollector
 from .executor import Executor
 from .plan import ACK_ACK, ACK_FAIL, ACK_RESET
 from .rotating import RotatingMap
@@ -51,12 +52,11 @@ class SpoutExecutor(Executor):
 
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
-        obj.emit = col.emit_spout_tracked if col.acking else col.emit
-        obj.emit_many = col.emit_many_spout_tracked if col.acking else col.emit_many
-        obj.emit_direct = col.emit_direct
+        obj.emit, obj.emit_many, obj.emit_direct = col.emit, col.emit_many, col.emit_direct
         obj.report_error = self.report_error
         obj.finish = self.finish
-        col.reliable = self._track if self.max_replays is None else self._track_values
+        if isinstance(col, SpoutCollector):
+            col.reliable = self._track if self.max_replays is None else self._track_values
 
     def finish(self) -> None:
         self.finished = True
@@ -105,7 +105,8 @@ class SpoutExecutor(Executor):
 
     def _loop(self) -> None:
         q, col, now = self.queue, self.collector, self.clock.now
-        pending, acked_on_emit = col.pending, col.acked_on_emit
+        pending = col.pending
+        acked_on_emit = col.acked_on_emit if isinstance(col, UntrackedCollector) else []
         next_tuple: Callable[[], None] = self.obj.next_tuple
         max_pending, inflight, max_burst = self.max_pending, self.inflight, self.BURST
         burst = 1
@@ -184,8 +185,9 @@ class SpoutExecutor(Executor):
                     burst = min(burst * 2, max_burst)
 
     def _ack_on_emit(self) -> None:
-        ids = self.collector.acked_on_emit[:]
-        self.collector.acked_on_emit.clear()
+        acked_on_emit = self.collector.acked_on_emit  # type: ignore[attr-defined]
+        ids = acked_on_emit[:]
+        acked_on_emit.clear()
         ack = self.obj.ack
         for msg_id in ids:
             ack(msg_id)

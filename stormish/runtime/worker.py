@@ -18,11 +18,12 @@ import cloudpickle
 
 from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
+from ..component import BasicBolt
 from ..tuple import TICK_STREAM
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .collector import Collector
 from .context import TopologyContext
+from .emitters import make_collector
 from .executor import Executor
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
@@ -78,15 +79,15 @@ class Worker:
         name = plan.task_component[task]
         spec = plan.components[name]
         obj = cloudpickle.loads(blobs[name])
-        col = Collector(
+        col = make_collector(
             plan,
             task,
             self.targets,
             self.local_tasks,
             batch,
             random.Random(hash((plan.name, task)) ^ random.getrandbits(64)),
+            basic=isinstance(obj, BasicBolt),
         )
-        col.clock_now = self.clock.now
         tasks = tuple(plan.tasks[name])
         ctx = TopologyContext(
             plan.name,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stormish import Bolt, Spout, Topology, TopologyError
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
-from stormish.runtime.collector import Collector
+from stormish.runtime.emitters import make_collector
 from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.tuple import Source, TrackedTuple, Tuple, TupleBatch
@@ -44,9 +44,11 @@ def make(mid_tasks: int = 2, batch_size: int = 4, seed: int = 1):
     plan = build_plan(t, t.validate(), AckerBolt())
     queues = {task: ReceiveQueue(1 << 20) for task in plan.task_component}
 
-    def collector(component: str, index: int = 0) -> Collector:
+    def collector(component: str, index: int = 0):
         task = plan.tasks[component][index]
-        return Collector(plan, task, queues, set(queues), batch_size, random.Random(seed + task))
+        return make_collector(
+            plan, task, queues, set(queues), batch_size, random.Random(seed + task)
+        )
 
     return plan, queues, collector
 
@@ -104,7 +106,7 @@ def test_an_emit_many_tree_completes_once_after_every_row_is_acked(
     tracked = {}
     spout.reliable = lambda root, msg_id, *_rest: tracked.setdefault(root, msg_id)
     rows = [(i,) for i in range(n)]
-    spout.emit_many_spout_tracked(rows, msg_id="batch-1")
+    spout.emit_many(rows, msg_id="batch-1")
     spout.flush_all()
     (root,) = tracked
     ledger = AckerLedger()
@@ -137,7 +139,7 @@ def test_acks_for_one_root_between_flushes_are_one_message():
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
     spout.reliable = lambda root, msg_id, *_rest: None
-    spout.emit_many_spout_tracked([(i,) for i in range(500)], msg_id=7)
+    spout.emit_many([(i,) for i in range(500)], msg_id=7)
     spout.flush_all()
     (mid_task,) = plan.tasks["mid"]
     tuples = tuples_of(received(queues[mid_task]), SRC_SOURCE)
@@ -160,7 +162,7 @@ def test_ack_batch_and_anchored_emit_many_complete_the_tree():
     (acker,) = plan.tasks["__acker"]
     spout = collector("src")
     spout.reliable = lambda root, msg_id, *_rest: None
-    spout.emit_many_spout_tracked([(i,) for i in range(20)], msg_id="m")
+    spout.emit_many([(i,) for i in range(20)], msg_id="m")
     spout.flush_all()
     ledger = AckerLedger()
     outcomes = feed_acker(ledger, received(queues[acker]))
@@ -171,7 +173,7 @@ def test_ack_batch_and_anchored_emit_many_complete_the_tree():
     for _src, _stream, values, metas in got:
         batch = TupleBatch(values, SRC_SOURCE, metas, mid)
         for tup in list(batch)[:3]:  # iterate part of it: those carry the children's edges
-            mid.emit_many_bolt_tracked([(tup.values[0] * 10 + k,) for k in range(3)], anchors=tup)
+            mid.emit_many([(tup.values[0] * 10 + k,) for k in range(3)], anchors=tup)
         mid.ack_batch(batch)
     mid.flush_all()
     outcomes += feed_acker(ledger, received(queues[acker]))
@@ -193,8 +195,8 @@ def test_fail_batch_fails_each_root_once():
     spout = collector("src")
     roots = []
     spout.reliable = lambda root, msg_id, *_rest: roots.append(root)
-    spout.emit_many_spout_tracked([(1,), (2,)], msg_id="a")
-    spout.emit_many_spout_tracked([(3,)], msg_id="b")
+    spout.emit_many([(1,), (2,)], msg_id="a")
+    spout.emit_many([(3,)], msg_id="b")
     spout.flush_all()
     ledger = AckerLedger()
     feed_acker(ledger, received(queues[acker]))
@@ -217,13 +219,13 @@ def test_emit_many_checks_every_row_before_emitting_any():
     spout = collector("src")
     spout.reliable = lambda root, msg_id, *_rest: pytest.fail("nothing may be tracked")
     with pytest.raises(TopologyError) as err:
-        spout.emit_many_spout_tracked([(1,), (2,), (3, 4)], msg_id=1)
+        spout.emit_many([(1,), (2,), (3, 4)], msg_id=1)
     msg = str(err.value)
     assert "'src'" in msg and "row 2" in msg and "'default'" in msg and "['x']" in msg
     assert "no row was emitted" in msg
     assert spout.buffered() == 0
     with pytest.raises(TopologyError, match="undeclared stream 'nope'"):
-        spout.emit_many_spout_tracked([(1,)], stream="nope", msg_id=1)
+        spout.emit_many([(1,)], stream="nope", msg_id=1)
 
 
 def test_emit_many_acking_off_spreads_rows_in_order_and_acks_the_id_on_emit():
@@ -233,7 +235,7 @@ def test_emit_many_acking_off_spreads_rows_in_order_and_acks_the_id_on_emit():
     plan = build_plan(t, t.validate(), AckerBolt())
     queues = {task: ReceiveQueue(1 << 16) for task in plan.task_component}
     (src,) = plan.tasks["src"]
-    coll = Collector(plan, src, queues, set(queues), 4)
+    coll = make_collector(plan, src, queues, set(queues), 4)
     coll.emit_many((i,) for i in range(10))  # any iterable
     coll.emit_many([(i,) for i in range(10, 12)], msg_id="z")
     coll.flush_all()
@@ -275,7 +277,7 @@ def test_ack_batch_sends_what_acking_each_tuple_would(metas, iterated):
             per_tuple.ack(made[i])
         elif m:
             per_tuple.ack(TrackedTuple(values[i], SRC_SOURCE, m))
-    assert batched._acks == {r: x for r, x in per_tuple._acks.items()}
+    assert batched.acks.acks == per_tuple.acks.acks
 
 
 @given(st.binary(min_size=0, max_size=8 * 70).map(lambda b: b[: len(b) // 8 * 8]))
@@ -284,6 +286,6 @@ def test_xor_words_is_the_xor_of_the_64_bit_words(raw):
     from functools import reduce
     from operator import xor
 
-    from stormish.runtime.collector import xor_words
+    from stormish.runtime.acking import xor_words
 
     assert xor_words(raw) == reduce(xor, array("Q", raw).tolist(), 0)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from stormish import Bolt, Spout, Topology
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
-from stormish.runtime.collector import Collector
+from stormish.runtime.emitters import make_collector
 from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.tuple import Source, TrackedTuple, Tuple
@@ -45,9 +45,9 @@ def make(seed: int):
     plan = build_plan(t, t.validate(), AckerBolt())
     queues = {task: ReceiveQueue(1 << 20) for task in plan.task_component}
 
-    def collector(component: str) -> Collector:
+    def collector(component: str):
         task = plan.tasks[component][0]
-        return Collector(plan, task, queues, set(queues), 1 << 10, random.Random(seed + task))
+        return make_collector(plan, task, queues, set(queues), 1 << 10, random.Random(seed + task))
 
     spout, mid = collector("src"), collector("mid")
     roots: dict[object, int] = {}
@@ -102,7 +102,7 @@ def test_a_tree_completes_exactly_when_its_last_edge_is_acked(
     (mid_task,) = plan.tasks["mid"]
     (acker,) = plan.tasks["__acker"]
     for k in range(trees):
-        spout.emit_spout_tracked((k,), msg_id=k)
+        spout.emit((k,), msg_id=k)
     spout.flush_all()
     live = arrived(queues[mid_task], SRC)
     tree_of = {id(t): {r for r, _ in t.meta} for t in live}
@@ -112,7 +112,7 @@ def test_a_tree_completes_exactly_when_its_last_edge_is_acked(
             break
         if op == "e":  # a child anchored to 1-4 live tuples, repeats allowed
             chosen = [live[(pick + a) % len(live)] for a in anchors[: 1 + pick % len(anchors)]]
-            mid.emit_bolt_tracked((pick,), anchors=chosen)
+            mid.emit((pick,), anchors=chosen)
             mid.flush_all()
             (child,) = arrived(queues[mid_task], MID)
             tree_of[id(child)] = {r for r, _ in child.meta}
@@ -153,7 +153,7 @@ def test_a_tree_completes_exactly_when_its_last_edge_is_acked(
 
 def _one_tree(seed: int = 3):
     plan, queues, spout, mid, roots = make(seed)
-    spout.emit_spout_tracked(("s",), msg_id="m")
+    spout.emit(("s",), msg_id="m")
     spout.flush_all()
     (root_tuple,) = arrived(queues[plan.tasks["mid"][0]], SRC)
     return plan, queues, spout, mid, roots["m"], root_tuple
@@ -176,12 +176,12 @@ def test_two_children_anchored_into_one_held_output_keep_the_tree_open_until_it_
     to both and holds it. The tree must not complete when A's tuples are acked."""
     plan, queues, spout, mid, root, t0 = _one_tree()
     mid_task = plan.tasks["mid"][0]
-    mid.emit_bolt_tracked(("a",), anchors=[t0])
-    mid.emit_bolt_tracked(("b",), anchors=[t0])
+    mid.emit(("a",), anchors=[t0])
+    mid.emit(("b",), anchors=[t0])
     mid.ack(t0)
     mid.flush_all()
     a, b = arrived(queues[mid_task], MID)
-    mid.emit_bolt_tracked(("ab",), anchors=[a, b])
+    mid.emit(("ab",), anchors=[a, b])
     mid.ack(a)
     mid.ack(b)
     mid.flush_all()
@@ -197,7 +197,7 @@ def test_two_children_anchored_into_one_held_output_keep_the_tree_open_until_it_
 def test_anchoring_twice_to_the_same_tuple_keeps_the_tree_open():
     """Storm's test-acking-self-anchor shape: `anchors=[tup, tup]`."""
     plan, queues, spout, mid, root, t0 = _one_tree()
-    mid.emit_bolt_tracked(("c",), anchors=[t0, t0])
+    mid.emit(("c",), anchors=[t0, t0])
     mid.ack(t0)
     mid.flush_all()
     spout.flush_all()

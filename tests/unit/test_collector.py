@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from stormish import Bolt, Spout, Topology, TopologyError
 from stormish.runtime.acker import AckerBolt
-from stormish.runtime.collector import Collector
+from stormish.runtime.emitters import make_collector as collector_for
 from stormish.runtime.plan import ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 
@@ -45,7 +45,7 @@ def make_collector(capacity: int = 16, batch_size: int = 2, caps=None, acking=Fa
     if not acking:  # with acking, '__acker' takes id 1 and shifts the others
         assert src == SRC
     queues = {t: ReceiveQueue((caps or {}).get(t, capacity)) for t in plan.task_component}
-    coll = Collector(plan, src, queues, set(queues), batch_size)
+    coll = collector_for(plan, src, queues, set(queues), batch_size)
     return coll, queues
 
 
@@ -225,7 +225,7 @@ def test_system_stream_is_not_for_users():
     coll, _ = make_collector(acking=True)
     assert ACK_INIT in coll.routes
     with pytest.raises(TopologyError, match=r"component 'src' emitted on undeclared stream"):
-        coll.emit_spout_tracked((1, 2, 3), stream=ACK_INIT)
+        coll.emit((1, 2, 3), stream=ACK_INIT)
 
 
 @pytest.mark.parametrize(
@@ -253,9 +253,9 @@ def test_tracked_emits_check_stream_and_arity_too():
     coll, _ = make_collector(acking=True)
     coll.reliable = lambda root, msg_id, *_rest: None
     with pytest.raises(TopologyError, match=r"stream 'nope'"):
-        coll.emit_spout_tracked((1,), stream="nope", msg_id=1)
+        coll.emit((1,), stream="nope", msg_id=1)
     with pytest.raises(TopologyError, match=r"emitted 2 values on stream 'default'"):
-        coll.emit_spout_tracked((1, 2), msg_id=1)
+        coll.emit((1, 2), msg_id=1)
 
 
 # -- direct
@@ -316,7 +316,7 @@ def make_ordered(caps: dict[str, int], batch_size: int):
     plan = build_plan(t, t.validate(), AckerBolt())
     qs = {task: ReceiveQueue(caps[plan.task_component[task]]) for task in plan.task_component}
     (src,) = plan.tasks["src"]
-    return plan, Collector(plan, src, qs, set(qs), batch_size), qs
+    return plan, collector_for(plan, src, qs, set(qs), batch_size), qs
 
 
 EMIT_DEFAULT, EMIT_OTHER = ("emit", "default"), ("emit", "other")
@@ -408,12 +408,12 @@ def test_spout_roots_route_to_an_acker_on_the_spouts_worker(ackers):
     here = plan.assignment[src]
     local = {k for k in plan.task_component if plan.assignment[k] == here}
     queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
-    coll = Collector(plan, src, queues, local, 1 << 16)
+    coll = collector_for(plan, src, queues, local, 1 << 16)
     roots = []
     coll.reliable = lambda root, msg_id, *_rest: roots.append(root)
     for i in range(200):
-        coll.emit_spout_tracked((i,), msg_id=i)
-    coll.emit_many_spout_tracked([(1,), (2,)], msg_id="tree")
+        coll.emit((i,), msg_id=i)
+    coll.emit_many([(1,), (2,)], msg_id="tree")
     ackers_ = plan.tasks["__acker"]
     assert len(roots) == 201
     owners = {ackers_[r % len(ackers_)] for r in roots}
@@ -428,5 +428,5 @@ def test_roots_stay_random_with_a_single_acker():
     roots = []
     coll.reliable = lambda root, msg_id, *_rest: roots.append(root)
     for i in range(100):
-        coll.emit_spout_tracked((i,), msg_id=i)
+        coll.emit((i,), msg_id=i)
     assert len(set(roots)) == 100 and len({r % 7 for r in roots}) == 7

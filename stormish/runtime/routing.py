@@ -1,0 +1,132 @@
+"""Routing: for each stream of a task, the outboxes its tuples go to and how one is chosen.
+
+An `Outbox` is the producer batch for one (stream, destination task); a `Route` is what
+an emit on one stream needs (the groupings' pickers, the outboxes, direct targets).
+Routes are built once per task from the plan; emitting only picks and appends. The
+checks that an emit matches its stream's declaration raise here, naming the component,
+the stream and its fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import TopologyError
+from . import grouping as g
+from .plan import Plan
+from .seams import PublishTarget
+
+
+class Outbox(list):
+    """The producer batch for one (stream, destination task): value rows, and beside them
+    (`metas`, acking on and a user stream) each row's tree ids."""
+
+    __slots__ = ("task", "stream", "target", "metas", "flushed")
+
+    def __init__(self, task: int, stream: str, target: PublishTarget, tracked: bool):
+        super().__init__()
+        self.task = task
+        self.stream = stream
+        self.target = target
+        self.metas: list[Any] | None = [] if tracked else None
+        self.flushed = 0
+
+
+class Route:
+    """Everything needed to emit on one stream of this task."""
+
+    __slots__ = (
+        "stream",
+        "arity",
+        "pickers",
+        "single",
+        "outboxes",
+        "direct",
+        "count_boxes",
+        "extra",
+        "shuffles",
+        "system",
+        "shuffle1",
+    )
+
+    def __init__(self, stream: str, arity: int):
+        self.stream = stream
+        self.arity = arity
+        self.pickers: list[Callable[[Any], Any]] = []
+        self.single: Callable[[Any], Any] | None = None
+        self.outboxes: list[Outbox] = []
+        self.direct: dict[int, Outbox] = {}
+        self.count_boxes: list[Outbox] = []
+        self.extra = 0  # emits counted directly (no subscriber, or a fan-out first picker)
+        self.shuffles: list[g.Shuffle] = []
+        self.shuffle1: g.Shuffle | None = None  # the only subscriber, by shuffle
+        self.system = stream.startswith("__")
+
+
+def build_routes(
+    plan: Plan,
+    task: int,
+    targets: Mapping[int, PublishTarget],
+    local_tasks: set[int],
+) -> tuple[dict[str, Route], list[Outbox]]:
+    """Every stream `task` declares (user and system), with its outboxes."""
+    component = plan.task_component[task]
+    routes: dict[str, Route] = {}
+    outboxes: list[Outbox] = []
+    for stream, fields in plan.streams[component].items():
+        route = Route(stream, len(fields))
+        tracked = plan.acking and not route.system
+        for consumer, sub in plan.consumers(component, stream):
+            tasks = plan.tasks[consumer]
+            boxes = [Outbox(t, stream, targets[t], tracked) for t in tasks]
+            route.outboxes.extend(boxes)
+            outboxes.extend(boxes)
+            where = f"{consumer!r} on {component!r} stream {stream!r}"
+            picker = _picker(sub, boxes, tasks, fields, local_tasks, route, where)
+            if picker is None:  # direct grouping: only emit_direct reaches these tasks
+                route.direct.update(zip(tasks, boxes, strict=True))
+                continue
+            route.pickers.append(picker)
+            if len(route.pickers) == 1 and sub.grouping not in ("all", "custom"):
+                route.count_boxes = boxes
+        if len(route.pickers) == 1:
+            route.single = route.pickers[0]
+            if len(route.shuffles) == 1:
+                route.shuffle1 = route.shuffles[0]
+        routes[stream] = route
+    return routes, outboxes
+
+
+def _picker(
+    sub: Any,
+    boxes: list[Outbox],
+    tasks: list[int],
+    fields: Sequence[str],
+    local: set[int],
+    route: Route,
+    where: str,
+) -> Callable[[Any], Any] | None:
+    kind = sub.grouping
+    if route.system and kind == "fields":
+        return g.AckerRoute(boxes).pick
+    if kind in ("shuffle", "none", "local_or_shuffle"):
+        chosen = boxes
+        if kind == "local_or_shuffle":
+            chosen = [b for b in boxes if b.task in local] or boxes
+        sh = g.Shuffle(chosen)
+        route.shuffles.append(sh)
+        return lambda values, sh=sh: sh.pick_next()
+    if kind == "fields":
+        return g.Fields(boxes, [fields.index(f) for f in sub.fields]).pick
+    if kind == "partial_key":
+        return g.PartialKey(boxes, [fields.index(f) for f in sub.fields]).pick
+    if kind == "all":
+        return g.All(boxes).pick
+    if kind == "global":
+        return g.Global(boxes).pick
+    if kind == "custom":
+        return g.Custom(boxes, tasks, sub.custom, where).pick
+    if kind == "direct":
+        return None
+    raise TopologyError(f"unknown grouping {kind!r} for {where}")
