@@ -6,7 +6,15 @@ The public API lives here and in `stormish.testing`; everything under `runtime/`
 """
 
 from .component import BasicBolt, Bolt, Spout
-from .errors import ConfigError, StormishError, TopologyError, TopologyFileError, WorkerError
+from .errors import (
+    ConfigError,
+    FailedException,
+    ReportedFailedException,
+    StormishError,
+    TopologyError,
+    TopologyFileError,
+    WorkerError,
+)
 from .failure import Failure
 from .local import LocalCluster
 from .topology import Topology
@@ -18,8 +26,10 @@ __all__ = [
     "BasicBolt",
     "Bolt",
     "ConfigError",
+    "FailedException",
     "Failure",
     "LocalCluster",
+    "ReportedFailedException",
     "Spout",
     "StormishError",
     "Topology",

@@ -23,3 +23,14 @@ class TopologyFileError(StormishError):
 
 class WorkerError(StormishError):
     """A worker process died or reported a fatal error; names the worker and the cause."""
+
+
+class FailedException(StormishError):
+    """Raise it in `execute` to fail the tuple on purpose (Storm's FailedException): its
+    tree fails back to the spout, to be replayed or dead-lettered. It is not an error of
+    the topology: it is not reported, and it does not end a `topology.fail.fast` run."""
+
+
+class ReportedFailedException(FailedException):
+    """As FailedException, and reported like an error (counted, shown, in statistics),
+    still without ending a fail-fast run (Storm's ReportedFailedException)."""

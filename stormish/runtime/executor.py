@@ -11,7 +11,7 @@ import threading
 import traceback
 from typing import Any
 
-from ..errors import TopologyError
+from ..errors import FailedException, ReportedFailedException, TopologyError
 from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
 from .error_report import SHOWN, ErrorReport, report
@@ -107,6 +107,10 @@ class Executor:
         """An exception out of `execute`: recorded (the caller fails the tuple), or
         raised again to end the task when it will repeat on every tuple (a TopologyError:
         an emit that breaks the declared streams) or when `topology.fail.fast` is on."""
+        if isinstance(exc, FailedException):  # failed on purpose: not an error
+            if isinstance(exc, ReportedFailedException):
+                self._record_error(exc, "execute")
+            return
         if self.fail_fast or isinstance(exc, TopologyError):
             raise exc
         self._record_error(exc, "execute")

@@ -108,7 +108,9 @@ class RunningTopology:
             why = w.failure()
             if why is not None:
                 self.error = why
-                raise WorkerError(f"topology {self.name!r} worker {w.index}: {why}")
+                if not why.startswith(f"worker {w.index}"):  # a process handle says it
+                    why = f"worker {w.index}: {why}"
+                raise WorkerError(f"topology {self.name!r} {why}")
 
     def wait_complete(self, timeout: float) -> TopologyStatistics:
         deadline = time.monotonic() + timeout

@@ -177,3 +177,38 @@ def test_dead_letter_subscriptions_are_checked_when_built():
         t.set_bolt("dead2", CaptureBolt()).dead_letter_grouping("rows", ["nope"])
     t.set_bolt("dead3", CaptureBolt()).dead_letter_grouping("rows", ["error"])
     t.validate()
+
+
+class Refuses(BasicBolt):
+    """Fails every odd value on purpose (Storm's FailedException), reporting value 3."""
+
+    outputs = ["value"]
+
+    def execute(self, tup):
+        from stormish import FailedException, ReportedFailedException
+
+        v = tup.values[0]
+        if v == 3:
+            raise ReportedFailedException(f"refused {v}, reported")
+        if v % 2:
+            raise FailedException(f"refused {v}")
+        self.emit(tup.values)
+
+
+def test_failed_exception_fails_the_tuple_without_ending_a_fail_fast_run():
+    """Raising FailedException is a deliberate fail, not a programming error: with
+    topology.fail.fast on the run goes on, the spout hears why, nothing is reported;
+    ReportedFailedException is counted as an error and still does not end the run."""
+    t = Topology("refuse", config={"topology.fail.fast": True, "topology.max.replays": 2})
+    t.set_spout("rows", ListSpout([(i,) for i in range(10)]))
+    t.set_bolt("refuse", Refuses()).shuffle_grouping("rows")
+    t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("rows")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("refuse", timeout=60)
+        results = cluster._get("refuse").results()
+    (spout,) = results["rows"]
+    assert sorted(spout["dead"]) == [1, 3, 5, 7, 9]
+    assert spout["dead"][1]["error"] == "FailedException: refused 1"
+    assert stats.components["refuse"].errors == 2  # value 3, reported on each of 2 tries
+    assert sorted(spout["acked"]) == [0, 2, 4, 6, 8]
