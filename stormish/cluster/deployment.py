@@ -36,6 +36,7 @@ class ClusterWorker(WorkerHandle):
     def __init__(self, deployment: Deployment, index: int, nimbus: Nimbus):
         super().__init__(deployment, index)  # type: ignore[arg-type]
         self.nimbus = nimbus
+        self.topology = deployment.name
         self.worker_pid: int | None = None
 
     @property
@@ -43,7 +44,7 @@ class ClusterWorker(WorkerHandle):
         return self.worker_pid
 
     def alive(self) -> bool:
-        h = self.nimbus.control.hellos.get((self.group.name, self.index))
+        h = self.nimbus.control.hellos.get((self.topology, self.index))
         return (
             h is not None
             and h.pid == self.worker_pid

@@ -24,9 +24,9 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
-from ..tuple import Tuple, TupleBatch
+from ..tuple import TrackedTuple, Tuple, TupleBatch
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
 from .routing import Outbox, Route
 
@@ -112,7 +112,7 @@ class AckFolder:
             meta = a.meta
             if meta:
                 e = rand(63)
-                a.ack_val ^= e
+                cast(TrackedTuple, a).ack_val ^= e
                 for r, _ in meta:
                     ids[r] = ids.get(r, 0) ^ e
         return tuple(ids.items()) if ids else None

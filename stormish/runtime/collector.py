@@ -29,7 +29,7 @@ from .acking import AckFolder
 from .pending import PendingEmits
 from .plan import Plan
 from .routing import Outbox, Route, build_routes
-from .seams import PublishTarget
+from .seams import Batch, PublishTarget
 
 
 class Collector:
@@ -218,6 +218,7 @@ class Collector:
     def flush(self, ob: Outbox) -> None:
         n = len(ob)
         metas = ob.metas
+        batch: Batch
         if metas is not None:
             batch = (self.task, ob.stream, ob[:], metas[:])
             metas.clear()

@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
-from ..tuple import Tuple
+from ..tuple import TrackedTuple, Tuple
 from .collector import Collector
 from .plan import Plan
 from .routing import Outbox, Route
@@ -214,7 +214,7 @@ class BoltCollector(Collector):
         if anchors is not None:
             tracked = [a for a in _listed(anchors) if a.meta]
             if len(tracked) == 1:  # the common case: one edge per delivery, in bulk
-                (a,) = tracked
+                a = cast(TrackedTuple, tracked[0])
                 a.ack_val ^= _put_tree(self, route, rows, tuple(r for r, _ in a.meta))
                 return
             if tracked:  # several anchors: an edge per anchor per delivery
@@ -248,13 +248,13 @@ class BasicCollector(BoltCollector):
             # executed, which belongs to one tree, and one destination task
             cur = self.current
             meta = cur.meta if cur is not None else None
-            if meta is not None and len(meta) == 1:
+            if cur is not None and meta is not None and len(meta) == 1:
                 ob = route.single(values)
                 if ob.__class__ is Outbox:
                     e = self.rand(63)
-                    cur.ack_val ^= e  # type: ignore[union-attr]
+                    cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
                     ob.append(values)
-                    ob.metas.append(((meta[0][0], e),))
+                    ob.metas.append(((meta[0][0], e),))  # type: ignore[union-attr]
                     if len(ob) >= self.batch_size:
                         self.flush(ob)
                     return
@@ -301,6 +301,7 @@ def _put_tree(col: Collector, route: Route, rows: Sequence[Any], roots: tuple[in
     if not rows:
         return 0
     edges, xor = col.acks.edges(len(rows))
+    metas: list[Any]
     if len(roots) == 1:
         metas = list(zip(zip(repeat(roots[0]), edges)))  # ((root, e),) per row
     else:

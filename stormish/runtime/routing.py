@@ -116,7 +116,7 @@ def _picker(
             chosen = [b for b in boxes if b.task in local] or boxes
         sh = g.Shuffle(chosen)
         route.shuffles.append(sh)
-        return lambda values, sh=sh: sh.pick_next()
+        return _shuffled(sh)
     if kind == "fields":
         return g.Fields(boxes, [fields.index(f) for f in sub.fields]).pick
     if kind == "partial_key":
@@ -130,3 +130,10 @@ def _picker(
     if kind == "direct":
         return None
     raise TopologyError(f"unknown grouping {kind!r} for {where}")
+
+
+def _shuffled(sh: g.Shuffle) -> Callable[[Any], Any]:
+    def pick(values: Any) -> Any:
+        return sh.pick_next()
+
+    return pick

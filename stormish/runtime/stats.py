@@ -126,6 +126,7 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
         for t in ts:
             for reason, n in t.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + n
+        progress = _progress(ts)
         out[name] = ComponentStats(
             component=name,
             kind=ts[0].kind,
@@ -133,21 +134,19 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             execute_latency_ms=_weighted(ts, "execute_latency_ms", "executed"),
             complete_latency_ms=_weighted(ts, "complete_latency_ms", "acked"),
             dropped=dropped,
-            **_progress(ts),
+            progress_done=progress[0],
+            progress_total=progress[1],
             **sums,
         )
     return out
 
 
-def _progress(ts: list[TaskStats]) -> dict[str, int | None]:
+def _progress(ts: list[TaskStats]) -> tuple[int | None, int | None]:
     """A component's progress: the sum over its tasks; the total only when every task
     knows its own."""
     done = [t.progress_done for t in ts if t.progress_done is not None]
     if not done:
-        return {"progress_done": None, "progress_total": None}
+        return None, None
     totals = [t.progress_total for t in ts]
     known = all(x is not None for x in totals)
-    return {
-        "progress_done": sum(done),
-        "progress_total": sum(x for x in totals if x is not None) if known else None,
-    }
+    return sum(done), (sum(x for x in totals if x is not None) if known else None)

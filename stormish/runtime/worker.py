@@ -24,6 +24,7 @@ from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .context import TopologyContext
 from .emitters import make_collector
+from .error_report import ErrorReport
 from .executor import Executor
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
@@ -277,7 +278,7 @@ class Worker:
                 out.setdefault(ex.component, []).append((t, fn()))
         return out
 
-    def errors(self) -> list[dict[str, Any]]:
+    def errors(self) -> list[ErrorReport]:
         return [e for ex in self.executors.values() for e in ex.errors]
 
 

@@ -74,7 +74,7 @@ class SparkCommitter:
         w = where(component)
         if (path is None) == (table is None):
             raise ValueError(f"{w}give exactly one of path= or table=")
-        if state_dir is None and (table is not None or "://" in os.fspath(path)):
+        if state_dir is None and (table is not None or "://" in os.fspath(path or "")):
             raise ValueError(f"{w}a table or URI output needs state_dir= (a local directory)")
         self.spark, self.format, self.table = spark, format, table
         self.path = None if path is None else _local_or_uri(os.fspath(path))
@@ -82,7 +82,7 @@ class SparkCommitter:
         self.sink_id = check_sink_id(sink_id, component)
         self.key_field, self.schema, self.component = key_field, schema, component
         self.options = dict(options or {})
-        state = os.path.abspath(os.fspath(state_dir if state_dir is not None else path))
+        state = os.path.abspath(os.fspath(state_dir if state_dir is not None else path or ""))
         if self.path is not None and "://" not in self.path:
             ensure_dir(self.path, component)
         self.log_dir = os.path.join(state, "_staging")
@@ -151,6 +151,7 @@ class SparkCommitter:
         try:
             df = self.spark.createDataFrame(table)
             if self.table is None:
+                assert self.path is not None  # one of path and table is given (__init__)
                 writer = df.write.format(self.format).options(**self.options).mode("overwrite")
                 writer.save(f"{self.path.rstrip('/')}/{BATCH_COLUMN}={hexid}")
             else:
@@ -164,6 +165,7 @@ class SparkCommitter:
     def _apply_table(self, df: Any, hexid: str) -> None:
         from pyspark.sql import functions as F
 
+        assert self.table is not None  # one of path and table is given (__init__)
         if not self.spark.catalog.tableExists(self.table):
             try:
                 (

@@ -17,7 +17,7 @@ DataFrame's order, so that a row's (partition, offset) is the same on either pat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import pyarrow as pa
@@ -93,7 +93,7 @@ class RowPartitions:
             tagged = tagged.where(F.col(PID_COLUMN) % count == index)
         self.df = tagged
 
-    def rows(self) -> Iterator[tuple[int, tuple]]:
+    def rows(self) -> Generator[tuple[int, tuple], None, None]:
         """(partition, row values) in the DataFrame's order."""
         for r in self.df.toLocalIterator(prefetchPartitions=True):
             yield r[-1], tuple(r[:-1])

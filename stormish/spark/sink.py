@@ -240,6 +240,7 @@ class SparkSink(Bolt):
         if self.writer == "arrow":
             from .commit import ParquetCommitter
 
+            assert self.path is not None  # the arrow writer is chosen for a path only
             self._committer = ParquetCommitter(self.path, durable=self.durable, **common)
         else:
             from .commit_spark import SparkCommitter
