@@ -95,8 +95,9 @@ def complete_topology(
     """Run a copy of `topology` until every spout finished and every tuple is processed,
     and return what each component emitted. `mock_sources` maps a spout to its rows (a
     list of value lists for its default stream, or {stream: rows}); every spout not
-    mocked must finish by itself. Runs on `cluster` when given, else on a LocalCluster
-    of `workers` workers (1: in this process; more: worker processes)."""
+    mocked must finish by itself (a FeederSpout never does: use tracked_wait). Runs on
+    `cluster` when given, else on a LocalCluster of `workers` workers (1: in this
+    process; more: worker processes)."""
     run = instrumented(topology, mock_sources or {})
     if cluster is None:
         with LocalCluster(workers=workers) as own:

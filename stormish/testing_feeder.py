@@ -6,10 +6,11 @@ gets a cloudpickled copy, in this process or in a worker process. So the two mee
 a ZeroMQ channel that works for both. The test's object owns a ROUTER bound on `ipc://`
 inside a private `tempfile.mkdtemp()` directory (mode 0700: another user cannot reach a
 socket that carries pickles), served by one thread that owns it; each running task
-connects a DEALER, asks for tuples (a pull that also reports how many it has emitted),
-takes them without blocking in `next_tuple`, and sends its acks and fails back. Fed
-tuples wait on the test's side until a task asks, so tuples fed before the topology is
-up, or while a spout is deactivated, are not lost.
+connects a DEALER, asks for tuples when it may emit (the answer comes at once: the
+tuples waiting, or "parked", and then what is fed later is handed to the standing pull
+and taken without blocking in `next_tuple`), reports what it emitted, and sends its
+acks and fails back. Fed tuples wait on the test's side until a task asks, so tuples
+fed before the topology is up, or while a spout is deactivated, are not lost.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from .component import Spout
 
 PULL_MAX = 64  # tuples handed to a task per pull
-CANCEL_TIMEOUT_MS = 10_000  # a deactivating task waits this long for its pull back
+ANSWER_TIMEOUT_MS = 2_000  # a task waits this long for the test's side to answer
 
 
 class FeederSpout(Spout):
@@ -103,10 +104,12 @@ class FeederSpout(Spout):
         return state
 
     # -- the running copy (on the spout's thread) ----------------------------------------
-    # A task keeps one pull outstanding while it may emit: asking for no more than
-    # topology.max.spout.pending allows (it counts its own trees in flight), and taking it
-    # back when deactivated. So whatever the test's side handed to a task is emitted at
-    # the task's next next_tuple call, which comes (advance_time relies on this).
+    # A task pulls when it may emit, asking for no more than topology.max.spout.pending
+    # allows (it counts its own trees in flight), and waits for the answer: the tuples
+    # waiting, emitted at once, or "parked" (the pull stands, and what is fed later is
+    # handed to it). Deactivated, it takes a standing pull back with what it brought. So
+    # a next_tuple call never ends with a pull on its way, and what a task was handed
+    # is emitted at its next call, which comes: advance_time relies on both.
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         import zmq
 
@@ -118,36 +121,52 @@ class FeederSpout(Spout):
         self._max_pending = conf.get("topology.max.spout.pending")
         self._emitted = 0
         self._in_flight = 0
-        self._asked = False
+        self._asked = False  # a pull stands
         self._active = True
+        self._gone = False  # the test's side stopped answering (closed)
 
     def next_tuple(self) -> None:
         import zmq
 
+        if not self._asked:
+            self._pull()
+            return
         try:
             kind, batch = pickle.loads(self._sock.recv(zmq.NOBLOCK))
         except zmq.Again:
-            self._pull()
-            return
-        if kind != "items":
             return
         self._asked = False
+        self._emit_batch(batch)
+
+    def _pull(self) -> None:
+        room = PULL_MAX
+        if self._max_pending is not None:
+            room = min(room, self._max_pending - self._in_flight)
+        if self._gone or not self._active or room <= 0:
+            return
+        self._send("pull", room)
+        answer = self._answer()
+        if answer is None:
+            return
+        kind, batch = answer
+        if kind == "parked":
+            self._asked = True
+        else:
+            self._emit_batch(batch)
+
+    def _emit_batch(self, batch: list[tuple[tuple[Any, ...], Any]]) -> None:
         for values, msg_id in batch:
             self.emit(values, msg_id=msg_id)
         self._emitted += len(batch)
         self._in_flight += len(batch)
-        if not self._pull():
-            self._send("emitted", self._emitted)
+        self._send("emitted", self._emitted)
 
-    def _pull(self) -> bool:
-        room = PULL_MAX
-        if self._max_pending is not None:
-            room = min(room, self._max_pending - self._in_flight)
-        if self._asked or not self._active or room <= 0:
-            return False
-        self._send("pull", (self._emitted, room))
-        self._asked = True
-        return True
+    def _answer(self) -> tuple[str, Any] | None:
+        """The test's side answers at once; silence means it was closed."""
+        if not self._sock.poll(ANSWER_TIMEOUT_MS):
+            self._gone = True
+            return None
+        return pickle.loads(self._sock.recv())
 
     def _send(self, kind: str, arg: Any) -> None:
         self._sock.send(pickle.dumps((kind, arg)))
@@ -164,19 +183,15 @@ class FeederSpout(Spout):
         self._active = True
 
     def deactivate(self) -> None:
-        """Take back the outstanding pull, and give back what it brought."""
+        """Take back the standing pull, and give back what it brought."""
         self._active = False
         if not self._asked:
             return
+        self._asked = False
         self._send("cancel", None)
         back: list[Any] = []
-        if self._sock.poll(CANCEL_TIMEOUT_MS):  # the answer follows anything handed
-            while True:
-                kind, batch = pickle.loads(self._sock.recv())
-                if kind == "cancelled":
-                    break
-                back.extend(batch)
-        self._asked = False
+        while (answer := self._answer()) is not None and answer[0] != "cancelled":
+            back.extend(answer[1])  # handed before the cancel arrived
         if back:
             self._send("return", back)
 
@@ -300,8 +315,11 @@ class _Channel:
         kind, arg = msg
         with self._lock:
             if kind == "pull":
-                self._emitted[ident], self._room[ident] = arg
-                self._waiting.append(ident)
+                if not self._backlog:
+                    self._room[ident] = arg
+                    self._waiting.append(ident)
+                    return [[ident, pickle.dumps(("parked", None))]]
+                return [self._hand(ident, arg)]
             elif kind == "emitted":
                 self._emitted[ident] = arg
             elif kind == "cancel":
@@ -316,15 +334,19 @@ class _Channel:
         return []
 
     def _hand_out(self) -> list[list[bytes]]:
-        out = []
+        """Fed tuples to the tasks whose pulls stand."""
         with self._lock:
-            backlog = self._backlog
-            while backlog and self._waiting:
+            out = []
+            while self._backlog and self._waiting:
                 ident = self._waiting.popleft()
-                batch = [backlog.popleft() for _ in range(min(len(backlog), self._room[ident]))]
-                self._handed[ident] = self._handed.get(ident, 0) + len(batch)
-                out.append([ident, pickle.dumps(("items", batch))])
-        return out
+                out.append(self._hand(ident, self._room[ident]))
+            return out
+
+    def _hand(self, ident: bytes, room: int) -> list[bytes]:
+        backlog = self._backlog
+        batch = [backlog.popleft() for _ in range(min(len(backlog), room))]
+        self._handed[ident] = self._handed.get(ident, 0) + len(batch)
+        return [ident, pickle.dumps(("items", batch))]
 
     def quiet(self) -> bool:
         """Nothing on its way: every tuple handed to a task was emitted and reported,

@@ -440,6 +440,47 @@ def test_acking_self_anchor(workers):
         checker(3)
 
 
+class HoldUntilTold(Bolt):
+    """Holds every data tuple until a control tuple says "ack" or "fail" them."""
+
+    def prepare(self, conf, context):
+        self.held = []
+
+    def execute(self, tup):
+        if tup.source_component != "ctl":
+            self.held.append(tup)
+            return
+        for held in self.held:
+            (self.ack if tup[0] == "ack" else self.fail)(held)
+        self.held = []
+        self.ack(tup)
+
+
+def test_a_self_anchored_child_holds_its_tree(workers):
+    """test-acking-self-anchor, with the child held: anchoring to the same tuple twice
+    must not complete the tree before the child is acked, and its fail must reach the
+    spout."""
+    with FeederSpout(["num"]) as data, FeederSpout(["cmd"]) as ctl:
+        t = Topology("self-anchor-held")
+        t.set_spout("data", data)
+        t.set_spout("ctl", ctl)
+        t.set_bolt("2", DupAnchor()).shuffle_grouping("data")
+        t.set_bolt("3", HoldUntilTold()).global_grouping("2").global_grouping("ctl")
+        with LocalCluster(workers=workers) as cluster:
+            cluster.submit(t)
+            data.feed([1], msg_id="first")
+            tracked_wait(cluster, "self-anchor-held", 1)
+            assert data.acked == [] and data.failed == []
+            ctl.feed(["ack"])
+            tracked_wait(cluster, "self-anchor-held", 1)
+            assert data.acked == ["first"] and data.failed == []
+            data.feed([2], msg_id="second")
+            tracked_wait(cluster, "self-anchor-held", 1)
+            ctl.feed(["fail"])
+            tracked_wait(cluster, "self-anchor-held", 1)
+            assert data.failed == ["second"] and data.acked == ["first"]
+
+
 class HoldPair(Bolt):
     """Aggregates two data tuples into one output anchored to both, and holds the two
     until a control tuple says "ack" or "fail" them."""

@@ -44,6 +44,19 @@ def pairs_topology():
     return t
 
 
+def test_importing_the_kit_imports_neither_zeromq_nor_the_runtime():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stormish.testing\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] == 'zmq' "
+        "or m.startswith('stormish.runtime')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_complete_topology_reads_every_stream_and_takes_rows_per_stream():
     rows = [["a", 1], ["b", 2], ["a", 3]]
     res = complete_topology(pairs_topology(), mock_sources={"src": {"default": rows}})

@@ -9,7 +9,7 @@ import pytest
 
 from stormish.clock import ComponentClock, FakeClock, MonotonicClock
 from stormish.local import poll_for
-from stormish.runtime.simtime import ExecutorView, Snapshot, settled
+from stormish.runtime.simtime import MOVED, SLOW, ExecutorView, Snapshot, settled
 
 
 def view(name="b[1]", turns=10, held=False, counters=(1, 1, 1, 0, 0), idle=True, dormant=False):
@@ -20,43 +20,58 @@ def snap(*executors, now=5.0, waits=None):
     return Snapshot(now, dict(waits or {}), tuple(executors))
 
 
+def why(a, b):
+    """What settled() says, as one text (None when settled), and the kinds it gave."""
+    out = settled(a, b)
+    return ("; ".join(t for _, t in out), {k for k, _ in out}) if out else (None, set())
+
+
 def test_idle_executors_that_looped_twice_are_settled():
-    assert settled(snap(view(turns=10)), snap(view(turns=12))) is None
+    assert settled(snap(view(turns=10)), snap(view(turns=12))) == []
 
 
-def test_an_executor_that_did_not_loop_twice_is_not():
-    why = settled(snap(view(turns=10)), snap(view(turns=11)))
-    assert why is not None and "b[1]" in why and "looped" in why
+def test_an_executor_that_did_not_loop_twice_is_not_and_the_first_look_is_kept():
+    text, kinds = why(snap(view(turns=10)), snap(view(turns=11)))
+    assert "b[1]" in text and "looped" in text
+    assert kinds == {SLOW}  # nothing moved: compare the next look with the same first
 
 
 def test_an_executor_inside_user_code_makes_no_turns_and_is_not_settled():
-    assert settled(snap(view(turns=10)), snap(view(turns=10))) is not None
+    assert why(snap(view(turns=10)), snap(view(turns=10)))[1] == {SLOW}
 
 
 def test_moving_counters_or_queued_tuples_are_not_settled():
     a = snap(view(turns=1, counters=(1, 1, 1, 0, 0)))
-    assert "processing" in settled(a, snap(view(turns=9, counters=(2, 1, 1, 0, 0))))
-    assert "queued" in settled(a, snap(view(turns=9, idle=False)))
+    assert why(a, snap(view(turns=9, counters=(2, 1, 1, 0, 0)))) == ("b[1] is processing", {MOVED})
+    assert "queued" in why(a, snap(view(turns=9, idle=False)))[0]
 
 
 def test_an_executor_asleep_in_the_clock_is_settled_only_when_it_was_before_too():
     asleep = view(turns=3, held=True, idle=False)
-    assert settled(snap(asleep), snap(asleep)) is None
-    assert "asleep" in settled(snap(view(turns=3)), snap(asleep))
+    assert settled(snap(asleep), snap(asleep)) == []
+    assert "asleep" in why(snap(view(turns=3)), snap(asleep))[0]
 
 
 def test_a_spout_not_opened_because_inactive_is_settled():
     dormant = view(turns=0, dormant=True)
-    assert settled(snap(dormant), snap(dormant)) is None
+    assert settled(snap(dormant), snap(dormant)) == []
 
 
 def test_clock_waiters_must_wait_for_a_future_time():
     ok = {7: 10.0}
-    assert settled(snap(view(turns=0), waits=ok), snap(view(turns=2), waits=ok)) is None
+    assert settled(snap(view(turns=0), waits=ok), snap(view(turns=2), waits=ok)) == []
     due = {7: 5.0}  # its time (now=5) has come: it is about to run
-    assert "thread 7" in settled(snap(view(turns=0), waits=due), snap(view(turns=2)))
+    assert "thread 7" in why(snap(view(turns=0), waits=due), snap(view(turns=2)))[0]
     woke = {7: None}  # a timer that woke and has not waited again
-    assert "thread 7" in settled(snap(view(turns=0)), snap(view(turns=2), waits=woke))
+    assert why(snap(view(turns=0)), snap(view(turns=2), waits=woke))[1] == {MOVED}
+
+
+def test_every_executor_at_work_is_named():
+    a = snap(view("s[1]", turns=1), view("b[2]", turns=1))
+    b = snap(view("s[1]", turns=1), view("b[2]", turns=9, idle=False))
+    text, kinds = why(a, b)
+    assert "s[1] has not looped" in text and "b[2] has tuples queued" in text
+    assert kinds == {SLOW, MOVED}
 
 
 # -- FakeClock ---------------------------------------------------------------------------------
