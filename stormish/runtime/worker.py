@@ -209,7 +209,7 @@ class Worker:
         dropped = 0
         if self.link is not None:
             dropped = sum(self.link.dropped.values())
-            if len(self.link.transfer):
+            if self.link.busy():
                 idle = False
         return {
             "spouts_done": spouts_done,

@@ -4,9 +4,12 @@ Threads and ownership (one socket, one owner thread):
 - the receive thread owns the PULL socket: it decodes frames (pure `frames.decode`),
   places tuple batches with `publish_remote` (never blocks: overflowQ), feeds the
   backpressure tracker and runs the backpressure-check timer between polls;
-- the transfer thread owns the PUSH sockets: it sends the receive thread's status
-  messages first, then drains the transfer queue grouped by destination worker, one
-  TUPLES message per worker per drain (batched transfer).
+- the transfer thread owns the PUSH sockets (`peers.Peers`, one outbox per peer): it
+  queues the receive thread's status messages first, then drains the transfer queue
+  grouped by destination worker, one TUPLES message per worker per drain (batched
+  transfer), and hands each peer what it can take without blocking. A peer that cannot
+  take more puts its tasks under backpressure here; one that is gone has its tuples
+  dropped and counted; neither holds up the other peers or a new address (peers.py).
 Executors never touch a socket: they publish to RemoteTargets, which refuse rather than
 block. Statuses travel on the same links as tuples, to every peer (any peer may be
 upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
@@ -31,6 +34,7 @@ from typing import Any
 import zmq
 
 from . import frames as fr
+from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
 from .security import LOOPBACK
 from .tracker import BackpressureTracker, Broadcast, RemoteBackpressure
@@ -104,7 +108,14 @@ class WorkerLink:
         self.check_every = conf["topology.backpressure.check.millis"] / 1000.0
         self.overflow_limit = conf["topology.executor.overflow.limit"]
         self._control: deque[tuple[int, list]] = deque()
-        self._push: dict[int, zmq.Socket] = {}
+        self._out = Peers(
+            self.ctx,
+            self.security,
+            hold_at=conf["topology.transfer.buffer.size"],
+            drop=self._drop,
+            hwm=HWM_MESSAGES,
+            sndbuf=SOCKET_BUFFER_BYTES,
+        )
         self._peers: dict[int, str] = {}
         self._incarnations: dict[int, str] = {}
         self.reconnects = 0
@@ -135,7 +146,14 @@ class WorkerLink:
         )
 
     def remote_target(self, task: int) -> RemoteTarget:
-        return RemoteTarget(task, self.assignment[task], self.transfer, self.remote.flagged)
+        return RemoteTarget(
+            task,
+            self.assignment[task],
+            self.transfer,
+            self.remote.flagged,
+            held=self._out.held,
+            down=self._out.down,
+        )
 
     def connect(self, peers: Mapping[int, str]) -> None:
         """Tell the link where the other workers listen (may be called again on restart)."""
@@ -156,8 +174,7 @@ class WorkerLink:
         self.transfer._event.set()
         for t in self._threads:
             t.join(5)
-        for s in self._push.values():
-            s.close(linger=200)
+        self._out.close(linger=200)
         self.pull.close(linger=0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -227,7 +244,7 @@ class WorkerLink:
         if ov:
             self._run(self.tracker.overflow_grew(dest, ov))
 
-    def _drop(self, reason: str, n: int) -> None:
+    def _drop(self, reason: str, n: int, tasks: Mapping[int, int] | None = None) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
     def _timer(self) -> None:
@@ -250,49 +267,37 @@ class WorkerLink:
 
     # -- transfer thread -------------------------------------------------------------------
     def _send_loop(self) -> None:
+        out = self._out
         while not self._stop.is_set():
-            self.transfer.wait(0.05)
+            if out.waiting():  # a connection, or room on a full socket: wait for either
+                out.wait(POLL_MS)
+                self.transfer.wait(0)
+            else:
+                self.transfer.wait(0.05)
             while self._new_peers:
                 w, addr = self._new_peers.popleft()
-                self._open_push(w, addr)
+                if w in out.boxes:  # it moved: its old flags mean nothing now
+                    self.remote.forget_worker(w)
+                out.open(w, addr, self._hello(reply=False))
+            out.events()
             while self._control:
-                w, frames = self._control.popleft()
-                self._send(w, frames)
+                out.put_control(*self._control.popleft())
             for w, batches in self.transfer.drain().items():
                 for part in _messages(batches):
                     self._seq += 1
                     frames = fr.encode_tuples(self.index, self._seq, part)
                     self.sent_batches += 1
-                    self.sent_bytes += sum(len(f) for f in frames)
-                    self._send(w, frames)
+                    self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
+                    out.put(w, frames, part, sum(len(b[3]) for b in part))
+            out.flush()
 
-    def _open_push(self, w: int, addr: str) -> None:
-        old = self._push.pop(w, None)
-        if old is not None:
-            old.close(linger=0)
-            self.remote.forget_worker(w)
-        s = self.ctx.socket(zmq.PUSH)
-        s.setsockopt(zmq.SNDHWM, HWM_MESSAGES)
-        s.setsockopt(zmq.SNDBUF, SOCKET_BUFFER_BYTES)
-        self.security.client(s)
-        s.connect(addr)
-        self._push[w] = s
-        self._send(w, self._hello(reply=False))
+    def busy(self) -> bool:
+        """Tuples wait on this side of the link (in the transfer queue or an outbox)."""
+        return len(self.transfer) > 0 or self._out.waiting_tuples() > 0
 
     def _hello(self, reply: bool) -> list:
         info = {"address": self.address, "incarnation": self.incarnation, "reply": reply}
         return fr.encode_hello(self.index, 0, self.topology, info)
-
-    def _send(self, w: int, frames: list) -> None:
-        s = self._push.get(w)
-        if s is None:
-            return
-        while not self._stop.is_set():
-            try:
-                s.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
-                return
-            except zmq.Again:  # the peer is slow or gone: wait for room, stoppable
-                s.poll(50, zmq.POLLOUT)
 
     def statistics(self) -> dict[str, Any]:
         t, r = self.tracker.statistics(), self.remote.statistics()
@@ -319,4 +324,8 @@ class WorkerLink:
             "dropped": dict(self.dropped),
             "malformed": self.malformed,
             "transfer_refused": self.transfer.refused,
+            "peers_held": sorted(self._out.held),
+            "peers_down": sorted(self._out.down),
+            "peers": self._out.statistics(),
+            "status_backlog_dropped": self._out.control_dropped,
         }

@@ -60,21 +60,40 @@ class TransferQueue:
 
 
 class RemoteTarget:
-    """A task on another worker, as a collector's outbox target."""
+    """A task on another worker, as a collector's outbox target.
 
-    __slots__ = ("task", "worker", "transfer", "flagged")
+    It refuses while the task is flagged (its worker's status), while its worker is
+    `held` (our outbox for that worker is full: it cannot take more) or when the transfer
+    queue is full. A worker that is `down` (its connection lost) does not refuse: what is
+    sent to it is dropped and counted (its trees replay), so that an executor's traffic to
+    healthy workers goes on; its load is 1.0 so load-aware shuffles steer away from it.
+    `held` and `down` are the transfer thread's sets (peers.Peers), read here only.
+    """
 
-    def __init__(self, task: int, worker: int, transfer: TransferQueue, flagged: set[int]):
+    __slots__ = ("task", "worker", "transfer", "flagged", "held", "down")
+
+    def __init__(
+        self,
+        task: int,
+        worker: int,
+        transfer: TransferQueue,
+        flagged: set[int],
+        held: set[int] | None = None,
+        down: set[int] | None = None,
+    ):
         self.task = task
         self.worker = worker
         self.transfer = transfer
         self.flagged = flagged  # RemoteBackpressure.flagged: shared, updated by the receiver
+        self.held = held if held is not None else set()
+        self.down = down if down is not None else set()
 
     def try_publish(self, batch: tuple, n: int) -> bool:
-        if self.task in self.flagged:
+        if self.task in self.flagged or self.worker in self.held:
             return False
         src, stream, values, metas = batch
         return self.transfer.try_put(self.worker, (self.task, src, stream, values, metas), n)
 
     def load(self) -> float:
-        return 1.0 if self.task in self.flagged else 0.0
+        w = self.worker
+        return 1.0 if self.task in self.flagged or w in self.held or w in self.down else 0.0

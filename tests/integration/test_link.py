@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from stormish import BasicBolt, Topology
 from stormish.runtime.plan import build_plan
 from stormish.runtime.running import RunningTopology
@@ -57,6 +59,33 @@ def test_wordcount_exact_across_two_linked_workers():
     assert results["s"][0]["acked"] == {i: 1 for i in range(len(SENTENCES))}
     assert all(link.statistics()["batches_sent"] > 0 for link in links)
     assert stats.links and stats.status == "complete"
+
+
+class Size(BasicBolt):
+    def prepare(self, conf, context):
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += len(tup.values[0])
+
+    def result(self):
+        return self.n
+
+
+def test_values_sent_out_of_band_cross_the_link():
+    """A value of 64 KiB or more travels as a frame of its own (a PickleBuffer): the
+    transfer thread once died counting its bytes, and the topology stalled."""
+    t = Topology("big")
+    t.set_spout("s", ListSpout([(bytes(100_000),) for _ in range(6)], fields=["b"]))
+    t.set_bolt("size", Size(), 2).shuffle_grouping("s")
+    running, links = linked(t, 2)
+    try:
+        running.wait_complete(60)
+        results = running.results()
+    finally:
+        running.kill(0)
+    assert sum(results["size"]) == 6 * 100_000
+    assert sum(link.statistics()["bytes_sent"] for link in links) > 100_000
 
 
 class Gate:
@@ -152,3 +181,114 @@ def test_overflow_limit_drops_are_counted_exactly():
     assert sent == 20_000
     assert sent == delivered + dropped
     assert dropped > 0
+
+
+# -- a peer that stops reading, or is gone, must not hold up the others (issue 11, item 1)
+
+
+class Peer:
+    """A bare PULL socket standing in for a worker: read (healthy), never read
+    (stalled: its queues fill), or not there at all (a dead port)."""
+
+    def __init__(self, ctx, read: bool = True):
+        import zmq
+
+        self.sock = ctx.socket(zmq.PULL)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 1)
+        self.sock.setsockopt(zmq.RCVBUF, 4096)
+        self.address = f"tcp://127.0.0.1:{self.sock.bind_to_random_port('tcp://127.0.0.1')}"
+        self.tuples = 0
+        self.kinds: list[str] = []
+
+    def read(self) -> int:
+        import zmq
+
+        from stormish.transport import frames as fr
+
+        while True:
+            try:
+                parts = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return self.tuples
+            msg = fr.decode([p.buffer for p in parts])
+            self.kinds.append(msg.kind.name)
+            if msg.kind == fr.Kind.TUPLES:
+                self.tuples += sum(len(b[3]) for b in msg.body)
+
+
+def dead_address() -> str:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: connections are refused
+    return f"tcp://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("lost", ["stalled", "dead_port"])
+def test_a_lost_peer_never_holds_up_a_healthy_one_and_its_new_address_is_used(lost):
+    import zmq
+
+    from stormish.testing import poll_for
+
+    t = Topology("three")
+    t.set_spout("s", CountingSpout(1))
+    conf = t.validate({"topology.workers": 3, "topology.transfer.buffer.size": 8})
+    ctx = zmq.Context()
+    healthy, stalled, fresh = Peer(ctx), Peer(ctx), Peer(ctx)
+    gone = stalled.address if lost == "stalled" else dead_address()
+    link = WorkerLink(0, "three", {1: 1, 2: 2}, conf)  # task 1 on worker 1, task 2 on 2
+    link.attach({})
+    link.connect({1: healthy.address, 2: gone})
+    link.start()
+    to_healthy, to_lost = link.remote_target(1), link.remote_target(2)
+    row = ("x" * 200,)
+    accepted = {1: 0, 2: 0}
+
+    def publish(target, n=100) -> bool:
+        if target.try_publish((7, "default", [row] * n, None), n):
+            accepted[target.task] += n
+            return True
+        return False
+
+    try:
+        # the lost peer takes what ZeroMQ and the kernel hold, then its tasks are held:
+        # the RemoteTarget refuses (the emit would park) instead of the link blocking
+        poll_for(lambda: not publish(to_lost), 20, 0.001, "worker 2 held")
+        # traffic to the healthy peer goes on, through the same transfer thread
+        target = 20 * 100
+        start = healthy.read()
+
+        def flowing() -> bool:
+            publish(to_healthy)
+            return healthy.read() - start >= target
+
+        poll_for(flowing, 20, 0.001, "tuples to the healthy peer while worker 2 is lost")
+        assert not publish(to_lost)
+        assert link.statistics()["peers_held"] == [2]
+        # worker 2 moves: the new address is used at once, what waited for the old one is
+        # dropped and counted
+        link.connect({2: fresh.address})
+        poll_for(lambda: publish(to_lost), 20, 0.005, "worker 2 accepts again")
+        poll_for(lambda: fresh.read() > 0, 20, 0.01, "tuples at worker 2's new address")
+        assert fresh.kinds[0] == "HELLO"
+        assert link.statistics()["peers"]["2"]["state"] == "up"
+        poll_for(lambda: not link.busy(), 20, 0.01, "the link drained")
+        moved = link.dropped.get("peer_moved", 0)
+        assert moved > 0
+        delivered = fresh.read() + stalled.read()  # the stalled socket's queue, read now
+        if lost == "dead_port":  # nothing was ever handed to ZeroMQ for it: exact
+            assert accepted[2] == moved + delivered
+        else:  # what the closed socket's ZeroMQ queue and the kernel held is lost, uncounted
+            from stormish.transport.link import HWM_MESSAGES, SOCKET_BUFFER_BYTES
+
+            in_flight = (HWM_MESSAGES + 1) * 100 + (4 * SOCKET_BUFFER_BYTES + 2 * 4096) // 200
+            assert 0 <= accepted[2] - moved - delivered <= in_flight
+        assert healthy.read() == accepted[1]
+    finally:
+        link.stop()
+        for p in (healthy, stalled, fresh):
+            p.sock.close()
+        ctx.term()

@@ -1,0 +1,291 @@
+"""The sending side of a worker link: one outbox per peer worker, so that a peer which
+cannot take more (slow, hung, gone) never holds up the other peers, a reconnect, or a
+backpressure status.
+
+The transfer thread hands messages to ZeroMQ without blocking; what a peer cannot take
+now waits in that peer's outbox, control messages (HELLO, backpressure status) before
+tuples. A peer's connection is `connecting` (never up yet), `up`, or `down` (it was up and
+was lost: the process died, or its host went away and closed the port); the socket's
+monitor events tell which. The rules, Storm's (its Netty client drops what it cannot
+deliver to a worker that is gone; backpressure covers a worker that is slow):
+
+- up or connecting: tuples wait in the outbox (while connecting, tuples wait for the
+  connection; HELLO goes first). An outbox holding `hold_at` batches or more is *held*:
+  the peer's tasks are under backpressure on this worker (`RemoteTarget` refuses, the
+  executor parks its emits, never blocks) until it is down to half;
+- down: tuples for the peer are dropped as they come, counted (`peer_lost`), so their
+  trees fail and replay through acking; senders are not parked (nobody is there to push
+  back, and parking would stop their traffic to healthy peers too), but load-aware
+  shuffles steer away (the peer's tasks report load 1.0). Control messages wait, at
+  most `CONTROL_BACKLOG` (a status supersedes the ones before it). When the connection
+  is up again (the worker restarted on the same address) tuples flow again;
+- a new address for a worker (its tasks moved, `Peers.open`): the old socket is closed
+  with linger 0 and every message still in its outbox is dropped, counted
+  (`peer_moved`); a fresh outbox starts connecting with our HELLO first.
+
+What ZeroMQ had already taken when a connection broke (at most `HWM_MESSAGES` messages
+and the kernel buffers) reaches the peer if it comes back on the same address and is
+lost otherwise, uncounted: acking replays it.
+
+`Outbox` is the per-peer state without sockets (tested as scenarios); `Peers` is the
+shell the transfer thread drives: it owns the PUSH sockets and their monitors.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+CONNECTING, UP, DOWN = "connecting", "up", "down"
+CONTROL_BACKLOG = 64
+Message = tuple[list, list, int]  # (frames, the batches encoded in them, tuples)
+_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+
+
+class Outbox:
+    """What waits for one peer worker, and the state of its connection.
+
+    `data` holds encoded TUPLES messages as (frames, batches, tuples), `batches` being
+    the batches the message was encoded from (`(dest, src, stream, values, metas)`, kept
+    to say whose tuples a drop took); `n_batches` and `tuples` are the totals. Methods
+    that drop return the messages dropped. Not thread-safe: the transfer thread owns it
+    (other threads may read the counters).
+    """
+
+    __slots__ = ("worker", "hold_at", "state", "control", "data", "n_batches", "tuples", "held")
+
+    def __init__(self, worker: int, hold_at: int):
+        if hold_at < 1:
+            raise ValueError(f"hold_at must be >= 1, got {hold_at}")
+        self.worker = worker
+        self.hold_at = hold_at
+        self.state = CONNECTING
+        self.control: deque[list] = deque()
+        self.data: deque[Message] = deque()
+        self.n_batches = self.tuples = 0
+        self.held = False
+
+    def put_control(self, frames: list) -> bool:
+        """Queue a control message; False when the backlog was full (the oldest status
+        made room: it is superseded by the newer ones)."""
+        full = len(self.control) >= CONTROL_BACKLOG
+        if full:
+            self.control.popleft()
+        self.control.append(frames)
+        return not full
+
+    def put(self, frames: list, batches: list, tuples: int) -> list[Message]:
+        """Queue a TUPLES message; returns it as dropped when the peer is down."""
+        if self.state == DOWN:
+            return [(frames, batches, tuples)]
+        self.data.append((frames, batches, tuples))
+        self.n_batches += len(batches)
+        self.tuples += tuples
+        self._update()
+        return []
+
+    def sendable(self) -> bool:
+        """Tuples may go to ZeroMQ now (control messages always may)."""
+        return self.state == UP
+
+    def sent(self) -> Message:
+        """The first message went out: remove it."""
+        msg = self.data.popleft()
+        self.n_batches -= len(msg[1])
+        self.tuples -= msg[2]
+        self._update()
+        return msg
+
+    def connected(self) -> None:
+        self.state = UP
+
+    def disconnected(self) -> list[Message]:
+        """The connection was lost: everything waiting is dropped."""
+        self.state = DOWN
+        return self.clear()
+
+    def clear(self) -> list[Message]:
+        """Drop every waiting tuple message."""
+        dropped = list(self.data)
+        self.data.clear()
+        self.n_batches = self.tuples = 0
+        self._update()
+        return dropped
+
+    def waiting(self) -> bool:
+        return bool(self.control or self.data)
+
+    def _update(self) -> None:
+        if self.held:
+            self.held = self.n_batches > self.hold_at // 2
+        else:
+            self.held = self.n_batches >= self.hold_at
+
+
+def by_source(messages: list[Message]) -> tuple[int, dict[int, int]]:
+    """The tuples in `messages`, in all and per emitting task."""
+    tasks: dict[int, int] = {}
+    for _, batches, _ in messages:
+        for b in batches:
+            tasks[b[1]] = tasks.get(b[1], 0) + len(b[3])
+    return sum(m[2] for m in messages), tasks
+
+
+class Peers:
+    """The transfer thread's sockets, one PUSH (and its monitor) per peer worker.
+
+    `held` and `down` are sets of worker indices that `RemoteTarget`s read on the emit
+    path; only this object (the transfer thread) writes them. `drop(reason, tuples,
+    {emitting task: tuples})` counts what is dropped.
+    """
+
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        security: Any,
+        hold_at: int,
+        drop: Callable[[str, int, dict[int, int]], None],
+        hwm: int,
+        sndbuf: int,
+    ):
+        self.ctx = ctx
+        self.security = security
+        self.hold_at = hold_at
+        self.drop = drop
+        self.hwm, self.sndbuf = hwm, sndbuf
+        self.held: set[int] = set()
+        self.down: set[int] = set()
+        self.boxes: dict[int, Outbox] = {}
+        self._sock: dict[int, zmq.Socket] = {}
+        self._monitor: dict[int, zmq.Socket] = {}
+        self._by_monitor: dict[zmq.Socket, int] = {}
+        self.sent_messages: dict[int, int] = {}
+        self.sent_tuples: dict[int, int] = {}
+        self.control_dropped = 0
+
+    # -- connections -------------------------------------------------------------------------
+    def open(self, w: int, address: str, hello: list) -> None:
+        """Connect to worker `w` at `address` (anew if it had another): HELLO first."""
+        if w in self._sock:
+            self._close(w, linger=0)
+            self._dropped("peer_moved", self.boxes[w].clear())
+        s = self.ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.SNDHWM, self.hwm)
+        s.setsockopt(zmq.SNDBUF, self.sndbuf)
+        self.security.client(s)
+        mon = s.get_monitor_socket(_EVENTS)
+        s.connect(address)
+        self._sock[w], self._monitor[w] = s, mon
+        self._by_monitor[mon] = w
+        box = self.boxes[w] = Outbox(w, self.hold_at)
+        box.put_control(hello)
+        self._mirror(box)
+
+    def _close(self, w: int, linger: int) -> None:
+        s, mon = self._sock.pop(w), self._monitor.pop(w)
+        del self._by_monitor[mon]
+        s.disable_monitor()
+        mon.close(linger=0)
+        s.close(linger=linger)
+
+    def close(self, linger: int) -> None:
+        for w in list(self._sock):
+            self._close(w, linger)
+
+    def events(self) -> None:
+        """Read the monitors: connections up and down."""
+        for mon, w in list(self._by_monitor.items()):
+            while True:
+                try:
+                    event = parse_monitor_message(mon.recv_multipart(zmq.NOBLOCK))["event"]
+                except zmq.Again:
+                    break
+                box = self.boxes[w]
+                if event == zmq.EVENT_CONNECTED:
+                    box.connected()
+                elif event == zmq.EVENT_DISCONNECTED:
+                    self._dropped("peer_lost", box.disconnected())
+                self._mirror(box)
+
+    # -- messages ----------------------------------------------------------------------------
+    def put_control(self, w: int, frames: list) -> None:
+        box = self.boxes.get(w)
+        if box is not None and not box.put_control(frames):
+            self.control_dropped += 1
+
+    def put(self, w: int, frames: list, batches: list, tuples: int) -> None:
+        box = self.boxes.get(w)
+        if box is None:  # not told where it listens (never, once connect() ran)
+            self._dropped("no_peer", [(frames, batches, tuples)])
+            return
+        self._dropped("peer_lost", box.put(frames, batches, tuples))
+        self._mirror(box)
+
+    def _dropped(self, reason: str, messages: list[Message]) -> None:
+        if messages:
+            self.drop(reason, *by_source(messages))
+
+    def flush(self) -> None:
+        """Hand each peer what it can take now, without blocking."""
+        for w, box in self.boxes.items():
+            if box.waiting():
+                self._flush(w, box, self._sock[w])
+                self._mirror(box)
+
+    def _flush(self, w: int, box: Outbox, s: zmq.Socket) -> None:
+        try:
+            while box.control:
+                s.send_multipart(box.control[0], flags=zmq.NOBLOCK, copy=False)
+                box.control.popleft()
+            while box.data and box.sendable():
+                s.send_multipart(box.data[0][0], flags=zmq.NOBLOCK, copy=False)
+                _, _, n = box.sent()
+                self.sent_messages[w] = self.sent_messages.get(w, 0) + 1
+                self.sent_tuples[w] = self.sent_tuples.get(w, 0) + n
+        except zmq.Again:  # full: the rest waits in the outbox
+            pass
+
+    def _mirror(self, box: Outbox) -> None:
+        w = box.worker
+        if box.held:
+            self.held.add(w)
+        else:
+            self.held.discard(w)
+        if box.state == DOWN:
+            self.down.add(w)
+        else:
+            self.down.discard(w)
+
+    # -- waiting -----------------------------------------------------------------------------
+    def waiting(self) -> bool:
+        """Something waits for a peer (a connection, or room on its socket)."""
+        return any(box.waiting() for box in self.boxes.values())
+
+    def wait(self, timeout_ms: int) -> None:
+        """Until a connection changes, or a full socket with messages for it has room."""
+        poller = zmq.Poller()
+        for w, mon in self._monitor.items():
+            poller.register(mon, zmq.POLLIN)
+            box = self.boxes[w]
+            if box.control or (box.data and box.sendable()):
+                poller.register(self._sock[w], zmq.POLLOUT)
+        poller.poll(timeout_ms)
+
+    def waiting_tuples(self) -> int:
+        return sum(box.tuples for box in list(self.boxes.values()))
+
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        return {
+            str(w): {
+                "state": box.state,
+                "held": box.held,
+                "waiting_tuples": box.tuples,
+                "messages_sent": self.sent_messages.get(w, 0),
+                "tuples_sent": self.sent_tuples.get(w, 0),
+            }
+            for w, box in sorted(self.boxes.items())
+        }
