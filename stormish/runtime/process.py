@@ -247,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--orphan-seconds", type=float, default=0.0)
     p.add_argument("--topology", default=None, help="the topology this worker is for")
     p.add_argument("--advertise", default=None, help="the link address peers connect to")
-    p.add_argument("--keys", default=None, help="CURVE keys directory (or STORMISH_KEYS)")
+    p.add_argument(
+        "--keys",
+        default=None,
+        help="CURVE keys directory (or STORMISH_KEYS); '-': a key pair line on stdin",
+    )
     p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
     p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
     a = p.parse_args(argv)

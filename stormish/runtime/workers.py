@@ -4,9 +4,13 @@ notice death, restart.
 `WorkerGroup` binds the control ROUTER on loopback, starts one `python -m
 stormish.runtime.process` per worker (its output goes to a log file whose last lines
 explain a death), hands each the cloudpickled topology, tells all where the others
-listen, and starts them. `WorkerHandle` gives `RunningTopology` the same questions an
-in-process `Worker` answers (quiescence, statistics, results, stop), each one a control
-request, and `failure()` says which worker died and why.
+listen, and starts them. Every socket of the run (the control channel and the workers'
+links) is secured with CURVE: with the cluster keys of STORMISH_KEYS when set, otherwise
+with a key pair made for this run (`local_security`), so no other local process can
+connect to a worker, inject tuples or statuses, or reach an unpickler. `WorkerHandle`
+gives `RunningTopology` the same questions an in-process `Worker` answers (quiescence,
+statistics, results, stop), each one a control request, and `failure()` says which
+worker died and why.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import cloudpickle
 import zmq
 
 from ..errors import WorkerError
-from ..transport.security import LOOPBACK, security_for
+from ..transport.security import LOOPBACK, Curve
 from . import control as ct
 
 START_TIMEOUT = 60.0
@@ -56,6 +60,23 @@ class Hello:
     pid: int
     info: dict
     heard: float
+
+
+def local_security() -> tuple[Curve, bytes | None]:
+    """The policy of one local run, and what each of its workers reads on its stdin.
+
+    STORMISH_KEYS set: the cluster keys (the workers inherit the variable; nothing on
+    stdin). Otherwise a key pair made for this run: the workers get `--keys -` and read
+    the pair on their stdin, a pipe only the parent and that child hold. Not on the
+    command line or in the environment (/proc/PID/cmdline is world-readable, environ is
+    inherited by whatever the worker starts), and not in a file (nothing to leave behind
+    when the parent dies, no window in which it exists). The secret lives in the parent
+    and its children's memory, for the run's life."""
+    keys_dir = os.environ.get("STORMISH_KEYS") or None
+    if keys_dir is not None:
+        return Curve(keys_dir), None
+    curve = Curve.ephemeral()
+    return curve, curve.export()
 
 
 def _describe_exit(code: int) -> str:
@@ -205,15 +226,24 @@ class WorkerHandle:
         ]
         if self.address is not None:  # a restart listens where its peers reconnect
             cmd += ["--bind", self.address]
+        keys = self.group.keys_line
+        if keys is not None:
+            cmd += ["--keys", "-"]  # the key pair follows on stdin
         with open(self.log_path, "ab") as log:
             log.write(f"--- incarnation {self.incarnation}\n".encode())
         self.proc = subprocess.Popen(
             cmd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if keys is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self.group.env,
         )
+        if keys is not None and self.proc.stdin is not None:
+            try:  # one line, far below a pipe's buffer: never blocks
+                self.proc.stdin.write(keys)
+                self.proc.stdin.close()
+            except OSError:  # it died at once: wait_hello says so, with its log
+                pass
         for pipe, out in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr)):
             t = threading.Thread(
                 target=self._pump, args=(pipe, out), name=f"worker-{self.index}-output", daemon=True
@@ -358,9 +388,10 @@ class WorkerHandle:
 
 
 def _check_local_host(host: str, topology: str) -> None:
-    """The worker processes bind their links on `stormish.local.host` with the policy
-    they will run under (CURVE when STORMISH_KEYS is set, loopback only otherwise): say
-    so here, naming the key, rather than in each worker's log."""
+    """The worker processes bind their links on `stormish.local.host`. A run's own key
+    pair secures it on this machine, but listening beyond loopback is for configured
+    keys (STORMISH_KEYS), as for a daemon (DESIGN section 6): say so here, naming the
+    key, rather than in each worker's log."""
     from ..errors import ConfigError
     from ..transport.security import security_for
 
@@ -382,8 +413,8 @@ class WorkerGroup:
         self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-")
         self.env = _child_env()
-        # the workers secure their side with STORMISH_KEYS when it is set: so does this one
-        self.control = ControlServer(security=security_for(None))
+        self.security, self.keys_line = local_security()
+        self.control = ControlServer(security=self.security)
         self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
         self.restarts = 0
         self.active = True

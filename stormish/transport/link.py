@@ -15,11 +15,17 @@ block. Statuses travel on the same links as tuples, to every peer (any peer may 
 upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
 with its full backpressure status (STORM-3763: status on every new connection).
 
-A HELLO names the sender's incarnation (a nonce per process). A HELLO from an incarnation
-not seen before means a new connection: the receiver forgets the flags the peer's former
-incarnation set, sends its status, and (unless the HELLO was itself a reply) answers with
-its own HELLO, so a restarted peer, whose push sockets reconnect silently on the other
-side, still hears every worker's status.
+A HELLO names the sender's incarnation (a nonce per process) and the first id of its
+backpressure statuses, and binds the sender's epoch to the connection it came on (under
+CURVE the ZAP handler names every connection: `security.CONNECTION`). A status counts only
+on that connection and within that range (`RemoteBackpressure`), so a forged status, or
+one left over from a former incarnation, freezes nothing. A HELLO from an incarnation not
+seen before means a new connection: the receiver forgets the flags the peer's former
+incarnation set, answers with its own HELLO (unless the HELLO was itself a reply), then
+sends its status, so a restarted peer, whose push sockets reconnect silently on the other
+side, still hears every worker's status, and hears it after the HELLO that lets it count.
+A status refused because its connection is not bound (a reconnect the sender did not
+notice) makes the receiver ask that peer to say HELLO again, once per connection.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ import zmq
 from . import frames as fr
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
-from .security import LOOPBACK
-from .tracker import BackpressureTracker, Broadcast, RemoteBackpressure
+from .security import CONNECTION, LOOPBACK
+from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
 
 POLL_MS = 5
 # What may be in flight on one link, past the point where a backpressure status can stop
@@ -104,7 +110,10 @@ class WorkerLink:
         self.transfer = TransferQueue(conf["topology.transfer.buffer.size"])
         self.remote = RemoteBackpressure()
         self.remote.now = time.monotonic
-        self.tracker = BackpressureTracker(index, [], 1)
+        # status ids start above anything a former incarnation sent, and every HELLO
+        # announces this start: the receiver accepts ids from it on (tracker.py)
+        self.status_base = time.time_ns()
+        self.tracker = BackpressureTracker(index, [], 1, first_status_id=self.status_base)
         self.check_every = conf["topology.backpressure.check.millis"] / 1000.0
         self.overflow_limit = conf["topology.executor.overflow.limit"]
         self._control: deque[tuple[int, list]] = deque()
@@ -117,7 +126,6 @@ class WorkerLink:
             sndbuf=SOCKET_BUFFER_BYTES,
         )
         self._peers: dict[int, str] = {}
-        self._incarnations: dict[int, str] = {}
         self.reconnects = 0
         self.foreign = 0
         self._new_peers: deque[tuple[int, str]] = deque()
@@ -142,7 +150,7 @@ class WorkerLink:
             self.index,
             list(queues),
             self.conf["topology.backpressure.resend.step"],
-            first_status_id=time.time_ns(),
+            first_status_id=self.status_base,
         )
 
     def remote_target(self, task: int) -> RemoteTarget:
@@ -191,13 +199,15 @@ class WorkerLink:
                         parts = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
-                    self._on_message([p.buffer for p in parts])
+                    self._on_message([p.buffer for p in parts], parts[0])
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + self.check_every
                 self._timer()
 
-    def _on_message(self, parts: list) -> None:
+    def _on_message(self, parts: list, first: Any = None) -> None:
+        """One received message; `first`, its first zmq.Frame, says which connection it
+        came on (read for HELLO and status only: tuples are not bound to a connection)."""
         try:
             msg = fr.decode(parts)
         except fr.FrameError:
@@ -209,27 +219,42 @@ class WorkerLink:
             for dest, src, stream, values, metas in msg.body:
                 self._place(dest, (src, stream, values, metas), len(values))
         elif msg.kind == fr.Kind.BP_STATUS:
-            self.remote.apply(msg.body)
+            self._on_status(msg.body, _connection(first))
         elif msg.kind == fr.Kind.HELLO:
-            self._on_hello(msg.sender, msg.body)
+            self._on_hello(msg.sender, msg.body, _connection(first))
 
-    def _on_hello(self, peer: int, hello: fr.Hello) -> None:
+    def _on_status(self, status: Any, connection: str | None) -> None:
+        """A status counts only in its worker's epoch (`RemoteBackpressure.apply`); one
+        refused as unbound from a peer we know asks that peer for a HELLO, once per
+        connection, so a connection re-established under us is bound again."""
+        verdict = self.remote.apply(status, connection)
+        peer = status.worker_id
+        if (
+            verdict is Verdict.UNBOUND
+            and peer in self._peers
+            and self.remote.ask_hello(peer, connection)
+        ):
+            self._control.append((peer, self._hello(reply=False, again=True)))
+            self.transfer._event.set()
+
+    def _on_hello(self, peer: int, hello: fr.Hello, connection: str | None = None) -> None:
         info = hello.worker_port_info
         if hello.topology_id != self.topology or peer == self.index:
             self.foreign += 1
             return
-        inc = info.get("incarnation")
-        known = self._incarnations.get(peer)
-        if inc == known:
+        inc, first_id = info.get("incarnation"), info.get("status_base")
+        if type(inc) is not str or type(first_id) is not int or not 0 <= first_id < 2**64:
+            self.malformed += 1
             return
-        if known is not None:  # the peer restarted: its old flags mean nothing now
+        greeting = self.remote.hello(peer, inc, connection, first_id)
+        if greeting is Greeting.KNOWN and not info.get("again"):
+            return
+        if greeting is Greeting.RESTARTED:  # its old flags were released
             self.reconnects += 1
-            self.remote.forget_worker(peer)
-        self._incarnations[peer] = inc
-        self._run(self.tracker.peer_connected(peer))
-        if not info.get("reply"):
+        if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
-            self.transfer._event.set()
+        self._run(self.tracker.peer_connected(peer))
+        self.transfer._event.set()
 
     def _place(self, dest: int, batch: tuple, n: int) -> None:
         q = self.queues.get(dest)
@@ -295,8 +320,17 @@ class WorkerLink:
         """Tuples wait on this side of the link (in the transfer queue or an outbox)."""
         return len(self.transfer) > 0 or self._out.waiting_tuples() > 0
 
-    def _hello(self, reply: bool) -> list:
-        info = {"address": self.address, "incarnation": self.incarnation, "reply": reply}
+    def _hello(self, reply: bool, again: bool = False) -> list:
+        """`again`: asks the peer to answer with its HELLO and status although it knows
+        us (the receive side could not bind its statuses to a connection)."""
+        info = {
+            "address": self.address,
+            "incarnation": self.incarnation,
+            "reply": reply,
+            "status_base": self.status_base,
+        }
+        if again:
+            info["again"] = True
         return fr.encode_hello(self.index, 0, self.topology, info)
 
     def statistics(self) -> dict[str, Any]:
@@ -314,6 +348,14 @@ class WorkerLink:
             "status_sent_on_connect": t.sent_on_connect,
             "status_received": r.received,
             "status_stale": r.stale_ignored,
+            "status_refused": {
+                reason: n
+                for reason, n in (
+                    ("unbound", r.refused_unbound),
+                    ("out_of_range", r.refused_out_of_range),
+                )
+                if n
+            },
             "remote_tasks_flagged": len(self.remote.flagged),
             "remote_flagged_seconds": {
                 str(t): round(v, 6) for t, v in sorted(self.remote.flag_times().items())
@@ -329,3 +371,14 @@ class WorkerLink:
             "peers": self._out.statistics(),
             "status_backlog_dropped": self._out.control_dropped,
         }
+
+
+def _connection(frame: Any) -> str | None:
+    """The name the ZAP handler gave the connection `frame` came on; None without keys
+    (no handshake names connections: every one looks the same)."""
+    if frame is None:
+        return None
+    try:
+        return frame.get(CONNECTION)
+    except zmq.ZMQError:
+        return None

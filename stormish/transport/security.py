@@ -2,26 +2,35 @@
 
 Every socket stormish binds or connects (worker links, the control channel between a
 worker and whoever started it) goes through a `Security` object before it is used, so
-that authentication is one object to swap, not a change at each socket. The only policy
-built so far is `Loopback`: no keys, so a socket may only be bound on a loopback address
-(DESIGN section 6: without keys, bind to loopback only and refuse another address with a
-clear error). `Curve` is the policy with keys (`stormish keys DIR`): every socket
-is encrypted with ZeroMQ CURVE, and a ZAP handler on each context that binds lets in only
-peers that prove they hold a key of the cluster, during the handshake, so an
-unauthenticated peer never reaches a decoder.
+that authentication is one object to swap, not a change at each socket. `Loopback` is
+the policy without keys: a socket may only be bound on a loopback address (DESIGN
+section 6). `Curve` is the policy with keys: every socket is encrypted with ZeroMQ
+CURVE, and a ZAP handler on each context that binds lets in only peers that prove they
+hold a key of the cluster, during the handshake, so an unauthenticated peer never
+reaches a decoder.
 
-Keys: one cluster key pair (`cluster.key`, `cluster.key_secret`) that every daemon and
-worker of a cluster is given; any further `*.key` public key in the directory is also
-let in (a client machine with a key of its own).
+Keys: on a cluster, one key pair (`cluster.key`, `cluster.key_secret`, from `stormish keys
+DIR`) that every daemon and worker is given; any further `*.key` public key in the
+directory is also let in (a client machine with a key of its own). A local run of several
+worker processes makes a key pair of its own (`Curve.ephemeral`) that lives in memory
+and reaches each worker on its stdin (`--keys -`): never on a command line or in the
+environment (both readable in /proc), never in a file.
+
+The ZAP handler names each connection it lets in (`CONNECTION`, the messages' User-Id
+property), so a receiver can tell which connection a message came on: a peer's
+backpressure statuses count only on the connection it said HELLO on.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import itertools
+import json
 import logging
 import os
+import sys
 import threading
-from typing import Any
+from typing import IO, Any
 
 from ..errors import ConfigError
 
@@ -74,18 +83,103 @@ class Loopback:
 LOOPBACK = Loopback()
 
 
+CONNECTION = "User-Id"  # the message property that names the connection (see _Zap)
+_KEYS_FORMAT = "stormish-curve-1"
+
+
+def _zap(ctx: Any, allowed: _Allowed) -> Any:
+    """Start a context's ZAP handler: it lets in the peers whose public key `allowed`
+    holds and gives each connection it lets in a User-Id of its own, `"<n> <key>"` with n
+    counting handshakes, so every message says which connection it came on."""
+    from zmq.auth.thread import ThreadAuthenticator
+
+    counter = itertools.count(1)
+
+    class Zap(ThreadAuthenticator):
+        def curve_user_id(self, client_public_key: bytes) -> str:
+            return f"{next(counter)} {super().curve_user_id(client_public_key)}"
+
+    auth = Zap(ctx, log=logging.getLogger("stormish.zap"))
+    auth.start()
+    auth.configure_curve_callback("*", allowed)
+    return auth
+
+
+class _Allowed:
+    """The public keys let in (z85): a keys directory's `*.key` files, read when a
+    context's handler starts, or the one key of a local run."""
+
+    def __init__(self, keys_dir: str | None, keys: frozenset[bytes]):
+        if keys_dir is not None:
+            from zmq.auth import load_certificates
+
+            keys = frozenset(load_certificates(keys_dir))
+        self.keys = keys
+
+    def callback(self, _domain: str, key: bytes) -> bool:
+        return key in self.keys
+
+
 class Curve:
-    """CURVE encryption and authentication with the cluster's keys."""
+    """CURVE encryption and authentication with the cluster's keys, or with a key pair
+    made for one local run (`ephemeral`)."""
 
     name = "curve"
 
-    def __init__(self, keys_dir: str):
-        from ..cluster.keys import load
+    def __init__(self, keys_dir: str | None, pair: tuple[bytes, bytes] | None = None):
+        """`keys_dir`: a cluster's keys (`stormish keys DIR`). Without it, `pair`: the
+        (public, secret) z85 key pair of a local run, the only key let in."""
+        if keys_dir is not None:
+            from ..cluster.keys import load
 
-        self.keys_dir = os.path.abspath(keys_dir)
-        self.public, self.secret = load(self.keys_dir)
+            self.keys_dir: str | None = os.path.abspath(keys_dir)
+            self.public, self.secret = load(self.keys_dir)
+        elif pair is not None:
+            self.keys_dir = None
+            self.public, self.secret = pair
+        else:
+            raise ValueError("Curve needs a keys directory or a key pair")
         self._auth: dict[int, Any] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def ephemeral(cls) -> Curve:
+        """A key pair for one run, made in memory; give it to the run's workers with
+        `export` (on their stdin), never on a command line or in a file."""
+        import zmq
+
+        return cls(None, zmq.curve_keypair())
+
+    def export(self) -> bytes:
+        """This policy's key pair as one line for a worker's stdin (`read`)."""
+        if self.keys_dir is not None:
+            raise ValueError("a cluster's keys are passed as a directory, not exported")
+        pair = {
+            "format": _KEYS_FORMAT,
+            "public": self.public.decode(),
+            "secret": self.secret.decode(),
+        }
+        return json.dumps(pair).encode() + b"\n"
+
+    @classmethod
+    def read(cls, stream: IO[bytes]) -> Curve:
+        """The key pair a parent wrote with `export` (`--keys -`: on stdin)."""
+        from ..errors import ConfigError
+
+        line = stream.readline(4096)
+        try:
+            pair = json.loads(line)
+            if pair["format"] != _KEYS_FORMAT:
+                raise ValueError(f"format {pair['format']!r}")
+            public, secret = pair["public"].encode(), pair["secret"].encode()
+            if len(public) != 40 or len(secret) != 40:
+                raise ValueError("z85 keys are 40 characters")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = "nothing" if not line else f"{len(line)} bytes"
+            raise ConfigError(
+                f"--keys -: expected a key pair line ({_KEYS_FORMAT}) on stdin, read {what}: {exc}"
+            ) from None
+        return cls(None, (public, secret))
 
     def check_bind(self, address: str) -> None:
         """Any address: peers must hold a cluster key."""
@@ -102,15 +196,11 @@ class Curve:
         sock.curve_serverkey = self.public
 
     def _authenticator(self, ctx: Any) -> None:
-        from zmq.auth.thread import ThreadAuthenticator
-
         with self._lock:
             if id(ctx) in self._auth:
                 return
-            auth = ThreadAuthenticator(ctx, log=logging.getLogger("stormish.zap"))
-            auth.start()
-            auth.configure_curve(domain="*", location=self.keys_dir)
-            self._auth[id(ctx)] = auth
+            allowed = _Allowed(self.keys_dir, frozenset({self.public}))
+            self._auth[id(ctx)] = _zap(ctx, allowed)
 
     def release(self, ctx: Any) -> None:
         """Stop the context's ZAP handler (before `ctx.term()`, which waits for it)."""
@@ -122,6 +212,9 @@ class Curve:
 
 def security_for(keys_dir: str | None) -> Loopback | Curve:
     """The policy for a process: CURVE when it was given a keys directory (an option
-    or STORMISH_KEYS), loopback only otherwise."""
+    or STORMISH_KEYS) or `-` (a key pair on stdin, from the local run that started
+    it), loopback only otherwise."""
     keys_dir = keys_dir or os.environ.get("STORMISH_KEYS") or None
+    if keys_dir == "-":
+        return Curve.read(sys.stdin.buffer)
     return Curve(keys_dir) if keys_dir else LOOPBACK

@@ -16,13 +16,24 @@ Rules kept from Storm (`BackPressureTracker`, `WorkerState.transferLocalBatch`):
   counter shared by every executor, which resent too rarely or too often);
 - every new connection gets the current status once its handshake is done (STORM-3763);
 - status ids only grow, and a sender never lets an older status override a newer one.
+
+And one of our own: a status counts only in its worker's current epoch. A worker's HELLO
+opens an epoch bound to the connection it came on (`hello`), announcing where its status
+ids start; a status from another connection (a forged one, or one left over from a former
+incarnation) or with an id outside the announced range is refused, so no peer can freeze
+a task by sending an absurd id that every real status would then be "older" than.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+# The ids one epoch may use, from the first its HELLO announced: 2**40 statuses (35
+# years at a thousand a second), and far short of 2**64, so an id of 2**64-1 is refused.
+STATUS_ID_SPAN = 2**40
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +207,46 @@ class BackpressureTracker:
 class RemoteStatistics:
     """What a `RemoteBackpressure` has seen.
 
-    - `received`: statuses passed to `apply`, stale ones included.
+    - `received`: statuses passed to `apply`, refused and stale ones included.
     - `stale_ignored`: statuses ignored because their id was not above the last applied.
     - `tasks_flagged`: remote tasks flagged as under backpressure now.
+    - `refused_unbound`: statuses refused because they did not come on the connection
+      their worker said HELLO on (or it never did).
+    - `refused_out_of_range`: statuses refused because their id was outside the range
+      their worker's HELLO announced.
     """
 
     received: int
     stale_ignored: int
     tasks_flagged: int
+    refused_unbound: int = 0
+    refused_out_of_range: int = 0
+
+
+class Greeting(Enum):
+    """What a HELLO meant to `RemoteBackpressure.hello`."""
+
+    FIRST = "first"  # the first HELLO of this worker: a new epoch
+    RESTARTED = "restarted"  # a new incarnation: its predecessor's flags are released
+    RECONNECTED = "reconnected"  # the same incarnation on another connection
+    KNOWN = "known"  # the same incarnation on the same connection: nothing changes
+
+
+class Verdict(Enum):
+    """What `RemoteBackpressure.apply` did with a status."""
+
+    APPLIED = "applied"
+    STALE = "stale"  # not newer than the last applied of its epoch
+    UNBOUND = "unbound"  # not from the connection its worker said HELLO on
+    OUT_OF_RANGE = "out_of_range"  # an id outside the range that HELLO announced
+
+
+@dataclass(slots=True)
+class _Epoch:
+    incarnation: str
+    connection: Hashable
+    first_id: int
+    last_id: int = -1  # the last applied, -1 before the first
 
 
 class RemoteBackpressure:
@@ -213,6 +256,11 @@ class RemoteBackpressure:
     object writes it. A task is flagged by the worker whose status last put it under
     backpressure; a status listing the task as free, from any worker (the task may have
     moved), releases it, and so does `forget_worker` on the worker that flagged it.
+    A status counts only within its worker's epoch: on the connection that worker's
+    latest HELLO came on (`hello`), with an id in the range that HELLO announced, and
+    above the last applied. Connections are opaque: whatever names the connection a
+    message came on (the ZAP handler's User-Id under CURVE; None where nothing can tell
+    connections apart, when every connection is the same one).
     One thread writes (the receive thread); emitters on other threads may read `flagged`
     (a set lookup is atomic under the GIL, and a task that stays flagged from one status
     to the next is never released in between).
@@ -221,8 +269,9 @@ class RemoteBackpressure:
     def __init__(self) -> None:
         self.flagged: set[int] = set()
         self._flagged_by: dict[int, int] = {}
-        self._last_id: dict[int, int] = {}
-        self._received = self._stale = 0
+        self._epochs: dict[int, _Epoch] = {}
+        self._asked: set[tuple[int, Hashable]] = set()
+        self._received = self._stale = self._unbound = self._out_of_range = 0
         self._since: dict[int, float] = {}
         self.flagged_seconds: dict[int, float] = {}
         self.now: Any = None  # a clock (callable) to time flags by; None: not timed
@@ -230,15 +279,37 @@ class RemoteBackpressure:
     def is_flagged(self, task: int) -> bool:
         return task in self.flagged
 
-    def apply(self, status: BackpressureStatus) -> bool:
-        """Apply `status`; False (and counted) if it is not newer than the last applied."""
+    def hello(self, worker: int, incarnation: str, connection: Hashable, first_id: int) -> Greeting:
+        """`worker` said HELLO on `connection` as `incarnation`, whose status ids start at
+        `first_id`: unless nothing changed, its statuses now count on that connection
+        only, with ids in [first_id, first_id + STATUS_ID_SPAN), in a new epoch."""
+        epoch = self._epochs.get(worker)
+        if epoch is not None and (epoch.incarnation, epoch.connection) == (incarnation, connection):
+            return Greeting.KNOWN
+        self._epochs[worker] = _Epoch(incarnation, connection, first_id)
+        self._asked = {(w, c) for w, c in self._asked if w != worker}
+        if epoch is None:
+            return Greeting.FIRST
+        if epoch.incarnation == incarnation:
+            return Greeting.RECONNECTED
+        self.forget_worker(worker)
+        return Greeting.RESTARTED
+
+    def apply(self, status: BackpressureStatus, connection: Hashable = None) -> Verdict:
+        """Apply `status`, received on `connection`, if it counts in its worker's epoch."""
         self._received += 1
         worker = status.worker_id
-        last = self._last_id.get(worker)
-        if last is not None and status.status_id <= last:
+        epoch = self._epochs.get(worker)
+        if epoch is None or epoch.connection != connection:
+            self._unbound += 1
+            return Verdict.UNBOUND
+        if not epoch.first_id <= status.status_id < epoch.first_id + STATUS_ID_SPAN:
+            self._out_of_range += 1
+            return Verdict.OUT_OF_RANGE
+        if status.status_id <= epoch.last_id:
             self._stale += 1
-            return False
-        self._last_id[worker] = status.status_id
+            return Verdict.STALE
+        epoch.last_id = status.status_id
         listed = status.bp_tasks | status.non_bp_tasks
         dropped = [
             task
@@ -252,16 +323,28 @@ class RemoteBackpressure:
             if self.now is not None and task not in self._since:
                 self._since[task] = self.now()
         self.flagged.update(status.bp_tasks)
+        return Verdict.APPLIED
+
+    def ask_hello(self, worker: int, connection: Hashable) -> bool:
+        """A status of `worker` was refused as unbound on `connection`: True the first
+        time since that worker's last HELLO, when the shell should ask it to say HELLO
+        again (its connection may have been re-established under it, or its HELLO
+        may still be on the way: either way its next HELLO binds the right one)."""
+        if (worker, connection) in self._asked:
+            return False
+        self._asked.add((worker, connection))
         return True
 
     def forget_worker(self, worker_id: int) -> None:
-        """`worker_id` disconnected: release its flags and forget its last status id."""
-        self._last_id.pop(worker_id, None)
+        """`worker_id` disconnected: release its flags (its epoch stays: a new
+        incarnation's HELLO starts the next one)."""
         for task in [t for t, by in self._flagged_by.items() if by == worker_id]:
             self._release(task)
 
     def statistics(self) -> RemoteStatistics:
-        return RemoteStatistics(self._received, self._stale, len(self.flagged))
+        return RemoteStatistics(
+            self._received, self._stale, len(self.flagged), self._unbound, self._out_of_range
+        )
 
     def flag_times(self) -> dict[int, float]:
         """Seconds each remote task has spent flagged (the current spell included)."""

@@ -381,6 +381,9 @@ def test_malformed_and_foreign_frames_are_counted_and_dropped():
         ctx = zmq.Context()
         s = ctx.socket(zmq.PUSH)
         s.setsockopt(zmq.LINGER, 1000)
+        # a peer holding the run's keys (a buggy worker): one without is refused at the
+        # handshake (test_hostile_peer.py)
+        c._get("junk").group.security.client(s)
         s.connect(address)
         try:
             s.send_multipart([b"garbage"])

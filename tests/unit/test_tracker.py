@@ -7,13 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stormish.transport.tracker import (
+    STATUS_ID_SPAN,
     BackpressureStatus,
     BackpressureTracker,
     Broadcast,
+    Greeting,
     RemoteBackpressure,
     RemoteStatistics,
     SendTo,
     TrackerStatistics,
+    Verdict,
 )
 
 W = 7  # the worker under test
@@ -227,44 +230,53 @@ def test_every_status_is_full_consistent_and_newer_than_the_last(events):
 # ---- RemoteBackpressure ----------------------------------------------------------------
 
 
-def test_apply_flags_and_releases_tasks():
+def remote(*workers: int, first_id: int = 1) -> RemoteBackpressure:
+    """A remote view that has heard each of `workers` say HELLO (on connection None)."""
     r = RemoteBackpressure()
-    assert r.apply(status(1, {1, 2}))
+    for w in workers or (W,):
+        assert r.hello(w, f"inc-{w}", None, first_id) is Greeting.FIRST
+    return r
+
+
+def test_apply_flags_and_releases_tasks():
+    r = remote()
+    assert r.apply(status(1, {1, 2})) is Verdict.APPLIED
     assert r.flagged == {1, 2} and r.is_flagged(1) and not r.is_flagged(3)
-    assert r.apply(status(2, {2}))
+    assert r.apply(status(2, {2})) is Verdict.APPLIED
     assert r.flagged == {2}
 
 
 def test_stale_status_is_ignored_and_counted():
-    r = RemoteBackpressure()
-    assert r.apply(status(5, {1}))
-    assert not r.apply(status(4, set()))
-    assert not r.apply(status(5, set()))
+    r = remote()
+    assert r.apply(status(5, {1})) is Verdict.APPLIED
+    assert r.apply(status(4, set())) is Verdict.STALE
+    assert r.apply(status(5, set())) is Verdict.STALE
     assert r.flagged == {1}
     assert r.statistics() == RemoteStatistics(received=3, stale_ignored=2, tasks_flagged=1)
 
 
 def test_status_ids_are_compared_per_worker():
-    r = RemoteBackpressure()
-    assert r.apply(status(50, {1}, worker=1, tasks=(1, 2)))
-    assert r.apply(status(3, {3}, worker=2, tasks=(3, 4)))
+    r = remote(1, 2)
+    assert r.apply(status(50, {1}, worker=1, tasks=(1, 2))) is Verdict.APPLIED
+    assert r.apply(status(3, {3}, worker=2, tasks=(3, 4))) is Verdict.APPLIED
     assert r.flagged == {1, 3}
 
 
-def test_forget_worker_releases_only_its_flags_and_accepts_a_restart():
-    r = RemoteBackpressure()
+def test_forget_worker_releases_only_its_flags():
+    r = remote(1, 2)
     r.apply(status(50, {1}, worker=1, tasks=(1, 2)))
     r.apply(status(3, {3}, worker=2, tasks=(3, 4)))
     r.forget_worker(1)
     assert r.flagged == {3}
-    assert r.apply(status(1, {2}, worker=1, tasks=(1, 2)))  # restarted, ids from 1 again
+    assert r.hello(1, "inc-1b", None, 1) is Greeting.RESTARTED  # restarted: ids from 1 again
+    assert r.apply(status(1, {2}, worker=1, tasks=(1, 2))) is Verdict.APPLIED
     assert r.flagged == {2, 3}
     r.forget_worker(42)  # never heard of: nothing to do
     assert r.statistics().tasks_flagged == 2
 
 
 def test_a_task_moved_to_another_worker_follows_its_new_owner():
-    r = RemoteBackpressure()
+    r = remote(1, 2)
     r.apply(status(1, {1}, worker=1, tasks=(1, 2)))
     r.apply(status(1, set(), worker=2, tasks=(1, 3)))  # task 1 now lives on worker 2
     assert r.flagged == set()
@@ -274,20 +286,21 @@ def test_a_task_moved_to_another_worker_follows_its_new_owner():
 
 
 def test_a_task_a_worker_stops_listing_is_released():
-    r = RemoteBackpressure()
+    r = remote(1)
     r.apply(status(1, {1, 2}, worker=1, tasks=(1, 2)))
     r.apply(status(2, set(), worker=1, tasks=(2,)))
     assert r.flagged == set()
 
 
 def test_tracker_statuses_drive_the_remote_view():
-    t, r = tracker(), RemoteBackpressure()
+    t, r = tracker(), remote()
     for instruction in [*t.overflow_grew(2, 1), *t.overflow_grew(3, 1), *t.timer({2: 0, 3: 4}, {})]:
         r.apply(instruction.status)
     assert r.flagged == {3}
     first = t.peer_connected(1)[0].status
     later = t.overflow_grew(1, 1)[0].status
-    assert r.apply(later) and not r.apply(first)  # delivered out of order: the older loses
+    assert r.apply(later) is Verdict.APPLIED
+    assert r.apply(first) is Verdict.STALE  # delivered out of order: the older loses
     assert r.flagged == {1, 3}
 
 
@@ -295,7 +308,7 @@ def test_flag_times_count_each_spell_per_task_with_a_fake_clock():
     from stormish.testing import FakeClock
 
     clock = FakeClock()
-    r = RemoteBackpressure()
+    r = remote()
     r.now = clock.now
     r.apply(status(1, {1, 2}))
     clock.advance(2.0)
@@ -304,13 +317,145 @@ def test_flag_times_count_each_spell_per_task_with_a_fake_clock():
     assert r.flag_times() == {1: 2.0, 2: 3.0}
     r.forget_worker(W)  # the worker went away: its flags end
     clock.advance(5.0)
-    r.apply(status(1, {1}))  # a restarted worker (ids start over after forget)
+    r.hello(W, "inc-again", None, 1)  # a restarted worker: a new epoch, ids start over
+    r.apply(status(1, {1}))
     clock.advance(0.5)
     assert r.flag_times() == {1: 2.5, 2: 3.0}
 
 
 def test_flags_are_not_timed_without_a_clock():
-    r = RemoteBackpressure()
+    r = remote()
     r.apply(status(1, {1}))
     r.apply(status(2, set()))
     assert r.flag_times() == {}
+
+
+# ---- RemoteBackpressure: the status epoch -------------------------------------------------
+# A worker's HELLO opens an epoch bound to the connection it came on, announcing where its
+# status ids start; a status counts only on that connection and in that range.
+
+BIG = 2**64 - 1  # the largest id the wire carries
+BASE = 1_700_000_000_000_000_000  # a time_ns() start, as a worker link announces
+
+
+def replay(r: RemoteBackpressure, scenario: list) -> None:
+    """Run `(event, expected result, expected flagged tasks)` steps; an event is
+    `("hello", worker, incarnation, connection, first_id)`, `("status", status,
+    connection)` or `("ask", worker, connection)`. Reports the first step that differs."""
+    for step, (event, expected, flagged) in enumerate(scenario):
+        kind, *args = event
+        method = {"hello": r.hello, "status": r.apply, "ask": r.ask_hello}[kind]
+        got = method(*args)
+        assert (got, r.flagged) == (expected, flagged), f"step {step}: {event}"
+
+
+def test_a_status_counts_only_on_the_connection_its_worker_said_hello_on():
+    replay(
+        RemoteBackpressure(),
+        [
+            (("status", status(BASE, {1}), "c1"), Verdict.UNBOUND, set()),  # no HELLO yet
+            (("hello", W, "a", "c1", BASE), Greeting.FIRST, set()),
+            (("status", status(BASE, {1}), "c1"), Verdict.APPLIED, {1}),
+            # a forger on another connection: neither its flags nor its id count
+            (("status", status(BIG, {2}), "c9"), Verdict.UNBOUND, {1}),
+            (("status", status(BASE + 1, set()), "c1"), Verdict.APPLIED, set()),
+        ],
+    )
+
+
+def test_an_absurd_id_from_the_bound_connection_poisons_nothing():
+    replay(
+        RemoteBackpressure(),
+        [
+            (("hello", W, "a", "c1", BASE), Greeting.FIRST, set()),
+            (("status", status(BASE + 3, {1}), "c1"), Verdict.APPLIED, {1}),
+            (("status", status(BIG, {1, 2, 3}), "c1"), Verdict.OUT_OF_RANGE, {1}),
+            (("status", status(BASE - 1, set()), "c1"), Verdict.OUT_OF_RANGE, {1}),
+            (("status", status(BASE + STATUS_ID_SPAN, set()), "c1"), Verdict.OUT_OF_RANGE, {1}),
+            # the real statuses that follow still count
+            (("status", status(BASE + 4, set()), "c1"), Verdict.APPLIED, set()),
+            (("status", status(BASE + STATUS_ID_SPAN - 1, {3}), "c1"), Verdict.APPLIED, {3}),
+        ],
+    )
+
+
+def test_a_restarted_worker_starts_a_new_epoch_and_its_predecessor_is_refused():
+    old, new = BASE, BASE + 10**12  # the restart announces a later start
+    replay(
+        RemoteBackpressure(),
+        [
+            (("hello", W, "a", "c1", old), Greeting.FIRST, set()),
+            (("status", status(old + 5, {1}), "c1"), Verdict.APPLIED, {1}),
+            (("hello", W, "b", "c2", new), Greeting.RESTARTED, set()),  # old flags released
+            # left over from the old incarnation, read after the new HELLO
+            (("status", status(old + 6, {2}), "c1"), Verdict.UNBOUND, set()),
+            (("status", status(new, {3}), "c2"), Verdict.APPLIED, {3}),
+        ],
+    )
+
+
+def test_a_restart_that_starts_its_ids_lower_is_not_stale():
+    # per epoch: a new incarnation is never compared with its predecessor's ids (a clock
+    # that went back, or a forged id the old epoch had seen, cannot freeze the new one)
+    replay(
+        RemoteBackpressure(),
+        [
+            (("hello", W, "a", "c1", BASE), Greeting.FIRST, set()),
+            (("status", status(BASE + 1000, {1}), "c1"), Verdict.APPLIED, {1}),
+            (("hello", W, "b", "c2", 1), Greeting.RESTARTED, set()),
+            (("status", status(1, {2}), "c2"), Verdict.APPLIED, {2}),
+        ],
+    )
+
+
+def test_the_same_incarnation_on_a_new_connection_moves_its_epoch_and_keeps_its_flags():
+    replay(
+        RemoteBackpressure(),
+        [
+            (("hello", W, "a", "c1", BASE), Greeting.FIRST, set()),
+            (("status", status(BASE + 7, {1}), "c1"), Verdict.APPLIED, {1}),
+            # its connection was re-established: statuses on it are refused until...
+            (("status", status(BASE + 8, {1, 2}), "c2"), Verdict.UNBOUND, {1}),
+            (("ask", W, "c2"), True, {1}),  # ...the shell asks it for a HELLO, once
+            (("status", status(BASE + 9, {1, 2}), "c2"), Verdict.UNBOUND, {1}),
+            (("ask", W, "c2"), False, {1}),
+            (("hello", W, "a", "c2", BASE), Greeting.RECONNECTED, {1}),
+            (("hello", W, "a", "c2", BASE), Greeting.KNOWN, {1}),
+            (("status", status(BASE + 7, {1}), "c1"), Verdict.UNBOUND, {1}),
+            (("status", status(BASE + 10, {2}), "c2"), Verdict.APPLIED, {2}),
+            (("ask", W, "c3"), True, {2}),  # a HELLO since: another ask is allowed
+        ],
+    )
+
+
+def test_epoch_refusals_are_counted():
+    r = RemoteBackpressure()
+    r.apply(status(1, {1}), "c1")
+    r.hello(W, "a", "c1", 1)
+    r.apply(status(BIG, {1}), "c1")
+    r.apply(status(2, {1}), "c1")
+    r.apply(status(2, {1}), "c1")
+    assert r.statistics() == RemoteStatistics(
+        received=4, stale_ignored=1, tasks_flagged=1, refused_unbound=1, refused_out_of_range=1
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["c1", "c2", "forger"]), st.integers(0, 2**64 - 1)),
+        max_size=40,
+    )
+)
+def test_no_status_off_the_bound_connection_or_out_of_range_changes_the_flags(forged):
+    """Whatever a forger sends, and whatever absurd ids the bound peer sends, the real
+    statuses that follow (ids growing from the announced start) are all applied."""
+    r = RemoteBackpressure()
+    r.hello(W, "a", "c1", BASE)
+    r.apply(status(BASE, {1}), "c1")
+    for conn, status_id in forged:
+        in_epoch = conn == "c1" and BASE <= status_id < BASE + STATUS_ID_SPAN
+        if not in_epoch:
+            assert r.apply(status(status_id, {2, 3}), conn) is not Verdict.APPLIED
+    assert r.flagged == {1}
+    assert r.apply(status(BASE + 1, set()), "c1") is Verdict.APPLIED
+    assert r.flagged == set()
