@@ -440,7 +440,11 @@ class WorkerGroup:
         return self.handles
 
     def book(self) -> dict[int, str]:
-        return {h.index: h.address for h in self.handles}
+        """Where each worker's link listens; asked only once every worker was assigned."""
+        book = {h.index: h.address for h in self.handles if h.address is not None}
+        if len(book) != len(self.handles):
+            raise WorkerError(f"topology {self.plan.name!r}: a worker has no link address yet")
+        return book
 
     def restart(self, index: int) -> None:
         """Start worker `index` again (after it died or was killed) where it listened
