@@ -6,10 +6,11 @@ Threads and ownership (one socket, one owner thread):
   backpressure tracker and runs the backpressure-check timer between polls;
 - the transfer thread owns the PUSH sockets (`peers.Peers`, one outbox per peer): it
   queues the receive thread's status messages first, then drains the transfer queue
-  grouped by destination worker, one TUPLES message per worker per drain (batched
-  transfer), and hands each peer what it can take without blocking. A peer that cannot
-  take more puts its tasks under backpressure here; one that is gone has its tuples
-  dropped and counted; neither holds up the other peers or a new address (peers.py).
+  into the outboxes grouped by destination worker, and hands each peer what it can take
+  without blocking, encoded as TUPLES messages of up to about MESSAGE_TUPLES tuples
+  (batched transfer). A peer that cannot take more puts its tasks under backpressure
+  here; one that is gone has its tuples dropped and counted; neither holds up the other
+  peers or a new address (peers.py).
 Executors never touch a socket: they publish to RemoteTargets, which refuse rather than
 block. Statuses travel on the same links as tuples, to every peer (any peer may be
 upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
@@ -47,31 +48,12 @@ from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressur
 
 POLL_MS = 5
 # What may be in flight on one link, past the point where a backpressure status can stop
-# it: a few messages queued on each side (a message is one drain of the transfer queue)
-# and small kernel buffers. Deep ZeroMQ queues would hide a slow receiver from the
+# it: a few messages queued on each side (a message holds up to about MESSAGE_TUPLES
+# tuples) and small kernel buffers. Deep ZeroMQ queues would hide a slow receiver from the
 # sender and let the overflowQ grow by whatever they held (the halt-lag).
 HWM_MESSAGES = 4
 SOCKET_BUFFER_BYTES = 64 * 1024
 MESSAGE_TUPLES = 1024  # a message holds whole batches up to about this many tuples
-
-
-def _messages(batches: list[tuple]) -> list[list[tuple]]:
-    """Split one destination's drained batches into messages of about MESSAGE_TUPLES
-    tuples (whole batches; a bigger batch goes alone), so that the message-counted
-    ZeroMQ high-water marks bound tuples in flight."""
-    out: list[list[tuple]] = []
-    cur: list[tuple] = []
-    size = 0
-    for b in batches:
-        n = len(b[3])
-        if cur and size + n > MESSAGE_TUPLES:
-            out.append(cur)
-            cur, size = [], 0
-        cur.append(b)
-        size += n
-    if cur:
-        out.append(cur)
-    return out
 
 
 class WorkerLink:
@@ -121,6 +103,8 @@ class WorkerLink:
             self.ctx,
             self.security,
             hold_at=conf["topology.transfer.buffer.size"],
+            message_tuples=MESSAGE_TUPLES,
+            encode=self._encode,
             drop=self._drop,
             hwm=HWM_MESSAGES,
             sndbuf=SOCKET_BUFFER_BYTES,
@@ -129,6 +113,7 @@ class WorkerLink:
         self.reconnects = 0
         self.foreign = 0
         self._new_peers: deque[tuple[int, str]] = deque()
+        self._draining = False
         self._seq = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -304,21 +289,27 @@ class WorkerLink:
                 if w in out.boxes:  # it moved: its old flags mean nothing now
                     self.remote.forget_worker(w)
                 out.open(w, addr, self._hello(reply=False))
-            out.events()
+            out.events(time.monotonic())
             while self._control:
                 out.put_control(*self._control.popleft())
+            self._draining = True  # busy() must not miss what is between queue and outbox
             for w, batches in self.transfer.drain().items():
-                for part in _messages(batches):
-                    self._seq += 1
-                    frames = fr.encode_tuples(self.index, self._seq, part)
-                    self.sent_batches += 1
-                    self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
-                    out.put(w, frames, part, sum(len(b[3]) for b in part))
+                out.put(w, batches)
+            self._draining = False
             out.flush()
 
+    def _encode(self, part: list) -> list:
+        """One TUPLES message (the transfer thread encodes when the peer can take it)."""
+        self._seq += 1
+        frames = fr.encode_tuples(self.index, self._seq, part)
+        self.sent_batches += 1
+        self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
+        return frames
+
     def busy(self) -> bool:
-        """Tuples wait on this side of the link (in the transfer queue or an outbox)."""
-        return len(self.transfer) > 0 or self._out.waiting_tuples() > 0
+        """Tuples wait on this side of the link (in the transfer queue, in the transfer
+        thread's hands, or in an outbox): read in the order they move through."""
+        return len(self.transfer) > 0 or self._draining or self._out.waiting_batches() > 0
 
     def _hello(self, reply: bool, again: bool = False) -> list:
         """`again`: asks the peer to answer with its HELLO and status although it knows

@@ -4,10 +4,13 @@ backpressure status.
 
 The transfer thread hands messages to ZeroMQ without blocking; what a peer cannot take
 now waits in that peer's outbox, control messages (HELLO, backpressure status) before
-tuples. A peer's connection is `connecting` (never up yet), `up`, or `down` (it was up and
-was lost: the process died, or its host went away and closed the port); the socket's
-monitor events tell which. The rules, Storm's (its Netty client drops what it cannot
-deliver to a worker that is gone; backpressure covers a worker that is slow):
+tuples. Tuples wait as the batches the transfer queue held and are encoded when the
+socket can take them, into messages of about `message_tuples` tuples, so that a peer
+that is behind gets fewer, fuller messages (not one per drain). A peer's connection is
+`connecting` (never up yet), `up`, or `down` (it was up and was lost: the process died,
+or its host went away and closed the port); the socket's monitor events tell which. The
+rules, Storm's (its Netty client drops what it cannot deliver to a worker that is gone;
+backpressure covers a worker that is slow):
 
 - up or connecting: tuples wait in the outbox (while connecting, tuples wait for the
   connection; HELLO goes first). An outbox holding `hold_at` batches or more is *held*:
@@ -20,8 +23,8 @@ deliver to a worker that is gone; backpressure covers a worker that is slow):
   most `CONTROL_BACKLOG` (a status supersedes the ones before it). When the connection
   is up again (the worker restarted on the same address) tuples flow again;
 - a new address for a worker (its tasks moved, `Peers.open`): the old socket is closed
-  with linger 0 and every message still in its outbox is dropped, counted
-  (`peer_moved`); a fresh outbox starts connecting with our HELLO first.
+  with linger 0 and every tuple still in its outbox is dropped, counted (`peer_moved`);
+  a fresh outbox starts connecting with our HELLO first.
 
 What ZeroMQ had already taken when a connection broke (at most `HWM_MESSAGES` messages
 and the kernel buffers) reaches the peer if it comes back on the same address and is
@@ -42,21 +45,35 @@ from zmq.utils.monitor import parse_monitor_message
 
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 CONTROL_BACKLOG = 64
-Message = tuple[list, list, int]  # (frames, the batches encoded in them, tuples)
+# Reading a monitor costs ~10 us (a getsockopt or a failed recv), and the transfer thread
+# loops thousands of times a second under load, with the GIL, beside the executors: the
+# monitors are read when a wait saw an event, or at most this often otherwise (s).
+EVENTS_EVERY = 0.02
 _EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+Batch = tuple  # (dest_task, src_task, stream, values, metas): as the transfer queue holds it
 
 
 class Outbox:
     """What waits for one peer worker, and the state of its connection.
 
-    `data` holds encoded TUPLES messages as (frames, batches, tuples), `batches` being
-    the batches the message was encoded from (`(dest, src, stream, values, metas)`, kept
-    to say whose tuples a drop took); `n_batches` and `tuples` are the totals. Methods
-    that drop return the messages dropped. Not thread-safe: the transfer thread owns it
-    (other threads may read the counters).
+    `data` holds the tuple batches not yet handed to ZeroMQ, in order; `ready` is the
+    message encoded from the first of them that the socket could not take yet (frames,
+    the batches it holds, their tuples), sent before anything else. `n_batches` counts
+    both (tuples are counted only when sent or dropped: no per-batch work on the way).
+    Methods that drop return the batches dropped. Not thread-safe: the transfer thread
+    owns it (other threads may read `n_batches`).
     """
 
-    __slots__ = ("worker", "hold_at", "state", "control", "data", "n_batches", "tuples", "held")
+    __slots__ = (
+        "worker",
+        "hold_at",
+        "state",
+        "control",
+        "data",
+        "ready",
+        "n_batches",
+        "held",
+    )
 
     def __init__(self, worker: int, hold_at: int):
         if hold_at < 1:
@@ -65,8 +82,9 @@ class Outbox:
         self.hold_at = hold_at
         self.state = CONNECTING
         self.control: deque[list] = deque()
-        self.data: deque[Message] = deque()
-        self.n_batches = self.tuples = 0
+        self.data: deque[Batch] = deque()
+        self.ready: tuple[list, list[Batch], int] | None = None
+        self.n_batches = 0
         self.held = False
 
     def put_control(self, frames: list) -> bool:
@@ -78,46 +96,62 @@ class Outbox:
         self.control.append(frames)
         return not full
 
-    def put(self, frames: list, batches: list, tuples: int) -> list[Message]:
-        """Queue a TUPLES message; returns it as dropped when the peer is down."""
+    def put(self, batches: list[Batch]) -> list[Batch]:
+        """Queue tuple batches; returns them as dropped when the peer is down."""
         if self.state == DOWN:
-            return [(frames, batches, tuples)]
-        self.data.append((frames, batches, tuples))
+            return batches
+        self.data.extend(batches)
         self.n_batches += len(batches)
-        self.tuples += tuples
         self._update()
         return []
 
     def sendable(self) -> bool:
         """Tuples may go to ZeroMQ now (control messages always may)."""
-        return self.state == UP
+        return self.state == UP and (self.ready is not None or bool(self.data))
 
-    def sent(self) -> Message:
-        """The first message went out: remove it."""
-        msg = self.data.popleft()
-        self.n_batches -= len(msg[1])
-        self.tuples -= msg[2]
+    def take(self, max_tuples: int) -> tuple[list[Batch], int]:
+        """The batches of the next message and their tuples: whole batches from the
+        front, up to about `max_tuples` tuples (a bigger batch goes alone). They stay
+        counted until sent."""
+        data = self.data
+        first = data.popleft()
+        part, size = [first], len(first[3])
+        while data:
+            n = len(data[0][3])
+            if size + n > max_tuples:
+                break
+            part.append(data.popleft())
+            size += n
+        return part, size
+
+    def sent(self) -> int:
+        """The ready message went out: returns its tuples."""
+        assert self.ready is not None
+        _, batches, n = self.ready
+        self.ready = None
+        self.n_batches -= len(batches)
         self._update()
-        return msg
+        return n
 
     def connected(self) -> None:
         self.state = UP
 
-    def disconnected(self) -> list[Message]:
+    def disconnected(self) -> list[Batch]:
         """The connection was lost: everything waiting is dropped."""
         self.state = DOWN
         return self.clear()
 
-    def clear(self) -> list[Message]:
-        """Drop every waiting tuple message."""
-        dropped = list(self.data)
+    def clear(self) -> list[Batch]:
+        """Drop every waiting tuple batch (the ready message's too)."""
+        dropped = [*(self.ready[1] if self.ready is not None else ()), *self.data]
+        self.ready = None
         self.data.clear()
-        self.n_batches = self.tuples = 0
+        self.n_batches = 0
         self._update()
         return dropped
 
     def waiting(self) -> bool:
-        return bool(self.control or self.data)
+        return bool(self.control or self.data or self.ready is not None)
 
     def _update(self) -> None:
         if self.held:
@@ -126,21 +160,21 @@ class Outbox:
             self.held = self.n_batches >= self.hold_at
 
 
-def by_source(messages: list[Message]) -> tuple[int, dict[int, int]]:
-    """The tuples in `messages`, in all and per emitting task."""
+def by_source(batches: list[Batch]) -> tuple[int, dict[int, int]]:
+    """The tuples in `batches`, in all and per emitting task."""
     tasks: dict[int, int] = {}
-    for _, batches, _ in messages:
-        for b in batches:
-            tasks[b[1]] = tasks.get(b[1], 0) + len(b[3])
-    return sum(m[2] for m in messages), tasks
+    for b in batches:
+        tasks[b[1]] = tasks.get(b[1], 0) + len(b[3])
+    return sum(tasks.values()), tasks
 
 
 class Peers:
     """The transfer thread's sockets, one PUSH (and its monitor) per peer worker.
 
     `held` and `down` are sets of worker indices that `RemoteTarget`s read on the emit
-    path; only this object (the transfer thread) writes them. `drop(reason, tuples,
-    {emitting task: tuples})` counts what is dropped.
+    path; only this object (the transfer thread) writes them. `encode(batches)` makes
+    a TUPLES message's frames; `drop(reason, tuples, {emitting task: tuples})` counts
+    what is dropped.
     """
 
     def __init__(
@@ -148,6 +182,8 @@ class Peers:
         ctx: zmq.Context,
         security: Any,
         hold_at: int,
+        message_tuples: int,
+        encode: Callable[[list[Batch]], list],
         drop: Callable[[str, int, dict[int, int]], None],
         hwm: int,
         sndbuf: int,
@@ -155,6 +191,8 @@ class Peers:
         self.ctx = ctx
         self.security = security
         self.hold_at = hold_at
+        self.message_tuples = message_tuples
+        self.encode = encode
         self.drop = drop
         self.hwm, self.sndbuf = hwm, sndbuf
         self.held: set[int] = set()
@@ -166,6 +204,8 @@ class Peers:
         self.sent_messages: dict[int, int] = {}
         self.sent_tuples: dict[int, int] = {}
         self.control_dropped = 0
+        self._events_due = False
+        self._next_events = 0.0
 
     # -- connections -------------------------------------------------------------------------
     def open(self, w: int, address: str, hello: list) -> None:
@@ -184,6 +224,7 @@ class Peers:
         box = self.boxes[w] = Outbox(w, self.hold_at)
         box.put_control(hello)
         self._mirror(box)
+        self._events_due = True
 
     def _close(self, w: int, linger: int) -> None:
         s, mon = self._sock.pop(w), self._monitor.pop(w)
@@ -196,8 +237,11 @@ class Peers:
         for w in list(self._sock):
             self._close(w, linger)
 
-    def events(self) -> None:
-        """Read the monitors: connections up and down."""
+    def events(self, now: float) -> None:
+        """Read the monitors (connections up and down), when due (`EVENTS_EVERY`)."""
+        if not self._events_due and now < self._next_events:
+            return
+        self._events_due, self._next_events = False, now + EVENTS_EVERY
         for mon, w in list(self._by_monitor.items()):
             while True:
                 try:
@@ -217,17 +261,17 @@ class Peers:
         if box is not None and not box.put_control(frames):
             self.control_dropped += 1
 
-    def put(self, w: int, frames: list, batches: list, tuples: int) -> None:
+    def put(self, w: int, batches: list[Batch]) -> None:
         box = self.boxes.get(w)
         if box is None:  # not told where it listens (never, once connect() ran)
-            self._dropped("no_peer", [(frames, batches, tuples)])
+            self._dropped("no_peer", batches)
             return
-        self._dropped("peer_lost", box.put(frames, batches, tuples))
+        self._dropped("peer_lost", box.put(batches))
         self._mirror(box)
 
-    def _dropped(self, reason: str, messages: list[Message]) -> None:
-        if messages:
-            self.drop(reason, *by_source(messages))
+    def _dropped(self, reason: str, batches: list[Batch]) -> None:
+        if batches:
+            self.drop(reason, *by_source(batches))
 
     def flush(self) -> None:
         """Hand each peer what it can take now, without blocking."""
@@ -241,9 +285,12 @@ class Peers:
             while box.control:
                 s.send_multipart(box.control[0], flags=zmq.NOBLOCK, copy=False)
                 box.control.popleft()
-            while box.data and box.sendable():
-                s.send_multipart(box.data[0][0], flags=zmq.NOBLOCK, copy=False)
-                _, _, n = box.sent()
+            while box.sendable():
+                if box.ready is None:
+                    part, n = box.take(self.message_tuples)
+                    box.ready = (self.encode(part), part, n)
+                s.send_multipart(box.ready[0], flags=zmq.NOBLOCK, copy=False)
+                n = box.sent()
                 self.sent_messages[w] = self.sent_messages.get(w, 0) + 1
                 self.sent_tuples[w] = self.sent_tuples.get(w, 0) + n
         except zmq.Again:  # full: the rest waits in the outbox
@@ -271,19 +318,21 @@ class Peers:
         for w, mon in self._monitor.items():
             poller.register(mon, zmq.POLLIN)
             box = self.boxes[w]
-            if box.control or (box.data and box.sendable()):
+            if box.control or box.sendable():
                 poller.register(self._sock[w], zmq.POLLOUT)
-        poller.poll(timeout_ms)
+        ready = poller.poll(timeout_ms)
+        if any(sock in self._by_monitor for sock, _ in ready):
+            self._events_due = True
 
-    def waiting_tuples(self) -> int:
-        return sum(box.tuples for box in list(self.boxes.values()))
+    def waiting_batches(self) -> int:
+        return sum(box.n_batches for box in list(self.boxes.values()))
 
     def statistics(self) -> dict[str, dict[str, Any]]:
         return {
             str(w): {
                 "state": box.state,
                 "held": box.held,
-                "waiting_tuples": box.tuples,
+                "waiting_batches": box.n_batches,
                 "messages_sent": self.sent_messages.get(w, 0),
                 "tuples_sent": self.sent_tuples.get(w, 0),
             }

@@ -21,42 +21,61 @@ def batches(src: int, *sizes: int) -> list[tuple]:
     return [(9, src, "default", [(i,) for i in range(n)], None) for n in sizes]
 
 
+def send(box: Outbox, max_tuples: int = 1024) -> int:
+    """What the transfer thread does when the socket takes one message."""
+    if box.ready is None:
+        box.ready = (["frames"], *box.take(max_tuples))
+    return box.sent()
+
+
 def test_tuples_wait_for_the_connection_and_hold_the_peer_when_too_many():
     box = Outbox(2, hold_at=4)
     assert box.state == CONNECTING and not box.sendable()
-    for i in range(3):
-        assert box.put([b"m%d" % i], batches(1, 10), 10) == []
-    assert not box.held and box.tuples == 30
-    box.put([b"m3"], batches(1, 10), 10)
+    for _ in range(3):
+        assert box.put(batches(1, 10)) == []
+    assert not box.held and box.n_batches == 3
+    box.put(batches(1, 10))
     assert box.held  # 4 batches wait: the peer's tasks are under backpressure here
+    assert not box.sendable()  # nothing goes to ZeroMQ before the connection is up
     box.connected()
     assert box.state == UP and box.sendable()
-    assert box.sent()[0] == [b"m0"]
+    assert send(box, max_tuples=10) == 10
     assert box.held  # released only at half (hysteresis)
-    box.sent()
-    assert not box.held and box.n_batches == 2 and box.tuples == 20
+    assert send(box, max_tuples=10) == 10
+    assert not box.held and box.n_batches == 2
+
+
+def test_a_message_takes_whole_batches_up_to_the_limit():
+    box = Outbox(1, hold_at=100)
+    box.connected()
+    box.put(batches(1, 400, 400, 400, 2000, 10))
+    sizes = [([len(b[3]) for b in part], n) for part, n in (box.take(1024) for _ in "1234")]
+    # whole batches; a bigger batch goes alone
+    assert sizes == [([400, 400], 800), ([400], 400), ([2000], 2000), ([10], 10)]
+    assert not box.data and box.n_batches == 5  # counted until sent
 
 
 def test_a_lost_connection_drops_what_waits_and_what_comes_until_it_is_back():
     box = Outbox(1, hold_at=2)
     box.connected()
-    box.put([b"a"], batches(3, 5), 5)
-    box.put([b"b"], batches(4, 7), 7)
+    box.put(batches(3, 5))
+    box.ready = (["encoded, the socket was full"], *box.take(1024))
+    box.put(batches(4, 7))
     assert box.held
     lost = box.disconnected()  # dropped: their trees fail and replay
     assert by_source(lost) == (12, {3: 5, 4: 7})
-    assert box.state == DOWN and not box.held and not box.data
-    late = box.put([b"c"], batches(3, 4, 5), 9)  # dropped as it comes: nobody is parked
+    assert box.state == DOWN and not box.held and not box.waiting()
+    late = box.put(batches(3, 4, 5))  # dropped as it comes: nobody is parked
     assert by_source(late) == (9, {3: 9}) and not box.held
     assert box.put_control([b"status"])  # control waits for the connection
     box.connected()
-    assert box.put([b"d"], batches(3, 1), 1) == [] and box.tuples == 1
+    assert box.put(batches(3, 1)) == [] and box.n_batches == 1
 
 
 def test_a_move_clears_the_outbox():
     box = Outbox(1, hold_at=8)
-    box.put([b"a"], batches(1, 50, 50), 100)
-    box.put([b"b"], batches(2, 50), 50)
+    box.put(batches(1, 50, 50))
+    box.put(batches(2, 50))
     assert by_source(box.clear()) == (150, {1: 100, 2: 50})
     assert not box.waiting() and box.n_batches == 0
 
@@ -80,31 +99,42 @@ def test_hold_at_must_be_positive():
     st.lists(
         st.one_of(
             st.tuples(st.just("put"), st.lists(st.integers(0, 20), min_size=1, max_size=3)),
-            st.tuples(st.sampled_from(["send", "up", "down", "clear"])),
+            st.tuples(st.sampled_from(["send", "encode", "up", "down", "clear"])),
         ),
         max_size=60,
     ),
     st.integers(1, 6),
+    st.integers(1, 30),
 )
-def test_every_tuple_is_sent_waiting_or_dropped(events, hold_at):
-    """Whatever happens to the connection, no tuple is lost uncounted in the outbox, and
-    the peer is held exactly by the hysteresis rule."""
+def test_every_tuple_is_sent_waiting_or_dropped_in_order(events, hold_at, max_tuples):
+    """Whatever happens to the connection, no tuple is lost uncounted in the outbox,
+    what is sent keeps its order, and the peer is held exactly by the hysteresis rule."""
     box = Outbox(0, hold_at)
-    put = sent = dropped = 0
+    put, sent, dropped = [], [], 0
     for ev in events:
         if ev[0] == "put":
-            put += sum(ev[1])
-            dropped += by_source(box.put([b"x"], batches(1, *ev[1]), sum(ev[1])))[0]
-        elif ev[0] == "send" and box.data and box.sendable():
-            sent += box.sent()[2]
+            new = batches(1, *ev[1])
+            put += new
+            dropped += by_source(box.put(new))[0]
+        elif ev[0] == "encode" and box.sendable() and box.ready is None:
+            box.ready = (["frames"], *box.take(max_tuples))  # the socket was full
+        elif ev[0] == "send" and box.sendable():
+            if box.ready is None:
+                box.ready = (["frames"], *box.take(max_tuples))
+            part = box.ready[1]
+            sent += part
+            assert box.sent() == by_source(part)[0]
         elif ev[0] == "up":
             box.connected()
         elif ev[0] == "down":
             dropped += by_source(box.disconnected())[0]
         elif ev[0] == "clear":
             dropped += by_source(box.clear())[0]
-        assert put == sent + dropped + box.tuples
-        assert box.n_batches == sum(len(m[1]) for m in box.data)
+        waiting = [*(box.ready[1] if box.ready else ()), *box.data]
+        assert by_source(put)[0] == by_source(sent)[0] + dropped + by_source(waiting)[0]
+        assert box.n_batches == len(waiting)
+        order = {id(b): i for i, b in enumerate(put)}
+        assert [order[id(b)] for b in sent] == sorted(order[id(b)] for b in sent)
         if box.n_batches >= hold_at:
             assert box.held
         if box.n_batches <= hold_at // 2:
