@@ -20,6 +20,7 @@ from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
+from .runtime.stats import timeout_warning, timing_out
 
 FAIL_FAST = "topology.fail.fast"
 
@@ -252,6 +253,7 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
     tty = sys.stderr.isatty()
     start = time.monotonic()
     last_t, last_exec = start, 0
+    last_stats = None
     every = running.plan.conf["topology.stats.interval.secs"]  # each gathering asks every worker
     next_status = start + every
     while not stop.is_set():
@@ -284,9 +286,12 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
                 for c in s.components.values()
                 if c.progress_done is not None
             )
+            warning = timeout_warning(timing_out(last_stats, s))
+            last_stats = s
             sys.stderr.write(
                 f"\r{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
-                f"backpressure: {', '.join(bp) or 'none'}{progress}\033[K"
+                f"backpressure: {', '.join(bp) or 'none'}{progress}"
+                f"{'; ' + warning if warning else ''}\033[K"
             )
             sys.stderr.flush()
             next_status = now + every

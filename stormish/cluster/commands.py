@@ -146,11 +146,14 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
 @nimbus_options
 def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
     """Live rates, latencies, queue fill, backpressure (BP) and errors (E, and each
-    component's new errors with the last one's method and line) of NAME, until it ends."""
+    component's new errors with the last one's method and line) of NAME, until it ends;
+    a warning when a spout's trees time out faster than they complete."""
     from ..runtime.error_report import new_errors
+    from ..runtime.stats import timeout_warning, timing_out
 
     client = connect(nimbus, keys)
     last: dict[str, int] = {}
+    last_stats = None
     seen: dict[str, int] = {}  # errors per component already told
     last_t = time.monotonic()
     try:
@@ -168,6 +171,10 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
                 )
             last_t = now
             click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
+            warning = timeout_warning(timing_out(last_stats, s))
+            last_stats = s
+            if warning:
+                click.echo(warning)
             for line in new_errors(s.tasks.values(), seen):
                 click.echo(line)
             if s.status not in ("running", "starting"):

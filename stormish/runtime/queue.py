@@ -5,8 +5,16 @@ tuples. Producers inside the worker call `try_publish`, which refuses when the b
 does not fit: the caller parks it in its pendingEmitQ (emit never blocks). The receive
 path from other workers calls `publish_remote`, which never refuses: a batch that does not
 fit, or that arrives while the overflowQ is non-empty (order!), goes to the overflowQ.
-`consume` takes the queue, then the overflow up to its size at the start, so a task sees
-each upstream task's tuples in the order they were emitted.
+`consume` takes the queue, then the overflow, so a task sees each upstream task's tuples
+in the order they were emitted.
+
+A consume takes at most `budget` tuples (whole batches, at least one). Taking the whole
+queue at once let an executor hold a second queue's worth out of sight: at 1 ms a tuple,
+65 s of work behind a 30 s message timeout (issue 11). Now a tuple waits behind at most
+the capacity plus one take, and `taken` (tuples handed out, ever) against the executor's
+executed count tells what it holds. While the overflowQ is not empty, local producers
+are refused: with a bounded take they could otherwise keep the queue full and the
+overflow (remote upstreams, which backpressure has stopped) would wait for ever.
 """
 
 from __future__ import annotations
@@ -31,12 +39,16 @@ class ReceiveQueue:
         "parked",
         "overflow_high",
         "published",
+        "budget",
+        "taken",
     )
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, budget: int | None = None):
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
+        self.budget = default_budget(capacity) if budget is None else max(1, budget)
+        self.taken = 0  # tuples handed to the consumer, ever
         self._q: deque[Batch] = deque()
         self.size = 0
         self.overflow: deque[tuple[Batch, int]] = deque()
@@ -51,7 +63,7 @@ class ReceiveQueue:
         """Place a batch of n tuples if it fits; False means full (nothing was placed)."""
         with self._lock:
             size = self.size
-            if size + n > self.capacity and size:
+            if (size + n > self.capacity and size) or self.overflow:
                 return False
             self.size = size + n
             self._q.append(batch)
@@ -88,19 +100,39 @@ class ReceiveQueue:
         return ov
 
     def consume(self) -> list[Batch] | None:
-        """Take everything queued, then the overflow as it is now; None when empty."""
+        """Take up to `budget` tuples, the queue first, then the overflow; None when both
+        are empty."""
         with self._lock:
-            if not self._q and not self.overflow:
-                return None
-            q = self._q
-            out = list(q)
-            q.clear()
-            self.size = 0
-            if self.overflow:
-                ov = self.overflow
-                out.extend(b for b, _ in ov)
-                ov.clear()
-                self.overflow_size = 0
+            if not self.overflow:
+                q = self._q
+                if not q:
+                    return None
+                size = self.size
+                if size <= self.budget:  # all of it fits: one step
+                    out = list(q)
+                    q.clear()
+                    self.size = 0
+                    self.taken += size
+                    return out
+            return self._take()
+
+    def _take(self) -> list[Batch]:
+        """Whole batches up to the budget, queue before overflow (order); under the lock."""
+        budget, q, ov = self.budget, self._q, self.overflow
+        out: list[Batch] = []
+        taken = 0
+        while q and taken < budget:
+            b = q.popleft()
+            out.append(b)
+            taken += len(b[2])
+        self.size -= taken
+        moved = 0
+        while ov and not q and taken + moved < budget:
+            b, n = ov.popleft()
+            out.append(b)
+            moved += n
+        self.overflow_size -= moved
+        self.taken += taken + moved
         return out
 
     def __len__(self) -> int:
@@ -133,3 +165,10 @@ class ReceiveQueue:
             "overflow": self.overflow_size,
             "overflow_high": self.overflow_high,
         }
+
+
+def default_budget(capacity: int) -> int:
+    """What one consume takes at most: an eighth of the queue (4,096 of the default
+    32,768), so what a tuple waits behind is at most 9/8 of the capacity, and a take is
+    still large enough that a loop turn per take costs nothing measurable (bench/core.py)."""
+    return max(1, capacity // 8)

@@ -34,6 +34,9 @@ POLL = 0.005
 # POLL_BUSY_MAX s): each snapshot wakes every worker's control thread, and at 5 ms that
 # cost a run on two cores ~9% of a core and latency in the workers it woke.
 POLL_BUSY_MAX = 0.05
+# How long a stop waits for each worker's executors (a bolt stuck in I/O) before it
+# abandons them; the final statistics' `error` then names them.
+STOP_WAIT = 10.0
 
 
 class RunningTopology:
@@ -196,7 +199,12 @@ class RunningTopology:
             stuck = []
             try:
                 for w in self.workers:
-                    stuck += w.stop()
+                    stuck += w.stop(STOP_WAIT)
+                if stuck and self.error is None:  # before the final statistics, which say it
+                    self.error = (
+                        f"executors still busy at stop, abandoned after {STOP_WAIT:g}s: "
+                        f"{', '.join(stuck)}"
+                    )
                 self._final = self._collect(status)
             finally:
                 if self.group is not None:
@@ -206,8 +214,6 @@ class RunningTopology:
                     gctune.release()
             self.ended = True
             self.status = status
-            if stuck and self.error is None:
-                self.error = f"executors still busy at stop: {', '.join(stuck)}"
             return self._final
 
     def results(self) -> dict[str, list[Any]]:

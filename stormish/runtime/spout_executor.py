@@ -31,6 +31,10 @@ class SpoutExecutor(Executor):
         super().__init__(*args, **kwargs)
         self.idle_wait = wait.from_config(self.conf, "spout")
         self.max_pending = self.conf["topology.max.spout.pending"]
+        if isinstance(self.collector, UntrackedCollector):
+            # acking off: nothing is ever in flight, and the loop's check per next_tuple
+            # call (a len() of the in-flight map) would cost the default bound ~40%
+            self.max_pending = None
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.inflight = RotatingMap(3)
         self.finished = False

@@ -150,3 +150,29 @@ def _progress(ts: list[TaskStats]) -> tuple[int | None, int | None]:
     totals = [t.progress_total for t in ts]
     known = all(x is not None for x in totals)
     return sum(done), (sum(x for x in totals if x is not None) if known else None)
+
+
+def timing_out(before: TopologyStatistics | None, now: TopologyStatistics) -> list[str]:
+    """Spouts whose trees timed out faster than they completed between two statistics.
+    Each timed-out tree is replayed into the same backlog, so such a run stops making
+    progress: a bolt slower than its spouts, with more trees in flight than it can
+    execute within `topology.message.timeout.secs`."""
+    out = []
+    for name, c in now.components.items():
+        if c.kind != "spout":
+            continue
+        b = before.components.get(name) if before is not None else None
+        timed_out = c.timed_out - (b.timed_out if b else 0)
+        if timed_out > c.acked - (b.acked if b else 0):
+            out.append(name)
+    return out
+
+
+def timeout_warning(spouts: list[str]) -> str:
+    """The line `stormish run` and `stormish monitor` show for `timing_out`'s spouts."""
+    if not spouts:
+        return ""
+    return (
+        f"WARNING trees of {', '.join(spouts)} time out faster than they complete: "
+        "lower topology.max.spout.pending or raise topology.message.timeout.secs"
+    )

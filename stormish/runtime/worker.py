@@ -230,6 +230,10 @@ class Worker:
             complete_ms = 0.0
             if isinstance(ex, SpoutExecutor) and ex.completed:
                 complete_ms = ex.complete_seconds / ex.completed * 1000.0
+            # what the executor took and has not executed yet counts as held: executed
+            # first, as taken only grows ahead of it
+            executed = ex.executed
+            held = q.taken - executed
             bp = ex.bp_seconds
             since = ex.bp_since  # read once: the executor's thread clears it
             if since is not None:
@@ -242,15 +246,13 @@ class Worker:
                     kind=kind,
                     emitted=sum(emitted.values()),
                     transferred=col.transferred,
-                    executed=ex.executed,
+                    executed=executed,
                     acked=ex.acked,
                     failed=ex.failed,
                     timed_out=ex.timed_out,
-                    execute_latency_ms=(
-                        ex.exec_seconds / ex.executed * 1000.0 if ex.executed else 0.0
-                    ),
+                    execute_latency_ms=(ex.exec_seconds / executed * 1000.0 if executed else 0.0),
                     complete_latency_ms=complete_ms,
-                    receive_population=q.size,
+                    receive_population=q.size + held,
                     receive_capacity=q.capacity,
                     overflow=q.overflow_size,
                     overflow_high=q.overflow_high,
@@ -258,7 +260,7 @@ class Worker:
                     backpressure_seconds=bp,
                     errors=ex.error_count,
                     last_errors=ex.last_errors(),
-                    dropped={},
+                    dropped={} if self.link is None else self.link.task_drops(t),
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,

@@ -121,6 +121,10 @@ class WorkerLink:
         self.sent_batches = self.sent_bytes = self.recv_batches = self.recv_bytes = 0
         self.recv_tuples = 0
         self.dropped: dict[str, int] = {}
+        # the same per local task, where the drop happened: the receiving task (overflow
+        # limit) or the emitting one (a peer gone); the task's statistics show them
+        self.task_dropped: dict[int, dict[str, int]] = {}
+        self._drop_lock = threading.Lock()  # the receive and transfer threads both drop
         self.malformed = 0
         self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
         self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
@@ -247,7 +251,7 @@ class WorkerLink:
             self._drop("unknown_task", n)
             return
         if self.overflow_limit and q.overflow_size >= self.overflow_limit:
-            self._drop("overflow_limit", n)
+            self._drop("overflow_limit", n, {dest: n})
             return
         self.recv_tuples += n
         ov = q.publish_remote(batch, n)
@@ -255,7 +259,17 @@ class WorkerLink:
             self._run(self.tracker.overflow_grew(dest, ov))
 
     def _drop(self, reason: str, n: int, tasks: Mapping[int, int] | None = None) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + n
+        """Count `n` tuples dropped for `reason`; `tasks`: how many of them each local
+        task lost (the receiving task, or the one that emitted them), when known."""
+        with self._drop_lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+            for task, k in (tasks or {}).items():
+                mine = self.task_dropped.setdefault(task, {})
+                mine[reason] = mine.get(reason, 0) + k
+
+    def task_drops(self, task: int) -> dict[str, int]:
+        with self._drop_lock:
+            return dict(self.task_dropped.get(task, {}))
 
     def _timer(self) -> None:
         sizes = {t: q.overflow_size for t, q in self.queues.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -139,7 +140,9 @@ def test_backpressure_stops_spout_and_releases_it():
         )
         emitted = s.components["fast"].emitted
         assert emitted < 20_000
-        assert s.components["slow"].receive_population <= cap
+        # the real bound: the queue plus what the executor took (one take: cap // 8,
+        # and at most one batch past it)
+        assert s.components["slow"].receive_population <= cap + cap // 8 + 64
         s2 = c.statistics("bp")
         assert s2.components["fast"].emitted <= emitted + 64 * 2  # stalled, not emitting
         assert s2.tasks[next(iter(s2.tasks))].receive_capacity in (cap,)
@@ -147,6 +150,148 @@ def test_backpressure_stops_spout_and_releases_it():
         final = c.wait_complete("bp", timeout=60)
     assert final.components["slow"].executed == 20_000
     assert final.components["fast"].backpressure_seconds > 0
+
+
+def test_receive_population_counts_what_the_executor_took():
+    """What a task holds is its queue plus what its executor took and has not executed
+    (issue 11): everything published to it and not executed, and at most the capacity
+    plus one take."""
+    Gate.event.clear()
+    cap = 1024
+    t = Topology(
+        "held",
+        config={
+            "topology.executor.receive.buffer.size": cap,
+            "topology.producer.batch.size": 64,
+            "topology.acker.executors": 0,
+        },
+    )
+    t.set_spout("fast", FastSpout(20_000))
+    t.set_bolt("slow", SlowBolt()).shuffle_grouping("fast")
+
+    def parked_behind_a_full_queue():
+        st = c.statistics("held")
+        full = st.components["slow"].receive_population > cap  # never, when takes were unseen
+        return st.components["fast"].pending_emits and full and st
+
+    with LocalCluster() as c:
+        c.submit(t)
+        try:
+            s = poll_for(parked_behind_a_full_queue, timeout=20, what="spout parked")
+            slow = s.components["slow"]
+            assert slow.receive_population == s.components["fast"].transferred - slow.executed
+            # one take: at most the budget (cap // 8) and one batch (64) past it
+            assert slow.receive_population <= cap + cap // 8 + 64
+        finally:
+            Gate.event.set()
+        c.wait_complete("held", timeout=60)
+
+
+class Entered:
+    event = threading.Event()
+
+
+class Stuck(BasicBolt):
+    def execute(self, tup):
+        Entered.event.set()
+        Gate.event.wait(30)
+
+
+def test_default_max_spout_pending_bounds_the_trees_in_flight():
+    """Unset, topology.max.spout.pending is 1,000 trees per spout task (issue 11): a
+    reliable spout behind a stuck bolt stops there instead of queueing what would time
+    out."""
+    Gate.event.clear()
+    t = Topology("pending")
+    t.set_spout("s", ListSpout([(i,) for i in range(5000)], per_call=1))
+    t.set_bolt("stuck", Stuck()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        running = c._get("pending")
+        try:
+            poll_for(
+                lambda: c.statistics("pending").components["s"].emitted >= 1000,
+                timeout=20,
+                what="1,000 trees emitted",
+            )
+            spout = next(ex for ex in running.workers[0].executors.values() if ex.is_spout)
+            turns = spout.turns
+            poll_for(lambda: spout.turns > turns + 50, timeout=20, what="spout loop turns")
+            assert c.statistics("pending").components["s"].emitted == 1000
+        finally:
+            Gate.event.set()
+        final = c.wait_complete("pending", timeout=60)
+    assert final.components["s"].acked == 5000
+    assert final.components["s"].timed_out == 0
+
+
+def test_the_default_pending_bound_is_not_checked_with_acking_off():
+    """With acking off nothing is in flight: the spout loop must not pay a check per
+    next_tuple call for the default bound (it cost const -> null ~40%)."""
+    t = Topology("unacked", config={"topology.acker.executors": 0})
+    t.set_spout("s", CountingSpout(10))
+    t.set_bolt("b", Sleepy()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        running = c._get("unacked")
+        spout = next(ex for ex in running.workers[0].executors.values() if ex.is_spout)
+        assert spout.conf["topology.max.spout.pending"] == 1000
+        assert spout.max_pending is None
+        c.wait_complete("unacked", timeout=60)
+
+
+class Sleepy(BasicBolt):
+    def execute(self, tup):
+        time.sleep(0.005)
+
+
+def test_execute_latency_moves_with_executed_mid_run():
+    """execute_latency_ms is time in execute per tuple executed, at any moment: both
+    move per batch (issue 11; it moved per drain, and a 5 ms bolt showed ~0 mid-run)."""
+    t = Topology("lat", config={"topology.acker.executors": 0})
+    t.set_spout("s", CountingSpout(400, per_call=400)).add_configuration(
+        "topology.producer.batch.size", 10
+    )
+    t.set_bolt("sleepy", Sleepy()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        s = poll_for(
+            lambda: (st := c.statistics("lat")).components["sleepy"].executed >= 100 and st,
+            timeout=30,
+            what="100 tuples executed",
+        )
+        sleepy = s.components["sleepy"]
+        assert sleepy.executed < 400, "not mid-run any more: the test proves nothing"
+        assert 4.0 <= sleepy.execute_latency_ms < 50.0
+        c.wait_complete("lat", timeout=60)
+
+
+def test_a_stop_that_abandons_a_busy_executor_says_so(monkeypatch, capsys):
+    """The executors a stop had to abandon are named in the final statistics (and so in
+    --stats-json and the summary), not set after they were built (issue 11)."""
+    from stormish.cli import _summary
+    from stormish.runtime import running as running_module
+
+    monkeypatch.setattr(running_module, "STOP_WAIT", 0.2)
+    Gate.event.clear()
+    Entered.event.clear()
+    t = Topology("stuck", config={"topology.acker.executors": 0})
+    t.set_spout("s", CountingSpout(10, per_call=10))
+    t.set_bolt("stuck", Stuck()).shuffle_grouping("s")
+    try:
+        with LocalCluster() as c:
+            c.submit(t)
+            running = c._get("stuck")
+            assert Entered.event.wait(20), "the bolt never ran"
+            final = running.kill()
+    finally:
+        Gate.event.set()
+    assert final.error is not None
+    assert final.error.startswith("executors still busy at stop, abandoned after 0.2s: stuck[")
+    assert final.to_dict()["error"] == final.error
+    assert running.statistics().error == final.error
+    _summary(final, "killed")
+    assert f"note: {final.error}" in capsys.readouterr().out
 
 
 def test_blocking_bolt_does_not_stall_sibling():

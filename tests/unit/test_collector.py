@@ -50,8 +50,12 @@ def make_collector(capacity: int = 16, batch_size: int = 2, caps=None, acking=Fa
 
 
 def drain(q: ReceiveQueue) -> list[tuple]:
-    """The (src, stream, values, metas) batches a queue holds, consumed."""
-    return q.consume() or []
+    """The (src, stream, values, metas) batches a queue holds, consumed (a consume takes
+    at most the queue's budget: take until it is empty)."""
+    out: list[tuple] = []
+    while (batches := q.consume()) is not None:
+        out += batches
+    return out
 
 
 def values_of(batches) -> list:

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -94,7 +94,7 @@ def test_publish_remote_overflows_when_full_and_reports_overflow_size():
 
 
 def test_publish_remote_goes_behind_a_non_empty_overflow_even_if_it_would_fit():
-    q = ReceiveQueue(10)
+    q = ReceiveQueue(10, budget=100)
     a, b, c = batch(7, 0, 8), batch(7, 1, 5), batch(7, 2, 1)
     assert q.publish_remote(a, 8) == 0
     assert q.publish_remote(b, 5) == 5  # does not fit: overflow
@@ -112,7 +112,7 @@ def test_publish_remote_oversize_into_empty_queue_goes_to_queue():
 
 
 def test_publish_remote_never_refuses():
-    q = ReceiveQueue(1)
+    q = ReceiveQueue(1, budget=100)
     for i in range(50):
         q.publish_remote(batch(7, i, 2), 2)
     assert len(q) == 100
@@ -122,7 +122,7 @@ def test_publish_remote_never_refuses():
 
 
 def test_consume_returns_queue_then_overflow_and_empties_both():
-    q = ReceiveQueue(4)
+    q = ReceiveQueue(4, budget=100)
     local = batch(1, 0, 3)
     remote1, remote2 = batch(9, 0, 2), batch(9, 1, 1)
     assert q.try_publish(local, 3)
@@ -149,7 +149,7 @@ def test_try_publish_after_consume_uses_freed_capacity():
 
 
 def test_overflow_high_is_the_peak_and_survives_consume():
-    q = ReceiveQueue(2)
+    q = ReceiveQueue(2, budget=100)
     q.publish_remote(batch(7, 0, 2), 2)
     q.publish_remote(batch(7, 1, 3), 3)
     q.publish_remote(batch(7, 2, 4), 4)
@@ -164,7 +164,7 @@ def test_overflow_high_is_the_peak_and_survives_consume():
 
 
 def test_load_counts_queue_and_overflow_over_capacity():
-    q = ReceiveQueue(8)
+    q = ReceiveQueue(8, budget=100)
     assert q.load() == 0.0
     q.try_publish(batch(1, 0, 2), 2)
     assert q.load() == pytest.approx(0.25)
@@ -177,7 +177,7 @@ def test_load_counts_queue_and_overflow_over_capacity():
 
 
 def test_publish_force_ignores_capacity():
-    q = ReceiveQueue(2)
+    q = ReceiveQueue(2, budget=100)
     q.try_publish(batch(1, 0, 2), 2)
     tick = ("tick", "__tick", [("tick",)], None)
     q.publish_force(tick, 1)
@@ -197,6 +197,84 @@ def test_snapshot_reports_the_figures():
     }
 
 
+# -- the consume budget (issue 11, item 3): a take is bounded, so the capacity bounds
+# what a tuple waits behind
+def test_default_budget_is_an_eighth_of_the_capacity():
+    assert ReceiveQueue(32768).budget == 4096
+    assert ReceiveQueue(1024).budget == 128
+    assert ReceiveQueue(5).budget == 1  # at least one tuple (and a take: one batch)
+    assert ReceiveQueue(64, budget=0).budget == 1
+
+
+def test_consume_takes_at_most_the_budget_in_whole_batches():
+    q = ReceiveQueue(32768)  # the default queue, full of 512-tuple batches
+    batches = [batch(1, i, 512) for i in range(64)]
+    for b in batches:
+        assert q.try_publish(b, 512)
+    assert q.size == 32768
+    takes = []
+    while (out := q.consume()) is not None:
+        takes.append(out)
+        assert sum(len(b[2]) for b in out) == 4096  # not the whole queue at once
+    assert [b for t in takes for b in t] == batches
+    assert len(takes) == 8
+    assert q.taken == 32768 and q.size == 0
+
+
+def test_a_batch_larger_than_the_budget_is_taken_whole():
+    q = ReceiveQueue(100, budget=4)
+    big, small = batch(1, 0, 9), batch(1, 1, 1)
+    assert q.try_publish(big, 9)
+    assert q.try_publish(small, 1)
+    assert q.consume() == [big]
+    assert q.consume() == [small]
+    assert q.taken == 10
+
+
+def test_a_take_reaches_the_overflow_only_once_the_queue_part_is_empty():
+    q = ReceiveQueue(4, budget=3)
+    a, b, c = batch(7, 0, 2), batch(7, 1, 2), batch(7, 2, 2)
+    q.publish_remote(a, 2)
+    q.publish_remote(b, 2)
+    q.publish_remote(c, 2)  # overflow
+    assert q.consume() == [a, b]  # the budget is reached inside the queue part
+    assert q.overflow_size == 2
+    assert q.consume() == [c]
+    assert q.consume() is None
+
+
+def test_local_publish_is_refused_while_the_overflow_waits():
+    """With a bounded take, local producers refilling the queue would starve the overflow
+    (remote upstreams, stopped by backpressure) for ever: they wait their turn."""
+    q = ReceiveQueue(4, budget=2)
+    q.publish_remote(batch(7, 0, 4), 4)
+    q.publish_remote(batch(7, 1, 1), 1)  # overflow
+    assert q.consume() == [batch(7, 0, 4)]
+    assert q.size == 0 and q.overflow_size == 1
+    assert not q.try_publish(batch(1, 0, 1), 1)  # room, but the overflow is first
+    assert q.consume() == [batch(7, 1, 1)]
+    assert q.try_publish(batch(1, 0, 1), 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=60),
+    budget=st.integers(1, 100),
+)
+def test_takes_are_bounded_ordered_and_lose_nothing(sizes, budget):
+    q = ReceiveQueue(10_000, budget=budget)
+    batches = [batch(1, i, n) for i, n in enumerate(sizes)]
+    for b in batches:
+        assert q.try_publish(b, len(b[2]))
+    got = []
+    while (out := q.consume()) is not None:
+        n = [len(b[2]) for b in out]
+        assert sum(n[:-1]) < budget  # one batch past the budget at most
+        got += out
+    assert got == batches
+    assert q.taken == sum(sizes)
+
+
 # -- property: per-producer FIFO and the capacity bound
 LOCAL_PRODUCERS = (1, 2)
 REMOTE_PRODUCERS = (8, 9)
@@ -205,19 +283,24 @@ REMOTE_PRODUCERS = (8, 9)
 class QueueMachine(RuleBasedStateMachine):
     """Local producers use try_publish (refused batches stay with the producer, which retries
     the same batch before any later one, as a pendingEmitQ does); remote producers use
-    publish_remote. The consumer takes everything. Delivered batches must come out in each
-    producer's publish order, and the queue part never holds more than capacity tuples
-    unless it holds a single oversize batch."""
+    publish_remote. The consumer takes at most the budget (whole batches, at least one),
+    queue before overflow. Delivered batches must come out in each producer's publish
+    order; the queue part never holds more than capacity tuples unless it holds a single
+    oversize batch; a take never holds more than the budget plus one batch; and while the
+    overflow waits, local producers are refused (else they could starve it)."""
 
     def __init__(self):
         super().__init__()
         self.capacity = 5
-        self.q = ReceiveQueue(self.capacity)
+        self.budget = 3
+        self.q = ReceiveQueue(self.capacity, budget=self.budget)
         self.next_seq = {p: 0 for p in LOCAL_PRODUCERS + REMOTE_PRODUCERS}
         self.parked: dict[int, tuple | None] = {p: None for p in LOCAL_PRODUCERS}
         self.sent: dict[int, list[int]] = {p: [] for p in self.next_seq}
         self.delivered: dict[int, list[int]] = {p: [] for p in self.next_seq}
-        self.queued_batches = 0  # batches in the queue part (not the overflow) per the model
+        self.queued: list[tuple] = []  # the model: batches in the queue part ...
+        self.overflowed: list[tuple] = []  # ... and in the overflow, in order
+        self.taken = 0
 
     def _new(self, p: int, n: int) -> tuple:
         seq = self.next_seq[p]
@@ -229,13 +312,13 @@ class QueueMachine(RuleBasedStateMachine):
         b = self.parked[p] or self._new(p, n)
         size, ov = self.q.size, self.q.overflow_size
         m = len(b[2])
-        fits = size + m <= self.capacity or size == 0
+        fits = (size + m <= self.capacity or size == 0) and ov == 0
         ok = self.q.try_publish(b, m)
         assert ok == fits
         if ok:
             self.parked[p] = None
             self.sent[p].append(b[2][0][0])
-            self.queued_batches += 1
+            self.queued.append(b)
             assert self.q.size == size + m
         else:
             self.parked[p] = b
@@ -250,22 +333,28 @@ class QueueMachine(RuleBasedStateMachine):
         self.sent[p].append(b[2][0][0])
         if to_queue:
             assert got == 0
-            self.queued_batches += 1
+            self.queued.append(b)
         else:
             assert got == ov + n
+            self.overflowed.append(b)
         assert got == self.q.overflow_size
 
     @rule()
     def consume(self):
-        expected_empty = self.q.size == 0 and self.q.overflow_size == 0
+        expected_empty = not self.queued and not self.overflowed
         out = self.q.consume()
         if expected_empty:
             assert out is None
             return
+        assert out, "a consume with data takes at least one batch"
+        sizes = [len(values) for _src, _stream, values, _metas in out]
+        assert sum(sizes[:-1]) < self.budget  # stops once the budget is reached
+        for b in out:  # the queue part first, then the overflow, each in order
+            model = self.queued if self.queued else self.overflowed
+            assert b == model.pop(0)
         for src, _stream, values, _metas in out:
             self.delivered[src].append(values[0][0])
-        self.queued_batches = 0
-        assert len(self.q) == 0
+        self.taken += sum(sizes)
 
     @invariant()
     def fifo_per_producer(self):
@@ -274,17 +363,20 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def capacity_bound(self):
-        assert self.q.size <= self.capacity or self.queued_batches == 1
+        assert self.q.size <= self.capacity or len(self.queued) == 1
 
     @invariant()
-    def length_is_queue_plus_overflow(self):
+    def figures_match_the_model(self):
+        assert self.q.size == sum(len(b[2]) for b in self.queued)
+        assert self.q.overflow_size == sum(len(b[2]) for b in self.overflowed)
+        assert self.q.taken == self.taken
         assert len(self.q) == self.q.size + self.q.overflow_size
         assert self.q.load() == pytest.approx(len(self.q) / self.capacity)
 
     def teardown(self):
-        out = self.q.consume() or []
-        for src, _stream, values, _metas in out:
-            self.delivered[src].append(values[0][0])
+        while (out := self.q.consume()) is not None:
+            for src, _stream, values, _metas in out:
+                self.delivered[src].append(values[0][0])
         for p in self.sent:
             assert self.delivered[p] == self.sent[p]
 
