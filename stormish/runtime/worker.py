@@ -208,7 +208,9 @@ class Worker:
                 idle = False
         dropped = 0
         if self.link is not None:
-            dropped = sum(self.link.dropped.values())
+            # what the run's own workers sent and this link dropped; tuples for a task no
+            # worker has never came from one of them (a buggy peer) and are no part of it
+            dropped = sum(n for why, n in self.link.dropped.items() if why != "unknown_task")
             if self.link.busy():
                 idle = False
         return {

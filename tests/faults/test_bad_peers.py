@@ -165,14 +165,6 @@ def test_a_keyed_peer_sending_junk_is_counted_and_dropped_and_the_run_is_exact(
     assert ln_down["dropped"] == {} and ln_up["dropped"] == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="completion counts every link drop against what the workers sent "
-    "(running.py `_snapshot`: transferred == consumed + dropped), so tuples a keyed peer "
-    "sent to a task that does not exist, dropped as unknown_task, keep the run from "
-    "ever completing; found by this suite, the fix belongs to the completion rule",
-)
 def test_a_keyed_peer_sending_tuples_for_no_task_does_not_stop_completion(watch, ledger, tmp_path):
     go = str(tmp_path / "go")
     with LocalCluster(workers=2) as c:
