@@ -24,7 +24,7 @@ from ..component import BasicBolt, Bolt
 from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
-from .executor import Executor, noop
+from .executor import HELD, IDLE, WORK, Executor, noop
 
 
 class BoltExecutor(Executor):
@@ -81,61 +81,64 @@ class BoltExecutor(Executor):
         self.failed += 1
         self.collector.acks.fail(tup, error)
 
-    def run(self) -> None:
+    def begin(self) -> None:
+        """Everything before the first loop turn, on the thread that runs the loop."""
         self.obj.prepare(self.conf, self.context)
-        try:
-            self._loop()
-        finally:
-            self.collector.flush_all()
-            self.obj.cleanup()
-
-    def _loop(self) -> None:
-        q, col, now = self.queue, self.collector, self.clock.now
-        pending = col.pending
         if self.is_acker:
-            execute = self._execute_raw
+            self._exec = self._execute_raw
         elif type(self.obj).execute_batch is not Bolt.execute_batch:
-            execute = self._execute_user_batch
+            self._exec = self._execute_user_batch
         else:
-            execute = self._execute_batch
-        idle = 0
-        next_flush = now() + self.flush_every
-        while self.running:
-            self.turns += 1
-            if pending and not col.flush_pending():
-                t = now()
-                self._enter_bp(t)
-                drain = self.on_cycle and col.pending_count < self.budget and q.has_data()
-                if self.on_cycle:
-                    self.worker.cycle_congestion(self.task, col.pending_count * 2 > self.budget)
-                if not drain:
-                    idle = self.bp_wait.idle(idle)
-                    continue
-            elif self.bp_since is not None:
-                self._leave_bp(now())
-                if self.on_cycle:
-                    self.worker.cycle_congestion(self.task, False)
-                # what was emitted while parked may sit in partial outboxes: the next idle
-                # spell must begin with a flush, or with no more input it sat for ever
-                idle = 0
-            batches = q.consume()
-            if batches is not None:
-                idle = 0
+            self._exec = self._execute_batch
+        self.idle = 0
+        self.next_flush = self.clock.now() + self.flush_every
+
+    def end(self) -> None:
+        self.collector.flush_all()
+        self.obj.cleanup()
+
+    def step(self) -> int:
+        """One turn of the bolt loop: WORK (it executed input), IDLE (nothing to do) or
+        HELD (parked under backpressure). The caller idles on anything but WORK and
+        counts `idle` up; a step resets it when work comes."""
+        self.turns += 1
+        col = self.collector
+        now = self.clock.now
+        if col.pending and not col.flush_pending():
+            t = now()
+            self._enter_bp(t)
+            q = self.queue
+            drain = self.on_cycle and col.pending_count < self.budget and q.has_data()
+            if self.on_cycle:
+                self.worker.cycle_congestion(self.task, col.pending_count * 2 > self.budget)
+            if not drain:
+                return HELD
+        elif self.bp_since is not None:
+            self._leave_bp(now())
+            if self.on_cycle:
+                self.worker.cycle_congestion(self.task, False)
+            # what was emitted while parked may sit in partial outboxes: the next idle
+            # spell must begin with a flush, or with no more input it sat for ever
+            self.idle = 0
+        batches = self.queue.consume()
+        if batches is not None:
+            self.idle = 0
+            execute = self._exec
+            t1 = now()
+            for batch in batches:  # time per batch, as executed counts: they move together
+                t0 = t1
+                execute(batch)
                 t1 = now()
-                for batch in batches:  # time per batch, as executed counts: they move together
-                    t0 = t1
-                    execute(batch)
-                    t1 = now()
-                    self.exec_seconds += t1 - t0
-                if t1 >= next_flush:
-                    col.flush_all()
-                    col.refresh_load()
-                    next_flush = t1 + self.flush_every
-            else:
-                if idle == 0:
-                    col.flush_all()
-                    next_flush = now() + self.flush_every
-                idle = self.idle_wait.idle(idle, q)
+                self.exec_seconds += t1 - t0
+            if t1 >= self.next_flush:
+                col.flush_all()
+                col.refresh_load()
+                self.next_flush = t1 + self.flush_every
+            return WORK
+        if self.idle == 0:
+            col.flush_all()
+            self.next_flush = now() + self.flush_every
+        return IDLE
 
     def _execute_batch(self, batch: tuple) -> None:
         src_task, stream, values, metas = batch

@@ -18,6 +18,8 @@ from .error_report import SHOWN, ErrorReport, report
 from .plan import Plan
 
 log = logging.getLogger("stormish.executor")
+# What one loop turn (`step`) did: the caller idles on anything but WORK.
+WORK, IDLE, HELD = 0, 1, 2
 MAX_ERRORS_KEPT = 10
 # Error records of all executors in this process change under it (the error path
 # only): which errors a worker writes in full to the terminal is then exact.
@@ -66,6 +68,8 @@ class Executor:
         # loop iterations: what simulated-time settling reads (stormish.testing's
         # advance_time): two more turns mean a whole iteration ran after a given instant
         self.turns = 0
+        self.idle = 0  # turns in a row without work (the wait strategies' counter)
+        self.idle_wait: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -89,6 +93,33 @@ class Executor:
         self.queue.wake()
 
     def run(self) -> None:
+        """The executor's loop on a thread of its own: Storm's loop, idling under the
+        wait strategies between turns that found nothing to do."""
+        if not self.begin_when_wanted():
+            return
+        try:
+            q, step, bp_wait, idle_wait = self.queue, self.step, self.bp_wait, self.idle_wait
+            while self.running:
+                r = step()
+                if r == IDLE:
+                    self.idle = idle_wait.idle(self.idle, q)
+                elif r == HELD:
+                    self.idle = bp_wait.idle(self.idle, q if self.is_spout else None)
+        finally:
+            self.end()
+
+    def begin_when_wanted(self) -> bool:
+        """Begin (prepare/open); False when stopped first."""
+        self.begin()
+        return True
+
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def step(self) -> int:
+        raise NotImplementedError
+
+    def end(self) -> None:
         raise NotImplementedError
 
     # -- shared helpers -----------------------------------------------------------------------

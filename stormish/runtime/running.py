@@ -198,8 +198,11 @@ class RunningTopology:
                 return self.statistics()
             stuck = []
             try:
-                for w in self.workers:
-                    stuck += w.stop(STOP_WAIT)
+                if self.group is not None:
+                    stuck = self.group.stop_all(STOP_WAIT)
+                else:
+                    for w in self.workers:
+                        stuck += w.stop(STOP_WAIT)
                 if stuck and self.error is None:  # before the final statistics, which say it
                     self.error = (
                         f"executors still busy at stop, abandoned after {STOP_WAIT:g}s: "

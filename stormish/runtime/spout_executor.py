@@ -18,7 +18,7 @@ from ..failure import FAILED, TIMED_OUT, Failure
 from ..tuple import TICK_STREAM
 from . import wait
 from .emitters import SpoutCollector, UntrackedCollector
-from .executor import Executor
+from .executor import HELD, IDLE, WORK, Executor
 from .plan import ACK_ACK, ACK_FAIL, ACK_RESET
 from .rotating import RotatingMap
 
@@ -52,6 +52,7 @@ class SpoutExecutor(Executor):
         self.fail_counts: dict[Any, int] = {}
         self.dead_lettered = 0
         self.fail_takes_reason = _takes_reason(self.obj.fail)
+        self.opened = False
         self._bind()
 
     def _bind(self) -> None:
@@ -86,19 +87,32 @@ class SpoutExecutor(Executor):
         self.wanted_active = active
         self.queue.wake()
 
-    def run(self) -> None:
+    def begin_when_wanted(self) -> bool:
         # Submitted inactive: nothing is opened (so nothing is read or emitted) until the
         # topology is first activated.
         while self.running and not self.wanted_active:
             self.queue.wait(0.1)
         if not self.running:
-            return
+            return False
+        self.begin()
+        return True
+
+    def begin(self) -> None:
         self.obj.open(self.conf, self.context)
-        try:
-            self._loop()
-        finally:
-            self.collector.flush_all()
-            self.obj.close()
+        col = self.collector
+        self._acked_on_emit = col.acked_on_emit if isinstance(col, UntrackedCollector) else []
+        self._next_tuple: Callable[[], None] = self.obj.next_tuple
+        self.burst = 1
+        self.rotate_every = max(self.timeout / 2.0, 0.01)
+        t = self.clock.now()
+        self.next_rotate = t + self.rotate_every
+        self.next_flush = t + self.flush_every
+        self.idle = 0
+        self.opened = True
+
+    def end(self) -> None:
+        self.collector.flush_all()
+        self.obj.close()
 
     def _follow_activation(self) -> None:
         """Storm calls activate() once the spout is open and the topology active (at start
@@ -107,86 +121,79 @@ class SpoutExecutor(Executor):
             self.active = want = self.wanted_active
             (self.obj.activate if want else self.obj.deactivate)()
 
-    def _loop(self) -> None:
-        q, col, now = self.queue, self.collector, self.clock.now
+    def step(self) -> int:
+        """One turn of the spout loop: its own queue first (acks, fails, resets), then a
+        burst of next_tuple calls when it may emit. WORK, IDLE or HELD, as a bolt's."""
+        self.turns += 1
+        q, col = self.queue, self.collector
+        batches = q.consume()
+        if batches is not None:
+            for batch in batches:
+                self._control(batch)
+        if self.active is not self.wanted_active:
+            self._follow_activation()
+        t = self.clock.now()
+        if t >= self.next_rotate:
+            self._expire(self.inflight.rotate())
+            self.next_rotate = t + self.rotate_every
+        if t >= self.next_flush:
+            col.flush_all()
+            col.refresh_load()
+            self.next_flush = t + self.flush_every
         pending = col.pending
-        acked_on_emit = col.acked_on_emit if isinstance(col, UntrackedCollector) else []
-        next_tuple: Callable[[], None] = self.obj.next_tuple
-        max_pending, inflight, max_burst = self.max_pending, self.inflight, self.BURST
-        burst = 1
-        rotate_every = max(self.timeout / 2.0, 0.01)
-        t = now()
-        next_rotate = t + rotate_every
-        next_flush = t + self.flush_every
-        idle = 0
-        while self.running:
-            self.turns += 1
-            batches = q.consume()
-            if batches is not None:
-                for batch in batches:
-                    self._control(batch)
-            if self.active is not self.wanted_active:
-                self._follow_activation()
-            t = now()
-            if t >= next_rotate:
-                self._expire(inflight.rotate())
-                next_rotate = t + rotate_every
-            if t >= next_flush:
+        if pending and not col.flush_pending():
+            self._enter_bp(t)
+            return HELD
+        if self.bp_since is not None:
+            self._leave_bp(t)
+        max_pending, inflight = self.max_pending, self.inflight
+        if (
+            self.finished
+            or not self.active
+            or (max_pending is not None and len(inflight) >= max_pending)
+            or (self.feeds_cycle and self.worker.cycle_congested)
+        ):
+            if self.idle == 0:
                 col.flush_all()
-                col.refresh_load()
-                next_flush = t + self.flush_every
-            if pending and not col.flush_pending():
-                self._enter_bp(t)
-                idle = self.bp_wait.idle(idle, q)
-                continue
-            if self.bp_since is not None:
-                self._leave_bp(t)
-            if (
-                self.finished
-                or not self.active
-                or (max_pending is not None and len(inflight) >= max_pending)
-                or (self.feeds_cycle and self.worker.cycle_congested)
-            ):
-                if idle == 0:
-                    col.flush_all()
-                idle = self.idle_wait.idle(idle, q)
-                continue
-            before = col.transferred + col.pending_count + col.buffered()
-            calls = 0
-            if max_pending is None:
-                for calls in range(1, burst + 1):  # noqa: B007 - calls is read after
-                    next_tuple()
-                    if pending:
-                        break
-            else:
-                for calls in range(1, burst + 1):  # noqa: B007
-                    next_tuple()
-                    if pending or len(inflight) >= max_pending:
-                        break
-            if acked_on_emit:
-                self._ack_on_emit()
-            # Storm idles the spout after a next_tuple that emitted nothing. Checked per
-            # burst (a check per call costs the const spout ~20%): fewer tuples than
-            # calls means some calls were empty. A spout that only sometimes has data (a
-            # paced or polling source) must not spin: a spinning thread holds the GIL and
-            # every consumer it wakes then waits a whole switch interval for it.
-            # What it did emit is published before the wait (and the empty streak
-            # restarts), or it would sit in the outboxes until the flush interval.
-            # The burst adapts: it doubles (up to BURST) while every call emitted and
-            # falls back to one call after a burst with empty calls, so a spout with
-            # data runs long bursts and a paced one is not called 128 times for nothing
-            # on every wake-up (that alone made an idle-ish worker use a whole core).
-            produced = col.transferred + col.pending_count + col.buffered() - before
-            if produced < calls:
-                burst = 1
-                if produced or idle == 0:
-                    col.flush_all()
-                    idle = 0
-                idle = self.idle_wait.idle(idle, q)
-            else:
-                idle = 0
-                if burst < max_burst:
-                    burst = min(burst * 2, max_burst)
+            return IDLE
+        before = col.transferred + col.pending_count + col.buffered()
+        calls = 0
+        burst = self.burst
+        next_tuple = self._next_tuple
+        if max_pending is None:
+            for calls in range(1, burst + 1):  # noqa: B007 - calls is read after
+                next_tuple()
+                if pending:
+                    break
+        else:
+            for calls in range(1, burst + 1):  # noqa: B007
+                next_tuple()
+                if pending or len(inflight) >= max_pending:
+                    break
+        if self._acked_on_emit:
+            self._ack_on_emit()
+        # Storm idles the spout after a next_tuple that emitted nothing. Checked per
+        # burst (a check per call costs the const spout ~20%): fewer tuples than
+        # calls means some calls were empty. A spout that only sometimes has data (a
+        # paced or polling source) must not spin: a spinning thread holds the GIL and
+        # every consumer it wakes then waits a whole switch interval for it.
+        # What it did emit is published before the wait (and the empty streak
+        # restarts), or it would sit in the outboxes until the flush interval.
+        # The burst adapts: it doubles (up to BURST) while every call emitted and
+        # falls back to one call after a burst with empty calls, so a spout with
+        # data runs long bursts and a paced one is not called 128 times for nothing
+        # on every wake-up (that alone made an idle-ish worker use a whole core).
+        produced = col.transferred + col.pending_count + col.buffered() - before
+        if produced < calls:
+            self.burst = 1
+            if produced or self.idle == 0:
+                col.flush_all()
+                self.idle = 0
+            return IDLE
+        self.idle = 0
+        if burst < self.BURST:
+            self.burst = min(burst * 2, self.BURST)
+        return WORK
 
     def _ack_on_emit(self) -> None:
         acked_on_emit = self.collector.acked_on_emit  # type: ignore[attr-defined]

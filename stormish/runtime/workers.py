@@ -179,6 +179,41 @@ class ControlServer:
                 if time.monotonic() > deadline:
                     raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
 
+    def request_all(
+        self, asks: list[tuple[bytes, str, Any, Any, str]], timeout: float
+    ) -> list[Any]:
+        """Several requests, each to its own worker, under way at once: `asks` holds
+        (ident, verb, payload, alive, who); the replies come back in that order. Workers
+        carry out start and stop side by side instead of one after the other."""
+        with self.lock:
+            want: dict[tuple[bytes, int], int] = {}
+            for i, (ident, verb, payload, _alive, _who) in enumerate(asks):
+                req_id = next(self._ids)
+                want[(ident, req_id)] = i
+                self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
+            out: list[Any] = [None] * len(asks)
+            deadline = time.monotonic() + timeout
+            while want:
+                for src, frames in self._pump(20):
+                    try:
+                        ok, rid, value = ct.decode_reply(frames)
+                    except ct.ControlError:
+                        continue
+                    i = want.pop((src, rid), -1)
+                    if i < 0:
+                        continue
+                    if not ok:
+                        raise WorkerError(f"{asks[i][4]}: {asks[i][1]} failed: {value}")
+                    out[i] = value
+                for i in want.values():
+                    _ident, verb, _payload, alive, who = asks[i]
+                    if not alive():
+                        raise WorkerError(f"{who} died during {verb}")
+                if want and time.monotonic() > deadline:
+                    _ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
+                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
+            return out
+
     def close(self) -> None:
         self.sock.close(0)
         self.security.release(self.ctx)
@@ -207,6 +242,12 @@ class WorkerHandle:
         return os.path.join(self.group.logdir, f"worker-{self.index}.log")
 
     def launch(self) -> None:
+        self.spawn()
+        self.await_hello()
+
+    def spawn(self) -> None:
+        """Start the process; `await_hello` waits for it. Apart so that a group's workers
+        start side by side: each spends most of its start-up importing."""
         self.incarnation += 1
         self._final = None
         self._failure = None
@@ -250,6 +291,9 @@ class WorkerHandle:
             )
             t.start()
             self._pumps.append(t)
+
+    def await_hello(self) -> None:
+        assert self.proc is not None
         self.ident = self.group.control.wait_hello(
             self.group.plan.name, self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
@@ -366,7 +410,7 @@ class WorkerHandle:
         wait for the process to exit; a process that does not exit is killed."""
         self.stopped = True
         stuck: list[str] = []
-        if self.alive():
+        if self.alive() and self._final is None:
             try:
                 self._final = self._ask("stop", timeout, timeout=timeout + 10)
                 stuck = list(self._final["stuck"])
@@ -424,20 +468,56 @@ class WorkerGroup:
         self.active = active
         try:
             for h in self.handles:
-                h.launch()
+                h.spawn()
             for h in self.handles:
-                h.address = h._ask("assign", self.blob, timeout=START_TIMEOUT)
-            book = self.book()
-            for h in self.handles:
-                h._ask("peers", book)
-            for h in self.handles:
-                if not active:
-                    h._ask("active", False)
-                h._ask("start")
+                h.await_hello()
+            hs = self.handles
+            for h, address in zip(hs, self.ask_all(hs, "assign", self.blob), strict=True):
+                h.address = address
+            self.ask_all(hs, "peers", self.book())
+            if not active:
+                self.ask_all(hs, "active", False)
+            self.ask_all(hs, "start", None)
         except BaseException:
             self.close()
             raise
         return self.handles
+
+    def ask_all(
+        self, handles: list[WorkerHandle], verb: str, payload: Any, timeout: float = START_TIMEOUT
+    ) -> list[Any]:
+        """The same request to several workers at once; a worker that died is named."""
+        asks = [
+            (h.ident, verb, payload, h.alive, f"worker {h.index} (pid {h.pid})") for h in handles
+        ]
+        try:
+            return self.control.request_all(asks, timeout)
+        except WorkerError:
+            for h in handles:
+                why = h.failure()
+                if why is not None:
+                    raise WorkerError(why) from None
+            raise
+
+    def stop_all(self, timeout: float) -> list[str]:
+        """Stop every worker at once (each runs close/cleanup and exits); the executors
+        that did not stop in time, by name."""
+        live = [h for h in self.handles if h.alive() and h._final is None]
+        for h in self.handles:
+            h.stopped = True
+        stuck: list[str] = []
+        if live:
+            try:
+                finals = self.ask_all(live, "stop", timeout, timeout=timeout + 10)
+            except WorkerError as exc:  # one at a time then: the others still stop
+                finals = []
+                stuck.append(str(exc))
+            for h, final in zip(live, finals, strict=False):
+                h._final = final
+                stuck += list(final["stuck"])
+        for h in self.handles:
+            stuck += h.stop(timeout)  # what is left: the process's exit
+        return stuck
 
     def book(self) -> dict[int, str]:
         """Where each worker's link listens; asked only once every worker was assigned."""

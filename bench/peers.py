@@ -1,0 +1,315 @@
+"""stormish next to its peers: the same word count, the whole command timed (issue 12).
+
+Word count as `bench/core.py` (b): N pre-generated sentences of 8 words from a 1,000-word
+vocabulary (seeded), loaded from a pickle by the program itself, split -> group by word
+-> count, acking off. Every configuration runs as a user runs it (a fresh `python`
+process: start-up, load and run all timed), in interleaved rounds so that a slower
+spell of the machine hits every configuration alike. Prints per configuration the
+median, min and max of the rounds, the spread (max/min) and the ratios the issue's
+targets name.
+
+- bare:            one Python process: load + split + count in a loop (the floor)
+- bytewax -w1:     Bytewax 0.21.1, one worker (`python -m bytewax.run flow -w 1`)
+- bytewax -p2:     Bytewax, two processes of one worker (`python -m bytewax.testing -p 2`)
+- stormish wN tuple:  `stormish run wc.py -w N`, per-tuple `execute` as users write it
+- stormish wN batch:  the same with `execute_batch`
+
+Bytewax runs from a separate venv (its pinned dependencies stay out of ours):
+    python -m venv .venv-bytewax && .venv-bytewax/bin/pip install bytewax==0.21.1
+or point BYTEWAX_PYTHON at an interpreter that has it. Without it those rows are skipped
+with a message.
+
+Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax,...]
+     python bench/peers.py --startup       (10-sentence topology: start-up, whole command)
+     python bench/peers.py --acking        (adds stormish with acking on)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = [f"w{i:03d}x" for i in range(1000)]
+
+BARE = """
+import os, pickle
+with open(os.environ["PEERS_DATA"], "rb") as f:
+    data = pickle.load(f)
+counts = {}
+get = counts.get
+for s in data:
+    for w in s.split():
+        counts[w] = get(w, 0) + 1
+print("words", sum(counts.values()))
+"""
+
+BYTEWAX = """
+import os, pickle, sys
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
+from bytewax.testing import TestingSource
+
+with open(os.environ["PEERS_DATA"], "rb") as f:
+    data = pickle.load(f)
+
+
+class _Total(StatelessSinkPartition):
+    def __init__(self):
+        self.n = 0
+
+    def write_batch(self, items):
+        for _word, c in items:
+            self.n += c
+
+    def close(self):
+        os.write(1, f"words {self.n}\\n".encode())  # one write: processes share the pipe
+
+
+class Total(DynamicSink):
+    def build(self, step_id, worker_index, worker_count):
+        return _Total()
+
+
+flow = Dataflow("wc")
+lines = op.input("in", flow, TestingSource(data, batch_size=64))
+words = op.flat_map("split", lines, str.split)
+counts = op.count_final("count", words, lambda w: w)
+op.output("out", counts, Total())
+"""
+
+STORMISH = """
+import os, pickle
+from stormish import BasicBolt, Spout, Topology
+
+PAR = int(os.environ.get("PEERS_PAR", "1"))
+BATCH = os.environ.get("PEERS_API") == "batch"
+ACKING = os.environ.get("PEERS_ACKING") == "1"
+
+
+class Sentences(Spout):
+    outputs = ["sentence"]
+
+    def open(self, conf, context):
+        with open(os.environ["PEERS_DATA"], "rb") as f:
+            self.data = pickle.load(f)
+        self.step = 64 * len(context.component_tasks)
+        self.i = 64 * context.task_index
+
+    def next_tuple(self):
+        i = self.i
+        if i >= len(self.data):
+            self.finish()
+            return
+        chunk = self.data[i : i + 64]
+        self.i = i + self.step
+        emit = self.emit
+        if ACKING:
+            for j, s in enumerate(chunk):
+                emit((s,), msg_id=i + j)
+        else:
+            for s in chunk:
+                emit((s,))
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        emit = self.emit
+        for w in tup.values[0].split():
+            emit((w,))
+
+
+class Count(BasicBolt):
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def execute(self, tup):
+        w = tup.values[0]
+        self.counts[w] = self.counts.get(w, 0) + 1
+
+
+class SplitBatch(BasicBolt):
+    outputs = ["word"]
+
+    def execute_batch(self, batch):
+        emit = self.emit
+        for (s,) in batch.values:
+            for w in s.split():
+                emit((w,))
+
+
+class CountBatch(BasicBolt):
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def execute_batch(self, batch):
+        counts = self.counts
+        get = counts.get
+        for (w,) in batch.values:
+            counts[w] = get(w, 0) + 1
+
+
+topology = Topology("wc")
+topology.set_spout("sentences", Sentences(), parallelism=PAR)
+split = topology.set_bolt("split", SplitBatch() if BATCH else Split(), parallelism=PAR)
+split.local_or_shuffle_grouping("sentences")
+count = topology.set_bolt("count", CountBatch() if BATCH else Count(), parallelism=PAR)
+count.fields_grouping("split", ["word"])
+topology.config["topology.acker.executors"] = 1 if ACKING else 0
+"""
+
+
+def make_data(n: int, path: Path) -> None:
+    rnd = random.Random(42)
+    data = [" ".join(rnd.choice(VOCAB) for _ in range(8)) for _ in range(n)]
+    with open(path, "wb") as f:
+        pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def bytewax_python() -> str | None:
+    cand = os.environ.get("BYTEWAX_PYTHON") or str(ROOT / ".venv-bytewax" / "bin" / "python")
+    if not Path(cand).exists():
+        return None
+    ok = subprocess.run([cand, "-c", "import bytewax"], capture_output=True).returncode == 0
+    return cand if ok else None
+
+
+class Config:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], words_from: str):
+        self.name, self.argv, self.env, self.words_from = name, argv, env, words_from
+        self.times: list[float] = []
+
+
+def run_once(cfg: Config, workdir: Path, expect_words: int) -> float:
+    env = dict(os.environ, **cfg.env)
+    t0 = time.perf_counter()
+    p = subprocess.run(cfg.argv, cwd=workdir, env=env, capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{cfg.name} failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
+    words = count_words(cfg, p.stdout, workdir)
+    if words != expect_words:
+        raise SystemExit(f"{cfg.name}: counted {words} words, expected {expect_words}")
+    return secs
+
+
+def count_words(cfg: Config, out: str, workdir: Path) -> int:
+    if cfg.words_from == "stats":
+        stats = json.loads((workdir / "stats.json").read_text())
+        return int(stats["components"]["count"]["executed"])
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("words "))
+
+
+def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
+    py = sys.executable
+    data = {"PEERS_DATA": str(workdir / "data.pkl")}
+    out: list[Config] = []
+    only = set(args.only.split(",")) if args.only else {"bare", "bytewax", "stormish"}
+    if "bare" in only:
+        out.append(Config("bare python loop", [py, "bare.py"], data, "stdout"))
+    if "bytewax" in only:
+        bw = bytewax_python()
+        if bw is None:
+            print(
+                "SKIPPED bytewax: no interpreter with bytewax (python -m venv .venv-bytewax"
+                " && .venv-bytewax/bin/pip install bytewax==0.21.1, or set BYTEWAX_PYTHON)"
+            )
+        else:
+            run = [bw, "-m", "bytewax.run", "bw_wc:flow", "-w", "1"]
+            out.append(Config("bytewax -w1", run, data, "stdout"))
+            if not args.no_two:
+                run2 = [bw, "-m", "bytewax.testing", "bw_wc:flow", "-w", "1", "-p", "2"]
+                out.append(Config("bytewax -p2", run2, data, "stdout"))
+    if "stormish" in only:
+        sm = [py, "-m", "stormish.cli", "run", "sm_wc.py", "--stats-json", "stats.json"]
+        sm += [a for kv in args.config for a in ("-c", kv)]
+        if args.profile:
+            sm += ["--profile", args.profile]
+        workers = (1,) if args.no_two else (1, 2)
+        apis = ("tuple",) if args.no_batch else ("tuple", "batch")
+        for w in workers:
+            for api in apis:
+                env = dict(data, PEERS_PAR=str(w), PEERS_API=api)
+                out.append(Config(f"stormish w{w} {api}", sm + ["-w", str(w)], env, "stats"))
+        if args.acking:
+            for w in workers:
+                env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
+                name = f"stormish w{w} tuple acking"
+                out.append(Config(name, sm + ["-w", str(w)], env, "stats"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sentences", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default=None, help="comma list of: bare, bytewax, stormish")
+    ap.add_argument("--acking", action="store_true", help="stormish with acking on too")
+    ap.add_argument("--no-two", action="store_true", help="one worker/process only")
+    ap.add_argument("--no-batch", action="store_true", help="stormish per-tuple API only")
+    ap.add_argument("--startup", action="store_true", help="10 sentences: start-up cost")
+    ap.add_argument("--profile", default=None, help="stormish --profile")
+    ap.add_argument("-c", "--config", action="append", default=[], help="stormish -c K=V")
+    args = ap.parse_args()
+    if args.startup:
+        args.sentences = 10
+        args.no_batch = True
+    with tempfile.TemporaryDirectory(prefix="stormish-peers-") as tmp:
+        workdir = Path(tmp)
+        make_data(args.sentences, workdir / "data.pkl")
+        (workdir / "bare.py").write_text(BARE)
+        (workdir / "bw_wc.py").write_text(BYTEWAX)
+        (workdir / "sm_wc.py").write_text(STORMISH)
+        cfgs = configs(args, workdir)
+        words = 8 * args.sentences
+        print(
+            f"word count, {args.sentences:,} sentences x 8 words = {words:,} words, acking off "
+            f"unless named; whole command (python start-up, load, run, exit); "
+            f"{args.rounds} interleaved rounds; {os.cpu_count()} cores"
+        )
+        for cfg in cfgs:  # warm the page cache and .pyc files: not timed
+            run_once(cfg, workdir, words)
+        for _ in range(args.rounds):
+            for cfg in cfgs:
+                cfg.times.append(run_once(cfg, workdir, words))
+        report(cfgs, words)
+
+
+def report(cfgs: list[Config], words: int) -> None:
+    med = {c.name: statistics.median(c.times) for c in cfgs}
+    print(
+        f"{'configuration':<28}{'median s':>9}{'min s':>8}{'max s':>8}{'spread':>8}"
+        f"{'M words/s':>11}{'vs bytewax -w1':>16}"
+    )
+    base = med.get("bytewax -w1")
+    for c in cfgs:
+        m = med[c.name]
+        spread = max(c.times) / min(c.times)
+        vs = f"{base / m:>15.2f}x" if base else f"{'-':>16}"
+        print(
+            f"{c.name:<28}{m:>9.3f}{min(c.times):>8.3f}{max(c.times):>8.3f}"
+            f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}"
+        )
+    for api in ("tuple", "batch"):
+        one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
+        if one and two:
+            print(f"stormish {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command)")
+    one, ack = med.get("stormish w1 tuple"), med.get("stormish w1 tuple acking")
+    if one and ack:
+        print(f"stormish w1 acking on / off = {one / ack:.2f} (whole command)")
+
+
+if __name__ == "__main__":
+    main()
