@@ -235,6 +235,32 @@ KEYS: dict[str, Key] = {
             "keeps draining input; spouts feeding the cycle pause at half of it",
         ),
         Key(
+            "topology.worker.scheduler",
+            "cooperative",
+            _choice("cooperative", "threads"),
+            "how a worker runs its executors: cooperative (one scheduler thread runs them "
+            "in bounded turns: under the GIL threads buy no parallelism and cost hand-offs "
+            "and run-to-run spread; docs/design-notes.md) or threads (Storm's thread per "
+            "executor)",
+            "topology",
+        ),
+        Key(
+            "topology.executor.own.thread",
+            False,
+            _bool,
+            "this component's executors get a thread of their own under the cooperative "
+            "scheduler: for user code that blocks (I/O, waits), so it never holds up the "
+            "others",
+        ),
+        Key(
+            "topology.scheduler.blocking.millis",
+            100,
+            _num(0),
+            "a scheduler turn that runs longer than this moves its executor to a thread of "
+            "its own (it blocks; the others go on on a new scheduler thread); 0: never",
+            "topology",
+        ),
+        Key(
             "topology.worker.gc.threshold",
             50_000,
             _int(0),

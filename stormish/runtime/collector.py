@@ -158,9 +158,41 @@ class Collector:
         if sh is not None:
             self._spread(sh, rows, None)
             return
+        only = route.only
+        if only is not None:
+            self._extend(only, rows)
+            return
+        single = route.single
+        if single is not None:  # one subscriber: a pick per row, no call for the rest
+            fc, fidx, size, flush = route.fcache, route.fidx, self.batch_size, self.flush
+            for v in rows:
+                if fc is not None:
+                    try:
+                        ob = fc[v[fidx]]
+                    except (KeyError, TypeError):
+                        ob = single(v)
+                else:
+                    ob = single(v)
+                if ob.__class__ is not Outbox:  # a fan-out picker (all, custom)
+                    self._put_all(self._deliveries(route, v), v, None)
+                    continue
+                ob.append(v)
+                if len(ob) >= size:
+                    flush(ob)
+            return
         put_all, deliveries = self._put_all, self._deliveries
         for v in rows:
             put_all(deliveries(route, v), v, None)
+
+    def _extend(self, ob: Outbox, rows: Sequence[Any]) -> None:
+        """Untracked rows all to one outbox, in slices of the batch."""
+        size, n, i = self.batch_size, len(rows), 0
+        while i < n:
+            j = min(n, i + max(1, size - len(ob)))
+            ob.extend(rows[i:j])
+            i = j
+            if len(ob) >= size:
+                self.flush(ob)
 
     def _spread(self, sh: g.Shuffle, rows: Sequence[Any], metas: list | None) -> None:
         n = len(rows)

@@ -50,9 +50,16 @@ class UntrackedCollector(Collector):
         route = self.routes.get(stream)
         if route is None or stream != self.last_stream or len(values) != route.arity:
             route = self._route(stream, values)
-        sh = route.shuffle1
-        if sh is not None:
-            ob = sh.pick_next()
+        ob = route.only
+        if ob is not None:
+            pass
+        elif route.shuffle1 is not None:
+            ob = route.shuffle1.pick_next()
+        elif route.fcache is not None:
+            try:
+                ob = route.fcache[values[route.fidx]]
+            except (KeyError, TypeError):
+                ob = route.single(values)  # type: ignore[misc]
         elif route.single is not None:
             ob = route.single(values)
             if ob.__class__ is not Outbox:

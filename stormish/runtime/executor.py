@@ -45,7 +45,9 @@ class Executor:
         self.conf = plan.component_conf(self.component)
         self.clock = worker.clock
         self.running = True
-        self.thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # the thread running it
+        self.scheduler: Any = None  # the Scheduler whose thread runs it, if one does
+        self.begun = False  # prepare/open ran (on the thread that runs it)
         self.bp_wait = wait.from_config(self.conf, "backpressure")
         self.flush_every = self.conf["topology.batch.flush.interval.millis"] / 1000.0
         self.on_cycle = self.component in plan.on_cycle
@@ -82,11 +84,15 @@ class Executor:
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, never lost
-            rep = self._record_error(exc, "fatal")
-            self.fatal = f"component {self.component!r} task {self.task}: {rep.headline}"
-            self.worker.executor_failed(self)
+            self.fail_fatally(exc)
         finally:
             self.done = True
+
+    def fail_fatally(self, exc: BaseException) -> None:
+        """The task ends: its error is recorded and the worker told."""
+        rep = self._record_error(exc, "fatal")
+        self.fatal = f"component {self.component!r} task {self.task}: {rep.headline}"
+        self.worker.executor_failed(self)
 
     def stop(self) -> None:
         self.running = False
@@ -98,19 +104,28 @@ class Executor:
         if not self.begin_when_wanted():
             return
         try:
-            q, step, bp_wait, idle_wait = self.queue, self.step, self.bp_wait, self.idle_wait
-            while self.running:
-                r = step()
-                if r == IDLE:
-                    self.idle = idle_wait.idle(self.idle, q)
-                elif r == HELD:
-                    self.idle = bp_wait.idle(self.idle, q if self.is_spout else None)
+            self.drive()
         finally:
             self.end()
 
+    def drive(self) -> None:
+        """Turns until stopped, idling between turns that found nothing to do."""
+        q, step, bp_wait, idle_wait = self.queue, self.step, self.bp_wait, self.idle_wait
+        bp_q = q if self.is_spout else None
+        while self.running:
+            r = step()
+            if r == IDLE:
+                self.idle = idle_wait.idle(self.idle, q)
+            elif r == HELD:
+                self.idle = bp_wait.idle(self.idle, bp_q)
+
     def begin_when_wanted(self) -> bool:
-        """Begin (prepare/open); False when stopped first."""
+        """Begin (prepare/open) on this thread; False when stopped first."""
         self.begin()
+        return True
+
+    def wants_to_begin(self) -> bool:
+        """Whether `begin` may run now (a spout submitted inactive opens when activated)."""
         return True
 
     def begin(self) -> None:

@@ -81,7 +81,12 @@ class Fields:
         self.n = len(self.outboxes)
         self.cache: dict[Any, Any] = {}
         self.indices = tuple(indices)
-        self.pick = self._single_pick(indices[0]) if len(indices) == 1 else self._multi_pick
+        if len(indices) == 1:
+            pick = self._single_pick(indices[0])
+            pick.fields_grouping = self  # type: ignore[attr-defined] - routes read its cache
+            self.pick: Callable[[Sequence[Any]], Any] = pick
+        else:
+            self.pick = self._multi_pick
 
     def _single_pick(self, idx: int) -> Callable[[Sequence[Any]], Any]:
         cache, miss = self.cache, self._miss

@@ -155,6 +155,14 @@ class ReceiveQueue:
         """Fill ratio, for load-aware shuffle."""
         return (self.size + self.overflow_size) / self.capacity
 
+    def share_wakeup(self, wakeup: Wakeup) -> None:
+        """Signal `wakeup` instead: one scheduler thread waits for all its queues."""
+        self._event = wakeup
+
+    def own_wakeup(self) -> None:
+        """Back to a wake-up of its own (its executor got a thread of its own)."""
+        self._event = Wakeup()
+
     def wake(self) -> None:
         self._event.set()
 

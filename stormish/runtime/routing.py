@@ -48,6 +48,9 @@ class Route:
         "shuffles",
         "system",
         "shuffle1",
+        "only",
+        "fcache",
+        "fidx",
     )
 
     def __init__(self, stream: str, arity: int):
@@ -61,6 +64,12 @@ class Route:
         self.extra = 0  # emits counted directly (no subscriber, or a fan-out first picker)
         self.shuffles: list[g.Shuffle] = []
         self.shuffle1: g.Shuffle | None = None  # the only subscriber, by shuffle
+        # the emit fast paths, read inline (a Python call per tuple less): the one outbox
+        # every tuple goes to (one subscriber of one task), or a one-field fields
+        # grouping's key cache and key index (a miss calls `single`)
+        self.only: Outbox | None = None
+        self.fcache: dict[Any, Any] | None = None
+        self.fidx = 0
         self.system = stream.startswith("__")
 
 
@@ -94,6 +103,11 @@ def build_routes(
             route.single = route.pickers[0]
             if len(route.shuffles) == 1:
                 route.shuffle1 = route.shuffles[0]
+            if route.count_boxes and len(route.count_boxes) == 1 and not route.direct:
+                route.only = route.count_boxes[0]
+            fields = getattr(route.single, "fields_grouping", None)
+            if fields is not None and len(fields.indices) == 1:
+                route.fcache, route.fidx = fields.cache, fields.indices[0]
         routes[stream] = route
     return routes, outboxes
 

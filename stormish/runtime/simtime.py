@@ -80,6 +80,9 @@ def snapshot(worker: Any, clock: Any) -> Snapshot:
         col = ex.collector
         thread = ex.thread
         until = clock.sleeping_until(thread.ident if thread is not None else None)
+        sched = ex.scheduler
+        if sched is not None and sched.current is not ex:
+            until = None  # its scheduler's thread sleeps in another executor's turn
         views.append(
             ExecutorView(
                 f"{ex.component}[{ex.task}]",

@@ -97,6 +97,9 @@ class SpoutExecutor(Executor):
         self.begin()
         return True
 
+    def wants_to_begin(self) -> bool:
+        return self.wanted_active
+
     def begin(self) -> None:
         self.obj.open(self.conf, self.context)
         col = self.collector

@@ -70,3 +70,14 @@ def from_config(conf: Mapping[str, Any], use: str) -> Progressive | Park:
     if name == "park":
         return Park(conf[f"{p}.park.microsec"])
     raise ValueError(f"config key '{p}.strategy': unknown wait strategy {name!r}")
+
+
+def park_seconds(strategy: Progressive | Park) -> float:
+    """How long the strategy waits once it waits (a scheduler parks for the shortest)."""
+    return strategy.sleep_s if isinstance(strategy, Progressive) else strategy.park_s
+
+
+def spin_count(strategy: Progressive | Park) -> int:
+    """Retries before it waits (level 1; level 2's yields have no meaning for a
+    scheduler thread, which has nobody in the worker to yield to)."""
+    return strategy.level1 if isinstance(strategy, Progressive) else 0

@@ -20,6 +20,7 @@ from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
 from ..tuple import TICK_STREAM
+from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .context import TopologyContext
@@ -28,9 +29,11 @@ from .error_report import ErrorReport
 from .executor import Executor
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
+from .scheduler import Scheduler, Watchdog
 from .spout_executor import SpoutExecutor
 from .stats import TaskStats
 from .ticks import TickSchedule
+from .wakeup import Wakeup
 
 TICK_TASK = 0
 debug_log = logging.getLogger("stormish.debug")
@@ -69,6 +72,8 @@ class Worker:
         self.cycle_congested = False
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
+        self.schedulers: list[Scheduler] = []
+        self._watchdog: Watchdog | None = None
         blobs = blobs or {n: cloudpickle.dumps(s.obj) for n, s in plan.components.items()}
         self.executors: dict[int, Executor] = {}
         for t in sorted(self.local_tasks):
@@ -109,8 +114,32 @@ class Worker:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        for ex in self.executors.values():
+        conf = self.plan.conf
+        if conf["topology.worker.scheduler"] == "threads":
+            own, shared = list(self.executors.values()), []
+        else:
+            own = [ex for ex in self.executors.values() if ex.conf["topology.executor.own.thread"]]
+            shared = [ex for ex in self.executors.values() if ex not in own]
+        for ex in own:
             ex.start()
+        if shared:
+            wakeup = Wakeup()
+            waits = [w for ex in shared for w in (ex.idle_wait, ex.bp_wait)]
+            park_s = min(wait.park_seconds(w) for w in waits)
+            spin = min(wait.spin_count(w) for w in waits)
+
+            def make(executors: list[Executor]) -> Scheduler:
+                n = len(self.schedulers)
+                name = f"worker-{self.index}-scheduler" + (f"-{n}" if n else "")
+                return Scheduler(executors, wakeup, park_s, spin, name)
+
+            first = make(shared)
+            self.schedulers.append(first)
+            first.start()
+            limit = conf["topology.scheduler.blocking.millis"] / 1000.0
+            if limit > 0 and len(shared) > 1:
+                self._watchdog = Watchdog(self.schedulers, limit, make)
+                self._watchdog.start()
         # the schedule starts now, not when the timer thread first runs
         sched = TickSchedule(self._tick_freqs(), self.clock.now())
         self._timer = threading.Thread(
@@ -131,6 +160,9 @@ class Worker:
                 ex.thread.join(max(0.0, deadline - self.clock.now()))
                 if ex.thread.is_alive():
                     stuck.append(f"{ex.component}[{ex.task}]")
+        if self._watchdog is not None:
+            self._watchdog.stop.set()
+            self._watchdog.thread.join(1.0)
         if self._timer is not None:
             self._timer.join(1.0)
         if self.link is not None:

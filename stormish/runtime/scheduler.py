@@ -1,0 +1,210 @@
+"""One thread runs a worker's executors in turns: the execution model for the GIL.
+
+Storm gives every executor a thread, which on the JVM buys parallelism. Under the GIL it
+buys none: three to five busy executor threads take turns on one lock, every hand-off
+costs a wake-up, and which thread gets the GIL next decides the rate (the same word count
+took 2.2 to 4.0 s from one run to the next). Here one scheduler thread runs the loop
+turns (`Executor.step`) of a worker's executors round-robin. Each turn is bounded (a bolt
+consumes at most its queue's budget, a spout calls `next_tuple` at most a burst), so no
+executor starves another; Storm's loops keep their meaning inside the turn: the
+pendingEmitQ is flushed first, a parked executor reads no input (except on a cycle), a
+spout drains its own queue first and honours max.spout.pending.
+
+When a whole round found nothing to do, the thread parks on one wake-up shared by all
+its executors' queues, up to the shortest wait among their strategies, so new input ends
+the wait at once and timers (rotation, flushes, backpressure retries) still run.
+
+Executors whose user code blocks get a thread of their own, so a bolt stuck in I/O never
+stops its siblings: declared (`topology.executor.own.thread`, per component), or
+detected: a watchdog thread sees a turn that has run longer than
+`topology.scheduler.blocking.millis`; that executor keeps the thread it is blocked on
+(which, once the turn returns, runs only that executor's loop) and a new scheduler thread
+takes over the others. Nothing is moved under a running turn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .executor import HELD, IDLE, WORK, Executor
+from .wakeup import Wakeup
+
+WATCH_EVERY = 0.02  # the watchdog's period, seconds
+
+
+class Scheduler:
+    """Runs `executors` in turns on one thread."""
+
+    def __init__(
+        self,
+        executors: list[Executor],
+        wakeup: Wakeup,
+        park_s: float,
+        spin_rounds: int,
+        name: str,
+    ):
+        self.executors = executors
+        self.wakeup = wakeup
+        self.park_s = park_s
+        self.spin_rounds = spin_rounds
+        self.name = name
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        # what the watchdog reads: the executor in a turn (None between turns), since when
+        self.current: Executor | None = None
+        self.since = 0.0
+        self.evicted: Executor | None = None
+        for ex in executors:
+            ex.queue.share_wakeup(wakeup)
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        for ex in self.executors:
+            ex.thread = self.thread
+            ex.scheduler = self
+        self.thread.start()
+
+    def evict(self, ex: Executor, started: float) -> list[Executor] | None:
+        """From the watchdog: `ex` has been in one turn since `started`. It keeps this
+        thread; the others are returned for a new scheduler (None: the turn ended
+        meanwhile, nothing moves)."""
+        with self.lock:
+            if self.current is not ex or self.since != started or self.evicted is not None:
+                return None
+            self.evicted = ex
+            ex.scheduler = None
+            rest = [e for e in self.executors if e is not ex]
+            self.executors = [ex]
+            return rest
+
+    def _main(self) -> None:
+        live = list(self.executors)
+        # not begun yet (a spout submitted inactive waits to open); a scheduler taking
+        # over from a blocked one gets executors that began there
+        waiting = [ex for ex in live if not ex.begun]
+        begun = [ex for ex in live if ex.begun]
+        rounds_idle = 0
+        monotonic = time.monotonic
+        lock = self.lock
+        while True:
+            if waiting:
+                for ex in list(waiting):
+                    if not ex.running:
+                        waiting.remove(ex)
+                        live.remove(ex)
+                        ex.done = True
+                    elif ex.wants_to_begin():
+                        waiting.remove(ex)
+                        if self._guard(ex, ex.begin):
+                            ex.begun = True
+                            begun.append(ex)
+                        else:  # prepare/open failed: the task is dead, as with a thread
+                            live.remove(ex)
+                            ex.done = True
+            if not live:
+                return
+            did = False
+            for ex in begun:
+                if not ex.running:
+                    did = True  # the list changes: look again at once
+                    self._finish(ex)
+                    begun.remove(ex)
+                    live.remove(ex)
+                    break
+                with lock:
+                    self.current = ex
+                    self.since = monotonic()
+                try:
+                    r = ex.step()
+                except BaseException as exc:  # noqa: BLE001 - the executor dies, not us
+                    ex.fail_fatally(exc)
+                    self._end_quietly(ex)
+                    begun.remove(ex)
+                    live.remove(ex)
+                    did = True
+                    r = WORK
+                with lock:
+                    self.current = None
+                    evicted = self.evicted
+                if evicted is not None:
+                    self._become(evicted)
+                    return
+                if r == WORK:
+                    did = True
+                elif r in (IDLE, HELD):
+                    ex.idle += 1
+            if did:
+                rounds_idle = 0
+                continue
+            rounds_idle += 1
+            if rounds_idle > self.spin_rounds:
+                self._park(begun, waiting)
+
+    def _park(self, begun: list[Executor], waiting: list[Executor]) -> None:
+        queues = [ex.queue for ex in begun]
+        for q in queues:
+            q.parked = True
+        try:
+            if not any(q.has_data() for q in queues):
+                self.wakeup.wait(0.1 if waiting and not begun else self.park_s)
+        finally:
+            for q in queues:
+                q.parked = False
+            self.wakeup.clear()
+
+    def _become(self, ex: Executor) -> None:
+        """This thread is `ex`'s own now: its turn blocked; the others moved on."""
+        ex.queue.own_wakeup()
+        if self._guard(ex, ex.drive):
+            self._finish(ex)
+        else:
+            self._end_quietly(ex)
+
+    def _guard(self, ex: Executor, fn: Callable[[], Any]) -> bool:
+        try:
+            fn()
+            return True
+        except BaseException as exc:  # noqa: BLE001
+            ex.fail_fatally(exc)
+            return False
+
+    def _finish(self, ex: Executor) -> None:
+        self._guard(ex, ex.end)
+        ex.done = True
+
+    def _end_quietly(self, ex: Executor) -> None:
+        try:
+            ex.end()
+        except BaseException:  # noqa: BLE001 - already failed; its first error is kept
+            pass
+        ex.done = True
+
+
+class Watchdog:
+    """Moves an executor whose turn blocks to a thread of its own (see the module doc)."""
+
+    def __init__(self, schedulers: list[Scheduler], limit_s: float, make: Callable[..., Scheduler]):
+        self.schedulers = schedulers
+        self.limit_s = limit_s
+        self.make = make
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="scheduler-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(WATCH_EVERY):
+            now = time.monotonic()
+            for s in list(self.schedulers):
+                ex, since = s.current, s.since
+                if ex is None or now - since < self.limit_s or len(s.executors) < 2:
+                    continue
+                rest = s.evict(ex, since)
+                if rest:
+                    new = self.make(rest)
+                    self.schedulers.append(new)
+                    new.start()
