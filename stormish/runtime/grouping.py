@@ -83,7 +83,7 @@ class Fields:
         self.indices = tuple(indices)
         if len(indices) == 1:
             pick = self._single_pick(indices[0])
-            pick.fields_grouping = self  # type: ignore[attr-defined] - routes read its cache
+            setattr(pick, "fields_grouping", self)  # noqa: B010 - routes read its cache
             self.pick: Callable[[Sequence[Any]], Any] = pick
         else:
             self.pick = self._multi_pick

@@ -105,9 +105,9 @@ def build_routes(
                 route.shuffle1 = route.shuffles[0]
             if route.count_boxes and len(route.count_boxes) == 1 and not route.direct:
                 route.only = route.count_boxes[0]
-            fields = getattr(route.single, "fields_grouping", None)
-            if fields is not None and len(fields.indices) == 1:
-                route.fcache, route.fidx = fields.cache, fields.indices[0]
+            fg: g.Fields | None = getattr(route.single, "fields_grouping", None)
+            if fg is not None and len(fg.indices) == 1:
+                route.fcache, route.fidx = fg.cache, fg.indices[0]
         routes[stream] = route
     return routes, outboxes
 

@@ -198,8 +198,9 @@ class RunningTopology:
                 return self.statistics()
             stuck = []
             try:
-                if self.group is not None:
-                    stuck = self.group.stop_all(STOP_WAIT)
+                stop_all = getattr(self.group, "stop_all", None)  # local worker processes
+                if stop_all is not None:
+                    stuck = stop_all(STOP_WAIT)
                 else:
                     for w in self.workers:
                         stuck += w.stop(STOP_WAIT)

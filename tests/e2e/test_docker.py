@@ -190,6 +190,7 @@ def test_workers_run_on_while_the_nimbus_container_restarts(deployment):
     poll_for(lambda: deployment.status("steady") == "running", 120, 0.5, "running")
     deployment.run("restart", "-t", "2", "nimbus")
     poll_for(lambda: deployment.status("steady") == "running", 120, 1.0, "steady after restart")
+
     # the restored status reads "running" before every worker said hello: each worker's
     # next heartbeat (supervisor mode, every few seconds) is what adopts it
     def adopted() -> bool:
