@@ -41,6 +41,7 @@ class ReceiveQueue:
         "published",
         "budget",
         "taken",
+        "on_drain",
     )
 
     def __init__(self, capacity: int, budget: int | None = None):
@@ -58,6 +59,10 @@ class ReceiveQueue:
         self._event = Wakeup()
         self.parked = False
         self.published = 0
+        # called (consumer thread, under the lock: it must only set a flag) when a take
+        # empties the overflowQ: the link runs its backpressure check then, not up to a
+        # whole timer period later, while the remote upstreams wait for the all-clear
+        self.on_drain: Any = None
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         """Place a batch of n tuples if it fits; False means full (nothing was placed)."""
@@ -133,6 +138,8 @@ class ReceiveQueue:
             moved += n
         self.overflow_size -= moved
         self.taken += taken + moved
+        if moved and not ov and self.on_drain is not None:
+            self.on_drain()
         return out
 
     def __len__(self) -> int:

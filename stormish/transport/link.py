@@ -115,6 +115,7 @@ class WorkerLink:
         self._new_peers: deque[tuple[int, str]] = deque()
         self._draining = False
         self._seq = 0
+        self._drain_hint = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # statistics
@@ -135,6 +136,8 @@ class WorkerLink:
         """The local tasks' receive queues (the worker is built with our remote targets,
         so the link exists first)."""
         self.queues = queues
+        for q in queues.values():
+            q.on_drain = self._drained
         self.tracker = BackpressureTracker(
             self.index,
             list(queues),
@@ -190,9 +193,16 @@ class WorkerLink:
                         break
                     self._on_message([p.buffer for p in parts], parts[0])
             now = time.monotonic()
-            if now >= next_check:
+            if now >= next_check or self._drain_hint:
+                self._drain_hint = False
                 next_check = now + self.check_every
                 self._timer()
+
+    def _drained(self) -> None:
+        """A task's overflowQ just emptied (its consumer's thread): check at the next poll
+        (within POLL_MS) instead of at the next timer tick (Storm: up to the whole
+        backpressure-check period, during which the remote upstreams stay stopped)."""
+        self._drain_hint = True
 
     def _on_message(self, parts: list, first: Any = None) -> None:
         """One received message; `first`, its first zmq.Frame, says which connection it

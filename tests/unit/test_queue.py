@@ -457,3 +457,23 @@ def test_wait_times_out_when_nothing_arrives():
     elapsed = time.monotonic() - t0
     assert 0.015 <= elapsed < 5.0
     assert q.parked is False
+
+
+def test_a_take_that_empties_the_overflow_tells_the_link_at_once():
+    """The link's backpressure check runs when a task's overflowQ drains, not a whole
+    timer period later (the remote upstreams wait for that all-clear)."""
+    q = ReceiveQueue(4, budget=2)  # a take: one batch of the overflow below
+    calls = []
+    q.on_drain = lambda: calls.append(len(q.overflow))
+    q.publish_remote((0, "s", [1, 2, 3, 4], None), 4)
+    assert q.publish_remote((0, "s", [5, 6], None), 2) == 2  # to the overflowQ
+    assert q.publish_remote((0, "s", [7, 8], None), 2) == 4
+    q.consume()  # the queue's batch only (a take is whole batches, at least one)
+    assert calls == []
+    q.consume()  # the first overflow batch: one left
+    assert calls == []
+    q.consume()  # the last: drained
+    assert calls == [0]
+    q.publish_remote((0, "s", [9], None), 1)
+    q.consume()
+    assert calls == [0]  # a take with no overflow says nothing
