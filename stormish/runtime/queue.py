@@ -42,12 +42,19 @@ class ReceiveQueue:
         "budget",
         "taken",
         "on_drain",
+        "local_limit",
     )
 
-    def __init__(self, capacity: int, budget: int | None = None):
+    def __init__(self, capacity: int, budget: int | None = None, remote_reserve: int = 0):
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
+        # Local producers fill the queue up to `local_limit` only: the rest is headroom for
+        # batches from other workers, which cannot be refused (they go to the overflowQ,
+        # and the task is flagged to its remote upstreams until it drains). Without it a
+        # local upstream that emits in bursts (a split: 8 words a sentence) kept the queue
+        # full, and nearly every remote batch overflowed and stopped the other worker.
+        self.local_limit = max(1, capacity - remote_reserve)
         self.budget = default_budget(capacity) if budget is None else max(1, budget)
         self.taken = 0  # tuples handed to the consumer, ever
         self._q: deque[Batch] = deque()
@@ -68,7 +75,7 @@ class ReceiveQueue:
         """Place a batch of n tuples if it fits; False means full (nothing was placed)."""
         with self._lock:
             size = self.size
-            if (size + n > self.capacity and size) or self.overflow:
+            if (size + n > self.local_limit and size) or self.overflow:
                 return False
             self.size = size + n
             self._q.append(batch)

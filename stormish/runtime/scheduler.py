@@ -24,6 +24,7 @@ takes over the others. Nothing is moved under a running turn.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from .executor import HELD, IDLE, WORK, Executor
 from .wakeup import Wakeup
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
+log = logging.getLogger("stormish.scheduler")
 
 
 class Scheduler:
@@ -207,6 +209,15 @@ class Watchdog:
                     continue
                 rest = s.evict(ex, since)
                 if rest:
+                    log.warning(
+                        "component %r task %d: a turn has run %.0f ms (blocking user code?); "
+                        "it goes on on a thread of its own, the other executors on a new "
+                        "scheduler thread (topology.scheduler.blocking.millis, "
+                        "topology.executor.own.thread)",
+                        ex.component,
+                        ex.task,
+                        (now - since) * 1000,
+                    )
                     new = self.make(rest)
                     self.schedulers.append(new)
                     new.start()

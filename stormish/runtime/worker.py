@@ -54,8 +54,12 @@ class Worker:
         self.local_tasks = set(plan.worker_tasks(index))
         # each component's own queue size and batch (component config wins)
         confs = {n: plan.component_conf(n) for n in plan.components}
+        remote_fed = self._remote_fed(plan)
         self.queues = {
-            t: ReceiveQueue(confs[plan.task_component[t]][_config.QUEUE])
+            t: ReceiveQueue(
+                (cap := confs[plan.task_component[t]][_config.QUEUE]),
+                remote_reserve=cap // 4 if t in remote_fed else 0,
+            )
             for t in sorted(self.local_tasks)
         }
         targets: dict[int, Any] = {}
@@ -79,6 +83,21 @@ class Worker:
         for t in sorted(self.local_tasks):
             batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
+
+    def _remote_fed(self, plan: Plan) -> set[int]:
+        """Local tasks that tuples from other workers may reach: their queues keep a
+        quarter free of local producers (ReceiveQueue.local_limit)."""
+        if plan.workers < 2:
+            return set()
+        remote = set(plan.task_component) - self.local_tasks
+        out = set()
+        for t in self.local_tasks:
+            spec = plan.components[plan.task_component[t]]
+            anywhere = spec.is_spout or isinstance(spec.obj, AckerBolt)  # acks, from anywhere
+            ups = (u for s in spec.subscriptions for u in plan.tasks[s.source])
+            if anywhere or any(u in remote for u in ups):
+                out.add(t)
+        return out
 
     def _make_executor(self, task: int, blobs: Mapping[str, bytes], batch: int) -> Executor:
         plan = self.plan

@@ -477,3 +477,15 @@ def test_a_take_that_empties_the_overflow_tells_the_link_at_once():
     q.publish_remote((0, "s", [9], None), 1)
     q.consume()
     assert calls == [0]  # a take with no overflow says nothing
+
+
+def test_local_producers_leave_the_remote_reserve_free():
+    """A task fed from other workers keeps headroom for their batches: local producers
+    stop at capacity - reserve (and park), remote batches still fit up to the capacity
+    instead of overflowing and stopping the other worker."""
+    q = ReceiveQueue(8, remote_reserve=2)
+    assert q.try_publish((0, "s", [1, 2, 3, 4], None), 4)
+    assert q.try_publish((0, "s", [5, 6], None), 2)
+    assert not q.try_publish((0, "s", [7], None), 1)  # 6 + 1 > 8 - 2
+    assert q.publish_remote((9, "s", [7, 8], None), 2) == 0  # fits: no overflow
+    assert len(q.overflow) == 0 and q.size == 8
