@@ -72,6 +72,18 @@ class ConstSpout1(Spout):
             self.finish()
 
 
+class ReliableConstSpout1(ConstSpout1):
+    """The same with a message id: one reliable emit per next_tuple call."""
+
+    def next_tuple(self):
+        left = self.left
+        if left:
+            self.left = left - 1
+            self.emit(ONE, msg_id=left)
+        else:
+            self.finish()
+
+
 class NullBolt(BasicBolt):
     def execute(self, tup):
         pass
@@ -157,8 +169,11 @@ def run(topology: Topology, conf: dict) -> tuple[float, object]:
 
 def bench_const(n: int, acking: bool, per_call: int) -> float:
     t = Topology("const")
-    lean = per_call == 1 and not acking
-    t.set_spout("spout", ConstSpout1(n) if lean else ConstSpout(n, acking, per_call))
+    if per_call == 1:
+        spout = ReliableConstSpout1(n) if acking else ConstSpout1(n)
+    else:
+        spout = ConstSpout(n, acking, per_call)
+    t.set_spout("spout", spout)
     t.set_bolt("null", NullBolt()).shuffle_grouping("spout")
     conf = {"topology.acker.executors": 1 if acking else 0}
     if acking:

@@ -39,8 +39,9 @@ class Clock(Protocol):
 class MonotonicClock:
     __slots__ = ()
 
-    def now(self) -> float:
-        return time.monotonic()
+    # the C function itself: `clock.now()` is on per-tuple paths (a spout's tree start
+    # time), where a Python method around it cost ~3% of a reliable spout
+    now = staticmethod(time.monotonic)
 
     def wait_until(self, deadline: float, stop: threading.Event | None = None) -> bool:
         while True:

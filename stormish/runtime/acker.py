@@ -121,7 +121,11 @@ class AckerBolt(Bolt):
                     emit_direct(e[1], (root,), ACK_ACK)
         elif stream == ACK_INIT:
             init = ledger.init
+            cur, old = ledger.cur, ledger.old
             for root, val, task in values:
+                if val and root not in cur and root not in old:  # the usual: first word
+                    cur[root] = [val, task, False]
+                    continue
                 out = init(root, val, task)
                 if out is not None:
                     self._tell(out, emit_direct)

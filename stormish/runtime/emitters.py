@@ -119,7 +119,9 @@ class SpoutCollector(Collector):
         anchors: Any = None,
         msg_id: Any = None,
     ) -> None:
-        route = self._route(stream, values)
+        route = self.routes.get(stream)
+        if route is None or stream != self.last_stream or len(values) != route.arity:
+            route = self._route(stream, values)
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
             return
