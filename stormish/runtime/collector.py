@@ -53,6 +53,7 @@ class Collector:
         self.parked = PendingEmits()
         self.pending = self.parked.queue  # tested for truth on the executors' loops
         self.last_stream: str | None = None
+        self.last_route: Any = None  # routes[last_stream]: emits on it skip the dict lookup
         self.current: Tuple | None = None  # BasicBolt's input being executed
         self.acks = AckFolder(
             self.component,
@@ -122,6 +123,7 @@ class Collector:
     def _switch_stream(self, stream: str) -> None:
         last = self.routes.get(self.last_stream) if self.last_stream else None
         self.last_stream = stream
+        self.last_route = self.routes.get(stream)
         if last is not None:
             for ob in last.outboxes:
                 if ob:

@@ -47,8 +47,8 @@ class UntrackedCollector(Collector):
         anchors: Any = None,
         msg_id: Any = None,
     ) -> None:
-        route = self.routes.get(stream)
-        if route is None or stream != self.last_stream or len(values) != route.arity:
+        route = self.last_route
+        if stream != self.last_stream or len(values) != route.arity:
             route = self._route(stream, values)
         ob = route.only
         if ob is not None:
@@ -119,8 +119,8 @@ class SpoutCollector(Collector):
         anchors: Any = None,
         msg_id: Any = None,
     ) -> None:
-        route = self.routes.get(stream)
-        if route is None or stream != self.last_stream or len(values) != route.arity:
+        route = self.last_route
+        if stream != self.last_stream or len(values) != route.arity:
             route = self._route(stream, values)
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
@@ -251,10 +251,9 @@ class BasicCollector(BoltCollector):
         anchors: Any = None,
         msg_id: Any = None,
     ) -> None:
-        route = self.routes.get(stream)
+        route = self.last_route
         if (
             anchors is None
-            and route is not None
             and stream == self.last_stream
             and len(values) == route.arity
             and route.single is not None
@@ -264,7 +263,16 @@ class BasicCollector(BoltCollector):
             cur = self.current
             meta = cur.meta if cur is not None else None
             if cur is not None and meta is not None and len(meta) == 1:
-                ob = route.single(values)
+                ob = route.only
+                if ob is None:
+                    fc = route.fcache
+                    if fc is not None:
+                        try:
+                            ob = fc[values[route.fidx]]
+                        except (KeyError, TypeError):
+                            ob = route.single(values)
+                    else:
+                        ob = route.single(values)
                 if ob.__class__ is Outbox:
                     e = self.rand(63)
                     cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
