@@ -24,6 +24,7 @@ from ..component import BasicBolt, Bolt
 from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
+from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
@@ -43,6 +44,8 @@ class BoltExecutor(Executor):
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
         obj.emit, obj.emit_many = col.emit, col.emit_many  # the role's collector
+        if isinstance(col, UntrackedCollector):
+            obj.emit = col.bound_emit()
         if not col.acking:
             obj.ack = self._count_ack
             obj.fail = self._count_fail

@@ -61,6 +61,8 @@ class SpoutExecutor(Executor):
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
         obj.emit, obj.emit_many, obj.emit_direct = col.emit, col.emit_many, col.emit_direct
+        if isinstance(col, UntrackedCollector):
+            obj.emit = col.bound_emit()
         obj.report_error = self.report_error
         obj.finish = self.finish
         if isinstance(col, SpoutCollector):

@@ -434,3 +434,76 @@ def test_roots_stay_random_with_a_single_acker():
     for i in range(100):
         coll.emit((i,), msg_id=i)
     assert len(set(roots)) == 100 and len({r % 7 for r in roots}) == 7
+
+
+# -- bound_emit: the closure a one-stream component gets as its emit (acking off)
+class Words(Spout):
+    outputs = ["w"]
+
+    def next_tuple(self):
+        pass
+
+
+class Named(Spout):
+    streams = {"words": ["w"]}
+
+    def next_tuple(self):
+        pass
+
+
+def one_stream(spout, grouping: str, sinks: int = 1):
+    t = Topology("one", config={"topology.acker.executors": 0})
+    t.set_spout("src", spout)
+    stream = next(iter(spout.declared_streams()))
+    d = t.set_bolt("sink", Sink(), parallelism=sinks)
+    if grouping == "fields":
+        d.fields_grouping("src", ["w"], stream=stream)
+    else:
+        d.shuffle_grouping("src", stream=stream)
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (src,) = plan.tasks["src"]
+    queues = {t: ReceiveQueue(64) for t in plan.task_component}
+    coll = collector_for(plan, src, queues, set(queues), 4)
+    return coll, queues, plan
+
+
+@pytest.mark.parametrize("grouping,sinks", [("shuffle", 1), ("fields", 2), ("fields", 1)])
+def test_the_fast_emit_routes_and_counts_as_the_method_does(grouping, sinks):
+    coll, queues, plan = one_stream(Words(), grouping, sinks)
+    emit = coll.bound_emit()
+    assert emit.__qualname__.startswith("UntrackedCollector.bound_emit.")
+    words = [f"w{i % 7}" for i in range(50)]
+    for w in words:
+        emit((w,))
+    coll.flush_all()
+    got = {t: [v for b in drain(queues[t]) for v in b[2]] for t in plan.tasks["sink"]}
+    assert sorted(v for vs in got.values() for v in vs) == sorted((w,) for w in words)
+    if grouping == "fields":  # a key goes to one task only
+        assert len({(w, t) for t, vs in got.items() for (w,) in vs}) == len(set(words))
+    assert coll.emitted() == {"default": 50}
+
+
+def test_the_fast_emit_refuses_what_the_method_refuses():
+    coll, _, _ = one_stream(Words(), "fields", 2)
+    emit = coll.bound_emit()
+    with pytest.raises(TopologyError, match="2 values on stream 'default'"):
+        emit(("a", "b"))
+    with pytest.raises(TopologyError, match="undeclared stream 'other'"):
+        emit(("a",), stream="other")
+    emit(["unhashable-list-key-ok"])  # a list row: routed by the method's path
+    coll.flush_all()
+    assert coll.emitted() == {"default": 1}
+
+
+def test_a_single_named_stream_still_needs_its_name():
+    coll, _, _ = one_stream(Named(), "shuffle")
+    emit = coll.bound_emit()
+    with pytest.raises(TopologyError, match="undeclared stream 'default'"):
+        emit(("a",))  # the default stream is not declared: as Storm, an error
+    emit(("a",), stream="words")
+    assert coll.emitted() == {"words": 1}
+
+
+def test_a_component_with_several_streams_keeps_the_method():
+    coll, _ = make_collector()
+    assert coll.bound_emit() == coll.emit  # stream order needs the method's switch
