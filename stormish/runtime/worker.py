@@ -150,7 +150,7 @@ class Worker:
             def make(executors: list[Executor]) -> Scheduler:
                 n = len(self.schedulers)
                 name = f"worker-{self.index}-scheduler" + (f"-{n}" if n else "")
-                return Scheduler(executors, wakeup, park_s, spin, name)
+                return Scheduler(executors, wakeup, park_s, spin, name, self.link is not None)
 
             first = make(shared)
             self.schedulers.append(first)
