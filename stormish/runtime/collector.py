@@ -165,8 +165,12 @@ class Collector:
             self._extend(only, rows)
             return
         single = route.single
+        fc = route.fcache
+        if fc is not None and len(rows) > 16:
+            self._put_keyed(route, rows)
+            return
         if single is not None:  # one subscriber: a pick per row, no call for the rest
-            fc, fidx, size, flush = route.fcache, route.fidx, self.batch_size, self.flush
+            fidx, size, flush = route.fidx, self.batch_size, self.flush
             for v in rows:
                 if fc is not None:
                     try:
@@ -185,6 +189,21 @@ class Collector:
         put_all, deliveries = self._put_all, self._deliveries
         for v in rows:
             put_all(deliveries(route, v), v, None)
+
+    def _put_keyed(self, route: Route, rows: Sequence[Any]) -> None:
+        """Rows by a one-field fields grouping, in bulk: the outbox of every row in one
+        comprehension, then each outbox's rows in one more (order kept within each), a
+        slice at a time. A Python loop body per row cost ~3x as much."""
+        fc, fidx, single = route.fcache, route.fidx, route.single
+        assert fc is not None and single is not None
+        try:
+            picks = [fc[v[fidx]] for v in rows]
+        except (KeyError, TypeError):  # a key not seen yet (or unhashable): one by one
+            picks = [single(v) for v in rows]
+        for ob in route.count_boxes:  # the grouping's outboxes, a few: compared by identity
+            mine = [v for v, o in zip(rows, picks, strict=True) if o is ob]
+            if mine:
+                self._extend(ob, mine)
 
     def _extend(self, ob: Outbox, rows: Sequence[Any]) -> None:
         """Untracked rows all to one outbox, in slices of the batch."""

@@ -507,3 +507,28 @@ def test_a_single_named_stream_still_needs_its_name():
 def test_a_component_with_several_streams_keeps_the_method():
     coll, _ = make_collector()
     assert coll.bound_emit() == coll.emit  # stream order needs the method's switch
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(0, 30), st.text(max_size=3), st.lists(st.integers(0, 3))),
+        min_size=0,
+        max_size=120,
+    )
+)
+def test_emit_many_by_key_in_bulk_matches_emit_row_by_row(keys):
+    """emit_many's bulk routing (one comprehension for the outboxes, one per outbox)
+    sends every row where emit sends it, in the same order per task: new keys,
+    repeated keys and unhashable ones alike."""
+    rows = [(k,) for k in keys]
+    bulk, qb, plan = one_stream(Words(), "fields", 3)
+    bulk.emit_many(rows)
+    bulk.flush_all()
+    single, qs, _ = one_stream(Words(), "fields", 3)
+    for r in rows:
+        single.emit(r)
+    single.flush_all()
+    for t in plan.tasks["sink"]:
+        assert [v for b in drain(qb[t]) for v in b[2]] == [v for b in drain(qs[t]) for v in b[2]]
+    assert bulk.emitted().get("default", 0) == single.emitted().get("default", 0) == len(rows)
