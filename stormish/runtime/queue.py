@@ -190,7 +190,7 @@ class ReceiveQueue:
 
 
 def default_budget(capacity: int) -> int:
-    """What one consume takes at most: an eighth of the queue (4,096 of the default
-    32,768), so what a tuple waits behind is at most 9/8 of the capacity, and a take is
-    still large enough that a loop turn per take costs nothing measurable (bench/core.py)."""
+    """What one consume takes at most: an eighth of the queue (512 of the default 4,096,
+    one producer batch), so what a tuple waits behind is at most 9/8 of the capacity; a
+    bolt's turn goes on taking while it lasts, so a small take costs no throughput."""
     return max(1, capacity // 8)

@@ -58,7 +58,7 @@ def test_component_conf_has_the_component_s_queue_and_a_batch_that_follows_it():
     plan = plan_of(chain())
     assert plan.component_conf("mid")[QUEUE] == 64
     assert plan.component_conf("mid")[BATCH] == 32
-    assert plan.component_conf("end")[QUEUE] == 32768
+    assert plan.component_conf("end")[QUEUE] == 4096
     assert plan.component_conf("end")[BATCH] == 512
 
 
@@ -68,7 +68,7 @@ def test_each_task_s_queue_and_emit_batch_come_from_its_component():
     plan = plan_of(chain())
     w = Worker(plan, 0)
     caps = {plan.task_component[t]: q.capacity for t, q in w.queues.items()}
-    assert caps == {"words": 32768, "mid": 64, "end": 32768, "__acker": 32768}
+    assert caps == {"words": 4096, "mid": 64, "end": 4096, "__acker": 4096}
     batches = {plan.task_component[t]: ex.collector.batch_size for t, ex in w.executors.items()}
     # words publishes into mid's queue of 64: at most half of it
     assert batches == {"words": 32, "mid": 32, "end": 512, "__acker": 512}

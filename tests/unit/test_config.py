@@ -14,7 +14,6 @@ from stormish.errors import ConfigError, StormishError
 
 # Storm's names and defaults (DESIGN.md section 9); a change here is a change of contract.
 STORM_DEFAULTS = {
-    "topology.executor.receive.buffer.size": 32768,
     "topology.transfer.buffer.size": 1000,
     "topology.backpressure.wait.strategy": "progressive",
     "topology.backpressure.wait.progressive.level1.count": 1,
@@ -57,6 +56,12 @@ def test_level_2_yields_are_off_by_default_unlike_storm(use):
     """Storm yields 1,000 times; measured in Python that costs a third of a core per worker
     and doubles p99 latency (DESIGN section 3: the default is the measured best)."""
     assert config.defaults()[f"topology.{use}.wait.progressive.level2.count"] == 0
+
+
+def test_the_receive_queue_is_smaller_than_storm_s_by_measurement():
+    """Storm's 32,768: measured here, a worker's in-flight rows cost per-tuple time in
+    every step (bench/README.md, bench/peers.py -c topology.executor.receive.buffer.size=N)."""
+    assert config.defaults()["topology.executor.receive.buffer.size"] == 4096
 
 
 def test_max_spout_pending_has_a_default_bound_unlike_storm():
@@ -227,7 +232,7 @@ def test_small_queue_with_an_unset_batch_is_fine_and_the_batch_follows_it():
     assert conf["topology.producer.batch.size"] is None  # still unset at topology level
     assert config.batch_size(conf) == 32
     assert config.for_component(conf, {})["topology.producer.batch.size"] == 32
-    assert config.batch_size(resolve()) == 512  # half of 32768 is more: the cap holds
+    assert config.batch_size(resolve()) == 512  # half of 4096 is more: the cap holds
     assert config.batch_size(resolve({"topology.executor.receive.buffer.size": 1})) == 1
 
 

@@ -64,7 +64,7 @@ def test_a_valid_topology_validates_and_returns_the_resolved_config():
     t.set_bolt("sq", Sink()).shuffle_grouping("words", "numbers")
     conf = t.validate()
     assert conf["topology.workers"] == 2
-    assert conf["topology.executor.receive.buffer.size"] == 32768
+    assert conf["topology.executor.receive.buffer.size"] == 4096
     assert [s.name for s in t.components.values()] == ["words", "count", "sq"]
     assert t.components["count"].parallelism == 3
     assert t.consumers("words", "numbers")[0][0] == "sq"
