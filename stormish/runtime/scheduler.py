@@ -125,17 +125,20 @@ class Scheduler:
                     r = ex.step()
                 except BaseException as exc:  # noqa: BLE001 - the executor dies, not us
                     ex.fail_fatally(exc)
-                    self._end_quietly(ex)
+                    self._end_quietly(ex)  # done: it is never stepped again, here or alone
                     begun.remove(ex)
                     live.remove(ex)
-                    did = True
-                    r = WORK
+                    r = -1
                 with lock:
                     self.current = None
                     evicted = self.evicted
                 if evicted is not None:
-                    self._become(evicted)
+                    if not evicted.done:  # it died in the turn it was moved in: nothing to run
+                        self._become(evicted)
                     return
+                if r < 0:
+                    did = True  # the list changed: look again at once
+                    break
                 if r == WORK:
                     did = True
                 elif r in (IDLE, HELD):
@@ -227,5 +230,5 @@ class Watchdog:
                         (now - since) * 1000,
                     )
                     new = self.make(rest)
-                    self.schedulers.append(new)
                     new.start()
+                    self.schedulers.append(new)  # listed once it runs

@@ -42,6 +42,7 @@ class Stand:
         self.fail_at: int | None = None
         self.fatal: BaseException | None = None
         self.held = False
+        self.fail_after_block = False
 
     def wants_to_begin(self) -> bool:
         return self.ready
@@ -66,6 +67,8 @@ class Stand:
             if self.block is not None:
                 self.block.wait(10)
                 self.block = None
+                if self.fail_after_block:
+                    raise ValueError(f"{self.name} broke after blocking")
             if self.held:
                 return HELD
             if self.queue.consume() is not None:
@@ -228,3 +231,30 @@ def test_the_watchdog_leaves_a_scheduler_of_one_executor_alone():
         dog.stop.set()
         dog.thread.join(2)
     stop(schedulers[0], [slow])
+
+
+def test_an_executor_that_dies_in_the_turn_it_was_moved_in_is_not_run_again():
+    slow, a = Stand("slow"), Stand("a")
+    slow.block = threading.Event()
+    slow.fail_after_block = True  # raises once its (blocked) first turn goes on
+    schedulers: list[Scheduler] = []
+
+    def make_next(executors):
+        return Scheduler(executors, Wakeup(), 0.01, 0, f"sched-{len(schedulers)}")
+
+    first = make_next([slow, a])
+    schedulers.append(first)
+    first.start()
+    dog = Watchdog(schedulers, 0.05, make_next)
+    dog.start()
+    try:
+        poll_for(lambda: len(schedulers) == 2, 5, what="a second scheduler")
+        slow.block.set()
+        first.thread.join(5)
+        assert not first.thread.is_alive()  # it ended: nothing left to run on it
+        assert slow.done and isinstance(slow.fatal, ValueError)
+        assert slow.turns == 1 and slow.ended == 1
+        stop(schedulers[1], [a])
+    finally:
+        dog.stop.set()
+        dog.thread.join(2)
