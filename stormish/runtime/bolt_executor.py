@@ -31,6 +31,7 @@ from .executor import HELD, IDLE, WORK, Executor, noop
 # long enough that a turn's fixed cost is nothing, short enough that the other executors
 # of a cooperative scheduler wait at most about this long.
 TURN_SECONDS = 0.002
+TURN_TAKES = 16
 
 
 class BoltExecutor(Executor):
@@ -135,6 +136,7 @@ class BoltExecutor(Executor):
             execute = self._exec
             t1 = now()
             end = t1 + TURN_SECONDS
+            takes = TURN_TAKES  # a bound on a fake clock too, where time stands still
             while True:
                 for batch in batches:  # time per batch, as executed counts: they move together
                     t0 = t1
@@ -145,7 +147,8 @@ class BoltExecutor(Executor):
                 # unseen stays bounded), a turn by time. With one take a turn, a bolt fed
                 # 8 tuples for each its upstream takes (a split) got an eighth of the
                 # throughput it needed and its queue filled (backpressure, overflow).
-                if t1 >= end or col.pending or not self.running:
+                takes -= 1
+                if t1 >= end or not takes or col.pending or not self.running:
                     break
                 batches = q.consume()
                 if batches is None:

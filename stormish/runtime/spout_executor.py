@@ -55,7 +55,6 @@ class SpoutExecutor(Executor):
         self.fail_counts: dict[Any, int] = {}
         self.dead_lettered = 0
         self.fail_takes_reason = _takes_reason(self.obj.fail)
-        self.opened = False
         self._bind()
 
     def _bind(self) -> None:
@@ -118,7 +117,6 @@ class SpoutExecutor(Executor):
         self.next_rotate = t + self.rotate_every
         self.next_flush = t + self.flush_every
         self.idle = 0
-        self.opened = True
 
     def end(self) -> None:
         self.collector.flush_all()
