@@ -117,12 +117,14 @@ def FastSpout(count):  # noqa: N802 - builds the spout the tests below name
     return CountingSpout(count, per_call=50)
 
 
-def test_backpressure_stops_spout_and_releases_it():
+@pytest.mark.parametrize("model", ["cooperative", "threads"])
+def test_backpressure_stops_spout_and_releases_it(model):
     Gate.event.clear()
     cap = 512
     t = Topology(
         "bp",
         config={
+            "topology.worker.scheduler": model,
             "topology.executor.receive.buffer.size": cap,
             "topology.producer.batch.size": 64,
             "topology.acker.executors": 0,

@@ -1,6 +1,7 @@
 """Both execution models (topology.worker.scheduler: cooperative, the default, and
 threads, Storm's) keep every guarantee: exact results with acking, backpressure that
-stops a spout and releases it, a cycle under overload, and user code that blocks."""
+stops a spout and releases it (tests/integration/test_engine.py, both models), and user
+code that blocks."""
 
 from __future__ import annotations
 
@@ -66,36 +67,6 @@ def test_reliable_run_is_exact_under_either_model(model, workers):
     acked = {k for part in out.results["s"] for k in part["acked"]}
     assert acked == set(range(n))
     assert set(got) == set(range(n))  # at least once: replays may repeat a few
-
-
-@pytest.mark.parametrize("model", MODELS)
-def test_backpressure_stops_the_spout_and_releases_it_under_either_model(model):
-    Gate.event.clear()
-    cap = 512
-    t = Topology(
-        "bp",
-        config={
-            "topology.worker.scheduler": model,
-            "topology.executor.receive.buffer.size": cap,
-            "topology.producer.batch.size": 64,
-            "topology.acker.executors": 0,
-        },
-    )
-    t.set_spout("fast", CountingSpout(20_000, per_call=50))
-    t.set_bolt("slow", Blocked()).shuffle_grouping("fast")
-    with LocalCluster() as c:
-        c.submit(t)
-        s = poll_for(
-            lambda: (st := c.statistics("bp")).components["fast"].pending_emits and st,
-            timeout=20,
-            what="spout parked",
-        )
-        assert s.components["fast"].emitted < 20_000
-        assert s.components["slow"].receive_population <= cap + cap // 8 + 64
-        Gate.event.set()
-        final = c.wait_complete("bp", timeout=60)
-    assert final.components["slow"].executed == 20_000
-    assert final.components["fast"].backpressure_seconds > 0
 
 
 @pytest.mark.parametrize(
