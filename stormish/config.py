@@ -94,6 +94,12 @@ def _str(v: Any) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a string, got {v!r}"
 
 
+def _edge_map(v: Any) -> str | None:
+    if v is None or (isinstance(v, Mapping) and all(isinstance(o, Mapping) for o in v.values())):
+        return None
+    return f"must be a mapping of 'bolt <- source[:stream]' to edge options, got {v!r}"
+
+
 def _host(v: Any) -> str | None:
     return None if isinstance(v, str) and v else f"must be a host name or address, got {v!r}"
 
@@ -206,6 +212,15 @@ KEYS: dict[str, Key] = {
             "(1,000 trees of a 1 ms bolt: 1 s of work, not the 65 s of a full queue that "
             "timed out 60% of trees) and costs a fast reliable topology on one worker "
             "nothing measurable; across workers raise it (docs/config.md)",
+        ),
+        Key(
+            "topology.edge.policies",
+            None,
+            _edge_map,
+            "per-edge channel policies for a topology given as a file: {'bolt <- "
+            "source[:stream]': {overflow, capacity, lifespan_ms, deadline_ms}}; wins over "
+            "the grouping's own options (docs/edges.md)",
+            "topology",
         ),
         Key(
             "topology.max.replays",

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import config as _config
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
+from .edges import EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
 
@@ -41,6 +42,7 @@ class Subscription:
     grouping: str
     fields: tuple[str, ...] = ()
     custom: Any = None
+    policy: EdgePolicy | None = None  # None: Storm's edge (the task's queue, backpressure)
 
 
 @dataclass
@@ -58,7 +60,11 @@ class ComponentSpec:
 
 
 class _Declarer:
-    """Returned by set_spout/set_bolt; adds groupings and per-component config."""
+    """Returned by set_spout/set_bolt; adds groupings and per-component config.
+
+    Every grouping takes the edge's channel policy as keyword options: `overflow`
+    ('block', 'drop_oldest', 'drop_newest', 'latest', 'fail'), `capacity`, `lifespan_ms`,
+    `deadline_ms` (stormish.edges, docs/edges.md)."""
 
     def __init__(self, topology: Topology, spec: ComponentSpec):
         self._topology = topology
@@ -71,61 +77,78 @@ class _Declarer:
         stream: str,
         fields: Sequence[str] = (),
         custom: Any = None,
+        edge: Mapping[str, Any] | None = None,
     ) -> _Declarer:
         if self._spec.is_spout:
             raise TopologyError(f"spout {self._spec.name!r} cannot subscribe to streams")
         if isinstance(fields, str):
             fields = [fields]
-        sub = Subscription(source, stream, grouping, tuple(fields), custom)
+        where = (
+            f"component {self._spec.name!r}: {grouping} grouping on {source!r} stream {stream!r}"
+        )
+        policy = make_policy(where, **(edge or {}))
+        sub = Subscription(source, stream, grouping, tuple(fields), custom, policy)
         self._topology._check_subscription(self._spec.name, sub)
         self._spec.subscriptions.append(sub)
         return self
 
-    def shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
-        return self._add(component, "shuffle", stream)
+    def shuffle_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+    ) -> _Declarer:
+        return self._add(component, "shuffle", stream, edge=edge)
 
-    def local_or_shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM):
-        return self._add(component, "local_or_shuffle", stream)
+    def local_or_shuffle_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+    ) -> _Declarer:
+        return self._add(component, "local_or_shuffle", stream, edge=edge)
 
     def fields_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM
+        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
     ) -> _Declarer:
         if not fields:
             raise TopologyError(
                 f"fields_grouping of {self._spec.name!r} on {component!r} needs at least one field"
             )
-        return self._add(component, "fields", stream, fields)
+        return self._add(component, "fields", stream, fields, edge=edge)
 
     def partial_key_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM
+        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
     ) -> _Declarer:
-        return self._add(component, "partial_key", stream, fields)
+        return self._add(component, "partial_key", stream, fields, edge=edge)
 
-    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
-        return self._add(component, "all", stream)
+    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> _Declarer:
+        return self._add(component, "all", stream, edge=edge)
 
-    def global_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
-        return self._add(component, "global", stream)
+    def global_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+    ) -> _Declarer:
+        return self._add(component, "global", stream, edge=edge)
 
-    def direct_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
-        return self._add(component, "direct", stream)
+    def direct_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+    ) -> _Declarer:
+        return self._add(component, "direct", stream, edge=edge)
 
-    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> _Declarer:
-        return self._add(component, "none", stream)
+    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> _Declarer:
+        return self._add(component, "none", stream, edge=edge)
 
     def dead_letter_grouping(
-        self, component: str, fields: Sequence[str] | None = None
+        self, component: str, fields: Sequence[str] | None = None, **edge: Any
     ) -> _Declarer:
         """Subscribe to spout `component`'s dead letters: its trees that failed
         `topology.max.replays` times, one tuple each with the fields msg_id, stream,
         values, component (that failed it), error and failures. Shuffled across this
         bolt's tasks, or grouped by `fields` of those."""
         if fields:
-            return self._add(component, "fields", DEAD_LETTER_STREAM, fields)
-        return self._add(component, "shuffle", DEAD_LETTER_STREAM)
+            return self._add(component, "fields", DEAD_LETTER_STREAM, fields, edge=edge)
+        return self._add(component, "shuffle", DEAD_LETTER_STREAM, edge=edge)
 
     def custom_grouping(
-        self, component: str, grouping: Callable[..., Any], stream: str = DEFAULT_STREAM
+        self,
+        component: str,
+        grouping: Callable[..., Any],
+        stream: str = DEFAULT_STREAM,
+        **edge: Any,
     ) -> _Declarer:
         """`grouping` is a callable `(values, n_tasks) -> index or list of indices`, or an
         object with `prepare(target_tasks)` and `choose_tasks(values) -> list of tasks`."""
@@ -134,7 +157,7 @@ class _Declarer:
                 f"custom_grouping of {self._spec.name!r} on {component!r}: the grouping must "
                 "be callable or have choose_tasks()"
             )
-        return self._add(component, "custom", stream, (), grouping)
+        return self._add(component, "custom", stream, (), grouping, edge=edge)
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
         """A config key for this component only (wins over the topology's): a key of
@@ -258,7 +281,44 @@ class Topology:
             check_config_picklable(spec.config, self._where(spec.name))
             check_picklable(spec.name, spec.obj)
         self._check_edge_batches(conf, queues)
+        self.edge_policies(conf)
         return conf
+
+    def edge_policies(self, conf: Mapping[str, Any]) -> dict[tuple[str, str, str], EdgePolicy]:
+        """Every edge with a policy, {(bolt, source, stream): policy}: the groupings' own,
+        overridden by `topology.edge.policies` (a topology file plus config); an entry
+        naming an edge the topology does not have is an error naming it."""
+        out = {
+            (spec.name, sub.source, sub.stream): sub.policy
+            for spec in self.components.values()
+            for sub in spec.subscriptions
+            if sub.policy is not None
+        }
+        key = "topology.edge.policies"
+        given = conf.get(key)
+        if not given:
+            return out
+        for (bolt, source, stream), options in policies_from_config(given, key).items():
+            spec = self.components.get(bolt)
+            if spec is None or not any(
+                s.source == source and s.stream == stream for s in spec.subscriptions
+            ):
+                edges = sorted(
+                    f"{c.name} <- {s.source}:{s.stream}"
+                    for c in self.components.values()
+                    for s in c.subscriptions
+                )
+                raise ConfigError(
+                    f"config key {key!r}: topology {self.name!r} has no edge "
+                    f"'{bolt} <- {source}:{stream}'; its edges: {edges}"
+                )
+            where = f"config key {key!r}, edge '{bolt} <- {source}:{stream}'"
+            policy = make_policy(where, **options)
+            if policy is None:
+                out.pop((bolt, source, stream), None)
+            else:
+                out[(bolt, source, stream)] = policy
+        return out
 
     def _check_edge_batches(self, conf: Mapping[str, Any], queues: Mapping[str, int]) -> None:
         """A producer batch set explicitly must fit twice in every receive queue it is

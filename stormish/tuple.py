@@ -21,7 +21,7 @@ DEAD_LETTER_FIELDS = ("msg_id", "stream", "values", "component", "error", "failu
 class Source:
     """Where a batch of tuples came from; one per (source task, stream) per receiver."""
 
-    __slots__ = ("component", "task", "stream", "fields", "index")
+    __slots__ = ("component", "task", "stream", "fields", "index", "late", "_late_twin")
 
     def __init__(self, component: str, task: int, stream: str, fields: Sequence[str]):
         self.component = component
@@ -29,6 +29,17 @@ class Source:
         self.stream = stream
         self.fields = tuple(fields)
         self.index = {f: i for i, f in enumerate(self.fields)}
+        self.late = False  # tuples past their edge's deadline_ms (deadline_missed)
+        self._late_twin: Source | None = None
+
+    def late_twin(self) -> Source:
+        """The same source, for tuples that missed their edge's deadline: a tuple says it
+        through its source, so an on-time tuple costs nothing more."""
+        twin = self._late_twin
+        if twin is None:
+            twin = self._late_twin = Source(self.component, self.task, self.stream, self.fields)
+            twin.late = True
+        return twin
 
 
 class _FromSource:
@@ -48,6 +59,11 @@ class _FromSource:
     @property
     def source_component(self) -> str:
         return self.source.component
+
+    @property
+    def deadline_missed(self) -> bool:
+        """Older than its edge's `deadline_ms` when it was delivered (still executed)."""
+        return self.source.late  # type: ignore[attr-defined]
 
     @property
     def source_task(self) -> int:

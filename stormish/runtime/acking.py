@@ -207,6 +207,13 @@ class AckFolder:
             for root in {r for meta in batch.metas if meta for r, _ in meta}:
                 self._send(self.fail_route, (root, why))
 
+    def fail_lost(self, metas: list, reason: str) -> None:
+        """Fail the trees of tuples an edge's policy let go (never executed here), with
+        the policy's reason (stormish.edges): one fail message per tree."""
+        why = (self.component, None, reason)
+        for root in {r for meta in metas if meta for r, _ in meta}:
+            self._send(self.fail_route, (root, why))
+
     def reset(self, tup: Tuple) -> None:
         """Published at once, not when `execute` returns."""
         meta = tup.meta

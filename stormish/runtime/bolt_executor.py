@@ -21,9 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..component import BasicBolt, Bolt
+from ..edges import STALE
 from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
+from .channel import StampedRows
 from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 
@@ -32,6 +34,8 @@ from .executor import HELD, IDLE, WORK, Executor, noop
 # of a cooperative scheduler wait at most about this long.
 TURN_SECONDS = 0.002
 TURN_TAKES = 16
+# rows of a batch with an age executed between two looks at the clock
+STAMPED_STEP = 16
 
 
 class BoltExecutor(Executor):
@@ -40,6 +44,8 @@ class BoltExecutor(Executor):
         self.idle_wait = wait.from_config(self.conf, "bolt")
         self.is_acker = isinstance(self.obj, AckerBolt)
         self.basic = isinstance(self.obj, BasicBolt)
+        self._late = False  # the rows executing now missed their edge's deadline
+        self.dropped_stale = 0  # taken from the queue, never executed: past lifespan_ms
         self._bind()
 
     def _bind(self) -> None:
@@ -131,6 +137,8 @@ class BoltExecutor(Executor):
             self.idle = 0
         q = self.queue
         batches = q.consume()
+        if self.edges:
+            batches = self._screen(batches)
         if batches is not None:
             self.idle = 0
             execute = self._exec
@@ -151,6 +159,8 @@ class BoltExecutor(Executor):
                 if t1 >= end or not takes or col.pending or not self.running:
                     break
                 batches = q.consume()
+                if self.edges and batches is not None:
+                    batches = self._screen(batches)
                 if batches is None:
                     break
             if t1 >= self.next_flush:
@@ -163,9 +173,76 @@ class BoltExecutor(Executor):
             self.next_flush = now() + self.flush_every
         return IDLE
 
+    def _screen(self, batches: list | None) -> list | None:
+        """Edges with a policy: fail the trees their channels let go and count what
+        arrives; a batch whose edge checks an age is counted as it executes
+        (`_execute_stamped`), the others now."""
+        q = self.queue
+        if q.chan_list:
+            for metas, reason in q.take_lost():
+                self.collector.acks.fail_lost(metas, reason)
+        if batches is None:
+            return None
+        edges = self.edges
+        for b in batches:
+            e = edges.get((b[0], b[1]))
+            if e is not None:
+                st = e[0]
+                n = len(b[2])
+                if not st.policy.channel:  # a block edge: counted as it leaves the queue
+                    st.arrived += n
+                if b[2].__class__ is not StampedRows:
+                    st.executed += n
+        return batches
+
+    def _age_ms(self, src_task: int, stream: str, values: StampedRows) -> tuple[Any, float]:
+        st, now = self.edges[(src_task, stream)]
+        return st, (now() - values.born) * 1000.0
+
+    def _stale(self, st: Any, age_ms: float, metas: list | None, n: int) -> None:
+        p = st.policy
+        st.dropped += n
+        st.stale += n
+        st.note(f"stale: {n} older than lifespan_ms={p.lifespan_ms:g} ({age_ms:.0f} ms)")
+        if metas is not None:
+            self.collector.acks.fail_lost(metas, STALE)
+        self.dropped_stale += n
+
+    def _execute_stamped(self, batch: tuple) -> None:
+        """A batch of an edge with lifespan_ms/deadline_ms, a few rows at a time: its age
+        grows while it executes, and each tuple is judged when it would be executed (a
+        row past the deadline is marked, past the lifespan dropped with the rest)."""
+        src_task, stream, values, metas = batch
+        n, i = len(values), 0
+        while i < n:
+            st, age = self._age_ms(src_task, stream, values)
+            p = st.policy
+            if p.lifespan_ms is not None and age > p.lifespan_ms:
+                self._stale(st, age, None if metas is None else metas[i:], n - i)
+                return
+            late = p.deadline_ms is not None and age > p.deadline_ms
+            j = min(n, i + STAMPED_STEP)
+            k = j - i
+            if late:
+                st.deadline_missed += k
+            st.executed += k
+            self._late = late
+            try:
+                self._execute_batch(
+                    (src_task, stream, values[i:j], None if metas is None else metas[i:j])
+                )
+            finally:
+                self._late = False
+            i = j
+
     def _execute_batch(self, batch: tuple) -> None:
         src_task, stream, values, metas = batch
+        if values.__class__ is not list:
+            self._execute_stamped(batch)
+            return
         source = self.source(src_task, stream)
+        if self._late:
+            source = source.late_twin()
         execute = self.obj.execute
         n = len(values)
         if metas is None:
@@ -224,7 +301,19 @@ class BoltExecutor(Executor):
     def _execute_user_batch(self, batch: tuple) -> None:
         src_task, stream, values, metas = batch
         col = self.collector
-        tb = TupleBatch(values, self.source(src_task, stream), metas, col)
+        source = self.source(src_task, stream)
+        if values.__class__ is not list:  # an edge that checks an age: judged once, whole
+            st, age = self._age_ms(src_task, stream, values)
+            p = st.policy
+            if p.lifespan_ms is not None and age > p.lifespan_ms:
+                self._stale(st, age, metas, len(values))
+                return
+            if p.deadline_ms is not None and age > p.deadline_ms:
+                source = source.late_twin()
+                st.deadline_missed += len(values)
+            st.executed += len(values)
+            values = list(values)
+        tb = TupleBatch(values, source, metas, col)
         n = len(values)
         try:
             self.obj.execute_batch(tb)

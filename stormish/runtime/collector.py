@@ -26,6 +26,7 @@ from ..errors import TopologyError
 from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
 from .acking import AckFolder
+from .channel import StampedRows
 from .pending import PendingEmits
 from .plan import Plan
 from .routing import Outbox, Route, build_routes
@@ -218,8 +219,10 @@ class Collector:
             return
         stream, target, task, publish = ob.stream, ob.target, self.task, self.parked.publish
         end = n - n % size
+        stamp = ob.stamp
         for i in range(0, end, size):
-            publish(target, (task, stream, ob[i : i + size], None), size)
+            rows = ob[i : i + size] if stamp is None else StampedRows(ob[i : i + size], stamp())
+            publish(target, (task, stream, rows, None), size)
         del ob[:end]
         ob.flushed += end
 
@@ -289,12 +292,13 @@ class Collector:
     def flush(self, ob: Outbox) -> None:
         n = len(ob)
         metas = ob.metas
+        rows = ob[:] if ob.stamp is None else StampedRows(ob, ob.stamp())
         batch: Batch
         if metas is not None:
-            batch = (self.task, ob.stream, ob[:], metas[:])
+            batch = (self.task, ob.stream, rows, metas[:])
             metas.clear()
         else:
-            batch = (self.task, ob.stream, ob[:], None)
+            batch = (self.task, ob.stream, rows, None)
         ob.clear()
         ob.flushed += n
         self.parked.publish(ob.target, batch, n)

@@ -53,6 +53,9 @@ class Executor:
         self.on_cycle = self.component in plan.on_cycle
         self.budget = self.conf["topology.cycle.drain.budget"]
         self.sources: dict[tuple[int, str], Source] = {}
+        # inbound edges with a policy, by (src_task, stream): (health counters, the clock
+        # its batches were stamped on); filled by the worker (stormish.edges)
+        self.edges: dict[tuple[int, str], tuple[Any, Any]] = {}
         # statistics
         self.executed = 0
         self.consumed = 0

@@ -64,8 +64,16 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
     conf["topology.acker.executors"] = n_ackers
     acking = n_ackers > 0
     # copies: the plan adds system subscriptions, the user's topology stays as written
+    policies = topology.edge_policies(conf)
     components = {
-        n: replace(s, subscriptions=list(s.subscriptions), config=dict(s.config))
+        n: replace(
+            s,
+            subscriptions=[
+                replace(sub, policy=policies.get((n, sub.source, sub.stream)))
+                for sub in s.subscriptions
+            ],
+            config=dict(s.config),
+        )
         for n, s in topology.components.items()
     }
     streams = {name: dict(spec.streams) for name, spec in components.items()}

@@ -23,6 +23,7 @@ import threading
 from collections import deque
 from typing import Any
 
+from .channel import EdgeChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 from .wakeup import Wakeup
 
@@ -43,6 +44,9 @@ class ReceiveQueue:
         "taken",
         "on_drain",
         "local_limit",
+        "channels",
+        "chan_list",
+        "chan_size",
     )
 
     def __init__(self, capacity: int, budget: int | None = None, remote_reserve: int = 0):
@@ -70,9 +74,42 @@ class ReceiveQueue:
         # empties the overflowQ: the link runs its backpressure check then, not up to a
         # whole timer period later, while the remote upstreams wait for the all-clear
         self.on_drain: Any = None
+        # edges with a dropping policy: their own channels, by (src_task, stream)
+        self.channels: dict[tuple[int, str], EdgeChannel] = {}
+        self.chan_list: list[EdgeChannel] = []
+        self.chan_size = 0
+
+    def add_channel(self, keys: list[tuple[int, str]], channel: EdgeChannel) -> None:
+        """Batches from these (src_task, stream) go to `channel` (before the run)."""
+        for k in keys:
+            self.channels[k] = channel
+        self.chan_list.append(channel)
+
+    def _offer(self, ch: EdgeChannel, batch: Batch, n: int) -> None:
+        with self._lock:
+            self.chan_size += ch.offer(batch, n)
+            self.published += n
+        if self.parked:
+            self._event.set()
+
+    def take_lost(self) -> list[tuple[list, str]]:
+        """Tree ids of tuples the channels let go since the last call, with why."""
+        out: list[tuple[list, str]] = []
+        with self._lock:
+            for ch in self.chan_list:
+                if ch.lost:
+                    out += ch.lost
+                    ch.lost = []
+        return out
 
     def try_publish(self, batch: Batch, n: int) -> bool:
-        """Place a batch of n tuples if it fits; False means full (nothing was placed)."""
+        """Place a batch of n tuples if it fits; False means full (nothing was placed).
+        A batch of an edge with a channel always fits: its policy decides."""
+        if self.channels:
+            ch = self.channels.get((batch[0], batch[1]))
+            if ch is not None:
+                self._offer(ch, batch, n)
+                return True
         with self._lock:
             size = self.size
             if (size + n > self.local_limit and size) or self.overflow:
@@ -94,7 +131,13 @@ class ReceiveQueue:
             self._event.set()
 
     def publish_remote(self, batch: Batch, n: int) -> int:
-        """Never refuses. Returns the overflow size afterwards (0: it went to the queue)."""
+        """Never refuses. Returns the overflow size afterwards (0: it went to the queue,
+        or to its edge's channel)."""
+        if self.channels:
+            ch = self.channels.get((batch[0], batch[1]))
+            if ch is not None:
+                self._offer(ch, batch, n)
+                return 0
         with self._lock:
             if not self.overflow and (self.size + n <= self.capacity or not self.size):
                 self.size += n
@@ -113,7 +156,9 @@ class ReceiveQueue:
 
     def consume(self) -> list[Batch] | None:
         """Take up to `budget` tuples, the queue first, then the overflow; None when both
-        are empty."""
+        are empty. Edge channels are taken after the queue, each up to the budget."""
+        if self.chan_size:
+            return self._consume_channels()
         with self._lock:
             if not self.overflow:
                 q = self._q
@@ -149,18 +194,29 @@ class ReceiveQueue:
             self.on_drain()
         return out
 
+    def _consume_channels(self) -> list[Batch] | None:
+        with self._lock:
+            out = self._take() if (self._q or self.overflow) else []
+            got = 0
+            for ch in self.chan_list:
+                if ch.size:
+                    got += ch.take(self.budget, out)
+            self.chan_size -= got
+            self.taken += got
+            return out or None
+
     def __len__(self) -> int:
-        return self.size + self.overflow_size
+        return self.size + self.overflow_size + self.chan_size
 
     def has_data(self) -> bool:
-        return bool(self._q) or bool(self.overflow)
+        return bool(self._q) or bool(self.overflow) or self.chan_size > 0
 
     def wait(self, timeout: float) -> None:
         """Park the consumer until a publish or `timeout`; safe against lost wake-ups
         because `parked` is set before the emptiness check and producers test it after
         appending."""
         self.parked = True
-        if not self._q and not self.overflow:
+        if not self._q and not self.overflow and not self.chan_size:
             self._event.wait(timeout)
         self.parked = False
         self._event.clear()

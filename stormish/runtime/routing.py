@@ -22,7 +22,7 @@ class Outbox(list):
     """The producer batch for one (stream, destination task): value rows, and beside them
     (`metas`, acking on and a user stream) each row's tree ids."""
 
-    __slots__ = ("task", "stream", "target", "metas", "flushed")
+    __slots__ = ("task", "stream", "target", "metas", "flushed", "stamp")
 
     def __init__(self, task: int, stream: str, target: PublishTarget, tracked: bool):
         super().__init__()
@@ -31,6 +31,9 @@ class Outbox(list):
         self.target = target
         self.metas: list[Any] | None = [] if tracked else None
         self.flushed = 0
+        # edges with lifespan_ms/deadline_ms: the clock its batches are stamped with
+        # when published (True until the worker names the clock; None: not stamped)
+        self.stamp: Any = None
 
 
 class Route:
@@ -89,6 +92,9 @@ def build_routes(
         for consumer, sub in plan.consumers(component, stream):
             tasks = plan.tasks[consumer]
             boxes = [Outbox(t, stream, targets[t], tracked) for t in tasks]
+            if sub.policy is not None and sub.policy.stamped:
+                for b in boxes:
+                    b.stamp = True
             route.outboxes.extend(boxes)
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"

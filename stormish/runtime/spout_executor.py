@@ -254,7 +254,9 @@ class SpoutExecutor(Executor):
         dead-letter it (final); tell the spout, with the reason when its fail takes one."""
         msg_id, rows = entry[0], entry[2]
         self.failed += rows
-        component, error = why if why else (None, None)
+        component, error = (why[0], why[1]) if why else (None, None)
+        if why and len(why) > 2:  # an edge's policy let one of its tuples go
+            reason = why[2]
         failures, dead = 1, False
         if self.max_replays is not None:
             try:

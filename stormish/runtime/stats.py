@@ -57,6 +57,8 @@ class TaskStats:
     progress_total: int | None = None  # ... out of this many (None: unknown)
     active: bool | None = None  # spouts: activated on their thread (None: a bolt)
     dead_lettered: int = 0  # spouts: tuples dead-lettered after topology.max.replays
+    # inbound edges with a policy (stormish.edges): "source:stream" -> health counters
+    edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,37 @@ class ComponentStats:
     progress_done: int | None = None
     progress_total: int | None = None
     dead_lettered: int = 0
+    edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # summed over tasks
+
+
+EDGE_COUNTS = (
+    "arrived",
+    "executed",
+    "dropped",
+    "stale",
+    "overwritten",
+    "rejected",
+    "deadline_missed",
+    "queued",
+)
+
+
+def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
+    """An edge's counters over the component's tasks; the high watermark is the highest
+    of one task and the last reason the latest one."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in ts:
+        for edge, e in t.edges.items():
+            agg = out.get(edge)
+            if agg is None:
+                out[edge] = dict(e)
+                continue
+            for k in EDGE_COUNTS:
+                agg[k] += e[k]
+            agg["high_watermark"] = max(agg["high_watermark"], e["high_watermark"])
+            if e["last_at"] > agg["last_at"]:
+                agg["last_reason"], agg["last_at"] = e["last_reason"], e["last_at"]
+    return out
 
 
 @dataclass(frozen=True)
@@ -136,6 +169,7 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             dropped=dropped,
             progress_done=progress[0],
             progress_total=progress[1],
+            edges=_edges(ts),
             **sums,
         )
     return out

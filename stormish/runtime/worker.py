@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..tuple import TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
+from .channel import EdgeChannel, EdgeStats
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
@@ -83,6 +85,33 @@ class Worker:
         for t in sorted(self.local_tasks):
             batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
+        self.edge_stats: list[EdgeStats] = self._wire_edges()
+
+    def _wire_edges(self) -> list[EdgeStats]:
+        """Edges with a policy (stormish.edges): a channel at each local destination task
+        for dropping ones, counters for all, and the clock each sender stamps batches
+        with where an age is checked (the topology clock within this worker, the wall
+        clock towards others: their monotonic clocks are not ours)."""
+        plan, local = self.plan, self.local_tasks
+        out: list[EdgeStats] = []
+        for t, ex in self.executors.items():
+            q = ex.queue
+            for sub in plan.components[ex.component].subscriptions:
+                p = sub.policy
+                if p is None:
+                    continue
+                st = EdgeStats(sub.source, sub.stream, t, p)
+                out.append(st)
+                keys = [(u, sub.stream) for u in plan.tasks[sub.source]]
+                if p.channel:
+                    q.add_channel(keys, EdgeChannel(p, st, p.capacity or q.capacity))
+                for k in keys:
+                    ex.edges[k] = (st, self.clock.now if k[0] in local else time.time)
+        for ex in self.executors.values():
+            for ob in ex.collector.outboxes:
+                if ob.stamp is True:
+                    ob.stamp = self.clock.now if ob.task in local else time.time
+        return out
 
     def _remote_fed(self, plan: Plan) -> set[int]:
         """Local tasks that tuples from other workers may reach: their queues keep half
@@ -260,11 +289,12 @@ class Worker:
                 spouts_done = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
-        dropped = 0
+        # what edges' policies let go (stormish.edges) was published and is never consumed
+        dropped = sum(st.lost() for st in self.edge_stats)
         if self.link is not None:
             # what the run's own workers sent and this link dropped; tuples for a task no
             # worker has never came from one of them (a buggy peer) and are no part of it
-            dropped = sum(n for why, n in self.link.dropped.items() if why != "unknown_task")
+            dropped += sum(n for why, n in self.link.dropped.items() if why != "unknown_task")
             if self.link.busy():
                 idle = False
         return {
@@ -277,6 +307,9 @@ class Worker:
 
     def task_stats(self) -> list[TaskStats]:
         out = []
+        edges: dict[int, dict[str, Any]] = {}
+        for st in self.edge_stats:
+            edges.setdefault(st.task, {})[st.edge] = st.as_dict()
         for t, ex in self.executors.items():
             col, q = ex.collector, ex.queue
             emitted = col.emitted()
@@ -289,7 +322,7 @@ class Worker:
             # what the executor took and has not executed yet counts as held: executed
             # first, as taken only grows ahead of it
             executed = ex.executed
-            held = q.taken - executed
+            held = q.taken - executed - getattr(ex, "dropped_stale", 0)
             bp = ex.bp_seconds
             since = ex.bp_since  # read once: the executor's thread clears it
             if since is not None:
@@ -321,6 +354,7 @@ class Worker:
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,
                     dead_lettered=ex.dead_lettered if isinstance(ex, SpoutExecutor) else 0,
+                    edges=edges.get(t, {}),
                     **_progress(ex.obj),
                 )
             )

@@ -26,6 +26,7 @@ from enum import IntEnum
 from typing import Any
 
 from stormish.errors import StormishError
+from stormish.runtime.channel import StampedRows
 from stormish.transport.tracker import BackpressureStatus
 
 MAGIC = b"SMSH"
@@ -297,7 +298,10 @@ def _is_batch(batch: Any) -> bool:
         type(dest) is int
         and type(src) is int
         and type(stream) is str
-        and type(values) is list
+        and (
+            type(values) is list
+            or (type(values) is StampedRows and type(values.born) is float)  # an edge with an age
+        )
         and (metas is None or (type(metas) is list and len(metas) == len(values)))
     )
 

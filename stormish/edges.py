@@ -1,0 +1,129 @@
+"""Per-edge channel policies: what an edge keeps, and what happens when it is full.
+
+Storm gives every edge one behaviour, a bounded queue that pushes back, and that stays
+the default (`overflow="block"`). A subscription may choose otherwise for its edge (one
+source stream into one bolt, per destination task), as a robotics runtime's channels do:
+
+- `block`: the task's receive queue; a full one parks the sender (backpressure).
+- `drop_oldest`: always accept; past `capacity` tuples, discard the oldest waiting.
+- `drop_newest`: keep what waits; a tuple that finds the edge full is discarded.
+- `latest`: one slot; a newer tuple overwrites the one waiting (a sensor's last value).
+- `fail`: a tuple that finds the edge full is rejected: its tree fails at once, the
+  spout's `fail` hears reason `overflow`.
+
+`lifespan_ms`: a tuple older than this when it would be executed is dropped (`stale`),
+never executed. `deadline_ms`: a tuple older than this is still executed, marked
+(`tup.deadline_missed`, `batch.deadline_missed`) and counted. Age is measured from the
+moment the sender published the tuple's batch (a producer batch waits up to
+`topology.batch.flush.interval.millis` before that: a lifespan shorter than it means
+little), on the topology's clock within a worker and on the wall clock between workers.
+
+Under acking, a tuple dropped by any policy fails its tree with the reason (`dropped`,
+`overwritten`, `overflow`, `stale`): at-least-once still holds where the spout replays,
+and is given up explicitly where the user chose to drop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import TopologyError
+
+OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
+POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms")
+
+# why a tree failed when an edge let one of its tuples go (Failure.reason)
+DROPPED, OVERWRITTEN, OVERFLOWED, STALE = "dropped", "overwritten", "overflow", "stale"
+
+
+@dataclass(frozen=True)
+class EdgePolicy:
+    """A checked policy; `capacity` None on `block` means the task's receive queue."""
+
+    overflow: str = "block"
+    capacity: int | None = None
+    lifespan_ms: float | None = None
+    deadline_ms: float | None = None
+
+    @property
+    def channel(self) -> bool:
+        """The edge has a channel of its own (anything but `block`)."""
+        return self.overflow != "block"
+
+    @property
+    def stamped(self) -> bool:
+        """Its batches carry the time they were published (an age is checked)."""
+        return self.lifespan_ms is not None or self.deadline_ms is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in POLICY_KEYS}
+
+
+def make_policy(where: str, **given: Any) -> EdgePolicy | None:
+    """The policy a grouping's keyword arguments ask for (None: none given, Storm's
+    edge). `where` names the edge in errors."""
+    unknown = sorted(set(given) - set(POLICY_KEYS))
+    if unknown:
+        raise TopologyError(
+            f"{where}: unknown edge option(s) {', '.join(map(repr, unknown))}; an edge takes "
+            f"{', '.join(POLICY_KEYS)}"
+        )
+    values = {k: v for k, v in given.items() if v is not None}
+    if not values:
+        return None
+    overflow = values.get("overflow", "block")
+    if overflow not in OVERFLOW:
+        raise TopologyError(
+            f"{where}: overflow={overflow!r} is not a policy; choose one of {', '.join(OVERFLOW)}"
+        )
+    capacity = values.get("capacity")
+    if capacity is not None:
+        if type(capacity) is not int or capacity < 1:
+            raise TopologyError(f"{where}: capacity={capacity!r} must be an integer >= 1")
+        if overflow == "block":
+            raise TopologyError(
+                f"{where}: capacity={capacity} with overflow='block': a blocking edge uses "
+                "its task's receive queue (topology.executor.receive.buffer.size); give a "
+                "dropping policy or leave capacity out"
+            )
+        if overflow == "latest" and capacity != 1:
+            raise TopologyError(
+                f"{where}: overflow='latest' keeps one tuple (the newest); capacity={capacity} "
+                "is not 1: for the newest N use overflow='drop_oldest', capacity=N"
+            )
+    elif overflow == "latest":
+        capacity = 1
+    for key in ("lifespan_ms", "deadline_ms"):
+        v = values.get(key)
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
+        ):
+            raise TopologyError(f"{where}: {key}={v!r} must be a number of milliseconds > 0")
+    return EdgePolicy(overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"))
+
+
+def policies_from_config(value: Any, key: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """`topology.edge.policies`: {"bolt <- source[:stream]": {overflow: ..., ...}}, for a
+    topology given as a file plus config. Returns {(bolt, source, stream): options}."""
+    if not isinstance(value, Mapping):
+        raise TopologyError(f"config {key}: a mapping of 'bolt <- source[:stream]' to options")
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for edge, options in value.items():
+        if not isinstance(edge, str) or "<-" not in edge:
+            raise TopologyError(
+                f"config {key}: edge {edge!r} must read 'bolt <- source' or 'bolt <- source:stream'"
+            )
+        bolt, _, src = (p.strip() for p in edge.partition("<-"))
+        source, _, stream = src.partition(":")
+        if not bolt or not source:
+            raise TopologyError(f"config {key}: edge {edge!r} names no bolt or no source")
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise TopologyError(
+                f"config {key}: edge {edge!r}: options must be a mapping of option names "
+                f"({', '.join(POLICY_KEYS)}) to values"
+            )
+        out[(bolt, source.strip(), stream.strip() or "default")] = dict(options)
+    return out

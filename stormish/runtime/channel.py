@@ -1,0 +1,231 @@
+"""An edge's own channel at its destination task, and the edge's health counters.
+
+An edge with a dropping policy (stormish.edges) does not share its task's receive queue:
+its batches wait in an `EdgeChannel` the queue owns, bounded in tuples, that never
+refuses a sender. What does not fit is handled by the policy here, on the publishing
+thread under the queue's lock (a local upstream's, or the link's receive thread for
+batches from other workers): so the policy holds across workers, and the overflowQ and
+backpressure statuses stay for `block` edges only. Trees of tuples let go are not
+failed here (a foreign thread, a lock held): the channel keeps their tree ids and the
+task's executor fails them on its next turn (`EdgeChannel.lost`).
+
+`StampedRows` carries the time a batch was published, for edges with `lifespan_ms` or
+`deadline_ms`; the executor checks the age when it takes the batch (`screen`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, EdgePolicy
+
+
+class StampedRows(list):
+    """A batch's rows and the time its sender published them (the topology clock within
+    a worker, the wall clock between workers); `late`: past the edge's deadline."""
+
+    __slots__ = ("born", "late")
+
+    def __init__(self, rows: Any = (), born: float = 0.0):
+        super().__init__(rows)
+        self.born = born
+        self.late = False
+
+    def __reduce__(self) -> tuple:
+        return (_stamped, (list(self), self.born))
+
+
+def _stamped(rows: list, born: float) -> StampedRows:
+    return StampedRows(rows, born)
+
+
+def _slice(values: list, i: int, j: int | None = None) -> list:
+    part = values[i:j]
+    if values.__class__ is StampedRows:
+        return StampedRows(part, values.born)  # type: ignore[attr-defined]
+    return part
+
+
+class EdgeStats:
+    """One edge into one destination task. Sum check, exact once nothing is in flight:
+    arrived = executed + dropped + overwritten + rejected + queued (`stale` is part of
+    `dropped`; `deadline_missed` of `executed`)."""
+
+    __slots__ = (
+        "source",
+        "stream",
+        "task",
+        "policy",
+        "arrived",
+        "executed",
+        "dropped",
+        "stale",
+        "overwritten",
+        "rejected",
+        "deadline_missed",
+        "high",
+        "last_what",
+        "last_at",
+        "queued",
+    )
+
+    def __init__(self, source: str, stream: str, task: int, policy: EdgePolicy):
+        self.source, self.stream, self.task, self.policy = source, stream, task, policy
+        self.arrived = self.executed = self.dropped = self.stale = 0
+        self.overwritten = self.rejected = self.deadline_missed = 0
+        self.high = 0  # most tuples waiting in the edge's channel at once
+        self.last_what: str | None = None
+        self.last_at = 0.0
+        self.queued = 0  # in the channel now (block edges: counted in the task's queue)
+
+    @property
+    def edge(self) -> str:
+        return f"{self.source}:{self.stream}"
+
+    def note(self, what: str) -> None:
+        self.last_what = what
+        self.last_at = time.time()
+
+    def lost(self) -> int:
+        return self.dropped + self.overwritten + self.rejected
+
+    def as_dict(self) -> dict[str, Any]:
+        last = None
+        if self.last_what is not None:
+            last = f"{self.last_what} at {time.strftime('%H:%M:%S', time.localtime(self.last_at))}"
+        return {
+            "edge": self.edge,
+            "policy": self.policy.as_dict(),
+            "arrived": self.arrived,
+            "executed": self.executed,
+            "dropped": self.dropped,
+            "stale": self.stale,
+            "overwritten": self.overwritten,
+            "rejected": self.rejected,
+            "deadline_missed": self.deadline_missed,
+            "queued": self.queued,
+            "high_watermark": self.high,
+            "last_reason": last,
+            "last_at": self.last_at,  # seconds since the epoch, 0.0: never
+        }
+
+
+class EdgeChannel:
+    """The bounded channel of one edge at one task. Called under the owning queue's lock
+    (offer, take, take_lost)."""
+
+    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "_apply")
+
+    def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
+        self.policy = policy
+        self.stats = stats
+        self.capacity = capacity
+        self.batches: deque[tuple] = deque()  # (src, stream, values, metas)
+        self.size = 0
+        # (metas of tuples let go, reason): their trees fail on the executor's next turn
+        self.lost: list[tuple[list, str]] = []
+        self._apply = {
+            "drop_oldest": self._drop_oldest,
+            "drop_newest": self._refuse_newest,
+            "fail": self._refuse_newest,
+            "latest": self._latest,
+        }[policy.overflow]
+
+    def offer(self, batch: tuple, n: int) -> int:
+        """Place a batch under the policy; returns the change in tuples waiting."""
+        st = self.stats
+        st.arrived += n
+        before = self.size
+        self._apply(batch, n)
+        if self.size > st.high:
+            st.high = self.size
+        st.queued = self.size
+        return self.size - before
+
+    def _let_go(self, metas: list | None, k: int, reason: str) -> None:
+        if metas is not None and k:
+            self.lost.append((metas, reason))
+
+    def _full(self, extra: str = "") -> str:
+        full = min(self.size, self.capacity)
+        return f"{self.policy.overflow}: queue full ({full}/{self.capacity}){extra}"
+
+    def _drop_oldest(self, batch: tuple, n: int) -> None:
+        self.batches.append(batch)
+        self.size += n
+        over = self.size - self.capacity
+        if over <= 0:
+            return
+        st = self.stats
+        st.dropped += over
+        st.note(self._full(f", {over} oldest dropped"))
+        bs = self.batches
+        while over > 0:
+            src, stream, values, metas = bs[0]
+            k = len(values)
+            if k <= over:
+                bs.popleft()
+                self._let_go(metas, k, DROPPED)
+                self.size -= k
+                over -= k
+            else:
+                bs[0] = (src, stream, _slice(values, over), None if metas is None else metas[over:])
+                self._let_go(None if metas is None else metas[:over], over, DROPPED)
+                self.size -= over
+                over = 0
+
+    def _refuse_newest(self, batch: tuple, n: int) -> None:
+        free = self.capacity - self.size
+        if n <= free:
+            self.batches.append(batch)
+            self.size += n
+            return
+        src, stream, values, metas = batch
+        if free > 0:
+            self.batches.append(
+                (src, stream, _slice(values, 0, free), None if metas is None else metas[:free])
+            )
+            self.size += free
+        k = n - max(free, 0)
+        st = self.stats
+        rest = None if metas is None else metas[max(free, 0) :]
+        if self.policy.overflow == "fail":
+            st.rejected += k
+            st.note(self._full(f", {k} rejected"))
+            self._let_go(rest, k, OVERFLOWED)
+        else:
+            st.dropped += k
+            st.note(self._full(f", {k} newest dropped"))
+            self._let_go(rest, k, DROPPED)
+
+    def _latest(self, batch: tuple, n: int) -> None:
+        """One slot: the batch's last tuple replaces whatever waited."""
+        src, stream, values, metas = batch
+        gone = self.size + n - 1
+        if gone:
+            st = self.stats
+            st.overwritten += gone
+            st.note(f"latest: {gone} overwritten by newer tuples")
+            for _, _, _, m in self.batches:
+                self._let_go(m, 1, OVERWRITTEN)
+            if n > 1:
+                self._let_go(None if metas is None else metas[:-1], n - 1, OVERWRITTEN)
+        self.batches.clear()
+        self.batches.append(
+            (src, stream, _slice(values, n - 1), None if metas is None else metas[n - 1 :])
+        )
+        self.size = 1
+
+    def take(self, budget: int, out: list) -> int:
+        """Whole batches up to `budget` tuples (at least one) into `out`; returns how many."""
+        bs = self.batches
+        taken = 0
+        while bs and (taken < budget or not taken):
+            b = bs.popleft()
+            out.append(b)
+            taken += len(b[2])
+        self.size -= taken
+        self.stats.queued = self.size
+        return taken
