@@ -1,0 +1,195 @@
+"""Per-edge channel policies on a running topology, on 1 worker and across 2 (issue 13,
+part 1): what each policy keeps, the health counters' sum check, trees of dropped tuples
+failing with the reason, lifespans and deadlines.
+
+The bolt is slower than its spout (it sleeps per tuple: simulated work, not waiting for
+anything), so the edge is full most of the run; how many tuples each policy lets go
+varies from run to run, the accounting does not. With 2 workers the spout and the bolt
+run in different workers (tasks are dealt round-robin by component name), so the
+receiving worker's link applies the policy."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+
+N = 3000
+
+
+class Numbers(Spout):
+    """0..N-1, 100 a call; reliable with `reliable`: msg id = the number, never replayed,
+    every Failure recorded."""
+
+    outputs = ["n"]
+
+    def __init__(self, reliable: bool = False):
+        self.reliable = reliable
+
+    def open(self, conf, context):
+        self.n = 0
+        self.acked: set[int] = set()
+        self.failures: dict[int, tuple] = {}
+
+    def next_tuple(self):
+        if self.n >= N:
+            if not self.reliable or len(self.acked) + len(self.failures) == N:
+                self.finish()
+            return
+        for _ in range(100):
+            self.emit((self.n,), msg_id=self.n if self.reliable else None)
+            self.n += 1
+
+    def ack(self, msg_id):
+        self.acked.add(msg_id)
+
+    def fail(self, msg_id, failure):
+        assert msg_id not in self.failures
+        self.failures[msg_id] = (failure.reason, failure.component, failure.error)
+
+    def result(self):
+        return {"acked": sorted(self.acked), "failures": self.failures}
+
+
+class Slow(Bolt):
+    """Records what it executes (and whether it missed its deadline), acks it."""
+
+    def __init__(self, per_tuple: float = 0.0002):
+        self.per_tuple = per_tuple
+
+    def prepare(self, conf, context):
+        self.seen: list[int] = []
+        self.late = 0
+
+    def execute(self, tup):
+        time.sleep(self.per_tuple)
+        self.seen.append(tup.values[0])
+        self.late += tup.deadline_missed
+        self.ack(tup)
+
+    def result(self):
+        return {"seen": self.seen, "late": self.late}
+
+
+def run(workers: int, reliable: bool, per_tuple: float = 0.0002, **edge):
+    conf = {"topology.workers": workers}
+    if not reliable:
+        conf["topology.acker.executors"] = 0
+    t = Topology("edges", config=conf)
+    t.set_spout("src", Numbers(reliable))
+    t.set_bolt("bolt", Slow(per_tuple)).shuffle_grouping("src", **edge)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("edges", timeout=90)
+        results = cluster._get("edges").results()
+    (spout,) = results["src"]
+    (bolt,) = results["bolt"]
+    return stats, spout, bolt
+
+
+def check_sum(stats, bolt) -> dict:
+    """arrived = executed + dropped + overwritten + rejected + queued, exactly, and every
+    tuple the spout emitted arrived; what the bolt ran is what the edge says it ran."""
+    edge = stats.components["bolt"].edges["src:default"]
+    lost = edge["dropped"] + edge["overwritten"] + edge["rejected"]
+    assert edge["queued"] == 0
+    assert edge["arrived"] == N == edge["executed"] + lost
+    assert edge["executed"] == len(bolt["seen"])
+    assert edge["deadline_missed"] == bolt["late"]
+    assert bolt["seen"] == sorted(bolt["seen"])  # one upstream task: its order holds
+    assert stats.tasks[stats_task(stats, "bolt")].edges["src:default"]["arrived"] == N
+    return edge
+
+
+def stats_task(stats, component):
+    (t,) = [t for t, s in stats.tasks.items() if s.component == component]
+    return t
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_drop_oldest_keeps_the_newest_and_accounts_for_every_tuple(workers):
+    stats, _, bolt = run(workers, False, overflow="drop_oldest", capacity=50)
+    edge = check_sum(stats, bolt)
+    assert edge["dropped"] > 0 and edge["overwritten"] == edge["rejected"] == 0
+    assert bolt["seen"][-1] == N - 1  # the newest is never the one dropped
+    assert edge["high_watermark"] == 50
+    assert edge["last_reason"].startswith("drop_oldest: queue full (50/50), ")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_latest_delivers_the_newest_and_counts_the_overwritten(workers):
+    stats, _, bolt = run(workers, False, overflow="latest")
+    edge = check_sum(stats, bolt)
+    assert edge["overwritten"] > 0 and edge["dropped"] == 0
+    assert bolt["seen"][-1] == N - 1
+    assert edge["high_watermark"] == 1
+
+
+@pytest.mark.parametrize(
+    "overflow,reason,counter",
+    [
+        ("fail", "overflow", "rejected"),
+        ("drop_newest", "dropped", "dropped"),
+        ("drop_oldest", "dropped", "dropped"),
+        ("latest", "overwritten", "overwritten"),
+    ],
+)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_under_acking_a_tuple_let_go_fails_its_tree_with_the_reason(
+    workers, overflow, reason, counter
+):
+    """Each tuple is a tree: the spout hears `fail` once for each tuple the edge let go,
+    with the policy's reason and the component whose edge it was; the rest are acked."""
+    capacity = None if overflow == "latest" else 40
+    stats, spout, bolt = run(workers, True, overflow=overflow, capacity=capacity)
+    edge = check_sum(stats, bolt)
+    failures = spout["failures"]
+    assert len(failures) == edge[counter] > 0
+    assert set(failures.values()) == {(reason, "bolt", None)}
+    assert spout["acked"] == sorted(bolt["seen"])
+    assert sorted(spout["acked"] + list(failures)) == list(range(N))
+    assert stats.components["src"].failed == len(failures)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_lifespan_drops_stale_tuples_unexecuted_and_a_deadline_marks_late_ones(workers):
+    """On Storm's own edge (block): 3,000 tuples at once into a bolt that takes 0.5 ms
+    each cannot all run within 40 ms; those that would have are executed (marked when past
+    5 ms), the others fail their trees as stale."""
+    stats, spout, bolt = run(workers, True, per_tuple=0.0005, lifespan_ms=40, deadline_ms=5)
+    edge = check_sum(stats, bolt)
+    assert edge["stale"] == edge["dropped"] > 0
+    assert edge["deadline_missed"] > 0
+    assert len(spout["failures"]) == edge["stale"]
+    assert set(spout["failures"].values()) == {("stale", "bolt", None)}
+    assert sorted(spout["acked"] + list(spout["failures"])) == list(range(N))
+    assert edge["last_reason"].startswith("stale: ")
+
+
+class Doubler(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup):
+        n = tup.values[0]
+        if n < 50_000:
+            self.emit((n * 2 + 1,))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_dropping_edge_on_a_cycle_never_stalls_it(workers):
+    """A bolt feeding itself through a `drop_oldest` edge: nothing on the cycle can block,
+    the run completes and the counters add up."""
+    t = Topology("cyc", config={"topology.workers": workers, "topology.acker.executors": 0})
+    t.set_spout("src", Numbers())
+    d = t.set_bolt("loop", Doubler(), parallelism=2)
+    d.shuffle_grouping("src")
+    d.shuffle_grouping("loop", overflow="drop_oldest", capacity=64)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("cyc", timeout=90)
+    edge = stats.components["loop"].edges["loop:default"]
+    emitted = stats.components["loop"].emitted
+    assert edge["arrived"] == emitted
+    assert edge["arrived"] == edge["executed"] + edge["dropped"]
