@@ -20,7 +20,7 @@ from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
-from .runtime.stats import timeout_warning, timing_out
+from .runtime.stats import edge_table, timeout_warning, timing_out
 
 FAIL_FAST = "topology.fail.fast"
 
@@ -319,6 +319,8 @@ def _summary(stats: Any, why: str, shown: int = 0) -> None:
             f"{c.complete_latency_ms:>9.2f}{c.backpressure_seconds:>7.2f}"
             f"{c.errors:>7}"
         )
+    for line in edge_table(stats):
+        click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):
         click.echo(line)
     if stats.error and stats.status != "failed":

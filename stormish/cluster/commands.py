@@ -149,12 +149,13 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
     component's new errors with the last one's method and line) of NAME, until it ends;
     a warning when a spout's trees time out faster than they complete."""
     from ..runtime.error_report import new_errors
-    from ..runtime.stats import timeout_warning, timing_out
+    from ..runtime.stats import edge_changes, timeout_warning, timing_out
 
     client = connect(nimbus, keys)
     last: dict[str, int] = {}
     last_stats = None
     seen: dict[str, int] = {}  # errors per component already told
+    edges_told: dict[str, tuple[int, ...]] = {}  # edge counters already told
     last_t = time.monotonic()
     try:
         while True:
@@ -176,6 +177,8 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
             if warning:
                 click.echo(warning)
             for line in new_errors(s.tasks.values(), seen):
+                click.echo(line)
+            for line in edge_changes(s, edges_told):
                 click.echo(line)
             if s.status not in ("running", "starting"):
                 return

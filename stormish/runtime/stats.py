@@ -210,3 +210,55 @@ def timeout_warning(spouts: list[str]) -> str:
         f"WARNING trees of {', '.join(spouts)} time out faster than they complete: "
         "lower topology.max.spout.pending or raise topology.message.timeout.secs"
     )
+
+
+def edge_table(stats: TopologyStatistics) -> list[str]:
+    """The closing table's edge section: each edge with a policy, summed over its tasks
+    (stormish.edges); nothing when no edge has one."""
+    rows = [
+        (c.component, e)
+        for c in stats.components.values()
+        for e in sorted(c.edges.values(), key=lambda e: e["edge"])
+    ]
+    if not rows:
+        return []
+    out = [
+        f"{'edge':<30}{'policy':>12}{'arrived':>11}{'executed':>11}{'dropped':>10}"
+        f"{'stale':>8}{'overwr.':>9}{'rejected':>9}{'late':>8}{'high':>7}"
+    ]
+    for bolt, e in rows:
+        out.append(
+            f"{bolt + ' <- ' + e['edge']:<30}{e['policy']['overflow']:>12}{e['arrived']:>11,}"
+            f"{e['executed']:>11,}{e['dropped']:>10,}{e['stale']:>8,}{e['overwritten']:>9,}"
+            f"{e['rejected']:>9,}{e['deadline_missed']:>8,}{e['high_watermark']:>7,}"
+        )
+    out += [f"  {bolt} <- {e['edge']}: {e['last_reason']}" for bolt, e in rows if e["last_reason"]]
+    return out
+
+
+def edge_changes(stats: TopologyStatistics, seen: dict[str, tuple[int, ...]]) -> list[str]:
+    """For `monitor`: a line per edge whose losses or missed deadlines grew since the last
+    call (`seen` keeps what was told), with its latest reason."""
+    out = []
+    for c in stats.components.values():
+        for e in c.edges.values():
+            name = f"{c.component} <- {e['edge']}"
+            now = tuple(
+                e[k] for k in ("dropped", "stale", "overwritten", "rejected", "deadline_missed")
+            )
+            before = seen.get(name, (0, 0, 0, 0, 0))
+            seen[name] = now
+            if now == before:
+                continue
+            grew = ", ".join(
+                f"{k} +{b - a:,} ({b:,})"
+                for k, a, b in zip(
+                    ("dropped", "stale", "overwritten", "rejected", "deadline missed"),
+                    before,
+                    now,
+                    strict=True,
+                )
+                if b != a
+            )
+            out.append(f"edge {name} [{e['policy']['overflow']}]: {grew}; {e['last_reason'] or ''}")
+    return out

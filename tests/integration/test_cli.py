@@ -255,3 +255,32 @@ def test_daemons_refuse_bad_settings_by_name(args, message, tmp_path):
     out = stormish(*args, "--data", str(tmp_path)) if args[0] == "nimbus" else stormish(*args)
     assert out.returncode == 2, out.stdout
     assert message in out.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_sensor_example_shows_each_edges_health_in_the_table_and_the_stats(tmp_path, workers):
+    """topologies/sensor_latest.py: a `latest` edge with a deadline and a `drop_oldest`
+    edge with a lifespan; the closing table has an edge section with the last reason,
+    `--stats-json` the counters per edge and task, which add up."""
+    out = tmp_path / "stats.json"
+    r = stormish("run", "topologies/sensor_latest.py", "-w", workers, "--stats-json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"control <- sensors:default +latest +40,000 ", r.stdout), r.stdout
+    assert re.search(r"archive <- sensors:default +drop_oldest +40,000 ", r.stdout), r.stdout
+    assert "control <- sensors:default: latest: " in r.stdout
+    data = json.loads(out.read_text())
+    for comp in ("control", "archive"):
+        e = data["components"][comp]["edges"]["sensors:default"]
+        lost = e["dropped"] + e["overwritten"] + e["rejected"]
+        assert e["arrived"] == 40_000 == e["executed"] + lost + e["queued"]
+        assert e["executed"] == data["components"][comp]["executed"]
+        tasks = [t for t in data["tasks"].values() if t["component"] == comp]
+        assert sum(t["edges"]["sensors:default"]["arrived"] for t in tasks) == 40_000
+    control = data["components"]["control"]["edges"]["sensors:default"]
+    assert control["overwritten"] > 0 and control["high_watermark"] == 1
+    assert control["policy"] == {
+        "overflow": "latest",
+        "capacity": 1,
+        "lifespan_ms": None,
+        "deadline_ms": 20,
+    }

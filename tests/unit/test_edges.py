@@ -4,6 +4,7 @@ policy checks, and the API and config that declare them."""
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -229,3 +230,72 @@ def test_config_policies_override_the_groupings_and_name_an_edge_that_is_not_the
         t.validate({"topology.edge.policies": {"a": {"overflow": "latest"}}})
     with pytest.raises(ConfigError, match="topology.edge.policies"):
         t.validate({"topology.edge.policies": ["a <- src"]})
+
+
+def _stats_with(edge_counts: dict) -> object:
+    from stormish.runtime.stats import TaskStats, TopologyStatistics, aggregate
+
+    e = {
+        "edge": "src:default",
+        "policy": {
+            "overflow": "drop_oldest",
+            "capacity": 5,
+            "lifespan_ms": None,
+            "deadline_ms": None,
+        },
+        "arrived": 0,
+        "executed": 0,
+        "dropped": 0,
+        "stale": 0,
+        "overwritten": 0,
+        "rejected": 0,
+        "deadline_missed": 0,
+        "queued": 0,
+        "high_watermark": 5,
+        "last_reason": None,
+        "last_at": 0.0,
+    }
+    tasks = []
+    for task, counts in edge_counts.items():
+        tasks.append(TaskStats(task, "bolt", 0, "bolt", edges={"src:default": dict(e, **counts)}))
+    return TopologyStatistics("t", "running", 1.0, 1, {t.task: t for t in tasks}, aggregate(tasks))
+
+
+def test_the_edge_counters_sum_over_tasks_and_monitor_tells_only_what_grew():
+    from stormish.runtime.stats import edge_changes, edge_table
+
+    s = _stats_with(
+        {
+            1: {"arrived": 10, "executed": 6, "dropped": 4, "last_reason": "a", "last_at": 2.0},
+            2: {
+                "arrived": 7,
+                "executed": 7,
+                "high_watermark": 3,
+                "last_reason": "b",
+                "last_at": 1.0,
+            },
+        }
+    )
+    e = s.components["bolt"].edges["src:default"]
+    assert (e["arrived"], e["executed"], e["dropped"], e["high_watermark"]) == (17, 13, 4, 5)
+    assert e["last_reason"] == "a"  # the latest of the tasks'
+    table = edge_table(s)
+    assert re.search(r"bolt <- src:default +drop_oldest +17 +13 +4 ", table[1])
+    seen: dict = {}
+    assert edge_changes(s, seen) == ["edge bolt <- src:default [drop_oldest]: dropped +4 (4); a"]
+    assert edge_changes(s, seen) == []  # nothing new
+    s2 = _stats_with(
+        {
+            1: {
+                "arrived": 30,
+                "executed": 6,
+                "dropped": 20,
+                "stale": 2,
+                "last_reason": "c",
+                "last_at": 3.0,
+            }
+        }
+    )
+    assert edge_changes(s2, seen) == [
+        "edge bolt <- src:default [drop_oldest]: dropped +16 (20), stale +2 (2); c"
+    ]
