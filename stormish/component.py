@@ -78,6 +78,31 @@ class Spout(Component):
 
     finish = _not_running("finish")
 
+    # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
+    def track_offset(self, offset: int, partition: Any = 0) -> None:
+        """Note an offset as emitted (call it with the emit whose msg_id names it); the
+        first one tracked in a partition is where its committed position starts."""
+        self._offset_tracker(partition, offset).track(offset)
+
+    def ack_offset(self, offset: int, partition: Any = 0) -> int | None:
+        """Its tree completed (call it from `ack`): the new committed position of the
+        partition when it moved (every offset below it is complete), else None. An
+        offset still in flight holds every later one back, however many finished."""
+        return self._offset_tracker(partition, offset).complete(offset)
+
+    def committed_offset(self, partition: Any = 0) -> int:
+        """Where a restart of the partition must read from."""
+        return self._offset_tracker(partition, 0).committed
+
+    def _offset_tracker(self, partition: Any, first: int) -> Any:
+        from .offsets import OffsetTracker
+
+        trackers = self.__dict__.setdefault("_offset_trackers", {})
+        t = trackers.get(partition)
+        if t is None:
+            t = trackers[partition] = OffsetTracker(first)
+        return t
+
 
 class Bolt(Component):
     """A processor with manual anchoring and acking."""

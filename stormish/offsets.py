@@ -1,0 +1,50 @@
+"""What a spout whose source has offsets may commit: the highest offset below which every
+tuple is complete (a Kafka partition's committed position).
+
+Trees complete in any order; a source must not commit past one that has not: an offset
+5 still in flight holds 6..N back even when they finished, so a restart replays from 5
+and loses nothing. `Spout.track_offset` / `ack_offset` / `fail_offset` keep one tracker
+per partition for a spout; `OffsetTracker` is the logic, usable on its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+
+class OffsetTracker:
+    """Offsets in flight per partition; `committed` is the next offset to read on a
+    restart: every tracked offset below it completed."""
+
+    __slots__ = ("committed", "_pending", "_done")
+
+    def __init__(self, start: int = 0):
+        self.committed = start
+        self._pending: list[int] = []  # a heap of offsets emitted and not completed
+        self._done: set[int] = set()  # completed, but behind one still pending
+
+    def track(self, offset: int) -> None:
+        """An offset emitted (again, after a fail: it stays pending)."""
+        if offset < self.committed:
+            raise ValueError(f"offset {offset} is below the committed position {self.committed}")
+        if offset in self._done:
+            raise ValueError(f"offset {offset} already completed")
+        heapq.heappush(self._pending, offset)
+
+    def complete(self, offset: int) -> int | None:
+        """Its tree completed; returns the new committed position when it moved."""
+        if offset < self.committed:
+            return None  # acked twice, or a replay of something older
+        self._done.add(offset)
+        pending, done = self._pending, self._done
+        before = self.committed
+        while pending and pending[0] in done:
+            o = heapq.heappop(pending)
+            while pending and pending[0] == o:  # tracked twice (a replay): one entry
+                heapq.heappop(pending)
+            done.discard(o)
+            self.committed = o + 1
+        return self.committed if self.committed != before else None
+
+    def in_flight(self) -> int:
+        return len(set(self._pending) - self._done)
