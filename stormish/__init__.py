@@ -17,12 +17,17 @@ from .errors import (
 )
 from .failure import Failure
 from .local import LocalCluster
+from .settle import ACK, DEAD_LETTER, FAIL, Result
 from .topology import Topology
 from .tuple import Tuple
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACK",
+    "DEAD_LETTER",
+    "FAIL",
+    "Result",
     "BasicBolt",
     "Bolt",
     "ConfigError",

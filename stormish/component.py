@@ -105,7 +105,14 @@ class Spout(Component):
 
 
 class Bolt(Component):
-    """A processor with manual anchoring and acking."""
+    """A processor with manual anchoring and acking.
+
+    Batch settle (stormish.settle): set `batch_size` (and optionally
+    `batch_max_wait_ms`) and `execute_batch` gets batches the runtime forms, one lane's
+    or one upstream stream's tuples in order, and returns one `Result` per tuple."""
+
+    batch_size: int | None = None
+    batch_max_wait_ms: float | None = None
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         pass

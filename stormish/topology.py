@@ -29,6 +29,7 @@ GROUPINGS = (
     "none",
     "partial_key",
     "custom",
+    "lanes",
 )
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -110,6 +111,31 @@ class _Declarer:
                 f"fields_grouping of {self._spec.name!r} on {component!r} needs at least one field"
             )
         return self._add(component, "fields", stream, fields, edge=edge)
+
+    def ordered_lanes(
+        self,
+        component: str,
+        key: Sequence[str],
+        lanes: int = 64,
+        max_in_flight: int = 1000,
+        stream: str = DEFAULT_STREAM,
+    ) -> _Declarer:
+        """Tuples with the same `key` are executed strictly in order, different keys in
+        parallel: each key hashes to one of `lanes` lanes, the lanes are spread over this
+        bolt's tasks. `max_in_flight`: at each task, tuples of this edge taken and not
+        yet settled (acked, failed or dead-lettered) stay below it; past it the edge
+        takes no more and its senders are held back (backpressure), not buffered. A bolt
+        with `batch_size` gets each lane's tuples in batches of their own
+        (docs/edges.md)."""
+        where = f"component {self._spec.name!r}: ordered_lanes on {component!r} stream {stream!r}"
+        if isinstance(key, str):
+            key = [key]
+        if not key:
+            raise TopologyError(f"{where} needs at least one key field")
+        for name, v in (("lanes", lanes), ("max_in_flight", max_in_flight)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise TopologyError(f"{where}: {name}={v!r} must be an integer >= 1")
+        return self._add(component, "lanes", stream, key, (lanes, max_in_flight))
 
     def partial_key_grouping(
         self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
@@ -223,6 +249,8 @@ class Topology:
                 raise TopologyError(
                     f"component {name!r}: stream {stream!r} is reserved (starts with '__')"
                 )
+        if not is_spout:
+            _check_settle(name, obj)
         comp_conf = dict(obj.component_config or {})
         for k, v in comp_conf.items():
             _config.check_value(k, v, self._where(name), "component")
@@ -244,11 +272,7 @@ class Topology:
             )
         streams = src.streams
         if sub.stream == DEAD_LETTER_STREAM:
-            if not src.is_spout:
-                raise TopologyError(
-                    f"component {bolt!r} subscribes to {DEAD_LETTER_STREAM!r} of "
-                    f"{sub.source!r}, which is a bolt: only spouts have dead letters"
-                )
+            # a spout's: trees past topology.max.replays; a bolt's: DEAD_LETTER results
             streams = {DEAD_LETTER_STREAM: DEAD_LETTER_FIELDS}
         if sub.stream not in streams:
             raise TopologyError(
@@ -392,3 +416,28 @@ def check_picklable(name: str, obj: Any) -> None:
     raise TopologyError(
         f"component {name!r} cannot be pickled: {type(top_error).__name__}: {top_error}"
     ) from top_error
+
+
+def _check_settle(name: str, bolt: Any) -> None:
+    """A batch-settle bolt's settings, named at set_bolt (stormish.settle)."""
+    size, wait = getattr(bolt, "batch_size", None), getattr(bolt, "batch_max_wait_ms", None)
+    if size is None:
+        if wait is not None:
+            raise TopologyError(
+                f"component {name!r}: batch_max_wait_ms={wait!r} without batch_size: set "
+                "batch_size too (batch settle)"
+            )
+        return
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise TopologyError(f"component {name!r}: batch_size={size!r} must be an integer >= 1")
+    if wait is not None and (
+        isinstance(wait, bool) or not isinstance(wait, int | float) or wait <= 0
+    ):
+        raise TopologyError(
+            f"component {name!r}: batch_max_wait_ms={wait!r} must be a number of milliseconds > 0"
+        )
+    if type(bolt).execute_batch is Bolt.execute_batch:
+        raise TopologyError(
+            f"component {name!r} sets batch_size={size} but does not define "
+            "execute_batch(self, batch) -> list of results (stormish.settle)"
+        )

@@ -22,12 +22,16 @@ from typing import Any
 
 from ..component import BasicBolt, Bolt
 from ..edges import STALE
+from ..errors import TopologyError
+from ..settle import ACK, BATCH_RESULT_COUNT, BATCH_RESULT_VALUE, DEAD_LETTER, FAIL
 from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
-from .channel import StampedRows
+from .batcher import Batcher
+from .channel import LaneChannel, StampedRows
 from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
+from .grouping import lane_of
 
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
 # long enough that a turn's fixed cost is nothing, short enough that the other executors
@@ -45,6 +49,14 @@ class BoltExecutor(Executor):
         self.is_acker = isinstance(self.obj, AckerBolt)
         self.basic = isinstance(self.obj, BasicBolt)
         self._late = False  # the rows executing now missed their edge's deadline
+        # ordered_lanes edges into this task, by (src_task, stream): (key indices, lanes)
+        self.lane_keys: dict[tuple[int, str], tuple[tuple[int, ...], int]] = {}
+        # batch settle (stormish.settle): the bolt sets batch_size
+        size = getattr(self.obj, "batch_size", None)
+        self.batcher: Batcher | None = None
+        if size is not None and not self.is_acker:
+            wait_ms = getattr(self.obj, "batch_max_wait_ms", None)
+            self.batcher = Batcher(size, None if wait_ms is None else wait_ms / 1000.0)
         self.dropped_stale = 0  # taken from the queue, never executed: past lifespan_ms
         self._bind()
 
@@ -101,14 +113,37 @@ class BoltExecutor(Executor):
         self.obj.prepare(self.conf, self.context)
         if self.is_acker:
             self._exec = self._execute_raw
+        elif self.batcher is not None:
+            self._exec = self._execute_settle
         elif type(self.obj).execute_batch is not Bolt.execute_batch:
             self._exec = self._execute_user_batch
         else:
             self._exec = self._execute_batch
         self.idle = 0
         self.next_flush = self.clock.now() + self.flush_every
+        if self.lane_keys and not self.basic and self.batcher is None:
+            # a Bolt settles an ordered_lanes tuple when it acks or fails it
+            ack, fail = self.obj.ack, self.obj.fail
+            settle, lanes = self.queue.settle, self.lane_keys
+
+            def lane_ack(tup: Tuple) -> None:
+                ack(tup)
+                key = (tup.source.task, tup.source.stream)
+                if key in lanes:
+                    settle(key, 1)
+
+            def lane_fail(tup: Tuple, *args: Any) -> None:
+                fail(tup, *args)
+                key = (tup.source.task, tup.source.stream)
+                if key in lanes:
+                    settle(key, 1)
+
+            self.obj.ack, self.obj.fail = lane_ack, lane_fail
 
     def end(self) -> None:
+        if self.batcher is not None:  # a partial batch is executed, not lost
+            for b in self.batcher.drain():
+                self._run_settle(*b)
         self.collector.flush_all()
         self.obj.cleanup()
 
@@ -139,6 +174,11 @@ class BoltExecutor(Executor):
         batches = q.consume()
         if self.edges:
             batches = self._screen(batches)
+        bt = self.batcher
+        if bt is not None and bt.waiting and self._flush_batches(bt, batches is None):
+            self.idle = 0
+            if batches is None:
+                return WORK
         if batches is not None:
             self.idle = 0
             execute = self._exec
@@ -172,6 +212,127 @@ class BoltExecutor(Executor):
             col.flush_all()
             self.next_flush = now() + self.flush_every
         return IDLE
+
+    # -- batch settle ---------------------------------------------------------------------
+    def _execute_settle(self, batch: tuple) -> None:
+        """Rows into the batcher, by lane for an ordered_lanes edge; full batches run."""
+        src_task, stream, values, metas = batch
+        bt = self.batcher
+        assert bt is not None
+        late = False
+        if values.__class__ is not list:  # an edge that checks an age: judged on arrival
+            st, age = self._age_ms(src_task, stream, values)
+            p = st.policy
+            if p.lifespan_ms is not None and age > p.lifespan_ms:
+                self._stale(st, age, metas, len(values))
+                return
+            late = p.deadline_ms is not None and age > p.deadline_ms
+            if late:
+                st.deadline_missed += len(values)
+            st.executed += len(values)
+            values = list(values)
+        now = self.clock.now()
+        lane = self.lane_keys.get((src_task, stream))
+        if lane is None:
+            ready = bt.add((src_task, stream), src_task, stream, values, metas, now, late)
+        else:
+            idx, lanes = lane
+            by: dict[int, list[int]] = {}
+            if len(idx) == 1:
+                i0 = idx[0]
+                for i, v in enumerate(values):
+                    by.setdefault(lane_of(v[i0], lanes), []).append(i)
+            else:
+                for i, v in enumerate(values):
+                    by.setdefault(lane_of(tuple(v[j] for j in idx), lanes), []).append(i)
+            ready = []
+            for ln, rows in by.items():
+                ready += bt.add(
+                    (src_task, stream, ln),
+                    src_task,
+                    stream,
+                    [values[i] for i in rows],
+                    None if metas is None else [metas[i] for i in rows],
+                    now,
+                    late,
+                )
+        for b in ready:
+            self._run_settle(*b)
+
+    def _flush_batches(self, bt: Batcher, idle: bool) -> bool:
+        """Partial batches whose wait is over; all of them when the task has nothing
+        else to take and no wait is set, or when an ordered_lanes edge is at its
+        in-flight bound (nothing more can come: waiting would only stall it)."""
+        if idle and (bt.max_wait is None or self._lanes_full()):
+            ready = bt.drain()
+        else:
+            due = bt.next_due()
+            if due is None or self.clock.now() < due:
+                return False
+            ready = bt.due(self.clock.now())
+        for b in ready:
+            self._run_settle(*b)
+        return bool(ready)
+
+    def _lanes_full(self) -> bool:
+        q = self.queue
+        return any(
+            ch.in_flight >= ch.policy.max_in_flight
+            for ch in q.chan_list
+            if isinstance(ch, LaneChannel)
+        )
+
+    def _run_settle(self, src_task: int, stream: str, rows: list, metas: Any, late: bool) -> None:
+        """One formed batch through the bolt; its results settle it tuple by tuple."""
+        col = self.collector
+        source = self.source(src_task, stream)
+        if late:
+            source = source.late_twin()
+        tb = TupleBatch(rows, source, metas, col)
+        n = len(rows)
+        t0 = self.clock.now()
+        error = None
+        try:
+            results = self.obj.execute_batch(tb)
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
+            self._uncaught(exc)
+            results, error = [FAIL] * n, _error_text(exc)
+        if results is None:
+            results = [ACK] * n
+        elif not isinstance(results, list | tuple) or len(results) != n:
+            got = len(results) if isinstance(results, list | tuple) else type(results).__name__
+            self.report_error(
+                TopologyError(
+                    f"component {self.component!r}: execute_batch returned {got} results "
+                    f"for {n} tuples; the unmatched ones are dead-lettered ({BATCH_RESULT_COUNT})"
+                )
+            )
+            results = list(results) if isinstance(results, list | tuple) else []
+        tuples = tb.tracked() if metas is not None else None
+        acks = col.acks if col.acking else None
+        for i in range(n):
+            r = results[i] if i < len(results) else BATCH_RESULT_COUNT
+            t = tuples[i] if tuples is not None else None
+            if r == ACK:
+                self.acked += 1
+                if acks is not None and t is not None:
+                    acks.ack(t)
+            elif r == FAIL:
+                self.failed += 1
+                if acks is not None and t is not None:
+                    acks.fail(t, error)
+            else:
+                why = r if r in (DEAD_LETTER, BATCH_RESULT_COUNT) else BATCH_RESULT_VALUE
+                self.dead_lettered += 1
+                if acks is not None and t is not None:
+                    acks.ack(t)  # given up for good: the tree completes, no replay
+                col.emit_dead_letter((None, stream, tuple(rows[i]), source.component, str(why), 1))
+        self.exec_seconds += self.clock.now() - t0
+        self.executed += n
+        if stream != TICK_STREAM:
+            self.consumed += n
+        if (src_task, stream) in self.lane_keys:
+            self.queue.settle((src_task, stream), n)
 
     def _screen(self, batches: list | None) -> list | None:
         """Edges with a policy: fail the trees their channels let go and count what
@@ -297,6 +458,8 @@ class BoltExecutor(Executor):
         if stream != TICK_STREAM:
             self.consumed += n
         self.executed += n
+        if self.basic and self.lane_keys and (src_task, stream) in self.lane_keys:
+            self.queue.settle((src_task, stream), n)
 
     def _execute_user_batch(self, batch: tuple) -> None:
         src_task, stream, values, metas = batch
@@ -332,6 +495,8 @@ class BoltExecutor(Executor):
         if stream != TICK_STREAM:
             self.consumed += n
         self.executed += n
+        if self.basic and self.lane_keys and (src_task, stream) in self.lane_keys:
+            self.queue.settle((src_task, stream), n)
 
     def _on_error(self, exc: Exception, tup: Tuple | None) -> None:
         self._uncaught(exc)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, EdgePolicy
@@ -133,6 +134,15 @@ class EdgeChannel:
             "latest": self._latest,
         }[policy.overflow]
 
+    def refuses(self, n: int) -> bool:
+        return False  # a dropping edge never refuses: its policy decides
+
+    def excess(self) -> int:
+        return 0
+
+    def settle(self, n: int) -> None:
+        pass
+
     def offer(self, batch: tuple, n: int) -> int:
         """Place a batch under the policy; returns the change in tuples waiting."""
         st = self.stats
@@ -229,3 +239,85 @@ class EdgeChannel:
         self.size -= taken
         self.stats.queued = self.size
         return taken
+
+
+@dataclass(frozen=True)
+class LanePolicy:
+    """An ordered_lanes edge, as the statistics show it."""
+
+    key: tuple[str, ...]
+    lanes: int
+    max_in_flight: int
+    overflow: str = "lanes"
+    channel = True
+    stamped = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "overflow": "lanes",
+            "key": list(self.key),
+            "lanes": self.lanes,
+            "max_in_flight": self.max_in_flight,
+        }
+
+
+class LaneChannel:
+    """An ordered_lanes edge at one task: what arrived waits here (up to `capacity`
+    before its senders are held back), and leaves only while fewer than `max_in_flight`
+    of the edge's tuples are taken and not yet settled; a batch is split to fit, so the
+    bound is exact. Local senders are refused when it is full (their pendingEmitQ, then
+    backpressure); batches from other workers are never refused: what is past the
+    capacity counts as the task's overflow, for which the link flags it to them."""
+
+    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "in_flight")
+
+    def __init__(self, policy: LanePolicy, stats: EdgeStats, capacity: int):
+        self.policy = policy
+        self.stats = stats
+        self.capacity = capacity
+        self.batches: deque[tuple] = deque()
+        self.size = 0
+        self.lost: list[tuple[list, str]] = []  # never used: a lane lets nothing go
+        self.in_flight = 0
+
+    def refuses(self, n: int) -> bool:
+        return self.size > 0 and self.size + n > self.capacity
+
+    def excess(self) -> int:
+        return max(0, self.size - self.capacity)
+
+    def offer(self, batch: tuple, n: int) -> int:
+        st = self.stats
+        st.arrived += n
+        self.batches.append(batch)
+        self.size += n
+        if self.size > st.high:
+            st.high = self.size
+        st.queued = self.size
+        return n
+
+    def take(self, budget: int, out: list) -> int:
+        room = self.policy.max_in_flight - self.in_flight
+        bs = self.batches
+        taken = 0
+        while bs and room > 0 and taken < budget:
+            src, stream, values, metas = bs[0]
+            k = len(values)
+            if k <= room:
+                bs.popleft()
+                out.append((src, stream, values, metas))
+            else:
+                out.append(
+                    (src, stream, _slice(values, 0, room), None if metas is None else metas[:room])
+                )
+                bs[0] = (src, stream, _slice(values, room), None if metas is None else metas[room:])
+                k = room
+            taken += k
+            room -= k
+        self.in_flight += taken
+        self.size -= taken
+        self.stats.queued = self.size
+        return taken
+
+    def settle(self, n: int) -> None:
+        self.in_flight -= n

@@ -62,6 +62,7 @@ class Executor:
         self.acked = 0
         self.failed = 0
         self.timed_out = 0
+        self.dead_lettered = 0  # spouts: past topology.max.replays; bolts: DEAD_LETTER results
         self.exec_seconds = 0.0
         self.bp_seconds = 0.0
         self.bp_since: float | None = None

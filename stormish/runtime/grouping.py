@@ -205,3 +205,27 @@ class Custom:
         if not 0 <= i < len(self.outboxes):
             raise IndexError(f"index {i} is outside 0..{len(self.outboxes) - 1}")
         return i
+
+
+class Lanes(Fields):
+    """ordered_lanes: a key hashes to one of `lanes` lanes, lane i to task i mod n, so a
+    key always reaches the same task (in order) and lanes spread evenly over tasks."""
+
+    def __init__(self, outboxes: Sequence[Any], indices: Sequence[int], lanes: int):
+        self.lanes = lanes
+        super().__init__(outboxes, indices)
+
+    def _miss(self, key: Any) -> Any:
+        ob = self.outboxes[(stable_hash(key) % self.lanes) % self.n]
+        try:
+            if len(self.cache) >= _CACHE_MAX:
+                self.cache.clear()
+            self.cache[key] = ob
+        except TypeError:
+            pass
+        return ob
+
+
+def lane_of(key: Any, lanes: int) -> int:
+    """The lane of a key (a single field's value, or the tuple of several)."""
+    return stable_hash(key) % lanes

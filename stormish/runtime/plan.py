@@ -77,9 +77,8 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
         for n, s in topology.components.items()
     }
     streams = {name: dict(spec.streams) for name, spec in components.items()}
-    for name, spec in components.items():
-        if spec.is_spout:
-            streams[name][DEAD_LETTER_STREAM] = DEAD_LETTER_FIELDS
+    for name in components:  # spouts: past max.replays; bolts: DEAD_LETTER results
+        streams[name][DEAD_LETTER_STREAM] = DEAD_LETTER_FIELDS
     if acking:
         acker = ComponentSpec(ACKER, acker_bolt, n_ackers, False)
         for name, spec in components.items():

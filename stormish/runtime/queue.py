@@ -23,7 +23,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from .channel import EdgeChannel
+from .channel import EdgeChannel, LaneChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 from .wakeup import Wakeup
 
@@ -75,17 +75,17 @@ class ReceiveQueue:
         # whole timer period later, while the remote upstreams wait for the all-clear
         self.on_drain: Any = None
         # edges with a dropping policy: their own channels, by (src_task, stream)
-        self.channels: dict[tuple[int, str], EdgeChannel] = {}
-        self.chan_list: list[EdgeChannel] = []
+        self.channels: dict[tuple[int, str], EdgeChannel | LaneChannel] = {}
+        self.chan_list: list[EdgeChannel | LaneChannel] = []
         self.chan_size = 0
 
-    def add_channel(self, keys: list[tuple[int, str]], channel: EdgeChannel) -> None:
+    def add_channel(self, keys: list[tuple[int, str]], channel: EdgeChannel | LaneChannel) -> None:
         """Batches from these (src_task, stream) go to `channel` (before the run)."""
         for k in keys:
             self.channels[k] = channel
         self.chan_list.append(channel)
 
-    def _offer(self, ch: EdgeChannel, batch: Batch, n: int) -> None:
+    def _offer(self, ch: EdgeChannel | LaneChannel, batch: Batch, n: int) -> None:
         with self._lock:
             self.chan_size += ch.offer(batch, n)
             self.published += n
@@ -108,6 +108,8 @@ class ReceiveQueue:
         if self.channels:
             ch = self.channels.get((batch[0], batch[1]))
             if ch is not None:
+                if ch.refuses(n):  # an ordered_lanes edge that is full
+                    return False
                 self._offer(ch, batch, n)
                 return True
         with self._lock:
@@ -137,7 +139,7 @@ class ReceiveQueue:
             ch = self.channels.get((batch[0], batch[1]))
             if ch is not None:
                 self._offer(ch, batch, n)
-                return 0
+                return ch.excess()  # past an ordered_lanes edge's capacity: flag it
         with self._lock:
             if not self.overflow and (self.size + n <= self.capacity or not self.size):
                 self.size += n
@@ -198,12 +200,29 @@ class ReceiveQueue:
         with self._lock:
             out = self._take() if (self._q or self.overflow) else []
             got = 0
+            drained = False
             for ch in self.chan_list:
                 if ch.size:
+                    over = ch.excess()
                     got += ch.take(self.budget, out)
+                    drained = drained or (over > 0 and not ch.excess())
             self.chan_size -= got
             self.taken += got
+            if drained and self.on_drain is not None:
+                self.on_drain()
             return out or None
+
+    def settle(self, key: tuple[int, str], n: int) -> None:
+        """`n` tuples of an ordered_lanes edge settled: room for as many more."""
+        ch = self.channels.get(key)
+        if ch is not None:
+            with self._lock:
+                ch.settle(n)
+
+    def backlog(self) -> int:
+        """What backpressure towards other workers counts: the overflowQ, and what
+        ordered_lanes edges hold past their capacity."""
+        return self.overflow_size + sum(ch.excess() for ch in self.chan_list)
 
     def __len__(self) -> int:
         return self.size + self.overflow_size + self.chan_size

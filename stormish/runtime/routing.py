@@ -139,6 +139,8 @@ def _picker(
         return _shuffled(sh)
     if kind == "fields":
         return g.Fields(boxes, [fields.index(f) for f in sub.fields]).pick
+    if kind == "lanes":
+        return g.Lanes(boxes, [fields.index(f) for f in sub.fields], sub.custom[0]).pick
     if kind == "partial_key":
         return g.PartialKey(boxes, [fields.index(f) for f in sub.fields]).pick
     if kind == "all":

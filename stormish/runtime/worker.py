@@ -24,7 +24,7 @@ from ..tuple import TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .channel import EdgeChannel, EdgeStats
+from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
@@ -97,12 +97,24 @@ class Worker:
         for t, ex in self.executors.items():
             q = ex.queue
             for sub in plan.components[ex.component].subscriptions:
+                keys = [(u, sub.stream) for u in plan.tasks[sub.source]]
+                if sub.grouping == "lanes":
+                    lanes, most = sub.custom
+                    lp = LanePolicy(tuple(sub.fields), lanes, most)
+                    st = EdgeStats(sub.source, sub.stream, t, lp)  # type: ignore[arg-type]
+                    out.append(st)
+                    q.add_channel(keys, LaneChannel(lp, st, q.capacity))
+                    fields = plan.streams[sub.source][sub.stream]
+                    idx = tuple(fields.index(f) for f in sub.fields)
+                    for k in keys:
+                        ex.edges[k] = (st, self.clock.now)
+                        ex.lane_keys[k] = (idx, lanes)  # type: ignore[attr-defined]
+                    continue
                 p = sub.policy
                 if p is None:
                     continue
                 st = EdgeStats(sub.source, sub.stream, t, p)
                 out.append(st)
-                keys = [(u, sub.stream) for u in plan.tasks[sub.source]]
                 if p.channel:
                     q.add_channel(keys, EdgeChannel(p, st, p.capacity or q.capacity))
                 for k in keys:
@@ -353,7 +365,7 @@ class Worker:
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,
-                    dead_lettered=ex.dead_lettered if isinstance(ex, SpoutExecutor) else 0,
+                    dead_lettered=ex.dead_lettered,
                     edges=edges.get(t, {}),
                     **_progress(ex.obj),
                 )

@@ -282,7 +282,7 @@ class WorkerLink:
             return dict(self.task_dropped.get(task, {}))
 
     def _timer(self) -> None:
-        sizes = {t: q.overflow_size for t, q in self.queues.items()}
+        sizes = {t: q.backlog() for t, q in self.queues.items()}
         fill = {t: q.size / q.capacity for t, q in self.queues.items()}
         self._run(self.tracker.timer(sizes, fill))
 

@@ -171,8 +171,8 @@ def test_dead_letter_subscriptions_are_checked_when_built():
     t = Topology("bad")
     t.set_spout("rows", ListSpout([(1,)]))
     t.set_bolt("mid", Poison()).shuffle_grouping("rows")
-    with pytest.raises(TopologyError, match="only spouts have dead letters"):
-        t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("mid")
+    # a bolt's dead letters (its DEAD_LETTER batch results, issue 13) may be subscribed too
+    t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("mid")
     with pytest.raises(TopologyError, match="unknown field"):
         t.set_bolt("dead2", CaptureBolt()).dead_letter_grouping("rows", ["nope"])
     t.set_bolt("dead3", CaptureBolt()).dead_letter_grouping("rows", ["error"])
