@@ -300,6 +300,58 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
     return 0
 
 
+def _analyse(path: str, pairs: tuple[str, ...], workers: int | None) -> Any:
+    from .lint import analyse
+    from .loader import load_topology_file
+
+    topology, _ = load_topology_file(path)
+    return analyse(topology, _overrides(pairs, None, workers))
+
+
+@main.command()
+@click.argument("topology_file", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="the plan as JSON")
+@click.option("-c", "--config", "pairs", multiple=True, metavar="KEY=VALUE")
+@click.option("--workers", "-w", type=click.IntRange(min=1), default=None)
+def plan(topology_file: str, as_json: bool, pairs: tuple[str, ...], workers: int | None) -> None:
+    """Explain TOPOLOGY_FILE without running it: every edge with its grouping, policy,
+    cycle, the tasks and workers it connects, and its risks."""
+    import json
+
+    from .lint import format_plan
+
+    try:
+        report = _analyse(topology_file, pairs, workers)
+    except StormishError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        for line in format_plan(report):
+            click.echo(line)
+
+
+@main.command()
+@click.argument("topology_file", type=click.Path())
+@click.option("--strict", is_flag=True, help="warnings fail too (exit 1)")
+@click.option("-c", "--config", "pairs", multiple=True, metavar="KEY=VALUE")
+@click.option("--workers", "-w", type=click.IntRange(min=1), default=None)
+def lint(topology_file: str, strict: bool, pairs: tuple[str, ...], workers: int | None) -> None:
+    """Check TOPOLOGY_FILE without running it: errors (exit 2) are what a submit would
+    refuse; warnings are valid but risky choices (exit 0, or 1 with --strict)."""
+    try:
+        report = _analyse(topology_file, pairs, workers)
+    except StormishError as exc:
+        click.echo(f"{topology_file}: error: {exc}", err=True)
+        sys.exit(2)
+    for f in report.findings:
+        click.echo(f"{topology_file}: {f.level}: {f.where}: {f.message}")
+    n = len(report.findings)
+    click.echo(f"{topology_file}: {n} warning{'s' if n != 1 else ''}, no errors")
+    sys.exit(1 if strict and n else 0)
+
+
 def _summary(stats: Any, why: str, shown: int = 0) -> None:
     """The closing table; then, per component with errors, how many were not `shown` in
     full as they happened (per component and worker) and the last of them."""

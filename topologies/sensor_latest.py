@@ -64,8 +64,8 @@ class Archive(BasicBolt):
 
 topology = Topology("sensors", config={"topology.acker.executors": 0})
 topology.set_spout("sensors", Sensors())
-topology.set_bolt("control", Control(), parallelism=2).fields_grouping(
-    "sensors", ["sensor"], overflow="latest", deadline_ms=20
+topology.set_bolt("control", Control(), parallelism=2).shuffle_grouping(
+    "sensors", overflow="latest", deadline_ms=20
 )
 topology.set_bolt("archive", Archive()).shuffle_grouping(
     "sensors", overflow="drop_oldest", capacity=500, lifespan_ms=250

@@ -284,3 +284,36 @@ def test_the_sensor_example_shows_each_edges_health_in_the_table_and_the_stats(t
         "lifespan_ms": None,
         "deadline_ms": 20,
     }
+
+
+def test_plan_and_lint_explain_a_topology_without_running_it(tmp_path):
+    """`stormish plan` (text and --json) and `stormish lint`: exit 0 with warnings, 1 with
+    --strict, 2 with the named error of a topology that would not submit."""
+    r = stormish("plan", "topologies/ledger.py", "-w", "2")
+    assert r.returncode == 0, r.stderr
+    assert "edge apply <- transfers:default: lanes(account), ordered lanes: 64 lanes" in r.stdout
+    assert "(crosses workers)" in r.stdout
+    r = stormish("plan", "topologies/sensor_latest.py", "--json")
+    data = json.loads(r.stdout)
+    assert {e["name"] for e in data["edges"]} == {
+        "control <- sensors:default",
+        "archive <- sensors:default",
+    }
+    risky = tmp_path / "risky.py"
+    risky.write_text(
+        "from stormish import Topology\n"
+        "from stormish.testing import CaptureBolt, ListSpout\n"
+        "topology = Topology('risky')\n"
+        "topology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_bolt('b', CaptureBolt()).shuffle_grouping('s', overflow='latest')\n"
+    )
+    r = stormish("lint", str(risky))
+    assert (
+        r.returncode == 0 and "warning: b <- s:default: overflow='latest' under acking" in r.stdout
+    )
+    assert stormish("lint", str(risky), "--strict").returncode == 1
+    bad = tmp_path / "bad.py"
+    bad.write_text(risky.read_text().replace("overflow='latest'", "overflow='lastest'"))
+    r = stormish("lint", str(bad))
+    assert r.returncode == 2 and "overflow='lastest' is not a policy" in r.stderr
+    assert stormish("lint", "topologies/ledger.py").returncode == 0

@@ -269,3 +269,40 @@ def test_batch_settle_settings_are_checked_when_the_bolt_is_set():
         t.set_bolt("c", Apply()).ordered_lanes("src", key=["account"], lanes=0)
     with pytest.raises(TopologyError, match="unknown field"):
         t.set_bolt("d", Apply()).ordered_lanes("src", key=["nope"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_ledger_example_applies_in_order_rejects_overdrafts_and_commits_every_offset(
+    workers,
+):
+    """topologies/ledger.py: the balances equal a sequential replay of the transfers per
+    account (in order, overdrafts rejected), every rejection reaches the dead-letter sink,
+    and the spout commits offset TRANSFERS (every transfer complete)."""
+    from stormish.loader import load_topology
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    t = load_topology(root / "topologies" / "ledger.py")
+    with LocalCluster() as cluster:
+        cluster.submit(t, {"topology.workers": workers})
+        stats = cluster.wait_complete("ledger", timeout=120)
+        results = cluster._get("ledger").results()
+    import random
+
+    rnd = random.Random(7)
+    rows = [(f"acct{rnd.randrange(200)}", i, rnd.choice((50, 20, -30, -60))) for i in range(20_000)]
+    balances: dict = {}
+    rejected = 0
+    for account, _, amount in rows:
+        b = balances.get(account, 0) + amount
+        if b < 0:
+            rejected += 1
+        else:
+            balances[account] = b
+    merged: dict = {}
+    for part in results["apply"]:
+        assert not set(part) & set(merged)  # an account lives on one task
+        merged.update(part)
+    assert merged == balances
+    assert results["rejected"] == [rejected]
+    assert stats.components["apply"].dead_lettered == rejected
+    assert results["transfers"] == [{"committed": 20_000}]

@@ -1,0 +1,225 @@
+"""`stormish plan` and `stormish lint`: a topology's edges explained, and its risky but
+valid choices named, without starting a worker.
+
+The plan is what the runtime will build (the same `build_plan`): every edge with its
+grouping, policy, capacity, lifespan and deadline, whether it is on a cycle, and the
+tasks and workers it connects. Lint findings are warnings (valid, but likely not what
+was meant); a topology that fails its checks is an error (the command exits non-zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .edges import EdgePolicy
+from .topology import Topology
+from .tuple import DEAD_LETTER_STREAM
+
+FLUSH = "topology.batch.flush.interval.millis"
+
+
+@dataclass
+class Edge:
+    bolt: str
+    source: str
+    stream: str
+    grouping: str
+    fields: list[str]
+    policy: dict[str, Any] | None
+    on_cycle: bool
+    source_tasks: list[int]
+    bolt_tasks: list[int]
+    source_workers: list[int]
+    bolt_workers: list[int]
+    crosses_workers: bool
+    risks: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.bolt} <- {self.source}:{self.stream}"
+
+
+@dataclass
+class Finding:
+    level: str  # "warning"
+    where: str
+    message: str
+
+
+@dataclass
+class Report:
+    topology: str
+    workers: int
+    acking: bool
+    components: dict[str, dict[str, Any]]
+    edges: list[Edge]
+    findings: list[Finding]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for e, src in zip(d["edges"], self.edges, strict=True):
+            e["name"] = src.name
+        return d
+
+
+def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Report:
+    """The plan and the findings; raises what `Topology.validate` raises."""
+    from .runtime.acker import AckerBolt
+    from .runtime.plan import build_plan
+
+    conf = topology.validate(extra)
+    plan = build_plan(topology, conf, AckerBolt())
+    workers = conf["topology.workers"]
+    edges: list[Edge] = []
+    findings: list[Finding] = []
+    user = {n for n in plan.components if not n.startswith("__")}
+    for name in sorted(user):
+        spec = plan.components[name]
+        for sub in spec.subscriptions:
+            if sub.source not in user:
+                continue
+            src_tasks, dst_tasks = plan.tasks[sub.source], plan.tasks[name]
+            sw = sorted({plan.assignment[t] for t in src_tasks})
+            bw = sorted({plan.assignment[t] for t in dst_tasks})
+            policy = None
+            if sub.grouping == "lanes":
+                lanes, most = sub.custom
+                policy = {"overflow": "lanes", "lanes": lanes, "max_in_flight": most}
+            elif sub.policy is not None:
+                policy = sub.policy.as_dict()
+            e = Edge(
+                name,
+                sub.source,
+                sub.stream,
+                sub.grouping,
+                list(sub.fields),
+                policy,
+                name in plan.on_cycle and sub.source in plan.on_cycle,
+                list(src_tasks),
+                list(dst_tasks),
+                sw,
+                bw,
+                len(set(sw) | set(bw)) > 1,
+            )
+            e.risks = _risks(
+                e, sub.policy, spec.obj, plan.conf, plan.component_conf(name), plan.acking
+            )
+            edges.append(e)
+            findings += [Finding("warning", e.name, r) for r in e.risks]
+    if plan.on_cycle and plan.conf.get("topology.max.spout.pending") is None:
+        findings.append(
+            Finding(
+                "warning",
+                "topology",
+                f"components {sorted(plan.on_cycle)} form a cycle and topology.max.spout.pending "
+                "is unset (None): nothing bounds what the cycle holds; set it (Storm's advice "
+                "for cycles, STORM-3637)",
+            )
+        )
+    components = {
+        n: {
+            "kind": "spout" if plan.components[n].is_spout else "bolt",
+            "tasks": plan.tasks[n],
+            "workers": sorted({plan.assignment[t] for t in plan.tasks[n]}),
+        }
+        for n in sorted(user)
+    }
+    return Report(topology.name, workers, plan.acking, components, edges, findings)
+
+
+def _risks(
+    e: Edge,
+    policy: EdgePolicy | None,
+    bolt: Any,
+    conf: Mapping[str, Any],
+    bolt_conf: Mapping[str, Any],
+    acking: bool,
+) -> list[str]:
+    out: list[str] = []
+    size = getattr(bolt, "batch_size", None)
+    if e.grouping == "lanes":
+        most = e.policy["max_in_flight"] if e.policy else 0
+        if size is not None and most < size:
+            out.append(
+                f"max_in_flight={most} is smaller than the bolt's batch_size={size}: no batch "
+                "ever fills; each leaves when the bound is reached (raise max_in_flight or "
+                "lower batch_size)"
+            )
+    if policy is None:
+        return out
+    if acking and policy.overflow in ("drop_oldest", "drop_newest", "latest"):
+        out.append(
+            f"overflow={policy.overflow!r} under acking: every tuple it lets go fails its "
+            "tree (the spout replays it, or gives it up): at-least-once is given up on "
+            "this edge unless the spout replays"
+        )
+    flush = conf.get(FLUSH, 1)
+    if policy.lifespan_ms is not None and policy.lifespan_ms <= flush:
+        out.append(
+            f"lifespan_ms={policy.lifespan_ms:g} is not longer than {FLUSH} ({flush:g}): a "
+            "tuple may wait that long in its producer batch before it is even sent"
+        )
+    if (
+        policy.lifespan_ms is not None
+        and policy.deadline_ms is not None
+        and policy.deadline_ms >= policy.lifespan_ms
+    ):
+        out.append(
+            f"deadline_ms={policy.deadline_ms:g} >= lifespan_ms={policy.lifespan_ms:g}: a "
+            "tuple is dropped before it can miss its deadline"
+        )
+    if policy.overflow == "latest" and e.grouping in ("fields", "partial_key", "global"):
+        out.append(
+            f"overflow='latest' into a {e.grouping} grouping (an aggregation by key): the bolt "
+            "sees only the newest tuple per task, not every tuple of each key"
+        )
+    cap = policy.capacity
+    if cap is not None and size is not None and cap < size:
+        out.append(
+            f"capacity={cap} is smaller than the bolt's batch_size={size}: no batch ever fills"
+        )
+    if e.stream == DEAD_LETTER_STREAM and policy.overflow != "block":
+        out.append("a dropping policy on a dead-letter stream loses the dead letters it drops")
+    return out
+
+
+def format_plan(r: Report) -> list[str]:
+    out = [
+        f"topology {r.topology!r}: {len(r.components)} components, {r.workers} "
+        f"worker{'s' if r.workers != 1 else ''}, acking {'on' if r.acking else 'off'}"
+    ]
+    for n, c in r.components.items():
+        out.append(
+            f"  {c['kind']:<5} {n:<20} tasks {_ids(c['tasks'])}  workers {_ids(c['workers'])}"
+        )
+    for e in r.edges:
+        g = e.grouping + (f"({', '.join(e.fields)})" if e.fields else "")
+        out.append(f"edge {e.name}: {g}, {_policy(e.policy)}{', on a cycle' if e.on_cycle else ''}")
+        out.append(
+            f"  tasks {_ids(e.source_tasks)} -> {_ids(e.bolt_tasks)}, workers "
+            f"{_ids(e.source_workers)} -> {_ids(e.bolt_workers)}"
+            + (" (crosses workers)" if e.crosses_workers else "")
+        )
+        out += [f"  risk: {x}" for x in e.risks]
+    return out
+
+
+def _ids(xs: list[int]) -> str:
+    return ",".join(map(str, xs))
+
+
+def _policy(p: dict[str, Any] | None) -> str:
+    if p is None:
+        return "block (the task's queue, backpressure)"
+    if p["overflow"] == "lanes":
+        return f"ordered lanes: {p['lanes']} lanes, max_in_flight {p['max_in_flight']}"
+    parts = [p["overflow"]]
+    if p.get("capacity") is not None:
+        parts.append(f"capacity {p['capacity']}")
+    if p.get("lifespan_ms") is not None:
+        parts.append(f"lifespan {p['lifespan_ms']:g} ms")
+    if p.get("deadline_ms") is not None:
+        parts.append(f"deadline {p['deadline_ms']:g} ms")
+    return " ".join(parts)
