@@ -24,3 +24,5 @@ class Result(StrEnum):
 ACK, FAIL, DEAD_LETTER = Result.ACK, Result.FAIL, Result.DEAD_LETTER
 BATCH_RESULT_COUNT = "batch_result_count"
 BATCH_RESULT_VALUE = "batch_result_value"
+NO_SUBSCRIBER = "no_subscriber"  # an emit on a stream nobody subscribes to
+OVERFLOW = "overflow"  # rejected by an edge's `fail` policy

@@ -23,7 +23,7 @@ from typing import Any
 from ..component import BasicBolt, Bolt
 from ..edges import STALE
 from ..errors import TopologyError
-from ..settle import ACK, BATCH_RESULT_COUNT, BATCH_RESULT_VALUE, DEAD_LETTER, FAIL
+from ..settle import ACK, BATCH_RESULT_COUNT, BATCH_RESULT_VALUE, DEAD_LETTER, FAIL, OVERFLOW
 from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from . import wait
 from .acker import AckerBolt
@@ -340,8 +340,15 @@ class BoltExecutor(Executor):
         (`_execute_stamped`), the others now."""
         q = self.queue
         if q.chan_list:
-            for metas, reason in q.take_lost():
+            lost, rejected = q.take_lost()
+            for metas, reason in lost:
                 self.collector.acks.fail_lost(metas, reason)
+            for src_task, stream, rows in rejected:  # a `fail` edge's: dead letters
+                comp = self.source(src_task, stream).component
+                dead = self.collector.emit_dead_letter
+                for v in rows:
+                    dead((None, stream, tuple(v), comp, OVERFLOW, 1))
+                self.dead_lettered += len(rows)
         if batches is None:
             return None
         edges = self.edges

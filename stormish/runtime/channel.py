@@ -113,11 +113,14 @@ class EdgeStats:
         }
 
 
+REJECTED_KEPT = 1000  # batches of rejected rows waiting to be dead-lettered, per channel
+
+
 class EdgeChannel:
     """The bounded channel of one edge at one task. Called under the owning queue's lock
     (offer, take, take_lost)."""
 
-    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "_apply")
+    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "_apply", "rejected")
 
     def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy
@@ -127,6 +130,9 @@ class EdgeChannel:
         self.size = 0
         # (metas of tuples let go, reason): their trees fail on the executor's next turn
         self.lost: list[tuple[list, str]] = []
+        # rows a `fail` edge refused, for the bolt's dead-letter stream when someone
+        # subscribes (None: nobody does, keep nothing), at most REJECTED_KEPT waiting
+        self.rejected: list[tuple[int, str, list]] | None = None
         self._apply = {
             "drop_oldest": self._drop_oldest,
             "drop_newest": self._refuse_newest,
@@ -205,6 +211,9 @@ class EdgeChannel:
             st.rejected += k
             st.note(self._full(f", {k} rejected"))
             self._let_go(rest, k, OVERFLOWED)
+            kept = self.rejected
+            if kept is not None and len(kept) < REJECTED_KEPT:
+                kept.append((src, stream, list(values[max(free, 0) :])))
         else:
             st.dropped += k
             st.note(self._full(f", {k} newest dropped"))
@@ -269,7 +278,7 @@ class LaneChannel:
     backpressure); batches from other workers are never refused: what is past the
     capacity counts as the task's overflow, for which the link flags it to them."""
 
-    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "in_flight")
+    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "in_flight", "rejected")
 
     def __init__(self, policy: LanePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy
@@ -278,6 +287,7 @@ class LaneChannel:
         self.batches: deque[tuple] = deque()
         self.size = 0
         self.lost: list[tuple[list, str]] = []  # never used: a lane lets nothing go
+        self.rejected: list[tuple[int, str, list]] | None = None  # nor rejects any
         self.in_flight = 0
 
     def refuses(self, n: int) -> bool:

@@ -23,6 +23,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TopologyError
+from ..settle import NO_SUBSCRIBER
 from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
 from .acking import AckFolder
@@ -66,6 +67,7 @@ class Collector:
             rand or random.Random(),
         )
         self.rand = self.acks.rand
+        self.dead_letters = 0  # emits dead-lettered here (a stream nobody subscribes to)
 
     # -- counters --------------------------------------------------------------------------
     @property
@@ -140,6 +142,11 @@ class Collector:
                 out.extend(ob)
         if not route.count_boxes:
             route.extra += 1
+            if route.orphan:  # nobody subscribes: a dead letter, where someone listens
+                self.dead_letters += 1
+                self.emit_dead_letter(
+                    (None, route.stream, tuple(values), self.component, NO_SUBSCRIBER, 1)
+                )
         return out
 
     # -- putting into outboxes -----------------------------------------------------------------

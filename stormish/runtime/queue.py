@@ -92,15 +92,21 @@ class ReceiveQueue:
         if self.parked:
             self._event.set()
 
-    def take_lost(self) -> list[tuple[list, str]]:
-        """Tree ids of tuples the channels let go since the last call, with why."""
+    def take_lost(self) -> tuple[list[tuple[list, str]], list[tuple[int, str, list]]]:
+        """Tree ids of tuples the channels let go since the last call, with why; and the
+        rows `fail` edges rejected, for dead letters."""
         out: list[tuple[list, str]] = []
+        rejected: list[tuple[int, str, list]] = []
         with self._lock:
             for ch in self.chan_list:
                 if ch.lost:
                     out += ch.lost
                     ch.lost = []
-        return out
+                r = ch.rejected
+                if r:
+                    rejected += r
+                    ch.rejected = []
+        return out, rejected
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         """Place a batch of n tuples if it fits; False means full (nothing was placed).

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import TopologyError
+from ..tuple import DEAD_LETTER_STREAM
 from . import grouping as g
 from .plan import Plan
 from .seams import PublishTarget
@@ -54,6 +55,7 @@ class Route:
         "only",
         "fcache",
         "fidx",
+        "orphan",
     )
 
     def __init__(self, stream: str, arity: int):
@@ -73,6 +75,8 @@ class Route:
         self.only: Outbox | None = None
         self.fcache: dict[Any, Any] | None = None
         self.fidx = 0
+        # no subscriber, and the component's dead letters have one: emits are dead letters
+        self.orphan = False
         self.system = stream.startswith("__")
 
 
@@ -115,6 +119,11 @@ def build_routes(
             if fg is not None and len(fg.indices) == 1:
                 route.fcache, route.fidx = fg.cache, fg.indices[0]
         routes[stream] = route
+    dead = routes.get(DEAD_LETTER_STREAM)
+    if dead is not None and dead.pickers:
+        for route in routes.values():
+            if not route.system and not route.pickers and not route.direct:
+                route.orphan = True
     return routes, outboxes
 
 

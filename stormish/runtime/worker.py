@@ -20,7 +20,7 @@ import cloudpickle
 from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
-from ..tuple import TICK_STREAM
+from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
@@ -116,7 +116,10 @@ class Worker:
                 st = EdgeStats(sub.source, sub.stream, t, p)
                 out.append(st)
                 if p.channel:
-                    q.add_channel(keys, EdgeChannel(p, st, p.capacity or q.capacity))
+                    ch = EdgeChannel(p, st, p.capacity or q.capacity)
+                    if p.overflow == "fail" and plan.consumers(ex.component, DEAD_LETTER_STREAM):
+                        ch.rejected = []  # someone reads this bolt's dead letters
+                    q.add_channel(keys, ch)
                 for k in keys:
                     ex.edges[k] = (st, self.clock.now if k[0] in local else time.time)
         for ex in self.executors.values():
@@ -365,7 +368,7 @@ class Worker:
                     emitted_by_stream=emitted,
                     finished=isinstance(ex, SpoutExecutor) and ex.finished,
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,
-                    dead_lettered=ex.dead_lettered,
+                    dead_lettered=ex.dead_lettered + col.dead_letters,
                     edges=edges.get(t, {}),
                     **_progress(ex.obj),
                 )

@@ -193,3 +193,45 @@ def test_a_dropping_edge_on_a_cycle_never_stalls_it(workers):
     emitted = stats.components["loop"].emitted
     assert edge["arrived"] == emitted
     assert edge["arrived"] == edge["executed"] + edge["dropped"]
+
+
+class Sorter(BasicBolt):
+    """Even numbers on 'even' (subscribed), odd ones on 'odd' (nobody subscribes)."""
+
+    streams = {"even": ["n"], "odd": ["n"]}
+
+    def execute(self, tup):
+        n = tup.values[0]
+        self.emit((n,), stream="even" if n % 2 == 0 else "odd")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(workers):
+    """Issue 13 part 4: a bolt's dead-letter stream gets the tuples it emitted on a stream
+    with no subscriber (reason no_subscriber) and those its `fail` edge rejected (reason
+    overflow, with the source component and stream); each counted as dead_lettered."""
+    from stormish.testing import CaptureBolt
+
+    t = Topology("dl", config={"topology.workers": workers, "topology.acker.executors": 0})
+    t.set_spout("src", Numbers())
+    t.set_bolt("sorter", Sorter()).shuffle_grouping("src")
+    t.set_bolt("evens", CaptureBolt()).shuffle_grouping("sorter", "even")
+    t.set_bolt("slow", Slow()).shuffle_grouping("src", overflow="fail", capacity=30)
+    t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("sorter").dead_letter_grouping("slow")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("dl", timeout=90)
+        results = cluster._get("dl").results()
+    dead = [r for part in results["dead"] for r in part]
+    orphans = sorted(d for d in dead if d[4] == "no_subscriber")
+    assert orphans == sorted(
+        (None, "odd", (n,), "sorter", "no_subscriber", 1) for n in range(1, N, 2)
+    )
+    rejected = [d for d in dead if d[4] == "overflow"]
+    edge = stats.components["slow"].edges["src:default"]
+    assert len(rejected) == edge["rejected"] > 0
+    assert all(d[1] == "default" and d[3] == "src" for d in rejected)
+    (slow,) = results["slow"]
+    assert sorted([d[2][0] for d in rejected] + slow["seen"]) == list(range(N))
+    assert stats.components["sorter"].dead_lettered == N // 2
+    assert stats.components["slow"].dead_lettered == edge["rejected"]
