@@ -17,6 +17,7 @@ from .errors import (
 )
 from .failure import Failure
 from .local import LocalCluster
+from .schema import Schema
 from .settle import ACK, DEAD_LETTER, FAIL, Result
 from .topology import Topology
 from .tuple import Tuple
@@ -28,6 +29,7 @@ __all__ = [
     "DEAD_LETTER",
     "FAIL",
     "Result",
+    "Schema",
     "BasicBolt",
     "Bolt",
     "ConfigError",

@@ -9,7 +9,7 @@ This module imports nothing from the runtime on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .tuple import Tuple, TupleBatch
@@ -32,15 +32,35 @@ class Component:
     """Declares output streams. `outputs` is the default stream's fields; `streams` maps
     stream names to fields and wins when both are given."""
 
-    outputs: Sequence[str] | None = None
-    streams: Mapping[str, Sequence[str]] | None = None
+    outputs: Any = None  # fields of the default stream (a list, a Schema, a dataclass)
+    streams: Mapping[str, Any] | None = None
     component_config: Mapping[str, Any] | None = None
 
     def declared_streams(self) -> dict[str, tuple[str, ...]]:
+        """Each stream's field names. A stream may be declared as a list of fields, a
+        `stormish.Schema` or a dataclass type (typed: checked in debug mode)."""
+        from .schema import field_names
+
+        return {k: field_names(v) for k, v in self._stream_specs().items()}
+
+    def declared_schemas(self) -> dict[str, Any]:
+        """The typed streams' Schemas (stormish.schema)."""
+        from .schema import as_schema
+
+        out = {}
+        for k, v in self._stream_specs().items():
+            s = as_schema(v)
+            if s is not None:
+                out[k] = s
+        return out
+
+    def _stream_specs(self) -> dict[str, Any]:
         if self.streams is not None:
-            return {str(k): tuple(v) for k, v in self.streams.items()}
+            return {str(k): v for k, v in self.streams.items()}
+        if isinstance(self.outputs, Mapping):  # outputs = {"default": Schema(...)}
+            return {str(k): v for k, v in self.outputs.items()}
         if self.outputs is not None:
-            return {DEFAULT_STREAM: tuple(self.outputs)}
+            return {DEFAULT_STREAM: self.outputs}
         return {}
 
     emit = _not_running("emit")

@@ -293,6 +293,13 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.typecheck",
+            False,
+            _bool,
+            "check every emit against its stream's Schema (typed streams: field types), per "
+            "component or for all; on with topology.debug too (slow: for development)",
+        ),
+        Key(
             "topology.debug",
             False,
             _bool,

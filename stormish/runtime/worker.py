@@ -35,6 +35,7 @@ from .scheduler import Scheduler, Watchdog
 from .spout_executor import SpoutExecutor
 from .stats import TaskStats
 from .ticks import TickSchedule
+from .typecheck import checked_emits
 from .wakeup import Wakeup
 
 TICK_TASK = 0
@@ -174,6 +175,10 @@ class Worker:
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         ex = cls(plan, task, obj, self.queues[task], col, ctx, self)
+        if ex.conf["topology.typecheck"] or ex.conf["topology.debug"]:
+            schemas = obj.declared_schemas()
+            if schemas:  # typed streams, checked in debug mode only (stormish.schema)
+                checked_emits(obj, name, schemas)
         if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
             log_emits(obj, f"{name}[{task}]")
         return ex
