@@ -12,7 +12,13 @@ source stream into one bolt, per destination task), as a robotics runtime's chan
   spout's `fail` hears reason `overflow`.
 
 `lifespan_ms`: a tuple older than this when it would be executed is dropped (`stale`),
-never executed. `deadline_ms`: a tuple older than this is still executed, marked
+never executed. `throttle` (a `block` edge): once the destination task's queue has less than this
+fraction free, the sender publishes at most one batch per 1 / (capacity x free ratio)
+seconds (capped at THROTTLE_MAX_S), so it slows down progressively before it hits the
+wall; only towards tasks in the sender's own worker (another worker's queue fill is not
+known to the sender: there the backpressure status acts as usual).
+
+`deadline_ms`: a tuple older than this is still executed, marked
 (`tup.deadline_missed`, `batch.deadline_missed`) and counted. Age is measured from the
 moment the sender published the tuple's batch (a producer batch waits up to
 `topology.batch.flush.interval.millis` before that: a lifespan shorter than it means
@@ -33,7 +39,9 @@ from typing import Any
 from .errors import TopologyError
 
 OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
-POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms")
+POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle")
+
+THROTTLE_MAX_S = 0.1  # the longest a throttle spaces two batches
 
 # why a tree failed when an edge let one of its tuples go (Failure.reason)
 DROPPED, OVERWRITTEN, OVERFLOWED, STALE = "dropped", "overwritten", "overflow", "stale"
@@ -47,6 +55,7 @@ class EdgePolicy:
     capacity: int | None = None
     lifespan_ms: float | None = None
     deadline_ms: float | None = None
+    throttle: float | None = None  # block edges: slow the sender below this free fraction
 
     @property
     def channel(self) -> bool:
@@ -102,7 +111,25 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
             isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
         ):
             raise TopologyError(f"{where}: {key}={v!r} must be a number of milliseconds > 0")
-    return EdgePolicy(overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"))
+    throttle = values.get("throttle")
+    if throttle is not None:
+        if (
+            isinstance(throttle, bool)
+            or not isinstance(throttle, int | float)
+            or not 0 < throttle < 1
+        ):
+            raise TopologyError(
+                f"{where}: throttle={throttle!r} must be a fraction of free capacity between 0 "
+                "and 1 (0.5: slow the sender once the queue is half full)"
+            )
+        if overflow != "block":
+            raise TopologyError(
+                f"{where}: throttle with overflow={overflow!r}: a throttle slows a sender "
+                "instead of stopping it, on a blocking edge; a dropping edge never stops it"
+            )
+    return EdgePolicy(
+        overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle
+    )
 
 
 def policies_from_config(value: Any, key: str) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -222,4 +222,6 @@ def _policy(p: dict[str, Any] | None) -> str:
         parts.append(f"lifespan {p['lifespan_ms']:g} ms")
     if p.get("deadline_ms") is not None:
         parts.append(f"deadline {p['deadline_ms']:g} ms")
+    if p.get("throttle") is not None:
+        parts.append(f"throttle below {p['throttle']:g} free")
     return " ".join(parts)

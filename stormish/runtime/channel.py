@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, EdgePolicy
+from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, THROTTLE_MAX_S, EdgePolicy
 
 
 class StampedRows(list):
@@ -70,6 +70,7 @@ class EdgeStats:
         "last_what",
         "last_at",
         "queued",
+        "throttled",
     )
 
     def __init__(self, source: str, stream: str, task: int, policy: EdgePolicy):
@@ -80,6 +81,7 @@ class EdgeStats:
         self.last_what: str | None = None
         self.last_at = 0.0
         self.queued = 0  # in the channel now (block edges: counted in the task's queue)
+        self.throttled = 0  # batches a throttle held back at a sender in this worker
 
     @property
     def edge(self) -> str:
@@ -108,6 +110,7 @@ class EdgeStats:
             "deadline_missed": self.deadline_missed,
             "queued": self.queued,
             "high_watermark": self.high,
+            "throttled": self.throttled,
             "last_reason": last,
             "last_at": self.last_at,  # seconds since the epoch, 0.0: never
         }
@@ -331,3 +334,34 @@ class LaneChannel:
 
     def settle(self, n: int) -> None:
         self.in_flight -= n
+
+
+class Throttled:
+    """A sender's view of a local task's queue on a throttled edge (stormish.edges): below
+    `throttle` free, one batch per 1 / (capacity x free) seconds, capped; a refusal parks
+    the batch in the sender's pendingEmitQ like backpressure, so nothing is lost."""
+
+    __slots__ = ("q", "throttle", "now", "until", "stats")
+
+    def __init__(self, q: Any, throttle: float, now: Any, stats: EdgeStats | None = None):
+        self.q, self.throttle, self.now = q, throttle, now
+        self.until = 0.0
+        self.stats = stats
+
+    def try_publish(self, batch: tuple, n: int) -> bool:
+        q = self.q
+        free = 1.0 - q.size / q.capacity
+        if free >= self.throttle:
+            return q.try_publish(batch, n)
+        t = self.now()
+        if t < self.until:
+            if self.stats is not None:
+                self.stats.throttled += 1
+            return False
+        if not q.try_publish(batch, n):
+            return False
+        self.until = t + min(THROTTLE_MAX_S, 1.0 / (q.capacity * max(free, 1.0 / q.capacity)))
+        return True
+
+    def load(self) -> float:
+        return self.q.load()

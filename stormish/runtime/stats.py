@@ -96,6 +96,7 @@ EDGE_COUNTS = (
     "rejected",
     "deadline_missed",
     "queued",
+    "throttled",
 )
 
 

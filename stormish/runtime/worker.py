@@ -24,7 +24,7 @@ from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy
+from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
@@ -123,10 +123,25 @@ class Worker:
                     q.add_channel(keys, ch)
                 for k in keys:
                     ex.edges[k] = (st, self.clock.now if k[0] in local else time.time)
+        by_edge = {(st.task, st.source, st.stream): st for st in out}
+        throttles: dict[tuple[str, str, str], float] = {
+            (n, sub.source, sub.stream): sub.policy.throttle
+            for n, spec in plan.components.items()
+            for sub in spec.subscriptions
+            if sub.policy is not None and sub.policy.throttle is not None
+        }
         for ex in self.executors.values():
             for ob in ex.collector.outboxes:
                 if ob.stamp is True:
                     ob.stamp = self.clock.now if ob.task in local else time.time
+                th = throttles.get((plan.task_component[ob.task], ex.component, ob.stream))
+                if th is not None and ob.task in local:
+                    ob.target = Throttled(
+                        ob.target,
+                        th,
+                        self.clock.now,
+                        by_edge.get((ob.task, ex.component, ob.stream)),
+                    )
         return out
 
     def _remote_fed(self, plan: Plan) -> set[int]:

@@ -283,6 +283,7 @@ def test_the_sensor_example_shows_each_edges_health_in_the_table_and_the_stats(t
         "capacity": 1,
         "lifespan_ms": None,
         "deadline_ms": 20,
+        "throttle": None,
     }
 
 

@@ -235,3 +235,23 @@ def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(wor
     assert sorted([d[2][0] for d in rejected] + slow["seen"]) == list(range(N))
     assert stats.components["sorter"].dead_lettered == N // 2
     assert stats.components["slow"].dead_lettered == edge["rejected"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_throttled_edge_slows_the_sender_and_delivers_everything(workers):
+    """throttle=0.9 on a block edge into a slow bolt: the sender is held back early (in
+    its own worker), every tuple is executed, in order, none lost."""
+    conf = {"topology.executor.receive.buffer.size": 256}
+    t = Topology("th", config={"topology.workers": workers, "topology.acker.executors": 0, **conf})
+    t.set_spout("src", Numbers())
+    t.set_bolt("bolt", Slow(0.00005)).shuffle_grouping("src", throttle=0.9)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("th", timeout=90)
+        results = cluster._get("th").results()
+    (bolt,) = results["bolt"]
+    assert bolt["seen"] == list(range(N))
+    edge = stats.components["bolt"].edges["src:default"]
+    assert edge["arrived"] == edge["executed"] == N
+    if workers == 1:  # the spout shares the bolt's worker: it is throttled there
+        assert edge["throttled"] > 0

@@ -251,6 +251,7 @@ def _stats_with(edge_counts: dict) -> object:
         "rejected": 0,
         "deadline_missed": 0,
         "queued": 0,
+        "throttled": 0,
         "high_watermark": 5,
         "last_reason": None,
         "last_at": 0.0,
@@ -299,3 +300,37 @@ def test_the_edge_counters_sum_over_tasks_and_monitor_tells_only_what_grew():
     assert edge_changes(s2, seen) == [
         "edge bolt <- src:default [drop_oldest]: dropped +16 (20), stale +2 (2); c"
     ]
+
+
+def test_a_throttle_spaces_batches_more_as_the_queue_fills_and_loses_none():
+    """Below the throttle's free fraction one batch per 1 / (capacity x free) s: the
+    spacing grows as the queue fills; a batch held back is refused (the sender keeps it),
+    never dropped; above the fraction it is Storm's edge."""
+    from stormish.edges import THROTTLE_MAX_S
+    from stormish.runtime.channel import Throttled
+
+    now = [0.0]
+    q = ReceiveQueue(100)
+    st = EdgeStats("src", "default", 1, EdgePolicy(throttle=0.5))
+    th = Throttled(q, 0.5, lambda: now[0], st)
+    for _ in range(6):  # 60 tuples: until half full, not throttled
+        assert th.try_publish((9, "default", [(1,)] * 10, None), 10)
+    assert th.until == 0.0
+    gaps = []
+    while q.size < 100:
+        if th.try_publish((9, "default", [(1,)] * 10, None), 10):
+            gaps.append(th.until - now[0])
+        else:
+            now[0] += 0.001
+    assert gaps == sorted(gaps) and gaps[0] < gaps[-1] <= THROTTLE_MAX_S
+    assert gaps[0] == pytest.approx(1 / (100 * 0.4))  # 40% free: 25 ms
+    assert st.throttled > 0 and q.size == 100
+    assert not th.try_publish((9, "default", [(1,)], None), 1)  # full: refused, as ever
+
+
+def test_a_throttle_needs_a_fraction_and_a_blocking_edge():
+    with pytest.raises(TopologyError, match="throttle=1.5 must be a fraction"):
+        make_policy("e", throttle=1.5)
+    with pytest.raises(TopologyError, match="throttle with overflow='drop_oldest'"):
+        make_policy("e", overflow="drop_oldest", throttle=0.5)
+    assert make_policy("e", throttle=0.5) == EdgePolicy(throttle=0.5)

@@ -61,6 +61,7 @@ def test_the_plan_lists_every_edge_with_tasks_workers_policy_and_cycle():
         "capacity": 10,
         "lifespan_ms": None,
         "deadline_ms": None,
+        "throttle": None,
     }
     assert (
         a.source_tasks == r.components["src"]["tasks"]
