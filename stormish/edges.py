@@ -13,9 +13,9 @@ source stream into one bolt, per destination task), as a robotics runtime's chan
 
 `lifespan_ms`: a tuple older than this when it would be executed is dropped (`stale`),
 never executed. `throttle` (a `block` edge): once the destination task's queue has less than this
-fraction free, the sender publishes at most one batch per 1 / (capacity x free ratio)
-seconds (capped at THROTTLE_MAX_S), so it slows down progressively before it hits the
-wall; only towards tasks in the sender's own worker (another worker's queue fill is not
+fraction free, the sender is delayed 1 / (capacity x free ratio) seconds a tuple (a batch
+of n: n times that, capped at THROTTLE_MAX_S), so it slows down progressively before it
+hits the wall; only towards tasks in the sender's own worker (another worker's queue fill is not
 known to the sender: there the backpressure status acts as usual).
 
 `deadline_ms`: a tuple older than this is still executed, marked

@@ -338,8 +338,9 @@ class LaneChannel:
 
 class Throttled:
     """A sender's view of a local task's queue on a throttled edge (stormish.edges): below
-    `throttle` free, one batch per 1 / (capacity x free) seconds, capped; a refusal parks
-    the batch in the sender's pendingEmitQ like backpressure, so nothing is lost."""
+    `throttle` free, a batch of n tuples is followed by a pause of n / (capacity x free)
+    seconds (1 / (capacity x free) a tuple), capped; a refusal parks the batch in the
+    sender's pendingEmitQ like backpressure, so nothing is lost."""
 
     __slots__ = ("q", "throttle", "now", "until", "stats")
 
@@ -360,7 +361,7 @@ class Throttled:
             return False
         if not q.try_publish(batch, n):
             return False
-        self.until = t + min(THROTTLE_MAX_S, 1.0 / (q.capacity * max(free, 1.0 / q.capacity)))
+        self.until = t + min(THROTTLE_MAX_S, n / (q.capacity * max(free, 1.0 / q.capacity)))
         return True
 
     def load(self) -> float:
