@@ -276,6 +276,14 @@ KEYS: dict[str, Key] = {
             "others",
         ),
         Key(
+            "topology.lanes.concurrency",
+            1,
+            _int(1),
+            "ordered_lanes into this bolt: how many of a task's lanes run at once, each in "
+            "order, on threads of the task (for user code that blocks: I/O); 1 runs them "
+            "one after another on the task's own loop",
+        ),
+        Key(
             "topology.scheduler.blocking.millis",
             100,
             _num(0),

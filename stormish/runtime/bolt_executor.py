@@ -32,6 +32,7 @@ from .channel import LaneChannel, StampedRows
 from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 from .grouping import lane_of
+from .lane_pool import LanePool
 
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
 # long enough that a turn's fixed cost is nothing, short enough that the other executors
@@ -54,6 +55,7 @@ class BoltExecutor(Executor):
         # batch settle (stormish.settle): the bolt sets batch_size
         size = getattr(self.obj, "batch_size", None)
         self.batcher: Batcher | None = None
+        self.pool: LanePool | None = None  # concurrent lanes (topology.lanes.concurrency)
         if size is not None and not self.is_acker:
             wait_ms = getattr(self.obj, "batch_max_wait_ms", None)
             self.batcher = Batcher(size, None if wait_ms is None else wait_ms / 1000.0)
@@ -139,11 +141,21 @@ class BoltExecutor(Executor):
                     settle(key, 1)
 
             self.obj.ack, self.obj.fail = lane_ack, lane_fail
+        conc = self.conf["topology.lanes.concurrency"]
+        if self.lane_keys and conc > 1:
+            self.pool = LanePool(conc, self.queue.wake, f"{self.component}[{self.task}]")
+            self.pool.bind(self.obj)
 
     def end(self) -> None:
         if self.batcher is not None:  # a partial batch is executed, not lost
             for b in self.batcher.drain():
                 self._run_settle(*b)
+        pool = self.pool
+        if pool is not None:  # what the lanes are running finishes and is replayed
+            while pool.pending:
+                if not pool.completed():
+                    self.queue.wait(0.05)
+            pool.stop(1.0)
         self.collector.flush_all()
         self.obj.cleanup()
 
@@ -171,9 +183,13 @@ class BoltExecutor(Executor):
             # spell must begin with a flush, or with no more input it sat for ever
             self.idle = 0
         q = self.queue
+        replayed = self.pool.completed() if self.pool is not None else 0
         batches = q.consume()
         if self.edges:
             batches = self._screen(batches)
+        if replayed and batches is None:
+            self.idle = 0
+            return WORK
         bt = self.batcher
         if bt is not None and bt.waiting and self._flush_batches(bt, batches is None):
             self.idle = 0
@@ -283,20 +299,57 @@ class BoltExecutor(Executor):
         )
 
     def _run_settle(self, src_task: int, stream: str, rows: list, metas: Any, late: bool) -> None:
-        """One formed batch through the bolt; its results settle it tuple by tuple."""
-        col = self.collector
+        """One formed batch through the bolt; its results settle it tuple by tuple (with
+        concurrent lanes, the call runs on the lane's pool thread, the settling here)."""
         source = self.source(src_task, stream)
         if late:
             source = source.late_twin()
-        tb = TupleBatch(rows, source, metas, col)
-        n = len(rows)
+        pool = self.pool
+        if pool is not None and (src_task, stream) in self.lane_keys:
+            idx, lanes = self.lane_keys[(src_task, stream)]
+            lane = (src_task, stream, _lane(rows[0], idx, lanes))
+            tb = TupleBatch(rows, source, metas, _PoolCurrent(pool.capture))
+            t0 = self.clock.now()
+
+            def work() -> Any:
+                return self.obj.execute_batch(tb)
+
+            def done(result: Any) -> None:
+                ops = _replay(self.collector, pool, result, None)
+                del ops
+                self._settle(src_task, stream, tb, rows, metas, source, result, t0)
+
+            pool.submit(lane, _with_ops(work, pool), done)
+            return
+        tb = TupleBatch(rows, source, metas, self.collector)
         t0 = self.clock.now()
-        error = None
         try:
-            results = self.obj.execute_batch(tb)
+            result: Any = self.obj.execute_batch(tb)
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
-            self._uncaught(exc)
-            results, error = [FAIL] * n, _error_text(exc)
+            result = exc
+        self._settle(src_task, stream, tb, rows, metas, source, (result, []), t0)
+
+    def _settle(
+        self,
+        src_task: int,
+        stream: str,
+        tb: TupleBatch,
+        rows: list,
+        metas: Any,
+        source: Any,
+        outcome: Any,
+        t0: float,
+    ) -> None:
+        col = self.collector
+        results, _ops = outcome
+        n = len(rows)
+        error = None
+        if isinstance(results, Exception):
+            self._uncaught(results)
+            error = _error_text(results)
+            results = [FAIL] * n
+        elif isinstance(results, BaseException):
+            raise results
         if results is None:
             results = [ACK] * n
         elif not isinstance(results, list | tuple) or len(results) != n:
@@ -334,6 +387,63 @@ class BoltExecutor(Executor):
         if (src_task, stream) in self.lane_keys:
             self.queue.settle((src_task, stream), n)
 
+    # -- concurrent lanes (topology.lanes.concurrency) ---------------------------------------
+    def _submit_lanes(self, batch: tuple) -> None:
+        """An ordered_lanes batch, per lane, to the pool: each lane's tuples run in order
+        on a pool thread; emits, acks and errors are replayed here when they complete."""
+        pool = self.pool
+        assert pool is not None
+        src_task, stream, values, metas = batch
+        idx, lanes = self.lane_keys[(src_task, stream)]
+        by: dict[int, list[int]] = {}
+        for i, v in enumerate(values):
+            by.setdefault(_lane(v, idx, lanes), []).append(i)
+        source = self.source(src_task, stream)
+        execute, cap = self.obj.execute, pool.capture
+        for ln, rows in by.items():
+            part = [(values[i], metas[i] if metas is not None else None) for i in rows]
+
+            def work(part: list = part) -> list:
+                out = []
+                for v, m in part:
+                    t = TrackedTuple(v, source, m) if m else Tuple(v, source)
+                    cap.ops, cap.current = [], t
+                    try:
+                        execute(t)
+                        exc = None
+                    except Exception as e:  # noqa: BLE001 - handed to the task's thread
+                        exc = e
+                    out.append((t, cap.ops, exc))
+                return out
+
+            pool.submit((src_task, stream, ln), work, self._lane_done(src_task, stream))
+
+    def _lane_done(self, src_task: int, stream: str) -> Any:
+        def done(result: Any) -> None:
+            if isinstance(result, BaseException):
+                raise result
+            col = self.collector
+            acks = col.acks
+            n = 0
+            for t, ops, exc in result:
+                col.current = t
+                for real, args, kw, _cur in ops:
+                    real(*args, **kw)
+                n += 1
+                if exc is not None:
+                    self._on_error(exc, t)
+                elif self.basic:
+                    self.acked += 1
+                    if t.meta:
+                        acks.ack(t)
+            col.current = None
+            self.executed += n
+            self.consumed += n
+            if self.basic:
+                self.queue.settle((src_task, stream), n)
+
+        return done
+
     def _screen(self, batches: list | None) -> list | None:
         """Edges with a policy: fail the trees their channels let go and count what
         arrives; a batch whose edge checks an age is counted as it executes
@@ -361,6 +471,15 @@ class BoltExecutor(Executor):
                     st.arrived += n
                 if b[2].__class__ is not StampedRows:
                     st.executed += n
+        if self.pool is not None and self.batcher is None:
+            lanes = self.lane_keys
+            rest = []
+            for b in batches:
+                if (b[0], b[1]) in lanes:
+                    self._submit_lanes(b)
+                else:
+                    rest.append(b)
+            return rest or None
         return batches
 
     def _age_ms(self, src_task: int, stream: str, values: StampedRows) -> tuple[Any, float]:
@@ -528,3 +647,53 @@ class BoltExecutor(Executor):
 def _error_text(exc: BaseException) -> str:
     """What a fail tells the spout of the error that caused it (Failure.error)."""
     return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _lane(values: Any, idx: tuple[int, ...], lanes: int) -> int:
+    return lane_of(values[idx[0]] if len(idx) == 1 else tuple(values[j] for j in idx), lanes)
+
+
+class _PoolCurrent:
+    """A TupleBatch's collector on a pool thread: the tuple it iterates is the capture's
+    current tuple (what recorded emits anchor to)."""
+
+    __slots__ = ("_cap",)
+
+    def __init__(self, cap: Any):
+        self._cap = cap
+
+    @property
+    def current(self) -> Any:
+        return self._cap.current
+
+    @current.setter
+    def current(self, t: Any) -> None:
+        self._cap.current = t
+
+
+def _with_ops(work: Any, pool: Any) -> Any:
+    """`work()`'s result with the calls it recorded: (result or exception, ops)."""
+    cap = pool.capture
+
+    def run() -> tuple[Any, list]:
+        cap.ops, cap.current = [], None
+        try:
+            r = work()
+        except Exception as exc:  # noqa: BLE001 - settled as a failed batch
+            r = exc
+        return r, cap.ops
+
+    return run
+
+
+def _replay(col: Any, pool: Any, outcome: Any, _unused: Any) -> list:
+    """Replay a settle batch's recorded calls on the task's thread, each with the tuple
+    it was made under as the current one."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    _result, ops = outcome
+    for real, args, kw, cur in ops:
+        col.current = cur
+        real(*args, **kw)
+    col.current = None
+    return ops
