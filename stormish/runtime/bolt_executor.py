@@ -628,6 +628,10 @@ class BoltExecutor(Executor):
         self._uncaught(exc)
         if tup is not None and not self.basic:
             self._fail(tup, _error_text(exc))
+            if self.lane_keys:  # a Bolt's lane tuple that raised is settled (failed)
+                key = (tup.source.task, tup.source.stream)
+                if key in self.lane_keys:
+                    self.queue.settle(key, 1)
         elif tup is not None:
             self.collector.acks.fail(tup, _error_text(exc))
             self.failed += 1

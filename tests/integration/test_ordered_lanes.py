@@ -391,3 +391,30 @@ def test_lanes_of_a_blocking_bolt_run_concurrently_each_in_order(workers, bolt):
     assert len(after) == ACCOUNTS
     assert all(seqs == list(range(PER)) for seqs in after.values())  # emits kept key order
     assert stats.components["apply"].errors == 0
+
+
+class Raises(Bolt):
+    """A Bolt (manual acks) that raises on every seq 3: the tuple fails and is settled,
+    so the lane's in-flight bound is not used up by errors."""
+
+    def execute(self, tup):
+        if tup.values[1] == 3:
+            raise ValueError("bad transfer")
+        self.ack(tup)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_bolt_that_raises_settles_its_lane_tuples(concurrency):
+    """max_in_flight 5 and 20 raising tuples per task: were a failed tuple not settled,
+    the lanes would stop after 5 and the run would never complete."""
+    t = Topology("raise", config={"topology.acker.executors": 0, "topology.fail.fast": False})
+    t.set_spout("src", Ledger(reliable=False))
+    d = t.set_bolt("apply", Raises(), parallelism=1)
+    d.ordered_lanes("src", key=["account"], lanes=4, max_in_flight=5)
+    d.add_configuration("topology.lanes.concurrency", concurrency)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("raise", timeout=60)
+    apply = stats.components["apply"]
+    assert apply.executed == ACCOUNTS * PER
+    assert apply.failed == ACCOUNTS and apply.errors == ACCOUNTS
