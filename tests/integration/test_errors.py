@@ -108,6 +108,15 @@ class Endless(Spout):
         self.emit([self.n])
 
 
+class Sleepy(BasicBolt):
+    """Slow work (a millisecond a tuple): its dropping edge fills."""
+
+    def execute(self, tup):
+        import time
+
+        time.sleep(0.001)
+
+
 class BadDeactivate(Endless):
     def deactivate(self):
         raise RuntimeError("cannot pause")  # DEACTIVATE
@@ -413,6 +422,8 @@ def test_list_and_monitor_show_errors_with_method_and_line(tmp_path):
         t = Topology("bad-rows", config={"topology.workers": 2, "topology.acker.executors": 0})
         t.set_spout("s", Endless())
         t.set_bolt("b", BadExecute()).shuffle_grouping("s")
+        # a dropping edge into a slow bolt: monitor tells its losses too (issue 13)
+        t.set_bolt("lossy", Sleepy()).shuffle_grouping("s", overflow="drop_oldest", capacity=10)
         cluster.call("submit", (t, {}))
         cluster.wait_status("bad-rows", "running")
         poll_for(lambda: cluster.call("stats", "bad-rows").components["b"].errors, 30, 0.1)
@@ -438,6 +449,12 @@ def test_list_and_monitor_show_errors_with_method_and_line(tmp_path):
         assert re.search(r" E\d+", lines[0]), lines[0]  # the error count per component
         rest = monitor.stdout.readline()
         assert rest.startswith("    Traceback (most recent call last):"), rest
+        edge = (
+            r"edge lossy <- s:default \[drop_oldest\]: dropped \+[\d,]+ \([\d,]+\); drop_oldest: "
+        )
+        while not any(re.match(edge, line) for line in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(monitor.stdout.readline())
         cluster.call("kill", ("bad-rows", 0))
         monitor.communicate(timeout=60)
         assert monitor.returncode == 0
