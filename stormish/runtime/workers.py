@@ -278,6 +278,10 @@ class WorkerHandle:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self.group.env,
+            # a process group of its own: Ctrl-C at a terminal signals the foreground
+            # group, and a worker must leave it to its parent, which stops it cleanly
+            # and prints the summary (a worker whose parent dies exits: --parent)
+            process_group=0,
         )
         if keys is not None and self.proc.stdin is not None:
             try:  # one line, far below a pipe's buffer: never blocks

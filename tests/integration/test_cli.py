@@ -146,7 +146,11 @@ def test_unknown_profile_is_named():
     assert "unknown profile 'turbo'" in r.stderr
 
 
-def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path, workers):
+    """Ctrl-C as a terminal sends it: SIGINT to the whole process group (issue 14 item
+    1). With worker processes they must leave it to their parent, which stops them and
+    prints the summary: no KeyboardInterrupt traceback, no 'killed by signal', exit 0."""
     import os
     import signal
     import time
@@ -165,26 +169,28 @@ def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path):
         "topology.set_bolt('b', B()).shuffle_grouping('s')\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stormish.cli", "run", str(topo)],
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", workers],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "topology never opened its spout"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGINT)
+            time.sleep(0.02)  # polling a file the spout writes, bounded by the deadline
+        os.killpg(proc.pid, signal.SIGINT)  # the whole group, as Ctrl-C does
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == 0, err
     assert "topology 'forever': interrupted" in out
+    assert "KeyboardInterrupt" not in err and "killed by signal" not in err, err
     assert cleaned.exists()
 
 
