@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
 import json
 import sys
@@ -14,10 +15,10 @@ import cloudpickle
 from .errors import ConfigError, TopologyFileError
 from .topology import Topology
 
-PROFILE_DIRS = (
-    Path("workers/profiles"),
-    Path(__file__).resolve().parent.parent / "workers" / "profiles",
-)
+# users' own profiles, looked up first: `workers/profiles/` where stormish runs; the
+# built-in ones ship in the package (stormish/profiles/*.json, read as resources, so a
+# wheel or a docker image has them too)
+PROFILE_DIRS = (Path("workers/profiles"),)
 
 
 def load_topology(path: str | Path) -> Topology:
@@ -72,15 +73,27 @@ def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """A wait-strategy profile: a JSON object of config keys (`workers/profiles/NAME.json`,
-    or a path to such a file)."""
+    """A wait-strategy profile: a JSON object of config keys: a path to such a file,
+    `workers/profiles/NAME.json` where stormish runs (users' own), or one that ships
+    with stormish (stormish/profiles/)."""
     candidates = [Path(name)] if name.endswith(".json") else []
     candidates += [d / f"{name}.json" for d in PROFILE_DIRS]
     for c in candidates:
         if c.is_file():
             return _read_config(c, "profile")
-    known = sorted({p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.json")})
+    shipped = _shipped_profiles()
+    if name in shipped:
+        with importlib.resources.as_file(shipped[name]) as path:
+            return _read_config(Path(path), "profile")
+    known = sorted(
+        {p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.json")} | set(shipped)
+    )
     raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")
+
+
+def _shipped_profiles() -> dict[str, Any]:
+    root = importlib.resources.files("stormish") / "profiles"
+    return {f.name[: -len(".json")]: f for f in root.iterdir() if f.name.endswith(".json")}
 
 
 def load_config_file(path: str | Path, level: str | None = None) -> dict[str, Any]:

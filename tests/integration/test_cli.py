@@ -324,3 +324,35 @@ def test_plan_and_lint_explain_a_topology_without_running_it(tmp_path):
     r = stormish("lint", str(bad))
     assert r.returncode == 2 and "overflow='lastest' is not a policy" in r.stderr
     assert stormish("lint", "topologies/ledger.py").returncode == 0
+
+
+def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
+    """Issue 14 item 5: the built-in profiles are package data (a wheel has them), found
+    from a directory that is not a checkout; a user's workers/profiles/NAME.json there
+    wins; an unknown name lists what is known."""
+    import zipfile
+
+    wheel_dir = tmp_path / "wheel"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+         "-w", str(wheel_dir), str(ROOT)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (whl,) = wheel_dir.glob("stormish-*.whl")
+    names = zipfile.ZipFile(whl).namelist()
+    for p in ("low-latency", "balanced", "low-cpu"):
+        assert f"stormish/profiles/{p}.json" in names
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    topo = ROOT / "topologies" / "exclamation.py"
+    r = stormish("run", str(topo), "--profile", "low-cpu", "--time", "1", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    mine = elsewhere / "workers" / "profiles"
+    mine.mkdir(parents=True)
+    (mine / "low-cpu.json").write_text('{"topology.workers": "two"}')
+    r = stormish("run", str(topo), "--profile", "low-cpu", "--time", "1", cwd=elsewhere)
+    assert r.returncode == 2 and "topology.workers" in r.stderr  # the user's file was read
+    r = stormish("run", str(topo), "--profile", "nope", cwd=elsewhere)
+    assert r.returncode == 2
+    assert "known profiles: ['balanced', 'low-cpu', 'low-latency']" in r.stderr
