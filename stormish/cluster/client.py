@@ -27,11 +27,19 @@ def nimbus_address(spec: str) -> str:
     return f"tcp://{host}:{port or DEFAULT_PORT}"
 
 
+CONNECT_TIMEOUT = 2.0  # how long a command waits for a nimbus that does not answer
+
+
+class NoAnswer(StormishError):
+    pass
+
+
 class NimbusClient:
     def __init__(self, spec: str, security: Any, timeout: float = 30.0):
         self.address = nimbus_address(spec)
         self.timeout = timeout
         self.security = security
+        self.keyed = getattr(security, "public", None) is not None
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -46,7 +54,7 @@ class NimbusClient:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.sock.poll(int(left * 1000) + 1):
-                raise StormishError(
+                raise NoAnswer(
                     f"nimbus at {self.address} did not answer {verb} within "
                     f"{timeout or self.timeout:g}s (is it running, with the same keys?)"
                 )
@@ -56,6 +64,35 @@ class NimbusClient:
             if not ok:
                 raise StormishError(f"nimbus refused {verb}: {value}")
             return value
+
+    def probe(self, within: float = CONNECT_TIMEOUT) -> int:
+        """Make sure a nimbus answers before the real request: a few cheap requests with
+        backoff (tenacity), the whole within `within` seconds; a nimbus that is not there
+        (ZeroMQ would wait for it for ever) fails fast, saying what was tried. Returns
+        the tries it took."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+        start = time.monotonic()
+        tries = 0
+        try:
+            for attempt in Retrying(
+                stop=stop_after_delay(within),
+                wait=wait_exponential(multiplier=0.05, max=0.5),
+                retry=retry_if_exception_type(NoAnswer),
+                reraise=True,
+            ):
+                with attempt:
+                    tries += 1
+                    left = within - (time.monotonic() - start)
+                    self.call("list", timeout=max(0.05, min(left, 0.25 * 2**tries)))
+        except NoAnswer:
+            raise NoAnswer(
+                f"no answer from a nimbus at {self.address} within {within:g}s ({tries} "
+                f"{'try' if tries == 1 else 'tries'}, "
+                f"{'with CURVE keys' if self.keyed else 'without keys'}): is it "
+                "running there, with the same keys? (--connect-timeout to wait longer)"
+            ) from None
+        return tries
 
     def close(self) -> None:
         self.sock.close(0)

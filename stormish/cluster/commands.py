@@ -14,7 +14,21 @@ import click
 from ..errors import StormishError
 
 
+def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -> None:
+    if value is not None:
+        ctx.meta["stormish.connect_timeout"] = value
+
+
 def nimbus_options(f: Any) -> Any:
+    f = click.option(
+        "--connect-timeout",
+        type=click.FloatRange(min=0.1),
+        envvar="STORMISH_CONNECT_TIMEOUT",
+        default=None,
+        expose_value=False,
+        callback=_set_connect_timeout,
+        help="seconds to wait for the nimbus to answer at all (default 2)",
+    )(f)
     f = click.option(
         "--keys",
         envvar="STORMISH_KEYS",
@@ -32,12 +46,24 @@ def nimbus_options(f: Any) -> Any:
 
 def connect(nimbus: str | None, keys: str | None) -> Any:
     from ..transport.security import security_for
-    from .client import NimbusClient
+    from .client import CONNECT_TIMEOUT, NimbusClient
 
     if not nimbus:
         click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
         sys.exit(2)
-    return guard(lambda: NimbusClient(nimbus, security_for(keys)))
+    client = guard(lambda: NimbusClient(nimbus, security_for(keys)))
+    ctx = click.get_current_context(silent=True)
+    within = (
+        CONNECT_TIMEOUT
+        if ctx is None
+        else ctx.meta.get("stormish.connect_timeout", CONNECT_TIMEOUT)
+    )
+    try:
+        guard(lambda: client.probe(within))
+    except SystemExit:
+        client.close()
+        raise
+    return client
 
 
 def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -> Any:

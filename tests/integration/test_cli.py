@@ -356,3 +356,26 @@ def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
     r = stormish("run", str(topo), "--profile", "nope", cwd=elsewhere)
     assert r.returncode == 2
     assert "known profiles: ['balanced', 'low-cpu', 'low-latency']" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["list"], ["kill", "x"], ["submit", "topologies/wordcount.py"]]
+)
+def test_a_cluster_command_without_a_nimbus_fails_fast_and_says_what_it_tried(command):
+    """Issue 14 item 3: not 30 s of silence. The default is 2 s (a generous bound here:
+    the point is seconds, not half a minute), --connect-timeout changes it."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    r = stormish(*command, "--nimbus", f"127.0.0.1:{port}")
+    took = time.monotonic() - t0
+    assert r.returncode == 2
+    assert f"no answer from a nimbus at tcp://127.0.0.1:{port} within 2s" in r.stderr
+    assert "tries, without keys" in r.stderr and "--connect-timeout" in r.stderr
+    assert took < 15, took
+    r = stormish(*command, "--nimbus", f"127.0.0.1:{port}", "--connect-timeout", "0.3")
+    assert r.returncode == 2 and "within 0.3s (1 try" in r.stderr
