@@ -132,6 +132,9 @@ def submit(
 
     conf = guard(lambda: _overrides(pairs, profile, workers))
     topology, _after = guard(lambda: load_topology_file(topology_file))
+    # the checks a local run makes (picklable components, config, the graph), here before
+    # anything is sent: the same message and exit 2 on every path (issue 14 item 6)
+    guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
         name = guard(lambda: client.call("submit", (topology, conf, not inactive)))

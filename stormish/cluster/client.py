@@ -48,6 +48,9 @@ class NimbusClient:
         self._ids = itertools.count(1)
 
     def call(self, verb: str, payload: Any = None, timeout: float | None = None) -> Any:
+        if verb == "submit":  # the checks a local run makes, before pickling it to nimbus
+            topology, conf = payload[0], payload[1]
+            topology.validate(conf)
         req_id = next(self._ids)
         self.sock.send_multipart(ct.request(verb, req_id, payload, API_VERBS))
         deadline = time.monotonic() + (timeout or self.timeout)

@@ -379,3 +379,26 @@ def test_a_cluster_command_without_a_nimbus_fails_fast_and_says_what_it_tried(co
     assert took < 15, took
     r = stormish(*command, "--nimbus", f"127.0.0.1:{port}", "--connect-timeout", "0.3")
     assert r.returncode == 2 and "within 0.3s (1 try" in r.stderr
+
+
+def test_an_unpicklable_component_is_named_the_same_way_locally_and_to_a_nimbus(tmp_path):
+    """Issue 14 item 6: `submit --nimbus` checks before sending, as `run` does: exit 2 and
+    the attribute named, no raw traceback (the nimbus address need not even answer)."""
+    topo = tmp_path / "lock.py"
+    topo.write_text(
+        "import threading\n"
+        "from stormish import BasicBolt, Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "class B(BasicBolt):\n"
+        "    def __init__(self): self.lock = threading.Lock()\n"
+        "    def execute(self, t): pass\n"
+        "topology = Topology('lock')\n"
+        "topology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_bolt('b', B()).shuffle_grouping('s')\n"
+    )
+    local = stormish("run", str(topo))
+    remote = stormish("submit", str(topo), "--nimbus", "127.0.0.1:1")
+    for r in (local, remote):
+        assert r.returncode == 2, r.stderr
+        assert "component 'b' cannot be pickled: attribute 'lock'" in r.stderr
+        assert "Traceback" not in r.stderr
