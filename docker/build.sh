@@ -2,8 +2,8 @@
 # Build the stormish images without a registry:
 #   stormish-base:bookworm  a Debian bookworm root made with debootstrap (python3, venv),
 #                           imported with `docker import` (built once, reused after);
-#   stormish:dev            the base plus stormish and its dependencies, installed in a
-#                           venv from wheels built on this host.
+#   stormish:<version>      the base plus stormish and its dependencies, installed in a
+#   (and stormish:dev)      venv from wheels built on this host.
 # Usage: docker/build.sh [--rebuild-base]. Needs root, debootstrap and a Debian mirror
 # (MIRROR, default deb.debian.org).
 set -euo pipefail
@@ -13,6 +13,8 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 PY=${PYTHON:-python3}
 
 if [ "${1:-}" = "--rebuild-base" ] || ! docker image inspect stormish-base:bookworm >/dev/null 2>&1; then
+  # checked before anything is made: both are needed for the base image only
+  [ "$(id -u)" = 0 ] || { echo "making the base image runs debootstrap, which needs root: run docker/build.sh with sudo (or as root)" >&2; exit 2; }
   command -v debootstrap >/dev/null || { echo "debootstrap is missing (apt-get install debootstrap)" >&2; exit 2; }
   echo "== debootstrap bookworm (minbase + python3) into $BUILD/rootfs"
   rm -rf "$BUILD/rootfs"
@@ -31,7 +33,8 @@ rm -rf "$BUILD/wheels"
 $PY -m pip wheel -q --wheel-dir "$BUILD/wheels" . 2>&1 | grep -v "Running pip as the 'root'" || true
 ls "$BUILD/wheels" | grep -q '^stormish-' || { echo "no stormish wheel was built" >&2; exit 1; }
 
-echo "== docker build stormish:dev"
+VERSION=$($PY -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+echo "== docker build stormish:$VERSION (also tagged stormish:dev, what compose.yaml runs by default)"
 cp docker/Dockerfile "$BUILD/Dockerfile"
-docker build -q -t stormish:dev "$BUILD" >/dev/null
-docker run --rm stormish:dev --version
+docker build -q -t "stormish:$VERSION" -t stormish:dev "$BUILD" >/dev/null
+docker run --rm "stormish:$VERSION" --version

@@ -375,6 +375,34 @@ def keys(directory: str, force: bool) -> None:
 
     public, secret = guard(lambda: create(directory, force))
     click.echo(f"wrote {public} and {secret} (keep the secret file private)")
+    if _tracked_by_git(secret):
+        click.echo(
+            f"warning: {secret} is inside a git checkout and not ignored: add "
+            f"{directory.rstrip('/')}/ to its .gitignore before the secret is committed",
+            err=True,
+        )
+
+
+def _tracked_by_git(path: str) -> bool:
+    """Whether `path` is in a git work tree and not ignored there (no git: False)."""
+    import os
+    import subprocess
+
+    where = os.path.dirname(os.path.abspath(path))
+    try:
+        inside = subprocess.run(
+            ["git", "-C", where, "rev-parse", "--is-inside-work-tree"],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return False
+        ignored = subprocess.run(
+            ["git", "-C", where, "check-ignore", "-q", os.path.abspath(path)],
+            capture_output=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ignored.returncode == 1  # 0: ignored, 1: not ignored
 
 
 def guard(fn: Any) -> Any:

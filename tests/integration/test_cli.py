@@ -402,3 +402,31 @@ def test_an_unpicklable_component_is_named_the_same_way_locally_and_to_a_nimbus(
         assert r.returncode == 2, r.stderr
         assert "component 'b' cannot be pickled: attribute 'lock'" in r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_keys_made_inside_a_git_checkout_warn_unless_ignored(tmp_path):
+    """Issue 14 item 7: a secret key written into a checkout where git would commit it
+    is named in a warning; ignored (as keys/ is in this project), or outside any
+    checkout, nothing is said."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=30)
+    r = stormish("keys", "cluster-keys", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "is inside a git checkout and not ignored: add cluster-keys/ to its .gitignore" in r.stderr
+    )
+    (repo / ".gitignore").write_text("/keys/\n")
+    r = stormish("keys", "keys", cwd=repo)
+    assert r.returncode == 0 and "warning" not in r.stderr
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    r = stormish("keys", "k", cwd=outside)
+    assert r.returncode == 0 and "warning" not in r.stderr
+    assert (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "check-ignore", "-q", str(ROOT / "keys" / "x.key_secret")],
+            timeout=30,
+        ).returncode
+        == 0
+    )  # this project ignores its own keys/
