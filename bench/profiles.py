@@ -1,9 +1,9 @@
 """Wait-strategy profiles: idle CPU and latency at a low rate, measured.
 
-For each profile that ships with stormish (stormish/profiles/): (1) idle CPU: a topology whose spout emits
-nothing, CPU seconds used per wall second over a window; (2) latency at low rate: a
-reliable spout emitting 200 tuples/s through two bolts, complete latency p50/p99 from
-emit to ack as the spout sees it.
+For each profile that ships with stormish (stormish/profiles/): (1) idle CPU: a
+topology whose spout emits nothing, CPU seconds used per wall second over a window;
+(2) latency at low rate: a reliable spout emitting 200 tuples/s through two bolts,
+complete latency p50/p99 from emit to ack as the spout sees it.
 
 Run: python bench/profiles.py [--seconds 3]
 """
