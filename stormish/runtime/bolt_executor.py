@@ -254,13 +254,8 @@ class BoltExecutor(Executor):
         else:
             idx, lanes = lane
             by: dict[int, list[int]] = {}
-            if len(idx) == 1:
-                i0 = idx[0]
-                for i, v in enumerate(values):
-                    by.setdefault(lane_of(v[i0], lanes), []).append(i)
-            else:
-                for i, v in enumerate(values):
-                    by.setdefault(lane_of(tuple(v[j] for j in idx), lanes), []).append(i)
+            for i, v in enumerate(values):
+                by.setdefault(_lane(v, idx, lanes), []).append(i)
             ready = []
             for ln, rows in by.items():
                 ready += bt.add(
@@ -315,8 +310,7 @@ class BoltExecutor(Executor):
                 return self.obj.execute_batch(tb)
 
             def done(result: Any) -> None:
-                ops = _replay(self.collector, pool, result, None)
-                del ops
+                _replay(self.collector, result)
                 self._settle(src_task, stream, tb, rows, metas, source, result, t0)
 
             pool.submit(lane, _with_ops(work, pool), done)
@@ -690,7 +684,7 @@ def _with_ops(work: Any, pool: Any) -> Any:
     return run
 
 
-def _replay(col: Any, pool: Any, outcome: Any, _unused: Any) -> list:
+def _replay(col: Any, outcome: Any) -> None:
     """Replay a settle batch's recorded calls on the task's thread, each with the tuple
     it was made under as the current one."""
     if isinstance(outcome, BaseException):
@@ -700,4 +694,3 @@ def _replay(col: Any, pool: Any, outcome: Any, _unused: Any) -> list:
         col.current = cur
         real(*args, **kw)
     col.current = None
-    return ops

@@ -49,6 +49,20 @@ def _slice(values: list, i: int, j: int | None = None) -> list:
     return part
 
 
+# an edge's counters, as the statistics show and sum them (per task, then per component)
+EDGE_COUNTS = (
+    "arrived",
+    "executed",
+    "dropped",
+    "stale",
+    "overwritten",
+    "rejected",
+    "deadline_missed",
+    "queued",
+    "throttled",
+)
+
+
 class EdgeStats:
     """One edge into one destination task. Sum check, exact once nothing is in flight:
     arrived = executed + dropped + overwritten + rejected + queued (`stale` is part of

@@ -106,8 +106,11 @@ class Fields:
         except (KeyError, TypeError):
             return self._miss(key)
 
+    def _index(self, key: Any) -> int:
+        return stable_hash(key) % self.n
+
     def _miss(self, key: Any) -> Any:
-        ob = self.outboxes[stable_hash(key) % self.n]
+        ob = self.outboxes[self._index(key)]
         try:
             if len(self.cache) >= _CACHE_MAX:
                 self.cache.clear()
@@ -215,15 +218,8 @@ class Lanes(Fields):
         self.lanes = lanes
         super().__init__(outboxes, indices)
 
-    def _miss(self, key: Any) -> Any:
-        ob = self.outboxes[(stable_hash(key) % self.lanes) % self.n]
-        try:
-            if len(self.cache) >= _CACHE_MAX:
-                self.cache.clear()
-            self.cache[key] = ob
-        except TypeError:
-            pass
-        return ob
+    def _index(self, key: Any) -> int:
+        return lane_of(key, self.lanes) % self.n
 
 
 def lane_of(key: Any, lanes: int) -> int:

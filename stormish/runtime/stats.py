@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .channel import EDGE_COUNTS
+
 SUMMED = (
     "emitted",
     "transferred",
@@ -85,19 +87,6 @@ class ComponentStats:
     progress_total: int | None = None
     dead_lettered: int = 0
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # summed over tasks
-
-
-EDGE_COUNTS = (
-    "arrived",
-    "executed",
-    "dropped",
-    "stale",
-    "overwritten",
-    "rejected",
-    "deadline_missed",
-    "queued",
-    "throttled",
-)
 
 
 def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
