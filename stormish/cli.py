@@ -140,6 +140,10 @@ def submit(
         name = guard(lambda: client.call("submit", (topology, conf, not inactive)))
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
         click.echo(f"submitted topology {name!r} to nimbus {client.address}{state}")
+        rows: list[dict[str, Any]] = guard(lambda: client.call("list"))
+        row = next((r for r in rows if r["name"] == name), {})
+        if row.get("waiting"):  # not enough free slots: say so now, not never
+            click.echo(f"topology {name!r}: {row['waiting']}", err=True)
         if not wait:
             return
         code = cc.wait_remote(client, name, timeout)

@@ -76,8 +76,12 @@ def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -
 
 def wait_remote(client: Any, name: str, timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
+    told = None
     while True:
         row = next(r for r in guard(lambda: client.call("list")) if r["name"] == name)
+        if row.get("waiting") and row["waiting"] != told:
+            told = row["waiting"]
+            click.echo(f"topology {name!r}: {told}", err=True)
         if row["status"] in ("complete", "killed"):
             return 0
         if row["status"] == "failed":
@@ -107,6 +111,8 @@ def list_cmd(nimbus: str | None, keys: str | None) -> None:
         slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
         line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
         click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
+        if r.get("waiting"):
+            click.echo(f"  {r['waiting']}")
         for e in errors.get(r["name"], ()):
             click.echo(f"  {e}")
 
@@ -164,6 +170,10 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
     """Run NAME on a new number of workers (its workers restart, as in Storm)."""
     call(nimbus, keys, "rebalance", (name, workers))
     click.echo(f"rebalancing topology {name!r} onto {workers} workers")
+    rows: list[dict[str, Any]] = call(nimbus, keys, "list")
+    row = next((r for r in rows if r["name"] == name), {})
+    if row.get("waiting"):
+        click.echo(f"topology {name!r}: {row['waiting']}", err=True)
 
 
 @click.command()
@@ -185,6 +195,13 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
     last_t = time.monotonic()
     try:
         while True:
+            row = next((r for r in guard(lambda: client.call("list")) if r["name"] == name), None)
+            if row is None:
+                guard(lambda: client.call("stats", name))  # names the unknown topology
+            if row is not None and row["status"] == "starting":
+                click.echo(f"{name} [starting] {row.get('waiting') or 'starting its workers'}")
+                time.sleep(every)
+                continue
             s = guard(lambda: client.call("stats", name))
             now = time.monotonic()
             parts = []

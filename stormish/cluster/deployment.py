@@ -110,6 +110,7 @@ class Deployment:
         self.kill_at: float | None = None
         self.submitted = time.time()
         self.restarts = 0
+        self.waiting: str | None = None  # why it is not placed yet (slots), for list/monitor
         self.epoch = 0
         self.active = True  # spouts active; RunningTopology.set_active keeps it current
         self._last_key: Any = None
@@ -152,4 +153,5 @@ class Deployment:
             "active": self.active,
             "uptime_seconds": round(time.time() - self.submitted, 1),
             "error": self.error,
+            "waiting": self.waiting,
         }

@@ -219,11 +219,17 @@ class Nimbus:
         self._save(d)
 
     def api_rebalance(self, payload: tuple[str, int]) -> None:
+        """From running or starting (a topology waiting for slots may be given fewer)."""
         name, workers = payload
-        d = self._running(name)
+        d = self._get(name)
+        if d.status not in ("running", "starting"):
+            raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
-        d.running._finish("rebalancing")
+        if d.status == "running":
+            d.running._finish("rebalancing")
+        # starting: workers placed for the old plan are let go by their supervisors, the
+        # new epoch (replan) replacing them; their hellos are forgotten
         d.conf = dict(d.conf, **{"topology.workers": int(workers)})
         d.replan()
         d.status = "starting"
@@ -234,7 +240,8 @@ class Nimbus:
     def api_stats(self, name: str) -> Any:
         d = self._get(name)
         if d.status == "starting":
-            raise StormishError(f"topology {name!r} is starting: no statistics yet")
+            why = f" ({d.waiting})" if d.waiting else ""
+            raise StormishError(f"topology {name!r} is starting: no statistics yet{why}")
         return d.running.statistics()
 
     def _get(self, name: str) -> Deployment:
@@ -270,13 +277,30 @@ class Nimbus:
     def _place(self, d: Deployment) -> None:
         missing = [i for i in range(d.plan.workers) if i not in d.slots]
         if not missing:
+            d.waiting = None
             return
         used = [s for dep in self.deployments.values() for s in dep.slots.values()]
         offered = {sid: info.ports for sid, info in self.supervisors.items()}
-        placed = schedule(missing, free_slots(offered, used))
+        free = free_slots(offered, used)
+        placed = schedule(missing, free)
+        left = sum(len(p) for p in free.values()) - len(placed)
         if placed:
             d.slots.update(placed)
             self._save(d)
+        still = len(missing) - len(placed)
+        if still <= 0:
+            d.waiting = None
+            return
+        total = sum(len(p) for p in offered.values())
+        why = (
+            f"waiting for {still} free worker slot{'s' if still != 1 else ''}: it needs "
+            f"{d.plan.workers} and has {len(d.slots)}; {left} free of {total} on "
+            f"{len(offered)} supervisor{'s' if len(offered) != 1 else ''} "
+            "(add supervisors or ports, rebalance it to fewer workers, or kill it)"
+        )
+        if why != d.waiting:
+            print(f"nimbus: {d.name}: {why}", flush=True)
+        d.waiting = why
 
     def _save(self, d: Deployment) -> None:
         self.store.save_state(d.name, d.state())

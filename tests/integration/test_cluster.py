@@ -387,3 +387,43 @@ def test_a_cluster_with_keys_runs_and_refuses_clients_without_them(keyed_cluster
         with pytest.raises(StormishError, match="did not answer list"):
             stranger.call("list")
     assert "dropped an API message" not in c.log("nimbus.log")  # nothing reached a decoder
+
+
+def test_a_topology_wanting_more_slots_than_are_free_says_so_and_can_be_rebalanced(cluster):
+    """Issue 14 item 2: `submit -w 5` on 4 slots says at once what it waits for (submit,
+    list, monitor, nimbus's log); it can be rebalanced to 4 from `starting` and then
+    runs to completion."""
+    env = cluster.env
+    nimbus = f"127.0.0.1:{cluster.api}"
+    poll_for(lambda: len(cluster.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    wc = os.path.join(os.path.dirname(__file__), "..", "..", "topologies", "wordcount.py")
+
+    def cli(*args, timeout=60):
+        return subprocess.run(
+            [sys.executable, "-m", "stormish.cli", *args, "--nimbus", nimbus],
+            env=env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    why = "waiting for 1 free worker slot: it needs 5 and has 4; 0 free of 4 on 2 supervisors"
+    out = cli("submit", wc, "-w", "5")
+    assert out.returncode == 0 and why in out.stderr, out.stderr
+    assert cluster.status("wordcount") == "starting"
+    listed = cli("list")
+    assert f"  {why}" in listed.stdout, listed.stdout
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "wordcount", "--every", "0.2",
+         "--nimbus", nimbus],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = monitor.stdout.readline()
+        assert first.startswith("wordcount [starting] waiting for 1 free worker slot"), first
+    finally:
+        monitor.kill()
+        monitor.communicate(timeout=30)
+    assert why in cluster.log("nimbus.log")
+    out = cli("rebalance", "wordcount", "-n", "4")
+    assert out.returncode == 0, out.stderr
+    cluster.wait_status("wordcount", "complete", timeout=90)
+    row = next(r for r in cluster.call("list") if r["name"] == "wordcount")
+    assert row["waiting"] is None and row["workers"] == 4
