@@ -68,34 +68,18 @@ class EdgeStats:
     arrived = executed + dropped + overwritten + rejected + queued (`stale` is part of
     `dropped`; `deadline_missed` of `executed`)."""
 
-    __slots__ = (
-        "source",
-        "stream",
-        "task",
-        "policy",
-        "arrived",
-        "executed",
-        "dropped",
-        "stale",
-        "overwritten",
-        "rejected",
-        "deadline_missed",
-        "high",
-        "last_what",
-        "last_at",
-        "queued",
-        "throttled",
-    )
+    # the counters (EDGE_COUNTS; `queued`: in the channel now, block edges counted in the
+    # task's queue; `throttled`: batches a throttle held back at a sender in this worker)
+    __slots__ = ("source", "stream", "task", "policy", *EDGE_COUNTS, "high", "last_what", "last_at")
 
     def __init__(self, source: str, stream: str, task: int, policy: EdgePolicy):
         self.source, self.stream, self.task, self.policy = source, stream, task, policy
-        self.arrived = self.executed = self.dropped = self.stale = 0
+        self.arrived = self.executed = self.dropped = self.stale = 0  # EDGE_COUNTS
         self.overwritten = self.rejected = self.deadline_missed = 0
+        self.queued = self.throttled = 0
         self.high = 0  # most tuples waiting in the edge's channel at once
         self.last_what: str | None = None
         self.last_at = 0.0
-        self.queued = 0  # in the channel now (block edges: counted in the task's queue)
-        self.throttled = 0  # batches a throttle held back at a sender in this worker
 
     @property
     def edge(self) -> str:
@@ -115,16 +99,8 @@ class EdgeStats:
         return {
             "edge": self.edge,
             "policy": self.policy.as_dict(),
-            "arrived": self.arrived,
-            "executed": self.executed,
-            "dropped": self.dropped,
-            "stale": self.stale,
-            "overwritten": self.overwritten,
-            "rejected": self.rejected,
-            "deadline_missed": self.deadline_missed,
-            "queued": self.queued,
+            **{name: getattr(self, name) for name in EDGE_COUNTS},
             "high_watermark": self.high,
-            "throttled": self.throttled,
             "last_reason": last,
             "last_at": self.last_at,  # seconds since the epoch, 0.0: never
         }
