@@ -339,6 +339,23 @@ KEYS: dict[str, Key] = {
             "supervisor",
         ),
         Key(
+            "supervisor.worker.restart.backoff.secs",
+            1.0,
+            _num(0),
+            "a worker that crashes again right after a restart waits this long before the "
+            "next one, doubled for each crash in a row (the first restart is at once; 0: "
+            "always at once). The default of `stormish supervisor --restart-backoff`",
+            "supervisor",
+        ),
+        Key(
+            "supervisor.worker.restart.backoff.max.secs",
+            30,
+            _num(0),
+            "the longest wait between restarts of a crashing worker; one that stayed up "
+            "longer than this has recovered (the default of --restart-backoff-max)",
+            "supervisor",
+        ),
+        Key(
             "nimbus.task.timeout.secs",
             30,
             _num(0, strict=True),

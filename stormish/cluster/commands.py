@@ -113,8 +113,41 @@ def list_cmd(nimbus: str | None, keys: str | None) -> None:
         click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
         if r.get("waiting"):
             click.echo(f"  {r['waiting']}")
+        for w in r.get("worker_status", ()):
+            if w.get("restarts") or w.get("state") not in ("running", "finished", "placed"):
+                click.echo(f"  {worker_line(w)}")
         for e in errors.get(r["name"], ()):
             click.echo(f"  {e}")
+
+
+def worker_line(w: dict[str, Any]) -> str:
+    """One worker as its supervisor reports it: where, its state, restarts, last death."""
+    n = int(w.get("restarts") or 0)
+    where = f"worker {w['index']} on {w['supervisor']}:{w['port']}"
+    state = str(w.get("state"))
+    if state == "running" and w.get("pid"):
+        state = f"running (pid {w['pid']})"
+    elif state == "waiting" and w.get("restart_in") is not None:
+        state = f"down, restarting in {w['restart_in']:g}s"
+    line = f"{where}: {state}, {n} restart{'s' if n != 1 else ''}"
+    if w.get("last_exit"):
+        ago = w.get("last_exit_ago")
+        line += f"; last {w['last_exit']}" + (f" {ago:g}s ago" if ago is not None else "")
+        if w.get("last_words"):
+            line += f": {w['last_words']}"
+    return line
+
+
+def worker_changes(row: dict[str, Any], told: dict[int, tuple]) -> list[str]:
+    """The workers whose state or restart count changed since last told (monitor)."""
+    out = []
+    for w in row.get("worker_status", ()):
+        key = (w.get("state"), w.get("restarts"), w.get("pid"))
+        news = told.get(w["index"]) != key
+        if news and (w.get("restarts") or w.get("state") == "waiting"):
+            out.append(worker_line(w))
+        told[w["index"]] = key
+    return out
 
 
 def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) -> dict:
@@ -192,6 +225,7 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
     last_stats = None
     seen: dict[str, int] = {}  # errors per component already told
     edges_told: dict[str, tuple[int, ...]] = {}  # edge counters already told
+    workers_told: dict[int, tuple] = {}  # worker states and restarts already told
     last_t = time.monotonic()
     try:
         while True:
@@ -222,6 +256,8 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
             for line in new_errors(s.tasks.values(), seen):
                 click.echo(line)
             for line in edge_changes(s, edges_told):
+                click.echo(line)
+            for line in worker_changes(row or {}, workers_told):
                 click.echo(line)
             if s.status not in ("running", "starting"):
                 return
@@ -332,6 +368,21 @@ def nimbus(
     help="a worker silent this long is killed and restarted "
     "(default: supervisor.worker.timeout.secs, 30)",
 )
+@click.option(
+    "--restart-backoff",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="seconds before restarting a worker that crashed twice in a row, doubled per "
+    "further crash; the first restart is at once "
+    "(default: supervisor.worker.restart.backoff.secs, 1)",
+)
+@click.option(
+    "--restart-backoff-max",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="the longest wait between restarts; a worker up longer has recovered "
+    "(default: supervisor.worker.restart.backoff.max.secs, 30)",
+)
 @daemon_options
 def supervisor(
     nimbus_spec: str,
@@ -341,17 +392,24 @@ def supervisor(
     keys: str | None,
     log_dir: str | None,
     worker_timeout: float | None,
+    restart_backoff: float | None,
+    restart_backoff_max: float | None,
     pairs: tuple[str, ...],
     config_file: str | None,
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
     from ..transport.security import security_for
     from .client import nimbus_address
+    from .restarts import RestartPolicy
     from .supervisor import Supervisor
 
     conf = guard(lambda: daemon_conf("supervisor", pairs, config_file))
     if worker_timeout is None:
         worker_timeout = conf["supervisor.worker.timeout.secs"]
+    if restart_backoff is None:
+        restart_backoff = conf["supervisor.worker.restart.backoff.secs"]
+    if restart_backoff_max is None:
+        restart_backoff_max = conf["supervisor.worker.restart.backoff.max.secs"]
 
     def make() -> Any:
         try:
@@ -367,6 +425,7 @@ def supervisor(
             supervisor_id=supervisor_id,
             log_dir=log_dir,
             worker_timeout=worker_timeout,
+            restart_policy=RestartPolicy(restart_backoff, restart_backoff_max),
         )
 
     sup = guard(make)

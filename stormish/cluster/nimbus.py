@@ -53,6 +53,7 @@ class SupervisorInfo:
     ports: list[int]
     heard: float
     running: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # "topology/index" -> report
 
 
 class Nimbus:
@@ -151,9 +152,27 @@ class Nimbus:
             print(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
         self.supervisors[sid] = SupervisorInfo(
             sid, str(report["host"]), [int(p) for p in report["ports"]], time.monotonic(),
-            dict(report.get("running", {})),
+            dict(report.get("running", {})), _worker_reports(report.get("workers")),
         )  # fmt: skip
         return self.wanted(sid)
+
+    def worker_status(self, d: Deployment) -> list[dict[str, Any]]:
+        """Each worker of `d` as its supervisor last told: state, pid, restarts and how
+        it last ended (`last_exit_ago` in seconds, from the supervisor's wall clock)."""
+        out = []
+        now = time.time()
+        for index, (sid, port) in sorted(d.slots.items()):
+            info = self.supervisors.get(sid)
+            rep = info.workers.get(f"{d.name}/{index}") if info is not None else None
+            row: dict[str, Any] = {"index": index, "supervisor": sid, "port": port}
+            if rep is None:
+                row.update(state="placed", restarts=0)
+            else:
+                row.update(rep)
+                at = rep.get("last_exit_at")
+                row["last_exit_ago"] = None if at is None else round(max(0.0, now - at), 1)
+            out.append(row)
+        return out
 
     def wanted(self, sid: str) -> list[dict[str, Any]]:
         out = []
@@ -197,7 +216,13 @@ class Nimbus:
         ]  # fmt: skip
 
     def api_list(self, _payload: Any) -> list[dict[str, Any]]:
-        return [d.summary() for d in self.deployments.values()]
+        out = []
+        for d in self.deployments.values():
+            row = d.summary()
+            row["worker_status"] = self.worker_status(d)
+            row["restarts"] = sum(int(w.get("restarts", 0)) for w in row["worker_status"])
+            out.append(row)
+        return out
 
     def api_kill(self, payload: tuple[str, float]) -> None:
         name, wait = payload
@@ -336,35 +361,60 @@ class Nimbus:
             return
         for h, w in zip(hellos, d.handles, strict=True):
             w.ident, w.worker_pid = h.ident, h.pid
-        fresh = self._bring_up(
-            d, [(w, h.info.get("state")) for w, h in zip(d.handles, hellos, strict=True)]
+        states = [h.info.get("state") for h in hellos]
+        started = self._bring_up(d, list(zip(d.handles, states, strict=True)))
+        adopted = states.count("running")
+        lost = len(d.handles) - len(started) - adopted
+        print(
+            f"nimbus: {d.name}: running ({len(started)} started, {adopted} adopted"
+            + (f", {lost} died while starting: their supervisors restart them)" if lost else ")"),
+            flush=True,
         )
-        adopted = len(d.handles) - len(fresh)
-        print(f"nimbus: {d.name}: running ({len(fresh)} started, {adopted} adopted)", flush=True)
         d.status = "running"
         self._save(d)
 
     def _bring_up(self, d: Deployment, workers: list[tuple[ClusterWorker, Any]]) -> list:
         """Assign (state new), tell every live worker the address book, start (state not
         running); returns the workers started. The states are those their hellos gave
-        before this began: a hello that arrives meanwhile must not change the plan."""
+        before this began: a hello that arrives meanwhile must not change the plan.
+
+        A worker that dies while being brought up is left to its supervisor, which
+        restarts it (after a wait if it keeps crashing); its next incarnation's hello
+        brings it up then (`_tend`). Only a live worker's refusal (a topology it cannot
+        build, a `prepare` that raises) fails the topology."""
         fresh = []
         for w, state in workers:
-            if state == "new":
-                w.address = w._ask("assign", d.blob, timeout=ASSIGN_TIMEOUT)
-            else:
-                w.address = self._hello(d, w.index).info.get("address")
+            if not self._ask_live(d, w, "assign" if state == "new" else "address", state):
+                continue
             if state != "running":
                 fresh.append(w)
-        book = {w.index: w.address for w in d.handles}
+        book = {w.index: w.address for w in d.handles if w.address is not None}
         for w in d.handles:
             if w.alive():
-                w._ask("peers", book)
+                self._ask_live(d, w, "peers", book)
+        started = []
         for w in fresh:
-            if not d.active:
-                w._ask("active", False)
-            w._ask("start")
-        return fresh
+            if (d.active or self._ask_live(d, w, "active", False)) and self._ask_live(
+                d, w, "start", None
+            ):
+                started.append(w)
+        return started
+
+    def _ask_live(self, d: Deployment, w: ClusterWorker, verb: str, payload: Any) -> bool:
+        """One step of bringing worker `w` up; False if it died meanwhile."""
+        try:
+            if verb == "assign":
+                w.address = w._ask("assign", d.blob, timeout=ASSIGN_TIMEOUT)
+            elif verb == "address":
+                w.address = self._hello(d, w.index).info.get("address")
+            else:
+                w._ask(verb, payload)
+        except WorkerError as exc:
+            if w.alive():
+                raise
+            print(f"nimbus: {d.name}: {exc}; its supervisor restarts it", flush=True)
+            return False
+        return True
 
     def _tend(self, d: Deployment) -> None:
         changed = []
@@ -404,6 +454,16 @@ class Nimbus:
         self._save(d)
         self.store.save_final(d.name, stats.to_dict())
         print(f"nimbus: {d.name}: {status}", flush=True)
+
+
+def _worker_reports(raw: Any) -> dict[str, dict[str, Any]]:
+    """A supervisor's per-worker reports, keeping only what `list` shows (an older
+    supervisor sends none)."""
+    if not isinstance(raw, dict):
+        return {}
+    keep = ("pid", "state", "restarts", "crashes_in_a_row", "last_exit", "last_exit_at",
+            "last_words", "restart_in")  # fmt: skip
+    return {str(k): {f: v.get(f) for f in keep} for k, v in raw.items() if isinstance(v, dict)}
 
 
 def _host(address: str) -> str:

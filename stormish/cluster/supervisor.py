@@ -5,11 +5,14 @@ It works by reconciliation, not commands: every heartbeat it tells nimbus which 
 offers and which workers run, and nimbus answers with the workers it wants here. The
 supervisor starts what is missing, stops what is no longer wanted, and restarts a worker
 that died (a non-zero exit or a signal) on the same port, where its peers' sockets
-reconnect by themselves. A worker that exited 0 was stopped by nimbus and is not
-restarted. A worker whose heartbeat file has not been touched for `worker_timeout`
+reconnect by themselves: at once after a good run, with a growing wait when it keeps
+crashing (`restarts.RestartPolicy`). A worker that exited 0 was stopped by nimbus and is
+not restarted. A worker whose heartbeat file has not been touched for `worker_timeout`
 seconds (Storm's `supervisor.worker.timeout.secs`: a hung process) is killed and
-restarted the same way. When nimbus is down the supervisor keeps the last answer, and
-keeps its workers running and restarted.
+restarted the same way. Each heartbeat reports every worker's state, restart count and
+last death (how it ended, when, and its log's last line), which nimbus shows in `list`
+and `monitor`. When nimbus is down the supervisor keeps the last answer, and keeps its
+workers running and restarted.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import zmq
 
 from ..runtime import control as ct
 from .api import API_VERBS
+from .restarts import RestartPolicy, describe_exit, last_line
 
 HEARTBEAT = 1.0
 
@@ -71,6 +75,30 @@ class Slot:
     started: float = 0.0
     heartbeat_file: str = ""
     log: Any = field(default=None, repr=False)
+    log_path: str | None = None
+    crashes: int = 0  # in a row: sets the wait before the next restart
+    restart_at: float | None = None  # monotonic: dead, waiting to be restarted
+    last_exit: str | None = None  # how the last incarnation ended
+    last_exit_at: float | None = None  # wall clock
+    last_words: str | None = None  # the last line of its log then
+
+    def report(self, now: float) -> dict[str, Any]:
+        """What nimbus shows of this worker (plain JSON values: wall-clock times)."""
+        alive = self.proc is not None and self.proc.poll() is None
+        state = "finished" if self.finished else "running" if alive else "waiting"
+        return {
+            "pid": self.proc.pid if alive and self.proc is not None else None,
+            "state": state,
+            "port": self.port,
+            "restarts": self.restarts,
+            "crashes_in_a_row": self.crashes,
+            "last_exit": self.last_exit,
+            "last_exit_at": self.last_exit_at,
+            "last_words": self.last_words,
+            "restart_in": None
+            if self.restart_at is None
+            else round(max(0.0, self.restart_at - now), 2),
+        }
 
 
 class Supervisor:
@@ -87,6 +115,7 @@ class Supervisor:
         bind_host: str | None = None,
         worker_timeout: float = 30.0,
         state_dir: str | None = None,
+        restart_policy: RestartPolicy | None = None,
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
@@ -100,6 +129,7 @@ class Supervisor:
         self.heartbeat = heartbeat
         self.log_dir = log_dir
         self.worker_timeout = worker_timeout
+        self.restart_policy = restart_policy or RestartPolicy()
         self._own_state = state_dir is None  # heartbeat files: ours to remove at close
         self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
         self.ctx = zmq.Context()
@@ -143,7 +173,15 @@ class Supervisor:
             for (t, i), s in self.slots.items()
             if s.proc is not None and s.proc.poll() is None
         }
-        return {"id": self.id, "host": self.host, "ports": self.ports, "running": running}
+        now = time.monotonic()
+        workers = {f"{t}/{i}": s.report(now) for (t, i), s in self.slots.items()}
+        return {
+            "id": self.id,
+            "host": self.host,
+            "ports": self.ports,
+            "running": running,
+            "workers": workers,
+        }
 
     def _send_heartbeat(self) -> None:
         try:
@@ -177,9 +215,13 @@ class Supervisor:
 
     # -- worker processes -----------------------------------------------------------------------
     def _watch(self) -> None:
-        now = time.time()
+        now, mono = time.time(), time.monotonic()
         for s in self.slots.values():
             if s.proc is None or s.finished:
+                continue
+            if s.restart_at is not None:  # dead, waiting out its backoff
+                if mono >= s.restart_at:
+                    self._restart(s)
                 continue
             code = s.proc.poll()
             if code is None:
@@ -193,15 +235,34 @@ class Supervisor:
                 s.finished = True  # stopped by nimbus: its topology ended
                 continue
             else:
-                why = f"exited with {code}"
-            s.restarts += 1
-            print(
-                f"supervisor {self.id}: worker {s.topology}/{s.index} {why}; "
-                f"restarting it on port {s.port} (restart {s.restarts})",
-                file=sys.stderr,
-                flush=True,
-            )
-            self._launch(s)
+                why = describe_exit(code)
+            self._died(s, why, now, mono)
+
+    def _died(self, s: Slot, why: str, now: float, mono: float) -> None:
+        """Note how worker `s` ended and when it starts again (at once, or after a wait
+        when it keeps crashing)."""
+        s.last_exit, s.last_exit_at = why, now
+        if s.log is not None:
+            s.log.flush()
+        s.last_words = last_line(s.log_path) if s.log_path else None
+        s.crashes = self.restart_policy.crashes_after(s.crashes, now - s.started)
+        delay = self.restart_policy.delay(s.crashes)
+        when = "at once" if delay == 0 else f"in {delay:g}s ({s.crashes} crashes in a row)"
+        print(
+            f"supervisor {self.id}: worker {s.topology}/{s.index} {why}; "
+            f"restarting it on port {s.port} {when} (restart {s.restarts + 1})"
+            + (f"; its log ended: {s.last_words}" if s.last_words else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        s.restart_at = mono + delay
+        if delay == 0:
+            self._restart(s)
+
+    def _restart(self, s: Slot) -> None:
+        s.restart_at = None
+        s.restarts += 1
+        self._launch(s)
 
     def _last_beat(self, s: Slot) -> float:
         """When the worker last touched its heartbeat file (its start, before the first)."""
@@ -244,7 +305,7 @@ class Supervisor:
             s.log = None
         if self.log_dir:
             os.makedirs(self.log_dir, exist_ok=True)
-            path = os.path.join(self.log_dir, f"{s.topology}-worker-{s.index}.log")
+            path = s.log_path = os.path.join(self.log_dir, f"{s.topology}-worker-{s.index}.log")
             out = s.log = open(path, "ab")  # noqa: SIM115 - kept open for the worker's life
         s.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if out else None

@@ -43,7 +43,14 @@ def free_ports(n: int) -> list[int]:
 class Cluster:
     """nimbus + supervisors as child processes, on loopback (or with CURVE keys)."""
 
-    def __init__(self, tmp, keys: str | None = None, supervisors: int = 2, worker_timeout=30):
+    def __init__(
+        self,
+        tmp,
+        keys: str | None = None,
+        supervisors: int = 2,
+        worker_timeout=30,
+        supervisor_args: tuple[str, ...] = (),
+    ):
         self.tmp = tmp
         self.keys = keys
         self.env = _child_env()
@@ -68,6 +75,7 @@ class Cluster:
                     str(worker_timeout),
                     "--log-dir",
                     os.path.join(tmp, f"s{i}-workers"),
+                    *supervisor_args,
                     log=f"s{i}.log",
                 )  # fmt: skip
             )
@@ -427,3 +435,101 @@ def test_a_topology_wanting_more_slots_than_are_free_says_so_and_can_be_rebalanc
     cluster.wait_status("wordcount", "complete", timeout=90)
     row = next(r for r in cluster.call("list") if r["name"] == "wordcount")
     assert row["waiting"] is None and row["workers"] == 4
+
+
+class CrashingBolt(BasicBolt):
+    """Ends its worker process (as a segfault or an OOM kill would) on its 20th tuple,
+    in each of its first `crashes` incarnations; counted in a file, which outlives them."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, tally: str, crashes: int):
+        self.tally, self.crashes = tally, crashes
+
+    def prepare(self, conf, context):
+        with open(self.tally, "a+") as f:
+            f.seek(0)
+            self.incarnation = len(f.read().splitlines())
+            f.write("started\n")
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += 1
+        if self.n == 20 and self.incarnation < self.crashes:
+            print(f"crash-test: incarnation {self.incarnation} gives up", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(3)
+        self.emit(tup.values)
+
+
+@pytest.fixture
+def backoff_cluster(tmp_path):
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    c = Cluster(str(tmp_path), supervisor_args=("--restart-backoff", "1.5"))
+    yield c
+    c.close()
+    for name in ("nimbus.log", "s0.log", "s1.log"):
+        print(f"--- {name}\n{c.log(name)[-3000:]}")
+    left = [p for p in me.children(recursive=True) if p.pid not in before]
+    for p in left:
+        p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+
+def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts(
+    backoff_cluster, tmp_path
+):
+    """Issue 14 item 4: a worker that dies while processing, three times in a row, is
+    restarted at once, then after 1.5 s, then 3 s; the topology keeps running (it used
+    to fail with 'died during start'), `list` and `monitor` show the restart count, the
+    state and how the worker last ended with its log's last line, and once the crashes
+    stop the run completes with every tree acked."""
+    c = backoff_cluster
+    nimbus = f"127.0.0.1:{c.api}"
+    poll_for(lambda: len(c.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    data = [[s] for s in SENTENCES[:400]]
+    t = Topology("crashy", config={"topology.workers": 2, "topology.message.timeout.secs": 3})
+    t.set_spout("s", ListSpout(data, fields=["sentence"]))
+    t.set_bolt("crash", CrashingBolt(str(tmp_path / "tally"), 3)).shuffle_grouping("s")
+    t.set_bolt("null", Null(), parallelism=2).shuffle_grouping("crash")
+    c.call("submit", (t, {}))
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "crashy", "--every", "0.2",
+         "--nimbus", nimbus],
+        env=c.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+    def waiting_row():
+        row = next(r for r in c.call("list") if r["name"] == "crashy")
+        assert row["status"] in ("starting", "running"), row
+        return next(
+            (w for w in row["worker_status"] if w["state"] == "waiting" and w["restarts"] == 2),
+            None,
+        )
+
+    try:
+        w = poll_for(waiting_row, 60, 0.05, "the third crash's wait")
+        assert w["last_exit"] == "exited with 3" and w["crashes_in_a_row"] == 3, w
+        assert w["last_words"] == "crash-test: incarnation 2 gives up", w
+        assert 0 < w["restart_in"] <= 3.0, w
+        listed = subprocess.run(
+            [sys.executable, "-m", "stormish.cli", "list", "--nimbus", nimbus],
+            env=c.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        line = next(x for x in listed.stdout.splitlines() if f"worker {w['index']} on" in x)
+        assert ": down, restarting in " in line and ", 2 restarts; last exited with 3 " in line
+        assert line.endswith("ago: crash-test: incarnation 2 gives up"), line
+        c.wait_status("crashy", "complete", timeout=90)
+    finally:
+        if monitor.poll() is None:
+            monitor.terminate()
+        shown = monitor.communicate(timeout=30)[0]
+    assert c.call("stats", "crashy").components["s"].acked == len(data)
+    logs = c.log("s0.log") + c.log("s1.log")
+    assert "exited with 3; restarting it on port" in logs
+    assert " at once (restart 1); its log ended: crash-test: incarnation 0 gives up" in logs
+    assert " in 1.5s (2 crashes in a row) (restart 2)" in logs
+    assert " in 3s (3 crashes in a row) (restart 3)" in logs
+    assert "died during" not in c.log("nimbus.log").replace("supervisor restarts it", "")
+    assert ", 1 restart; last exited with 3" in shown and ", 3 restarts; last exited" in shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,3 +40,37 @@ def test_applying_the_changes_gives_what_nimbus_wants(have, want):
     after.update(start)
     assert after == want
     assert all(have[k] == want[k] for k in have.keys() & want.keys() if k not in stop)
+
+
+def test_the_restart_policy_restarts_at_once_then_doubles_its_wait_up_to_the_ceiling():
+    from stormish.cluster.restarts import RestartPolicy
+
+    p = RestartPolicy(base=1.0, ceiling=30.0)
+    assert [p.delay(n) for n in range(1, 9)] == [0, 1, 2, 4, 8, 16, 30, 30]
+    assert [RestartPolicy(0, 30).delay(n) for n in (1, 5)] == [0, 0]  # Storm's: at once
+    # a worker that stayed up longer than the ceiling recovered: a first crash again
+    assert p.crashes_after(5, lived=31.0) == 1
+    assert p.crashes_after(5, lived=2.0) == 6
+    assert p.crashes_after(0, lived=0.1) == 1
+
+
+def test_a_restart_policy_with_its_ceiling_below_its_base_is_refused_by_name():
+    from stormish.cluster.restarts import RestartPolicy
+    from stormish.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--restart-backoff 5 and --restart-backoff-max 2"):
+        RestartPolicy(5, 2)
+
+
+def test_an_exit_is_told_as_a_person_reads_it_and_the_log_gives_its_last_line(tmp_path):
+    from stormish.cluster.restarts import describe_exit, last_line
+
+    assert describe_exit(3) == "exited with 3"
+    assert describe_exit(-9) == "killed by SIGKILL"
+    assert describe_exit(-200) == "killed by signal 200"
+    log = tmp_path / "w.log"
+    log.write_text("Traceback (most recent call last):\n  ...\nMemoryError: boom\n\n  \n")
+    assert last_line(str(log)) == "MemoryError: boom"
+    log.write_text("x" * 5000)
+    assert len(last_line(str(log), limit=50)) == 50
+    assert last_line(str(tmp_path / "missing.log")) is None
