@@ -216,7 +216,11 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
 def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
     """Live rates, latencies, queue fill, backpressure (BP) and errors (E, and each
     component's new errors with the last one's method and line) of NAME, until it ends;
-    a warning when a spout's trees time out faster than they complete."""
+    a warning when a spout's trees time out faster than they complete, and the root of
+    backpressure (ROOT): the full task that is not itself parked, where the parked ones
+    wait."""
+    from ..runtime.bp_root import backpressure_roots, cycle_note
+    from ..runtime.bp_root import describe as describe_root
     from ..runtime.error_report import new_errors
     from ..runtime.stats import edge_changes, timeout_warning, timing_out
 
@@ -226,6 +230,7 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
     seen: dict[str, int] = {}  # errors per component already told
     edges_told: dict[str, tuple[int, ...]] = {}  # edge counters already told
     workers_told: dict[int, tuple] = {}  # worker states and restarts already told
+    roots_told: tuple[int, ...] = ()  # the backpressure roots already told
     last_t = time.monotonic()
     try:
         while True:
@@ -239,11 +244,17 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
             s = guard(lambda: client.call("stats", name))
             now = time.monotonic()
             parts = []
+            roots = backpressure_roots(s.tasks.values())
+            root_components = {r.task.component for r in roots}
             for c in s.components.values():
                 rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
                 last[c.component] = c.executed
                 fill = c.receive_population / max(c.receive_capacity, 1)
-                flags = (" BP" if c.pending_emits else "") + (f" E{c.errors}" if c.errors else "")
+                flags = (
+                    (" ROOT" if c.component in root_components else "")
+                    + (" BP" if c.pending_emits else "")
+                    + (f" E{c.errors}" if c.errors else "")
+                )
                 parts.append(
                     f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
                 )
@@ -259,6 +270,14 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
                 click.echo(line)
             for line in worker_changes(row or {}, workers_told):
                 click.echo(line)
+            told_roots = tuple(r.task.task for r in roots)
+            if told_roots != roots_told:
+                for r in roots[:3]:
+                    click.echo(describe_root(r))
+                if not roots:
+                    note = cycle_note(s.tasks.values())
+                    click.echo(note or "backpressure gone: no task is parked")
+                roots_told = told_roots
             if s.status not in ("running", "starting"):
                 return
             time.sleep(every)

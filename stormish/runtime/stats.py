@@ -61,6 +61,8 @@ class TaskStats:
     dead_lettered: int = 0  # spouts: tuples dead-lettered after topology.max.replays
     # inbound edges with a policy (stormish.edges): "source:stream" -> health counters
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    parked_seconds: float = 0.0  # how long its emits have been parked now (0: flowing)
+    announced_backpressure: bool = False  # its worker tells upstream workers it is full
 
 
 @dataclass(frozen=True)

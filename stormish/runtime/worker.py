@@ -345,6 +345,8 @@ class Worker:
         edges: dict[int, dict[str, Any]] = {}
         for st in self.edge_stats:
             edges.setdefault(st.task, {})[st.edge] = st.as_dict()
+        announced = frozenset() if self.link is None else self.link.tracker.statistics().bp_tasks
+        now = self.clock.now()
         for t, ex in self.executors.items():
             col, q = ex.collector, ex.queue
             emitted = col.emitted()
@@ -360,8 +362,8 @@ class Worker:
             held = q.taken - executed - getattr(ex, "dropped_stale", 0)
             bp = ex.bp_seconds
             since = ex.bp_since  # read once: the executor's thread clears it
-            if since is not None:
-                bp += self.clock.now() - since
+            parked = 0.0 if since is None else max(0.0, now - since)
+            bp += parked
             out.append(
                 TaskStats(
                     task=t,
@@ -390,6 +392,8 @@ class Worker:
                     active=ex.active if isinstance(ex, SpoutExecutor) else None,
                     dead_lettered=ex.dead_lettered + col.dead_letters,
                     edges=edges.get(t, {}),
+                    parked_seconds=parked,
+                    announced_backpressure=t in announced,
                     **_progress(ex.obj),
                 )
             )

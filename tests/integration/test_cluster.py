@@ -533,3 +533,35 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     assert " in 3s (3 crashes in a row) (restart 3)" in logs
     assert "died during" not in c.log("nimbus.log").replace("supervisor restarts it", "")
     assert ", 1 restart; last exited with 3" in shown and ", 3 restarts; last exited" in shown
+
+
+def test_monitor_names_the_root_of_backpressure_not_its_victims(cluster):
+    """Issue 14 item 11: spout -> a -> b -> slow c on 2 workers of a cluster; monitor's
+    root line names c's task (with its worker), a and b only as parked behind it, and
+    its rate line marks c ROOT."""
+    from .test_bp_root import chain
+
+    nimbus = f"127.0.0.1:{cluster.api}"
+    cluster.call("submit", (chain("bproot"), {}))
+    cluster.wait_status("bproot", "running")
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "bproot", "--every", "0.3",
+         "--nimbus", nimbus],
+        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines = []
+    try:
+        for line in monitor.stdout:
+            lines.append(line)
+            if line.startswith("backpressure root:"):
+                break
+    finally:
+        cluster.call("kill", ("bproot", 0))
+        rest = monitor.communicate(timeout=60)[0]
+    stats = cluster.call("stats", "bproot")
+    c_task = next(t for t in stats.tasks.values() if t.component == "c")
+    root = lines[-1]
+    assert root.startswith(f"backpressure root: c task {c_task.task} on worker {c_task.worker}:")
+    assert "parked behind it: a, b" in root, root
+    assert not any(x.startswith("backpressure root: a") for x in lines + rest.splitlines())
+    assert any(" c " in x and " ROOT" in x for x in lines + rest.splitlines()), lines
