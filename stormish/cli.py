@@ -81,6 +81,15 @@ def main() -> None:
 @main.command()
 @click.argument("topology_file", type=click.Path())
 @_run_options
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="serve Prometheus metrics at http://HOST:PORT/metrics while it runs (0: any port)",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="where --metrics-port listens"
+)
 def run(
     topology_file: str,
     pairs: tuple[str, ...],
@@ -88,9 +97,12 @@ def run(
     seconds: float | None,
     stats_json: str | None,
     workers: int | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run TOPOLOGY_FILE on the embedded local cluster."""
-    sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
+    metrics = None if metrics_port is None else (metrics_host, metrics_port)
+    sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers, metrics))
 
 
 @main.command()
@@ -209,6 +221,7 @@ def _run_local(
     seconds: float | None,
     stats_json: str | None,
     workers: int | None,
+    metrics: tuple[str, int] | None = None,
 ) -> int:
     from .loader import load_topology_file
     from .local import LocalCluster
@@ -235,10 +248,17 @@ def _run_local(
         return 2
     running = cluster._get(topology.name)
     code = 0
+    server = None
     try:
+        if metrics is not None:
+            server = _serve_metrics(running, *metrics)
         code = _watch(running, stop, seconds, reason)
+    except StormishError as exc:
+        reason["why"], reason["error"], code = "failed", str(exc), 2
     finally:
         signal.signal(signal.SIGINT, old)
+        if server is not None:
+            server.close()
         stats = running.kill(0.0) if not running.ended else running.statistics()
         cluster.shutdown()
     _summary(stats, reason["why"], shown=SHOWN)
@@ -254,6 +274,21 @@ def _run_local(
             click.echo(f"error: after_run: {type(exc).__name__}: {exc}", err=True)
             return 1
     return code
+
+
+def _serve_metrics(running: Any, host: str, port: int) -> Any:
+    """/metrics of the running topology, gathered from every worker at each scrape."""
+    from .httpd import metrics_server
+    from .metrics import TopologySample, registry
+
+    def samples() -> list[TopologySample]:
+        group = running.group
+        restarts = {h.index: h.restarts for h in group.handles} if group is not None else {}
+        return [TopologySample(running.statistics(), restarts)]
+
+    server = metrics_server(host, port, registry(samples))
+    click.echo(f"metrics: {server.url}/metrics", err=True)
+    return server
 
 
 def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: dict) -> int:

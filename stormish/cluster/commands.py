@@ -338,6 +338,12 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
     default=3.0,
     help="seconds of silence before a worker counts as gone",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="serve Prometheus metrics of every running topology at http://HOST:PORT/metrics",
+)
 @daemon_options
 def nimbus(
     host: str,
@@ -348,6 +354,7 @@ def nimbus(
     keys: str | None,
     task_timeout: float | None,
     worker_timeout: float,
+    metrics_port: int | None,
     pairs: tuple[str, ...],
     config_file: str | None,
 ) -> None:
@@ -368,6 +375,7 @@ def nimbus(
             advertise_host=advertise,
             supervisor_timeout=task_timeout,
             worker_timeout=worker_timeout,
+            metrics_port=metrics_port,
         )
 
     _serve(guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
@@ -402,6 +410,12 @@ def nimbus(
     help="the longest wait between restarts; a worker up longer has recovered "
     "(default: supervisor.worker.restart.backoff.max.secs, 30)",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="serve Prometheus metrics of this host's workers at /metrics on this port",
+)
 @daemon_options
 def supervisor(
     nimbus_spec: str,
@@ -413,6 +427,7 @@ def supervisor(
     worker_timeout: float | None,
     restart_backoff: float | None,
     restart_backoff_max: float | None,
+    metrics_port: int | None,
     pairs: tuple[str, ...],
     config_file: str | None,
 ) -> None:
@@ -445,6 +460,7 @@ def supervisor(
             log_dir=log_dir,
             worker_timeout=worker_timeout,
             restart_policy=RestartPolicy(restart_backoff, restart_backoff_max),
+            metrics_port=metrics_port,
         )
 
     sup = guard(make)

@@ -66,6 +66,7 @@ class Nimbus:
         advertise_host: str | None = None,
         supervisor_timeout: float = 30.0,
         worker_timeout: float = 3.0,
+        metrics_port: int | None = None,
     ):
         security.check_bind(api_bind)
         if advertise_host is None and _host(control_bind) in ("0.0.0.0", "::", "*"):
@@ -90,6 +91,14 @@ class Nimbus:
         self.deployments: dict[str, Deployment] = {}
         self._stop = False
         self._restore()
+        self.metrics = None
+        if metrics_port is not None:
+            from ..httpd import metrics_server
+            from ..metrics import FamiliesCollector, registry
+
+            reg = registry(self._metric_samples, FamiliesCollector(self._cluster_metrics))
+            self.metrics = metrics_server(_host(api_bind), metrics_port, reg)
+            print(f"nimbus: metrics at {self.metrics.url}/metrics", flush=True)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -111,6 +120,8 @@ class Nimbus:
 
     def close(self) -> None:
         """Leave the workers running (they outlive nimbus); close the sockets."""
+        if self.metrics is not None:
+            self.metrics.close()
         self.api.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -128,6 +139,42 @@ class Nimbus:
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
             self.deployments[name] = d
             print(f"nimbus: restored topology {name!r} ({d.status})", flush=True)
+
+    # -- metrics (on the HTTP server's thread: reads only) -----------------------------------
+    def _metric_samples(self) -> list[Any]:
+        """The running topologies' statistics, gathered from their workers (as `stats`)."""
+        from ..metrics import TopologySample
+
+        out = []
+        for d in list(self.deployments.values()):
+            if d.status != "running":
+                continue
+            try:
+                stats = d.running.statistics()
+            except StormishError:  # a worker went away meanwhile: the next scrape
+                continue
+            restarts = {w["index"]: int(w.get("restarts") or 0) for w in self.worker_status(d)}
+            out.append(TopologySample(stats, restarts))
+        return out
+
+    def _cluster_metrics(self) -> list[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        sups = GaugeMetricFamily("stormish_supervisors", "supervisors nimbus hears from")
+        sups.add_metric([], len(self.supervisors))
+        slots = GaugeMetricFamily(
+            "stormish_worker_slots", "worker slots offered, by use", labels=["state"]
+        )
+        offered = sum(len(i.ports) for i in list(self.supervisors.values()))
+        used = sum(len(d.slots) for d in list(self.deployments.values()))
+        slots.add_metric(["used"], used)
+        slots.add_metric(["free"], max(0, offered - used))
+        status = GaugeMetricFamily(
+            "stormish_topology_status", "1 for the topology's status", labels=["topology", "status"]
+        )
+        for d in list(self.deployments.values()):
+            status.add_metric([d.name, d.status], 1)
+        return [sups, slots, status]
 
     # -- API -----------------------------------------------------------------------------------
     def _on_api(self, frames: list[bytes]) -> None:

@@ -116,6 +116,7 @@ class Supervisor:
         worker_timeout: float = 30.0,
         state_dir: str | None = None,
         restart_policy: RestartPolicy | None = None,
+        metrics_port: int | None = None,
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
@@ -141,6 +142,14 @@ class Supervisor:
         self._ids = itertools.count(1)
         self._stop = False
         self.nimbus_heard: float | None = None
+        self.metrics = None
+        if metrics_port is not None:
+            from ..httpd import metrics_server
+            from ..metrics import FamiliesCollector, registry
+
+            reg = registry(list, FamiliesCollector(self._metric_families))
+            self.metrics = metrics_server(self.bind_host, metrics_port, reg)
+            print(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics", flush=True)
 
     # -- the loop ----------------------------------------------------------------------------
     def serve(self) -> None:
@@ -158,6 +167,8 @@ class Supervisor:
         self._stop = True
 
     def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
         for s in self.slots.values():
             self._terminate(s)
         if self._own_state:
@@ -165,6 +176,32 @@ class Supervisor:
         self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
+
+    def _metric_families(self) -> list[Any]:
+        """Its workers, as this host sees them (the HTTP server's thread: reads only)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        labels = ["supervisor", "topology", "worker"]
+        restarts = CounterMetricFamily(
+            "stormish_supervisor_worker_restarts", "times this supervisor restarted the worker",
+            labels=labels,
+        )  # fmt: skip
+        up = GaugeMetricFamily(
+            "stormish_supervisor_worker_up", "1 while the worker process runs", labels=labels
+        )
+        slots = GaugeMetricFamily(
+            "stormish_supervisor_slots", "worker slots on this host, by use", labels=["state"]
+        )
+        now = time.monotonic()
+        rows = list(self.slots.items())
+        for (topology, index), s in rows:
+            rep = s.report(now)
+            restarts.add_metric([self.id, topology, str(index)], s.restarts)
+            up.add_metric([self.id, topology, str(index)], 1 if rep["state"] == "running" else 0)
+        used = sum(1 for _, s in rows if not s.finished)
+        slots.add_metric(["used"], used)
+        slots.add_metric(["free"], max(0, len(self.ports) - used))
+        return [restarts, up, slots]
 
     # -- nimbus ------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:

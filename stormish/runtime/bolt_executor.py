@@ -18,6 +18,7 @@ tuples the cycle holds are bounded by what the spouts injected, which
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 from ..component import BasicBolt, Bolt
@@ -33,6 +34,7 @@ from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 from .grouping import lane_of
 from .lane_pool import LanePool
+from .stats import EXECUTE_BUCKETS
 
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
 # long enough that a turn's fixed cost is nothing, short enough that the other executors
@@ -198,6 +200,7 @@ class BoltExecutor(Executor):
         if batches is not None:
             self.idle = 0
             execute = self._exec
+            hist, bounds = self.exec_hist, EXECUTE_BUCKETS
             t1 = now()
             end = t1 + TURN_SECONDS
             takes = TURN_TAKES  # a bound on a fake clock too, where time stands still
@@ -207,6 +210,9 @@ class BoltExecutor(Executor):
                     execute(batch)
                     t1 = now()
                     self.exec_seconds += t1 - t0
+                    n = len(batch[2])
+                    if n:
+                        hist[bisect_right(bounds, (t1 - t0) / n)] += n
                 # Another take while the turn lasts: a take is bounded (what a task holds
                 # unseen stays bounded), a turn by time. With one take a turn, a bolt fed
                 # 8 tuples for each its upstream takes (a split) got an eighth of the
@@ -374,7 +380,10 @@ class BoltExecutor(Executor):
                 if acks is not None and t is not None:
                     acks.ack(t)  # given up for good: the tree completes, no replay
                 col.emit_dead_letter((None, stream, tuple(rows[i]), source.component, str(why), 1))
-        self.exec_seconds += self.clock.now() - t0
+        dt = self.clock.now() - t0
+        self.exec_seconds += dt
+        if n:
+            self.exec_hist[bisect_right(EXECUTE_BUCKETS, dt / n)] += n
         self.executed += n
         if stream != TICK_STREAM:
             self.consumed += n

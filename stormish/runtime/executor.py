@@ -16,6 +16,7 @@ from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
 from .error_report import SHOWN, ErrorReport, report
 from .plan import Plan
+from .stats import EXECUTE_BUCKETS
 
 log = logging.getLogger("stormish.executor")
 # What one loop turn (`step`) did: the caller idles on anything but WORK.
@@ -64,6 +65,7 @@ class Executor:
         self.timed_out = 0
         self.dead_lettered = 0  # spouts: past topology.max.replays; bolts: DEAD_LETTER results
         self.exec_seconds = 0.0
+        self.exec_hist = [0] * (len(EXECUTE_BUCKETS) + 1)  # see stats.EXECUTE_BUCKETS
         self.bp_seconds = 0.0
         self.bp_since: float | None = None
         self.errors: list[ErrorReport] = []

@@ -10,6 +10,7 @@ pauses too (see bolt_executor).
 from __future__ import annotations
 
 import inspect
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from .emitters import SpoutCollector, UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor
 from .plan import ACK_ACK, ACK_FAIL, ACK_RESET
 from .rotating import RotatingMap
+from .stats import COMPLETE_BUCKETS
 
 
 class SpoutExecutor(Executor):
@@ -50,6 +52,7 @@ class SpoutExecutor(Executor):
         self._now = self.clock.now
         self.complete_seconds = 0.0
         self.completed = 0
+        self.complete_hist = [0] * (len(COMPLETE_BUCKETS) + 1)  # see stats.COMPLETE_BUCKETS
         # dead letters: failures per message id, counted only with topology.max.replays
         self.max_replays = self.conf["topology.max.replays"]
         self.fail_counts: dict[Any, int] = {}
@@ -217,12 +220,15 @@ class SpoutExecutor(Executor):
         if stream == ACK_ACK:
             t = self.clock.now()
             counts = self.fail_counts
+            hist = self.complete_hist
             for (root,) in values:
                 entry = self.inflight.pop(root)
                 if entry is not None:
                     self.pending_trees -= 1
                     self.completed += 1
-                    self.complete_seconds += t - entry[1]
+                    took = t - entry[1]
+                    self.complete_seconds += took
+                    hist[bisect_right(COMPLETE_BUCKETS, took)] += 1
                     self.acked += entry[2]
                     if counts:
                         counts.pop(entry[0], None)

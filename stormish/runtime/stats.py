@@ -13,6 +13,27 @@ from typing import Any
 
 from .channel import EDGE_COUNTS
 
+# Latency histogram buckets, upper bounds in seconds (Prometheus's base unit; the last
+# bucket, +Inf, is implicit). Counted per batch for execute (each tuple of a batch at
+# the batch's mean) and per tree for complete: a bisect each, never a call per tuple.
+EXECUTE_BUCKETS = (1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+COMPLETE_BUCKETS = (
+    1e-3,
+    2.5e-3,
+    5e-3,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
 SUMMED = (
     "emitted",
     "transferred",
@@ -63,6 +84,9 @@ class TaskStats:
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     parked_seconds: float = 0.0  # how long its emits have been parked now (0: flowing)
     announced_backpressure: bool = False  # its worker tells upstream workers it is full
+    # per bucket of EXECUTE_BUCKETS / COMPLETE_BUCKETS and one for +Inf, not cumulative
+    execute_histogram: tuple[int, ...] = ()
+    complete_histogram: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -394,6 +394,8 @@ class Worker:
                     edges=edges.get(t, {}),
                     parked_seconds=parked,
                     announced_backpressure=t in announced,
+                    execute_histogram=tuple(ex.exec_hist),
+                    complete_histogram=tuple(getattr(ex, "complete_hist", ())),
                     **_progress(ex.obj),
                 )
             )

@@ -226,6 +226,7 @@ class WorkerHandle:
     def __init__(self, group: WorkerGroup, index: int):
         self.group = group
         self.index = index
+        self.restarts = 0  # times this worker was started again (metrics)
         self.proc: subprocess.Popen | None = None
         self.ident = b""
         self.address: str | None = None
@@ -536,6 +537,7 @@ class WorkerGroup:
         exchange tells every side the others' backpressure status (STORM-3763)."""
         h = self.handles[index]
         h.kill()
+        h.restarts += 1
         h.launch()
         h._ask("assign", self.blob, timeout=START_TIMEOUT)
         h._ask("peers", self.book())

@@ -53,14 +53,18 @@ class Deployment:
     def __init__(self, tmp: str):
         self.keys = os.path.join(tmp, "keys")
         create(self.keys)
-        with __import__("socket").socket() as s:
+        socks = [__import__("socket").socket() for _ in range(2)]
+        for s in socks:
             s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port, self.metrics_port = (s.getsockname()[1] for s in socks)
+        for s in socks:
+            s.close()
         self.project = f"stormish-e2e-{os.getpid()}"
         self.env = dict(
             os.environ,
             STORMISH_KEYS_DIR=self.keys,
             STORMISH_NIMBUS_PORT=str(self.port),
+            STORMISH_METRICS_PORT=str(self.metrics_port),
             STORMISH_TASK_TIMEOUT="5",
         )
         self.compose = [*_compose(), "-p", self.project, "-f", COMPOSE]
@@ -179,6 +183,23 @@ def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deploym
         return True
 
     poll_for(executing, 120, 1.0, "the moved topology processing")
+    # nimbus's Prometheus metrics, published on the host's loopback (issue 14 item 9)
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://127.0.0.1:{deployment.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        text = r.read().decode()
+    executed = [
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "stormish_executed_total"
+        and s.labels.get("topology") == "moving"
+        and s.labels.get("component") == "upper"
+    ]
+    assert len(executed) == 2 and sum(executed) > 0, executed
     deployment.call("kill", ("moving", 0))
     poll_for(lambda: deployment.status("moving") == "killed", 60, 0.5, "killed")
     deployment.run("start", "supervisor-2")

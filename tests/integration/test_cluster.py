@@ -24,6 +24,7 @@ from stormish.testing import ListSpout, poll_for
 from stormish.transport.security import LOOPBACK, Curve
 
 from .parts import Count, CountingSpout, Split, sentences
+from .test_metrics import scrape
 
 SENTENCES = sentences(40, 7, 5, 4000)
 WORDS = sum(len(s.split()) for s in SENTENCES)
@@ -50,6 +51,7 @@ class Cluster:
         supervisors: int = 2,
         worker_timeout=30,
         supervisor_args: tuple[str, ...] = (),
+        nimbus_args: tuple[str, ...] = (),
     ):
         self.tmp = tmp
         self.keys = keys
@@ -59,6 +61,7 @@ class Cluster:
         self.api, self.control, *slots = free_ports(2 + 2 * supervisors)
         self.slots = [slots[i : i + 2] for i in range(0, len(slots), 2)]
         self.nimbus: subprocess.Popen | None = None
+        self.nimbus_args = nimbus_args
         self.supervisors: list[subprocess.Popen] = []
         self.start_nimbus()
         for i, ports in enumerate(self.slots):
@@ -94,7 +97,7 @@ class Cluster:
         self.nimbus = self._spawn(
             "nimbus", "--port", str(self.api), "--control-port", str(self.control),
             "--data", os.path.join(self.tmp, "nimbus-data"), "--task-timeout", "5",
-            log="nimbus.log",
+            *self.nimbus_args, log="nimbus.log",
         )  # fmt: skip
 
     def stop_nimbus(self) -> None:
@@ -462,11 +465,20 @@ class CrashingBolt(BasicBolt):
         self.emit(tup.values)
 
 
+def metrics_url(log: str) -> str:
+    """The metrics address a daemon printed (it listens on a free port: --metrics-port 0)."""
+    return next(x for x in log.split() if x.startswith("http://") and x.endswith("/metrics"))
+
+
 @pytest.fixture
 def backoff_cluster(tmp_path):
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(str(tmp_path), supervisor_args=("--restart-backoff", "1.5"))
+    c = Cluster(
+        str(tmp_path),
+        supervisor_args=("--restart-backoff", "1.5", "--metrics-port", "0"),
+        nimbus_args=("--metrics-port", "0"),
+    )
     yield c
     c.close()
     for name in ("nimbus.log", "s0.log", "s1.log"):
@@ -520,6 +532,24 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
         line = next(x for x in listed.stdout.splitlines() if f"worker {w['index']} on" in x)
         assert ": down, restarting in " in line and ", 2 restarts; last exited with 3 " in line
         assert line.endswith("ago: crash-test: incarnation 2 gives up"), line
+        # and in the metrics (item 9): the supervisor's and nimbus's
+        sup = scrape(metrics_url(c.log(f"{w['supervisor']}.log")))
+        labels = (
+            ("supervisor", w["supervisor"]),
+            ("topology", "crashy"),
+            ("worker", str(w["index"])),
+        )
+        assert sup[("stormish_supervisor_worker_restarts_total", labels)] == 2
+        assert sup[("stormish_supervisor_worker_up", labels)] == 0
+        nim = scrape(metrics_url(c.log("nimbus.log")))
+        key = (
+            "stormish_worker_restarts_total",
+            (("topology", "crashy"), ("worker", str(w["index"]))),
+        )
+        assert nim[key] >= 2
+        assert (
+            nim[("stormish_topology_status", (("status", "running"), ("topology", "crashy")))] == 1
+        )
         c.wait_status("crashy", "complete", timeout=90)
     finally:
         if monitor.poll() is None:

@@ -1,0 +1,189 @@
+"""Prometheus metrics, built from the statistics at scrape time.
+
+Nothing on the tuple path: the engine already counts per task (the statistics every
+`stormish run`, `monitor` and `--stats-json` read), so a scrape asks for them and turns
+them into metric families. A scrape costs what a `monitor` line costs (one question to
+every worker) and a topology nobody scrapes pays nothing. Names follow Prometheus's
+conventions: `stormish_` prefix, base units (seconds, bytes), `_total` for counters;
+labels name the topology, component, task, worker and stream, never a tuple.
+
+One scrape target covers a whole topology: the local cluster's `stormish run
+--metrics-port` and nimbus's `--metrics-port` gather from every worker, as Storm's UI
+does through nimbus. A supervisor's target tells its workers' states and restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .runtime.bp_root import congested
+from .runtime.stats import COMPLETE_BUCKETS, EXECUTE_BUCKETS, TopologyStatistics
+
+TASK = ["topology", "component", "task", "worker"]
+
+# counter name (after stormish_), TaskStats field, help
+_COUNTERS = [
+    ("transferred", "transferred", "tuples sent on to other tasks"),
+    ("executed", "executed", "tuples executed (bolts) or emitted by next_tuple (spouts)"),
+    ("acked", "acked", "tuples acked: bolts' acks, spouts' completed tuple trees"),
+    ("failed", "failed", "tuples failed: bolts' fails, spouts' failed trees"),
+    ("timed_out", "timed_out", "spout tuple trees that timed out (topology.message.timeout.secs)"),
+    ("dead_lettered", "dead_lettered", "tuples given up for good onto a dead-letter stream"),
+    ("errors", "errors", "errors reported by the component (exceptions, report_error)"),
+]
+_GAUGES = [
+    ("receive_queue_population", "receive_population", "tuples in the receive queue"),
+    ("receive_queue_capacity", "receive_capacity", "the receive queue's capacity"),
+    ("pending_emits", "pending_emits", "emits parked in the pendingEmitQ"),
+    ("overflow_tuples", "overflow", "tuples parked in the overflowQ (from other workers)"),
+    ("overflow_high_tuples", "overflow_high", "the overflowQ's highest size so far"),
+    ("parked_seconds", "parked_seconds", "how long the task's emits have been parked now"),
+]
+
+
+@dataclass
+class TopologySample:
+    """One topology as a scrape sees it."""
+
+    stats: TopologyStatistics
+    worker_restarts: Mapping[int, int] = field(default_factory=dict)  # worker -> restarts
+
+
+class FamiliesCollector(Collector):
+    """A collector over `fn()`: metric families a daemon builds at each scrape."""
+
+    def __init__(self, fn: Callable[[], list[Metric]]):
+        self.fn = fn
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.fn())
+
+
+class StatisticsCollector(Collector):
+    """A prometheus_client collector over `source()`: the topologies to expose now."""
+
+    def __init__(self, source: Callable[[], Iterable[TopologySample]]):
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(families(list(self.source())))
+
+
+def families(samples: list[TopologySample]) -> list[Metric]:
+    """The metric families of `samples` (pure: tests compare them to the statistics)."""
+    topo = GaugeMetricFamily(
+        "stormish_topology_workers", "worker processes of the topology", labels=["topology"]
+    )
+    uptime = GaugeMetricFamily(
+        "stormish_topology_uptime_seconds",
+        "seconds since the topology started",
+        labels=["topology"],
+    )
+    restarts = CounterMetricFamily(
+        "stormish_worker_restarts", "times a worker process was restarted",
+        labels=["topology", "worker"],
+    )  # fmt: skip
+    emitted = CounterMetricFamily(
+        "stormish_emitted", "tuples emitted, per stream", labels=[*TASK, "stream"]
+    )
+    dropped = CounterMetricFamily(
+        "stormish_dropped", "tuples dropped, per reason", labels=[*TASK, "reason"]
+    )
+    counters = {
+        attr: CounterMetricFamily(f"stormish_{name}", doc, labels=TASK)
+        for name, attr, doc in _COUNTERS
+    }
+    bp_seconds = CounterMetricFamily(
+        "stormish_backpressure_seconds", "time the task could not publish", labels=TASK
+    )
+    gauges = {
+        attr: GaugeMetricFamily(f"stormish_{name}", doc, labels=TASK) for name, attr, doc in _GAUGES
+    }
+    bp_status = GaugeMetricFamily(
+        "stormish_backpressure_status",
+        "1 while the task's senders wait for it (queue full, overflow, or announced)",
+        labels=TASK,
+    )
+    execute = HistogramMetricFamily(
+        "stormish_execute_latency_seconds", "time to execute a tuple", labels=TASK
+    )
+    complete = HistogramMetricFamily(
+        "stormish_complete_latency_seconds",
+        "time from a spout's emit to its tuple tree's completion",
+        labels=TASK,
+    )
+    link_counters = {
+        key: CounterMetricFamily(name, doc, labels=["topology", "worker"])
+        for key, name, doc in [
+            ("bytes_sent", "stormish_link_sent_bytes", "bytes sent to other workers"),
+            ("bytes_received", "stormish_link_received_bytes", "bytes received from workers"),
+            ("tuples_received", "stormish_link_received_tuples", "tuples received from workers"),
+            ("status_sent", "stormish_link_backpressure_status_sent", "statuses broadcast"),
+        ]
+    }
+    for sample in samples:
+        s = sample.stats
+        topo.add_metric([s.name], s.workers)
+        uptime.add_metric([s.name], s.uptime_seconds)
+        for w, n in sorted(sample.worker_restarts.items()):
+            restarts.add_metric([s.name, str(w)], n)
+        for t in s.tasks.values():
+            labels = [s.name, t.component, str(t.task), str(t.worker)]
+            for stream, n in sorted(t.emitted_by_stream.items()):
+                emitted.add_metric([*labels, stream], n)
+            for reason, n in sorted(t.dropped.items()):
+                dropped.add_metric([*labels, reason], n)
+            for attr, fam in counters.items():
+                fam.add_metric(labels, getattr(t, attr))
+            bp_seconds.add_metric(labels, t.backpressure_seconds)
+            for attr, g in gauges.items():
+                g.add_metric(labels, getattr(t, attr))
+            bp_status.add_metric(labels, 1 if congested(t) else 0)
+            if t.execute_histogram and t.kind != "spout":
+                execute.add_metric(
+                    labels,
+                    _buckets(t.execute_histogram, EXECUTE_BUCKETS),
+                    t.execute_latency_ms / 1000.0 * sum(t.execute_histogram),
+                )
+            if t.complete_histogram:
+                complete.add_metric(
+                    labels,
+                    _buckets(t.complete_histogram, COMPLETE_BUCKETS),
+                    t.complete_latency_ms / 1000.0 * sum(t.complete_histogram),
+                )
+        for link in s.links.values():
+            for key, fam in link_counters.items():
+                fam.add_metric([s.name, str(link["worker"])], link.get(key, 0))
+    return [
+        topo, uptime, restarts, emitted, dropped, *counters.values(), bp_seconds,
+        *gauges.values(), bp_status, execute, complete, *link_counters.values(),
+    ]  # fmt: skip
+
+
+def _buckets(counts: tuple[int, ...], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
+    """Per-bucket counts as Prometheus's cumulative `le` buckets, +Inf last."""
+    out: list[tuple[str, float]] = []
+    total = 0
+    for bound, n in zip((*map(repr, bounds), "+Inf"), counts, strict=True):
+        total += n
+        out.append((bound, total))
+    return out
+
+
+def registry(source: Callable[[], Iterable[TopologySample]], *more: Collector) -> CollectorRegistry:
+    """A registry with nothing but stormish's collectors (no process metrics of the
+    scraping thread's interpreter mixed in)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(StatisticsCollector(source))
+    for c in more:
+        reg.register(c)
+    return reg
