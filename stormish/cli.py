@@ -90,6 +90,13 @@ def main() -> None:
 @click.option(
     "--metrics-host", default="127.0.0.1", show_default=True, help="where --metrics-port listens"
 )
+@click.option(
+    "--ui",
+    "ui_port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="serve the web UI, Storm's REST API (/api/v1) and /metrics on 127.0.0.1:PORT",
+)
 def run(
     topology_file: str,
     pairs: tuple[str, ...],
@@ -99,10 +106,13 @@ def run(
     workers: int | None,
     metrics_port: int | None,
     metrics_host: str,
+    ui_port: int | None,
 ) -> None:
     """Run TOPOLOGY_FILE on the embedded local cluster."""
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
-    sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers, metrics))
+    sys.exit(
+        _run_local(topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port)
+    )
 
 
 @main.command()
@@ -222,6 +232,7 @@ def _run_local(
     stats_json: str | None,
     workers: int | None,
     metrics: tuple[str, int] | None = None,
+    ui_port: int | None = None,
 ) -> int:
     from .loader import load_topology_file
     from .local import LocalCluster
@@ -248,16 +259,26 @@ def _run_local(
         return 2
     running = cluster._get(topology.name)
     code = 0
-    server = None
+    servers = []
+
+    def killed_from_ui() -> None:
+        reason["why"] = "killed from the web UI"
+        stop.set()
+
     try:
         if metrics is not None:
-            server = _serve_metrics(running, *metrics)
+            servers.append(_serve_metrics(running, *metrics))
+        if ui_port is not None:
+            from .ui.serve import local_ui_server
+
+            servers.append(local_ui_server(running, topology, conf, ui_port, killed_from_ui))
+            click.echo(f"web UI: {servers[-1].url}/ (REST: /api/v1, metrics: /metrics)", err=True)
         code = _watch(running, stop, seconds, reason)
     except StormishError as exc:
         reason["why"], reason["error"], code = "failed", str(exc), 2
     finally:
         signal.signal(signal.SIGINT, old)
-        if server is not None:
+        for server in servers:
             server.close()
         stats = running.kill(0.0) if not running.ended else running.statistics()
         cluster.shutdown()
@@ -423,7 +444,7 @@ def _summary(stats: Any, why: str, shown: int = 0) -> None:
 
 for _command in (
     cc.list_cmd, cc.kill, cc.activate, cc.deactivate, cc.rebalance, cc.monitor,
-    cc.nimbus, cc.supervisor, cc.keys,
+    cc.nimbus, cc.supervisor, cc.keys, cc.ui,
 ):  # fmt: skip
     main.add_command(_command)
 

@@ -36,6 +36,7 @@ class HttpServer:
 
     def __init__(self, host: str, port: int, routes: dict[str, App], what: str = "metrics"):
         self.routes = dict(routes)
+        self.on_close: Callable[[], Any] | None = None  # what else to release at close
         try:
             self._httpd = make_server(host, port, self._app, _Server, handler_class=_Quiet)
         except OSError as exc:
@@ -66,6 +67,8 @@ class HttpServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(5)
+        if self.on_close is not None:
+            self.on_close()
 
 
 def metrics_server(host: str, port: int, registry: CollectorRegistry) -> HttpServer:

@@ -65,10 +65,16 @@ class Report:
 
 
 def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Report:
-    """The plan and the findings; raises what `Topology.validate` raises."""
+    """The plan and the findings; raises what `Topology.validate` raises. `extra` may be
+    a resolved config (nimbus's, a run's plan): the daemons' keys in it are left out."""
+    from .config import KEYS
     from .runtime.acker import AckerBolt
     from .runtime.plan import build_plan
 
+    daemons = ("nimbus", "supervisor")
+    extra = {
+        k: v for k, v in (extra or {}).items() if k not in KEYS or KEYS[k].scope not in daemons
+    }
     conf = topology.validate(extra)
     plan = build_plan(topology, conf, AckerBolt())
     workers = conf["topology.workers"]

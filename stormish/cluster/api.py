@@ -18,5 +18,6 @@ API_VERBS = frozenset(
         "stats",  # name -> TopologyStatistics (final once it ended)
         "heartbeat",  # a supervisor's report -> the workers nimbus wants there
         "supervisors",  # None -> [the supervisors nimbus hears from]
+        "graph",  # name -> the plan's components and edges (stormish plan --json's shape)
     }
 )

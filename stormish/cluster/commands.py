@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -287,6 +288,27 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
         client.close()
 
 
+@click.command()
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True)
+@nimbus_options
+def ui(port: int, nimbus: str | None, keys: str | None) -> None:
+    """Serve the web UI and Storm's REST API of a nimbus on 127.0.0.1:PORT, talking to
+    it with the cluster's keys (Storm's `storm ui`): run it where the keys are."""
+    from ..ui.serve import ui_server
+
+    client = connect(nimbus, keys)
+    server = guard(lambda: ui_server(client, port))
+    click.echo(f"web UI of {client.address}: {server.url}/ (Ctrl-C stops it)")
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
 def daemon_options(f: Any) -> Any:
     """`-c KEY=VALUE` and `--config-file FILE` for a daemon: they set the defaults of its
     flags from its config keys (`stormish config` lists them, scope nimbus/supervisor)."""
@@ -344,6 +366,12 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
     default=None,
     help="serve Prometheus metrics of every running topology at http://HOST:PORT/metrics",
 )
+@click.option(
+    "--ui-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="serve the web UI and Storm's REST API (/api/v1) on 127.0.0.1:PORT",
+)
 @daemon_options
 def nimbus(
     host: str,
@@ -355,6 +383,7 @@ def nimbus(
     task_timeout: float | None,
     worker_timeout: float,
     metrics_port: int | None,
+    ui_port: int | None,
     pairs: tuple[str, ...],
     config_file: str | None,
 ) -> None:
@@ -376,6 +405,7 @@ def nimbus(
             supervisor_timeout=task_timeout,
             worker_timeout=worker_timeout,
             metrics_port=metrics_port,
+            ui_port=ui_port,
         )
 
     _serve(guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")

@@ -67,6 +67,7 @@ class Nimbus:
         supervisor_timeout: float = 30.0,
         worker_timeout: float = 3.0,
         metrics_port: int | None = None,
+        ui_port: int | None = None,
     ):
         security.check_bind(api_bind)
         if advertise_host is None and _host(control_bind) in ("0.0.0.0", "::", "*"):
@@ -99,6 +100,15 @@ class Nimbus:
             reg = registry(self._metric_samples, FamiliesCollector(self._cluster_metrics))
             self.metrics = metrics_server(_host(api_bind), metrics_port, reg)
             print(f"nimbus: metrics at {self.metrics.url}/metrics", flush=True)
+        self.ui = None
+        if ui_port is not None:
+            from ..cluster.client import NimbusClient
+            from ..ui.serve import ui_server
+
+            port = str(self.api.getsockopt_string(zmq.LAST_ENDPOINT)).rsplit(":", 1)[1]
+            client = NimbusClient(f"127.0.0.1:{port}", security, timeout=20)
+            self.ui = ui_server(client, ui_port)
+            print(f"nimbus: web UI and REST API at {self.ui.url}/ (loopback)", flush=True)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -122,6 +132,8 @@ class Nimbus:
         """Leave the workers running (they outlive nimbus); close the sockets."""
         if self.metrics is not None:
             self.metrics.close()
+        if self.ui is not None:
+            self.ui.close()
         self.api.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -308,6 +320,12 @@ class Nimbus:
         d.slots = {}
         self._place(d)
         self._save(d)
+
+    def api_graph(self, name: str) -> dict[str, Any]:
+        from ..lint import analyse
+
+        d = self._get(name)
+        return analyse(d.topology, d.conf).as_dict()
 
     def api_stats(self, name: str) -> Any:
         d = self._get(name)

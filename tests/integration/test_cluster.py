@@ -595,3 +595,68 @@ def test_monitor_names_the_root_of_backpressure_not_its_victims(cluster):
     assert "parked behind it: a, b" in root, root
     assert not any(x.startswith("backpressure root: a") for x in lines + rest.splitlines())
     assert any(" c " in x and " ROOT" in x for x in lines + rest.splitlines()), lines
+
+
+@pytest.fixture
+def ui_cluster(tmp_path):
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
+    yield c
+    c.close()
+    print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")
+    left = [p for p in me.children(recursive=True) if p.pid not in before]
+    for p in left:
+        p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+
+def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(ui_cluster):
+    """Issue 14 item 10 on a cluster: nimbus --ui-port serves /api/v1 (on loopback,
+    reaching nimbus through its own API with its keys); a POST kill ends the topology."""
+    from .test_rest_api import get, post
+
+    c = ui_cluster
+    url = poll_for(
+        lambda: next((x.rstrip("/") for x in c.log("nimbus.log").split()
+                      if x.startswith("http://127.0.0.1:")), None),
+        30, 0.1, "nimbus's UI address",
+    )  # fmt: skip
+    api = url + "/api/v1"
+    poll_for(lambda: get(api + "/cluster/summary")[1]["supervisors"] == 2, 30, 0.1, "2 sups")
+    _, summary = get(api + "/cluster/summary")
+    assert summary["slotsTotal"] == 4 and summary["slotsUsed"] == 0
+    _, sups = get(api + "/supervisor/summary")
+    assert sorted(s["id"] for s in sups["supervisors"]) == ["s0", "s1"]
+    c.call("submit", (slow_wordcount("webbed"), {}))
+    c.wait_status("webbed", "running")
+    _, tops = get(api + "/topology/summary")
+    assert [(r["id"], r["status"], r["workersTotal"]) for r in tops["topologies"]] == [
+        ("webbed", "RUNNING", 2)
+    ]
+    code, t = get(api + "/topology/webbed")
+    assert code == 200 and {b["boltId"] for b in t["bolts"]} == {"slow", "split", "count"}
+    _, graph = get(api + "/topology/webbed/graph")
+    assert ("split", "count") in {(e["source"], e["target"]) for e in graph["edges"]}
+    _, comp = get(api + "/topology/webbed/component/split")
+    assert len(comp["executorStats"]) == 2
+    assert post(api + "/topology/webbed/deactivate")[0] == 200
+    assert next(r for r in c.call("list") if r["name"] == "webbed")["active"] is False
+    # an operator's own UI process, talking to nimbus through its API (Storm's `storm ui`)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "ui", "--port", "0", "--nimbus",
+         f"127.0.0.1:{c.api}"],
+        env=c.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = ui.stdout.readline()
+        assert line.startswith(f"web UI of tcp://127.0.0.1:{c.api}: http://127.0.0.1:"), line
+        own = line.split(": ", 1)[1].split()[0].rstrip("/") + "/api/v1"
+        _, tops = get(own + "/topology/summary")
+        assert [r["id"] for r in tops["topologies"]] == ["webbed"]
+    finally:
+        ui.terminate()
+        assert ui.wait(30) == 0
+    assert post(api + "/topology/webbed/kill/0")[0] == 200
+    c.wait_status("webbed", "killed")
+    assert get(api + "/topology/ghost")[0] == 404

@@ -1,0 +1,122 @@
+"""Where the UI's data comes from: a topology running here, or a nimbus.
+
+The REST layer asks a `Backend` and never knows which: the local cluster's running
+topology, or a nimbus reached through its API socket with the cluster's keys (so the
+UI is behind the keys even when it runs on an operator's laptop). One lock per backend:
+the HTTP server is threaded, a ZeroMQ socket is not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..errors import StormishError
+
+
+class Backend(Protocol):
+    def topologies(self) -> list[dict[str, Any]]: ...
+    def supervisors(self) -> list[dict[str, Any]]: ...
+    def stats(self, name: str) -> Any: ...
+    def graph(self, name: str) -> dict[str, Any]: ...
+    def act(self, name: str, verb: str, arg: float | None) -> None: ...
+
+
+class LocalBackend:
+    """One topology on the embedded local cluster (`stormish run --ui`)."""
+
+    def __init__(
+        self, running: Any, topology: Any, conf: dict[str, Any], on_kill: Callable[[], None]
+    ):
+        self.running = running
+        self.topology = topology
+        self.conf = conf  # the run's overrides (the plan's conf holds daemons' keys too)
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self._graph: dict[str, Any] | None = None
+        self.on_kill = on_kill  # a kill from the page: the run command stops, as on Ctrl-C
+        self.killed = False
+
+    def topologies(self) -> list[dict[str, Any]]:
+        r = self.running
+        status = "killed" if self.killed else r.status
+        return [
+            {"name": r.name, "status": status, "workers": r.plan.workers,
+             "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
+             "active": getattr(r, "active", True)}
+        ]  # fmt: skip
+
+    def supervisors(self) -> list[dict[str, Any]]:
+        return []
+
+    def stats(self, name: str) -> Any:
+        self._check(name)
+        with self.lock:
+            return self.running.statistics()
+
+    def graph(self, name: str) -> dict[str, Any]:
+        self._check(name)
+        if self._graph is None:
+            from ..lint import analyse
+
+            self._graph = analyse(self.topology, self.conf).as_dict()
+        return self._graph
+
+    def act(self, name: str, verb: str, arg: float | None) -> None:
+        self._check(name)
+        if verb == "kill":
+            self.killed = True
+            self.on_kill()  # the run command's loop stops and prints its summary
+        elif verb in ("activate", "deactivate"):
+            with self.lock:
+                self.running.set_active(verb == "activate")
+        else:
+            raise StormishError(f"{verb} needs a cluster: the local run has one fixed plan")
+
+    def _check(self, name: str) -> None:
+        if name != self.running.name:
+            raise KeyError(name)
+
+
+class ClusterBackend:
+    """A nimbus, through its API (the keys' CURVE when the cluster has them)."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.lock = threading.Lock()
+        self._graphs: dict[tuple[str, float], dict[str, Any]] = {}
+
+    def _call(self, verb: str, payload: Any = None) -> Any:
+        with self.lock:
+            return self.client.call(verb, payload)
+
+    def topologies(self) -> list[dict[str, Any]]:
+        return list(self._call("list"))
+
+    def supervisors(self) -> list[dict[str, Any]]:
+        return list(self._call("supervisors"))
+
+    def stats(self, name: str) -> Any:
+        self._known(name)
+        return self._call("stats", name)
+
+    def graph(self, name: str) -> dict[str, Any]:
+        self._known(name)
+        return self._call("graph", name)
+
+    def act(self, name: str, verb: str, arg: float | None) -> None:
+        self._known(name)
+        if verb == "kill":
+            self._call("kill", (name, float(arg or 0)))
+        elif verb == "rebalance":
+            if arg is None:
+                raise StormishError("rebalance needs a number of workers: .../rebalance/N")
+            self._call("rebalance", (name, int(arg)))
+        else:
+            self._call(verb, name)
+
+    def _known(self, name: str) -> None:
+        if not any(r["name"] == name for r in self.topologies()):
+            raise KeyError(name)

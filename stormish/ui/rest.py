@@ -1,0 +1,422 @@
+"""Storm's UI REST API, in Storm's shapes where they fit, and the page's own view.
+
+GET  /api/v1/cluster/summary                     supervisors, slots, topologies
+GET  /api/v1/supervisor/summary                  each supervisor and its slots
+GET  /api/v1/topology/summary                    each topology
+GET  /api/v1/topology/{id}[?window=600]          topologyStats per window, spouts, bolts
+GET  /api/v1/topology/{id}/component/{c}         per-task (executor) stats, errors
+GET  /api/v1/topology/{id}/graph                 the page's view: components, edges with
+                                                 rates, tasks with queue fill and backpressure
+POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{workers}
+
+Windows: the engine's counters are cumulative, so a window is the difference between now
+and the oldest sample of the statistics this server took within the window (one per
+request; a window the server has not been up for is as long as its samples reach, and
+`windowSeconds` says how long that is). Storm's `capacity` (executed x execute latency /
+window) is over the window asked (600 s by default, Storm's), the page's rates over the
+last 10 s.
+
+Loopback only, like a daemon without keys: a request whose Host is not a loopback name is
+refused (a DNS-rebinding page cannot read it), and a POST must carry the header
+`X-Stormish-UI: 1`, which a cross-site form cannot send (a browser would need a CORS
+preflight this server never grants), so no other web page can kill a topology.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
+from typing import Any
+
+from ..errors import StormishError
+from ..runtime.bp_root import backpressure_roots, congested
+from ..runtime.stats import TopologyStatistics
+from .backend import Backend
+
+RECENT = 10.0  # seconds the page's rates are measured over
+KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+HEADER = "HTTP_X_STORMISH_UI"
+
+
+class History:
+    """Samples of one topology's statistics, newest last, up to `KEEP` seconds old."""
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, TopologyStatistics]] = deque()
+        self.lock = threading.Lock()
+
+    def add(self, now: float, stats: TopologyStatistics) -> None:
+        with self.lock:
+            self.samples.append((now, stats))
+            while self.samples and now - self.samples[0][0] > KEEP + RECENT:
+                self.samples.popleft()
+
+    def since(self, now: float, seconds: float) -> tuple[float, TopologyStatistics] | None:
+        """The oldest sample within `seconds` before `now`, other than `now`'s own."""
+        with self.lock:
+            for t, s in self.samples:
+                if now - t <= seconds and t < now:
+                    return t, s
+        return None
+
+
+def window(stats: TopologyStatistics, before: tuple[float, TopologyStatistics] | None,
+           now: float) -> dict[str, Any]:  # fmt: skip
+    """Per component the counts within the window and its length (all time: no sample)."""
+    if before is None:
+        secs = stats.uptime_seconds
+        base: Mapping[str, Any] = {}
+    else:
+        secs = now - before[0]
+        base = before[1].components
+    out: dict[str, Any] = {"seconds": secs, "components": {}}
+    for name, c in stats.components.items():
+        b = base.get(name)
+        d = {
+            k: getattr(c, k) - (getattr(b, k) if b is not None else 0)
+            for k in ("emitted", "transferred", "executed", "acked", "failed", "timed_out")
+        }
+        d["capacity"] = d["executed"] * c.execute_latency_ms / 1000.0 / secs if secs > 0 else 0.0
+        out["components"][name] = d
+    return out
+
+
+def _last_error(tasks: Iterable[Any]) -> str:
+    errors = [e for t in tasks for e in t.last_errors]
+    return errors[-1].splitlines()[-1] if errors else ""
+
+
+def topology_view(
+    name: str, status: dict[str, Any], stats: TopologyStatistics, win: dict[str, Any]
+) -> dict[str, Any]:
+    """/api/v1/topology/{id}: Storm's fields (camelCase), latencies in ms as strings of
+    three decimals as Storm's UI sends them."""
+    by_comp: dict[str, list[Any]] = {}
+    for t in stats.tasks.values():
+        by_comp.setdefault(t.component, []).append(t)
+    w = win["components"]
+    spouts, bolts = [], []
+    for cname, c in stats.components.items():
+        if cname.startswith("__"):
+            continue
+        tasks = by_comp.get(cname, [])
+        common = {
+            "executors": c.tasks,
+            "tasks": c.tasks,
+            "emitted": w[cname]["emitted"],
+            "transferred": w[cname]["transferred"],
+            "acked": w[cname]["acked"],
+            "failed": w[cname]["failed"],
+            "errors": c.errors,
+            "lastError": _last_error(tasks),
+            "encodedId": cname,
+        }
+        if c.kind == "spout":
+            spouts.append(
+                {"spoutId": cname, "completeLatency": f"{c.complete_latency_ms:.3f}", **common}
+            )
+        else:
+            bolts.append(
+                {
+                    "boltId": cname,
+                    "executed": w[cname]["executed"],
+                    "executeLatency": f"{c.execute_latency_ms:.3f}",
+                    "processLatency": f"{c.execute_latency_ms:.3f}",
+                    "capacity": f"{w[cname]['capacity']:.3f}",
+                    **common,
+                }
+            )
+    user = [c for n, c in stats.components.items() if not n.startswith("__")]
+    spout_cs = [c for c in user if c.kind == "spout"]
+    acked = sum(c.acked for c in spout_cs)
+    complete = sum(c.complete_latency_ms * c.acked for c in spout_cs) / acked if acked else 0.0
+    totals = {
+        k: sum(w[c.component][k] for c in user) for k in ("emitted", "transferred")
+    }  # fmt: skip
+    return {
+        "id": name,
+        "name": name,
+        "status": status.get("status", stats.status).upper(),
+        "uptime": _pretty(stats.uptime_seconds),
+        "uptimeSeconds": round(stats.uptime_seconds, 1),
+        "workersTotal": stats.workers,
+        "executorsTotal": sum(c.tasks for c in stats.components.values()),
+        "tasksTotal": len(stats.tasks),
+        "error": stats.error or status.get("error"),
+        "topologyStats": [
+            {
+                "window": ":all-time" if win.get("all_time") else win["label"],
+                "windowPretty": "All time" if win.get("all_time") else _pretty(float(win["label"])),
+                "windowSeconds": round(win["seconds"], 1),
+                "emitted": totals["emitted"],
+                "transferred": totals["transferred"],
+                "acked": sum(w[c.component]["acked"] for c in spout_cs),
+                "failed": sum(w[c.component]["failed"] for c in spout_cs),
+                "completeLatency": f"{complete:.3f}",
+            }
+        ],
+        "spouts": spouts,
+        "bolts": bolts,
+    }
+
+
+def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
+    """/api/v1/topology/{id}/component/{c}: per task, and its errors with tracebacks."""
+    c = stats.components.get(component)
+    if c is None:
+        raise KeyError(component)
+    tasks = [t for t in stats.tasks.values() if t.component == component]
+    return {
+        "id": component,
+        "name": component,
+        "topologyId": stats.name,
+        "componentType": c.kind,
+        "executors": c.tasks,
+        "tasks": c.tasks,
+        "executorStats": [
+            {
+                "id": f"[{t.task}-{t.task}]",
+                "task": t.task,
+                "worker": t.worker,
+                "emitted": t.emitted,
+                "transferred": t.transferred,
+                "executed": t.executed,
+                "acked": t.acked,
+                "failed": t.failed,
+                "executeLatency": f"{t.execute_latency_ms:.3f}",
+                "completeLatency": f"{t.complete_latency_ms:.3f}",
+                "receiveQueue": t.receive_population,
+                "receiveCapacity": t.receive_capacity,
+                "pendingEmits": t.pending_emits,
+                "overflow": t.overflow,
+                "backpressure": congested(t),
+            }
+            for t in tasks
+        ],
+        "componentErrors": [
+            {"task": t.task, "worker": t.worker, "error": e} for t in tasks for e in t.last_errors
+        ],
+        "errorsTotal": c.errors,
+    }
+
+
+def graph_view(
+    stats: TopologyStatistics, graph: dict[str, Any], before: TopologyStatistics | None,
+    seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The page's view: each component with its rate, tasks' queues and backpressure;
+    each edge with the rate its source emits on its stream."""
+
+    def stream_count(s: TopologyStatistics | None, comp: str, stream: str) -> int:
+        if s is None:
+            return 0
+        return sum(
+            t.emitted_by_stream.get(stream, 0) for t in s.tasks.values() if t.component == comp
+        )
+
+    def rate(now_n: float, then_n: float) -> float | None:
+        return None if before is None or seconds <= 0 else max(0.0, (now_n - then_n) / seconds)
+
+    roots = {r.task.task for r in backpressure_roots(stats.tasks.values())}
+    comps = []
+    for name, meta in graph["components"].items():
+        c = stats.components.get(name)
+        b = before.components.get(name) if before is not None else None
+        tasks = [t for t in stats.tasks.values() if t.component == name]
+        comps.append(
+            {
+                "id": name,
+                "kind": meta["kind"],
+                "executedRate": rate(c.executed, b.executed if b else 0) if c else None,
+                "errors": c.errors if c else 0,
+                "tasks": [
+                    {
+                        "task": t.task,
+                        "worker": t.worker,
+                        "queue": t.receive_population,
+                        "capacity": t.receive_capacity,
+                        "fill": round(t.receive_population / t.receive_capacity, 3)
+                        if t.receive_capacity
+                        else 0.0,
+                        "parked": t.pending_emits > 0 or t.parked_seconds > 0,
+                        "backpressure": congested(t),
+                        "root": t.task in roots,
+                    }
+                    for t in tasks
+                ],
+            }
+        )
+    edges = [
+        {
+            "source": e["source"],
+            "target": e["bolt"],
+            "stream": e["stream"],
+            "grouping": e["grouping"],
+            "rate": rate(
+                stream_count(stats, e["source"], e["stream"]),
+                stream_count(before, e["source"], e["stream"]),
+            ),
+        }
+        for e in graph["edges"]
+    ]
+    return {"id": stats.name, "status": stats.status, "components": comps, "edges": edges,
+            "rateSeconds": round(seconds, 2)}  # fmt: skip
+
+
+def _pretty(seconds: float) -> str:
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return " ".join(f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v) or "0s"
+
+
+class RestApp:
+    """The WSGI application: the API under /api/v1, the page everywhere else."""
+
+    def __init__(self, backend: Backend, clock: Callable[[], float] = time.monotonic):
+        self.backend = backend
+        self.clock = clock
+        self.histories: dict[str, History] = {}
+
+    # -- WSGI -------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        host = environ.get("HTTP_HOST", "").rsplit(":", 1)[0]
+        if host not in LOOPBACK:
+            return _reply(start_response, 403, {"error": f"host {host!r}: loopback only"})
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/")
+        if not path.startswith("/api/"):
+            return self._static(path, start_response)
+        if method == "POST" and environ.get(HEADER) != "1":
+            return _reply(
+                start_response, 403, {"error": "a POST needs the X-Stormish-UI: 1 header"}
+            )
+        try:
+            body = self.route(method, path.rstrip("/"), _query(environ))
+        except KeyError as exc:
+            return _reply(start_response, 404, {"error": f"not found: {exc.args[0]}"})
+        except StormishError as exc:
+            return _reply(start_response, 409, {"error": str(exc)})
+        except ValueError as exc:
+            return _reply(start_response, 400, {"error": str(exc)})
+        return _reply(start_response, 200, body)
+
+    def route(self, method: str, path: str, query: dict[str, str]) -> Any:
+        parts = path.split("/")[3:]  # after /api/v1
+        if path.split("/")[:3] != ["", "api", "v1"] or not parts:
+            raise KeyError(path)
+        if method == "GET" and parts == ["cluster", "summary"]:
+            return self.cluster_summary()
+        if method == "GET" and parts == ["supervisor", "summary"]:
+            return {"supervisors": self.backend.supervisors()}
+        if method == "GET" and parts == ["topology", "summary"]:
+            return {"topologies": [self._summary_row(r) for r in self.backend.topologies()]}
+        if parts[0] != "topology" or len(parts) < 2:
+            raise KeyError(path)
+        name = parts[1]
+        if method == "POST" and len(parts) in (3, 4):
+            verb = parts[2]
+            if verb not in ("activate", "deactivate", "kill", "rebalance"):
+                raise KeyError(path)
+            arg = float(parts[3]) if len(parts) == 4 else None
+            self.backend.act(name, verb, arg)
+            return {"topologyOperation": verb, "topologyId": name, "status": "success"}
+        if method != "GET":
+            raise KeyError(path)
+        stats = self._stats(name)
+        now = self.clock()
+        if len(parts) == 2:
+            status = next((r for r in self.backend.topologies() if r["name"] == name), {})
+            w = query.get("window", "600")
+            if w == ":all-time":
+                win = window(stats, None, now) | {"all_time": True}
+            else:
+                secs = float(w)
+                if secs <= 0:
+                    raise ValueError(f"window {w!r}: seconds > 0 or :all-time")
+                # a topology younger than the window: its whole life is in it
+                young = stats.uptime_seconds <= secs
+                win = window(stats, None if young else self.histories[name].since(now, secs), now)
+                win["label"] = str(round(secs))
+            return topology_view(name, status, stats, win)
+        if parts[2:3] == ["graph"] and len(parts) == 3:
+            before = self.histories[name].since(now, RECENT)
+            secs = now - before[0] if before else 0.0
+            return graph_view(stats, self.backend.graph(name), before[1] if before else None, secs)
+        if parts[2:3] == ["component"] and len(parts) == 4:
+            return component_view(stats, parts[3])
+        raise KeyError(path)
+
+    def _stats(self, name: str) -> TopologyStatistics:
+        stats = self.backend.stats(name)
+        self.histories.setdefault(name, History()).add(self.clock(), stats)
+        return stats
+
+    def cluster_summary(self) -> dict[str, Any]:
+        sups = self.backend.supervisors()
+        tops = self.backend.topologies()
+        total = sum(len(s.get("ports", ())) for s in sups)
+        used = sum(len(s.get("running", ())) for s in sups)
+        return {
+            "supervisors": len(sups),
+            "slotsTotal": total,
+            "slotsUsed": used,
+            "slotsFree": max(0, total - used),
+            "topologies": len(tops),
+            "stormishVersion": _version(),
+        }
+
+    def _summary_row(self, r: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": r["name"],
+            "name": r["name"],
+            "status": str(r["status"]).upper(),
+            "workersTotal": r.get("workers"),
+            "uptimeSeconds": r.get("uptime_seconds"),
+            "active": r.get("active", True),
+            "error": r.get("error"),
+            "restarts": r.get("restarts", 0),
+            "waiting": r.get("waiting"),
+        }
+
+    def _static(self, path: str, start_response: Callable) -> Iterable[bytes]:
+        name = {"/": "index.html", "/index.html": "index.html"}.get(path)
+        if name is None:
+            return _reply(start_response, 404, {"error": f"not found: {path}"})
+        body = resources.files("stormish.ui").joinpath("static", name).read_bytes()
+        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                  ("Content-Length", str(len(body))),
+                                  ("Cache-Control", "no-store")])  # fmt: skip
+        return [body]
+
+
+def _query(environ: dict) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(environ.get("QUERY_STRING", "")))
+
+
+def _reply(start_response: Callable, code: int, body: Any) -> list[bytes]:
+    data = json.dumps(body, default=str).encode()
+    reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict"}
+    start_response(
+        f"{code} {reason[code]}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+         ("Cache-Control", "no-store")],
+    )  # fmt: skip
+    return [data]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stormish")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,166 @@
+"""Issue 14 item 10: Storm's UI REST API over a real `stormish run --ui` (2 worker
+processes) and a real nimbus (`--ui-port`), with plain HTTP from this process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+
+import pytest
+
+from stormish.local import poll_for
+from stormish.runtime.workers import _child_env
+
+TOPOLOGY = """
+import os
+from stormish import BasicBolt, Spout, Topology
+
+RELEASE = {release!r}
+
+
+class Numbers(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < 2000:
+            self.n += 1
+            self.emit([self.n], msg_id=self.n)
+        elif os.path.exists(RELEASE):
+            self.finish()
+
+
+class Picky(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup):
+        if tup.values[0] % 500 == 0:
+            raise ValueError(f"no multiples of 500: {{tup.values[0]}}")
+        self.emit(tup.values)
+
+
+class Sink(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+t = Topology("restful", config={{"topology.workers": 2, "topology.fail.fast": False}})
+t.set_spout("numbers", Numbers())
+t.set_bolt("picky", Picky(), parallelism=2).shuffle_grouping("numbers")
+t.set_bolt("sink", Sink()).shuffle_grouping("picky")
+topology = t
+"""
+
+
+def get(url: str, host: str | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def post(url: str, header: bool = True) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        url, method="POST", data=b"", headers={"X-Stormish-UI": "1"} if header else {}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def start(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
+    path = tmp_path / "restful.py"
+    path.write_text(textwrap.dedent(TOPOLOGY.format(release=str(tmp_path / "release"))))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "run", str(path), "--ui", "0", *extra],
+        env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    seen = []
+    for line in proc.stderr:  # the workers' error reports may come first
+        seen.append(line)
+        if line.startswith("web UI: http://127.0.0.1:"):
+            return proc, line.split()[2].rstrip("/")
+    raise AssertionError(f"no web UI line: {''.join(seen)[-2000:]}")
+
+
+@pytest.fixture
+def run_with_ui(tmp_path):
+    proc, url = start(tmp_path)
+    yield proc, url, tmp_path / "release"
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=30)
+
+
+def test_storms_rest_shapes_from_a_local_run(run_with_ui):
+    proc, url, _release = run_with_ui
+    api = url + "/api/v1"
+
+    def settled():
+        code, t = get(api + "/topology/restful")
+        done = code == 200 and {b["boltId"]: b for b in t["bolts"]}.get("sink", {})
+        return done and done["executed"] == 1996 and t
+
+    t = poll_for(settled, 60, 0.1, "every tuple through")
+    assert t["status"] == "RUNNING" and t["workersTotal"] == 2 and t["tasksTotal"] == 6
+    (spout,) = t["spouts"]
+    assert spout["spoutId"] == "numbers" and spout["emitted"] == 2000 and spout["tasks"] == 1
+    bolts = {b["boltId"]: b for b in t["bolts"]}
+    assert set(bolts) == {"picky", "sink"}  # the acker is the engine's, not shown
+    assert bolts["picky"]["executed"] == 2000 and bolts["picky"]["failed"] == 4
+    assert bolts["picky"]["errors"] == 4
+    assert bolts["picky"]["lastError"].startswith("ValueError: no multiples of 500")
+    assert float(bolts["picky"]["capacity"]) >= 0 and float(bolts["picky"]["executeLatency"]) > 0
+    stats = t["topologyStats"][0]
+    assert stats["window"] == "600" and stats["acked"] == 1996 and stats["failed"] == 4
+    _, summary = get(api + "/topology/summary")
+    assert [r["id"] for r in summary["topologies"]] == ["restful"]
+    _, cluster = get(api + "/cluster/summary")
+    assert cluster["topologies"] == 1 and cluster["supervisors"] == 0
+    _, comp = get(api + "/topology/restful/component/picky")
+    assert comp["componentType"] == "bolt" and len(comp["executorStats"]) == 2
+    assert sum(e["executed"] for e in comp["executorStats"]) == 2000
+    assert len(comp["componentErrors"]) == 4 and comp["errorsTotal"] == 4
+    assert all("Traceback" in e["error"] for e in comp["componentErrors"])
+    assert "in Picky.execute at" in comp["componentErrors"][0]["error"]
+    _, graph = get(api + "/topology/restful/graph")
+    assert {(e["source"], e["target"]) for e in graph["edges"]} == {
+        ("numbers", "picky"), ("picky", "sink")
+    }  # fmt: skip
+    assert {c["id"]: len(c["tasks"]) for c in graph["components"]} == {
+        "numbers": 1, "picky": 2, "sink": 1
+    }  # fmt: skip
+    # errors are named: an unknown topology or component, a bad window
+    assert get(api + "/topology/ghost")[0] == 404
+    assert get(api + "/topology/restful/component/ghost")[0] == 404
+    assert get(api + "/topology/restful?window=-1")[0] == 400
+    assert proc.poll() is None
+
+
+def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
+    proc, url, _release = run_with_ui
+    api = url + "/api/v1"
+    code, body = get(api + "/topology/summary", host="attacker.example:80")
+    assert code == 403 and "loopback only" in body["error"]
+    code, body = post(api + "/topology/restful/kill/0", header=False)  # a cross-site form
+    assert code == 403 and "X-Stormish-UI" in body["error"]
+    assert proc.poll() is None
+    code, body = post(api + "/topology/restful/rebalance/3")
+    assert code == 409 and "needs a cluster" in body["error"]
+    code, body = post(api + "/topology/restful/kill/0")
+    assert code == 200 and body == {
+        "topologyOperation": "kill", "topologyId": "restful", "status": "success"
+    }  # fmt: skip
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "topology 'restful': killed from the web UI after" in out
