@@ -194,6 +194,12 @@ def show_config() -> None:
 @click.option("--advertise", default=None, help="the link address peers connect to")
 @click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
 @click.option("--heartbeat", type=float, default=0.0, help="say hello again every N seconds")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
 def worker_cmd(
     control: str,
     index: int,
@@ -203,11 +209,14 @@ def worker_cmd(
     advertise: str | None,
     keys: str | None,
     heartbeat: float,
+    log_level: str,
 ) -> None:
     """Run one worker process (started by `run --workers N` or a supervisor): it connects
     to its controller, receives its topology and serves until told to stop."""
-    from .runtime.process import serve
+    from .runtime.process import serve, setup_logging
     from .transport.security import security_for
+
+    setup_logging(topology, index, log_level)
 
     sys.exit(
         serve(
@@ -444,7 +453,7 @@ def _summary(stats: Any, why: str, shown: int = 0) -> None:
 
 for _command in (
     cc.list_cmd, cc.kill, cc.activate, cc.deactivate, cc.rebalance, cc.monitor,
-    cc.nimbus, cc.supervisor, cc.keys, cc.ui,
+    cc.nimbus, cc.supervisor, cc.keys, cc.ui, cc.logs,
 ):  # fmt: skip
     main.add_command(_command)
 

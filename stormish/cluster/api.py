@@ -16,7 +16,9 @@ API_VERBS = frozenset(
         "deactivate",  # name -> None
         "rebalance",  # (name, workers) -> None
         "stats",  # name -> TopologyStatistics (final once it ended)
-        "heartbeat",  # a supervisor's report -> the workers nimbus wants there
+        "heartbeat",  # a supervisor's report (+ log pieces) -> {wanted workers, log asks}
+        "logs",  # (name, worker or None, offsets, max bytes) -> request id
+        "logs_result",  # request id -> {done, pieces, missing}
         "supervisors",  # None -> [the supervisors nimbus hears from]
         "graph",  # name -> the plan's components and edges (stormish plan --json's shape)
     }

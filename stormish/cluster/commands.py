@@ -289,6 +289,69 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
 
 
 @click.command()
+@click.argument("name")
+@click.option("--worker", "-W", "index", type=int, default=None, help="only this worker's log")
+@click.option("--component", "-C", default=None, help="only the lines of this component's code")
+@click.option("--follow", "-f", is_flag=True, help="keep printing what the workers write")
+@click.option(
+    "--bytes", "most", type=click.IntRange(min=1), default=65536, show_default=True,
+    help="how much of each log's end to print first",
+)  # fmt: skip
+@click.option("--every", type=float, default=1.0, show_default=True, help="--follow's poll")
+@nimbus_options
+def logs(
+    name: str,
+    index: int | None,
+    component: str | None,
+    follow: bool,
+    most: int,
+    every: float,
+    nimbus: str | None,
+    keys: str | None,
+) -> None:
+    """Print NAME's worker logs, fetched from the supervisors through nimbus (Storm's
+    logviewer, `sparse tail`): each worker's log end, every supervisor it ran on."""
+    from ..logs import component_lines
+
+    client = connect(nimbus, keys)
+    offsets: dict[str, int] = {}
+    first = True
+    try:
+        while True:
+            rid = guard(lambda: client.call("logs", (name, index, dict(offsets), most)))
+            while True:
+                got = guard(lambda rid=rid: client.call("logs_result", rid))
+                if got["done"]:
+                    break
+                time.sleep(0.05)
+            for piece in sorted(got["pieces"], key=lambda p: (p["index"], p["supervisor"])):
+                key = f"{piece['index']}@{piece['supervisor']}"
+                if piece.get("error") or piece.get("missing"):
+                    if first:
+                        why = piece.get("error") or "no log file there"
+                        click.echo(f"==> worker {key}: {why} <==", err=True)
+                    continue
+                offsets[key] = piece["next"]
+                text = piece["data"]
+                lines = component_lines(text, component) if component else text.splitlines()
+                if first and (lines or not follow):
+                    click.echo(f"==> worker {piece['index']} on {piece['supervisor']} <==")
+                for line in lines:
+                    click.echo(line if not follow or first else f"[{key}] {line}")
+            if first:
+                for key in got["missing"]:
+                    click.echo(f"==> worker {key}: its supervisor did not answer <==", err=True)
+            first = False
+            if not follow:
+                return
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+@click.command()
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True)
 @nimbus_options
 def ui(port: int, nimbus: str | None, keys: str | None) -> None:
@@ -326,7 +389,24 @@ def daemon_options(f: Any) -> Any:
         metavar="KEY=VALUE",
         help="set one of this daemon's config keys (wins over --config-file; flags win)",
     )(f)
+    f = click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        default="INFO",
+        show_default=True,
+        help="the daemon's (and its workers') log level",
+    )(f)
+    f = click.option("-v", "--verbose", is_flag=True, help="--log-level DEBUG")(f)
     return f
+
+
+def _logging(log_level: str, verbose: bool) -> str:
+    """Configure the daemon's logging before it says anything; the level its workers get."""
+    from ..logs import configure_daemon
+
+    level = "DEBUG" if verbose else log_level.upper()
+    configure_daemon(level)
+    return level
 
 
 def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> dict[str, Any]:
@@ -386,10 +466,14 @@ def nimbus(
     ui_port: int | None,
     pairs: tuple[str, ...],
     config_file: str | None,
+    log_level: str,
+    verbose: bool,
 ) -> None:
     """Run nimbus: accepts topologies and assigns their workers to supervisors."""
     from ..transport.security import security_for
     from .nimbus import Nimbus
+
+    _logging(log_level, verbose)
 
     conf = guard(lambda: daemon_conf("nimbus", pairs, config_file))
     if task_timeout is None:
@@ -417,7 +501,12 @@ def nimbus(
 @click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
 @click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
-@click.option("--log-dir", default=None, help="where worker logs go (default: inherit)")
+@click.option(
+    "--log-dir",
+    default=None,
+    help="keep a log file per topology and worker here, for `stormish logs` (default: the "
+    "workers print where the supervisor does)",
+)
 @click.option(
     "--worker-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -446,6 +535,17 @@ def nimbus(
     default=None,
     help="serve Prometheus metrics of this host's workers at /metrics on this port",
 )
+@click.option(
+    "--log-max-bytes",
+    type=click.IntRange(min=0),
+    default=100 << 20,
+    show_default=True,
+    help="roll a worker's log file past this size (0: never)",
+)
+@click.option(
+    "--log-backups", type=click.IntRange(min=0), default=9, show_default=True,
+    help="rolled log files kept per worker",
+)  # fmt: skip
 @daemon_options
 def supervisor(
     nimbus_spec: str,
@@ -458,10 +558,15 @@ def supervisor(
     restart_backoff: float | None,
     restart_backoff_max: float | None,
     metrics_port: int | None,
+    log_max_bytes: int,
+    log_backups: int,
     pairs: tuple[str, ...],
     config_file: str | None,
+    log_level: str,
+    verbose: bool,
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
+    level = _logging(log_level, verbose)
     from ..transport.security import security_for
     from .client import nimbus_address
     from .restarts import RestartPolicy
@@ -491,6 +596,9 @@ def supervisor(
             worker_timeout=worker_timeout,
             restart_policy=RestartPolicy(restart_backoff, restart_backoff_max),
             metrics_port=metrics_port,
+            log_level=level,
+            log_max_bytes=log_max_bytes,
+            log_backups=log_backups,
         )
 
     sup = guard(make)

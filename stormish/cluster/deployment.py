@@ -111,6 +111,7 @@ class Deployment:
         self.submitted = time.time()
         self.restarts = 0
         self.waiting: str | None = None  # why it is not placed yet (slots), for list/monitor
+        self.log_hosts: dict[int, list[str]] = {}  # worker -> every supervisor it ran on
         self.epoch = 0
         self.active = True  # spouts active; RunningTopology.set_active keeps it current
         self._last_key: Any = None
@@ -128,6 +129,13 @@ class Deployment:
         self.handles = [ClusterWorker(self, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)
         self.running.group = self
+
+    def note_hosts(self) -> None:
+        """Remember where each worker runs: its logs stay there after it moved or ended."""
+        for index, (sid, _port) in self.slots.items():
+            hosts = self.log_hosts.setdefault(index, [])
+            if sid not in hosts:
+                hosts.append(sid)
 
     def close(self) -> None:
         """RunningTopology calls this when it finishes: the slots are free again."""

@@ -26,6 +26,8 @@ a restarted nimbus find them.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +43,10 @@ from .deployment import ClusterWorker, Deployment
 from .scheduler import free_slots, schedule
 from .store import Store
 
+log = logging.getLogger("stormish.nimbus")
+
 ENDED = ("complete", "killed", "failed")
+LOG_WAIT = 10.0  # seconds `stormish logs` waits for the supervisors' pieces
 COMPLETION_EVERY = 0.1
 ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
 
@@ -91,6 +96,9 @@ class Nimbus:
         self.supervisors: dict[str, SupervisorInfo] = {}
         self.deployments: dict[str, Deployment] = {}
         self._stop = False
+        self.log_asks: dict[str, list[tuple]] = {}  # supervisor -> asks for its next beat
+        self.log_requests: dict[int, dict[str, Any]] = {}
+        self._log_ids = itertools.count(1)
         self._restore()
         self.metrics = None
         if metrics_port is not None:
@@ -99,7 +107,7 @@ class Nimbus:
 
             reg = registry(self._metric_samples, FamiliesCollector(self._cluster_metrics))
             self.metrics = metrics_server(_host(api_bind), metrics_port, reg)
-            print(f"nimbus: metrics at {self.metrics.url}/metrics", flush=True)
+            log.info(f"nimbus: metrics at {self.metrics.url}/metrics")
         self.ui = None
         if ui_port is not None:
             from ..cluster.client import NimbusClient
@@ -108,7 +116,7 @@ class Nimbus:
             port = str(self.api.getsockopt_string(zmq.LAST_ENDPOINT)).rsplit(":", 1)[1]
             client = NimbusClient(f"127.0.0.1:{port}", security, timeout=20)
             self.ui = ui_server(client, ui_port)
-            print(f"nimbus: web UI and REST API at {self.ui.url}/ (loopback)", flush=True)
+            log.info(f"nimbus: web UI and REST API at {self.ui.url}/ (loopback)")
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -149,8 +157,9 @@ class Nimbus:
             d.epoch = int(state.get("epoch", d.epoch))
             d.active = bool(state.get("active", True))
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
+            d.note_hosts()
             self.deployments[name] = d
-            print(f"nimbus: restored topology {name!r} ({d.status})", flush=True)
+            log.info(f"nimbus: restored topology {name!r} ({d.status})")
 
     # -- metrics (on the HTTP server's thread: reads only) -----------------------------------
     def _metric_samples(self) -> list[Any]:
@@ -194,7 +203,7 @@ class Nimbus:
         try:
             verb, req_id, payload = ct.decode_request(rest, API_VERBS)
         except ct.ControlError as exc:
-            print(f"nimbus: dropped an API message: {exc}", flush=True)
+            log.info(f"nimbus: dropped an API message: {exc}")
             return
         try:
             out = ct.reply(req_id, getattr(self, f"api_{verb}")(payload))
@@ -204,16 +213,62 @@ class Nimbus:
             out = ct.reply(req_id, f"{type(exc).__name__}: {exc}", ok=False)
         self.api.send_multipart([ident, *out])
 
-    def api_heartbeat(self, report: dict[str, Any]) -> list[dict[str, Any]]:
+    def api_heartbeat(self, report: dict[str, Any]) -> dict[str, Any]:
+        """A supervisor's report; the answer: the workers wanted there, and the pieces
+        of worker logs `stormish logs` waits for (it sends them at once)."""
         sid = str(report["id"])
         info = self.supervisors.get(sid)
         if info is None:
-            print(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
+            log.info(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
         self.supervisors[sid] = SupervisorInfo(
             sid, str(report["host"]), [int(p) for p in report["ports"]], time.monotonic(),
             dict(report.get("running", {})), _worker_reports(report.get("workers")),
         )  # fmt: skip
-        return self.wanted(sid)
+        for piece in report.get("logs") or ():
+            req = self.log_requests.get(piece.get("rid"))
+            if req is not None:
+                req["pieces"][f"{piece['index']}@{sid}"] = dict(piece, supervisor=sid)
+        return {"wanted": self.wanted(sid), "logs": self.log_asks.pop(sid, [])}
+
+    # -- logs (stormish logs): asked of the supervisors at their next heartbeat -------------
+    def api_logs(self, payload: tuple) -> int:
+        """(topology, worker index or None, {"index@supervisor": offset}, max bytes) ->
+        a request id for `logs_result`. Every supervisor that ever ran the worker is
+        asked (a worker that moved left logs on each)."""
+        name, index, offsets, most = payload
+        d = self._get(name)
+        rid = next(self._log_ids)
+        want, pieces = [], {}
+        for i, sids in sorted(d.log_hosts.items()):
+            if index is not None and i != int(index):
+                continue
+            for sid in sids:
+                key = f"{i}@{sid}"
+                want.append(key)
+                if sid not in self.supervisors:  # nobody to ask: say so at once
+                    why = f"supervisor {sid} is gone (the log stays on its host)"
+                    pieces[key] = {"index": i, "supervisor": sid, "error": why}
+                    continue
+                ask = (rid, name, i, (offsets or {}).get(key), int(most))
+                self.log_asks.setdefault(sid, []).append(ask)
+        if not want:
+            which = f"worker {index}" if index is not None else "any worker"
+            raise StormishError(f"topology {name!r}: {which} never had a slot: no logs")
+        self.log_requests[rid] = {"want": want, "pieces": pieces, "at": time.monotonic()}
+        return rid
+
+    def api_logs_result(self, rid: int) -> dict[str, Any]:
+        """What came back for request `rid`: done once every supervisor answered or
+        `LOG_WAIT` seconds passed (the missing ones are named)."""
+        req = self.log_requests.get(rid)
+        if req is None:
+            raise StormishError(f"no logs request {rid} (answered already, or too old)")
+        late = time.monotonic() - req["at"] > LOG_WAIT
+        missing = [k for k in req["want"] if k not in req["pieces"]]
+        done = not missing or late
+        if done:
+            del self.log_requests[rid]
+        return {"done": done, "pieces": list(req["pieces"].values()), "missing": missing}
 
     def worker_status(self, d: Deployment) -> list[dict[str, Any]]:
         """Each worker of `d` as its supervisor last told: state, pid, restarts and how
@@ -354,13 +409,14 @@ class Nimbus:
             s for s, i in self.supervisors.items() if now - i.heard > self.supervisor_timeout
         ]:
             del self.supervisors[sid]
-            print(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
+            self.log_asks.pop(sid, None)
+            log.info(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
             for d in self.deployments.values():
                 lost = [i for i, (s, _) in d.slots.items() if s == sid]
                 for i in lost:
                     del d.slots[i]
                 if lost and d.status not in ENDED:
-                    print(f"nimbus: {d.name}: workers {lost} to be placed elsewhere", flush=True)
+                    log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
                     self._place(d)
                     self._save(d)
 
@@ -376,6 +432,7 @@ class Nimbus:
         left = sum(len(p) for p in free.values()) - len(placed)
         if placed:
             d.slots.update(placed)
+            d.note_hosts()
             self._save(d)
         still = len(missing) - len(placed)
         if still <= 0:
@@ -389,7 +446,7 @@ class Nimbus:
             "(add supervisors or ports, rebalance it to fewer workers, or kill it)"
         )
         if why != d.waiting:
-            print(f"nimbus: {d.name}: {why}", flush=True)
+            log.info(f"nimbus: {d.name}: {why}")
         d.waiting = why
 
     def _save(self, d: Deployment) -> None:
@@ -410,7 +467,7 @@ class Nimbus:
             elif d.status == "running":
                 self._tend(d)
         except WorkerError as exc:
-            print(f"nimbus: {d.name}: {exc}", flush=True)
+            log.info(f"nimbus: {d.name}: {exc}")
             d.error = str(exc)
             self._end(d, "failed")
 
@@ -430,10 +487,9 @@ class Nimbus:
         started = self._bring_up(d, list(zip(d.handles, states, strict=True)))
         adopted = states.count("running")
         lost = len(d.handles) - len(started) - adopted
-        print(
+        log.info(
             f"nimbus: {d.name}: running ({len(started)} started, {adopted} adopted"
-            + (f", {lost} died while starting: their supervisors restart them)" if lost else ")"),
-            flush=True,
+            + (f", {lost} died while starting: their supervisors restart them)" if lost else ")")
         )
         d.status = "running"
         self._save(d)
@@ -477,7 +533,7 @@ class Nimbus:
         except WorkerError as exc:
             if w.alive():
                 raise
-            print(f"nimbus: {d.name}: {exc}; its supervisor restarts it", flush=True)
+            log.info(f"nimbus: {d.name}: {exc}; its supervisor restarts it")
             return False
         return True
 
@@ -492,10 +548,10 @@ class Nimbus:
             state = h.info.get("state")
             if state == "running":  # nimbus restarted under it
                 w.address = h.info.get("address")
-                print(f"nimbus: {d.name}: worker {w.index} adopted (pid {h.pid})", flush=True)
+                log.info(f"nimbus: {d.name}: worker {w.index} adopted (pid {h.pid})")
                 continue
             d.restarts += 1
-            print(f"nimbus: {d.name}: worker {w.index} restarted (pid {h.pid})", flush=True)
+            log.info(f"nimbus: {d.name}: worker {w.index} restarted (pid {h.pid})")
             changed.append((w, state))
         if changed:
             self._bring_up(d, changed)
@@ -518,7 +574,7 @@ class Nimbus:
         d.slots = {}
         self._save(d)
         self.store.save_final(d.name, stats.to_dict())
-        print(f"nimbus: {d.name}: {status}", flush=True)
+        log.info(f"nimbus: {d.name}: {status}")
 
 
 def _worker_reports(raw: Any) -> dict[str, dict[str, Any]]:

@@ -9,12 +9,15 @@ that restarts reloads every topology and adopts the workers that still run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
 from typing import Any
 
 import cloudpickle
+
+log = logging.getLogger("stormish.nimbus")
 
 
 class Store:
@@ -49,7 +52,7 @@ class Store:
                 with open(os.path.join(d, "topology.pkl"), "rb") as fh:
                     topology, conf = cloudpickle.load(fh)
             except (OSError, ValueError, EOFError) as exc:
-                print(f"nimbus: skipping stored topology {name!r}: {exc}", flush=True)
+                log.warning(f"nimbus: skipping stored topology {name!r}: {exc}")
                 continue
             out.append((name, topology, conf, state))
         return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import signal
@@ -26,15 +27,19 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
 
+from ..logs import RotatingFile, read_log
 from ..runtime import control as ct
 from .api import API_VERBS
 from .restarts import RestartPolicy, describe_exit, last_line
+
+log = logging.getLogger("stormish.supervisor")
 
 HEARTBEAT = 1.0
 
@@ -74,7 +79,8 @@ class Slot:
     finished: bool = False
     started: float = 0.0
     heartbeat_file: str = ""
-    log: Any = field(default=None, repr=False)
+    log: Any = field(default=None, repr=False)  # its RotatingFile, with --log-dir
+    pump: Any = field(default=None, repr=False)  # the thread copying its output there
     log_path: str | None = None
     crashes: int = 0  # in a row: sets the wait before the next restart
     restart_at: float | None = None  # monotonic: dead, waiting to be restarted
@@ -117,6 +123,9 @@ class Supervisor:
         state_dir: str | None = None,
         restart_policy: RestartPolicy | None = None,
         metrics_port: int | None = None,
+        log_level: str = "INFO",
+        log_max_bytes: int = 100 << 20,
+        log_backups: int = 9,
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
@@ -131,6 +140,8 @@ class Supervisor:
         self.log_dir = log_dir
         self.worker_timeout = worker_timeout
         self.restart_policy = restart_policy or RestartPolicy()
+        self.log_level = log_level
+        self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
         self._own_state = state_dir is None  # heartbeat files: ours to remove at close
         self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
         self.ctx = zmq.Context()
@@ -141,6 +152,7 @@ class Supervisor:
         self.slots: dict[tuple[str, int], Slot] = {}
         self._ids = itertools.count(1)
         self._stop = False
+        self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
         self.nimbus_heard: float | None = None
         self.metrics = None
         if metrics_port is not None:
@@ -149,7 +161,7 @@ class Supervisor:
 
             reg = registry(list, FamiliesCollector(self._metric_families))
             self.metrics = metrics_server(self.bind_host, metrics_port, reg)
-            print(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics", flush=True)
+            log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
 
     # -- the loop ----------------------------------------------------------------------------
     def serve(self) -> None:
@@ -212,12 +224,14 @@ class Supervisor:
         }
         now = time.monotonic()
         workers = {f"{t}/{i}": s.report(now) for (t, i), s in self.slots.items()}
+        pieces, self._log_pieces = self._log_pieces, []
         return {
             "id": self.id,
             "host": self.host,
             "ports": self.ports,
             "running": running,
             "workers": workers,
+            "logs": pieces,
         }
 
     def _send_heartbeat(self) -> None:
@@ -232,13 +246,19 @@ class Supervisor:
         try:
             ok, _, wanted = ct.decode_reply(frames)
         except ct.ControlError as exc:
-            print(f"supervisor {self.id}: dropped a reply: {exc}", file=sys.stderr)
+            log.warning(f"supervisor {self.id}: dropped a reply: {exc}")
             return
         if not ok:
-            print(f"supervisor {self.id}: nimbus refused: {wanted}", file=sys.stderr)
+            log.warning(f"supervisor {self.id}: nimbus refused: {wanted}")
             return
         self.nimbus_heard = time.monotonic()
+        asks: list[Any] = []
+        if isinstance(wanted, dict):
+            wanted, asks = wanted["wanted"], wanted.get("logs") or []
         self.reconcile(wanted)
+        if asks:  # `stormish logs` waits: answer now, not at the next beat
+            self._log_pieces = self.read_logs(asks)
+            self._send_heartbeat()
 
     def reconcile(self, wanted: list[dict[str, Any]]) -> None:
         """Make the running workers what nimbus wants."""
@@ -279,18 +299,15 @@ class Supervisor:
         """Note how worker `s` ended and when it starts again (at once, or after a wait
         when it keeps crashing)."""
         s.last_exit, s.last_exit_at = why, now
-        if s.log is not None:
-            s.log.flush()
+        self._close_log(s)  # all it wrote, before its last line is read
         s.last_words = last_line(s.log_path) if s.log_path else None
         s.crashes = self.restart_policy.crashes_after(s.crashes, now - s.started)
         delay = self.restart_policy.delay(s.crashes)
         when = "at once" if delay == 0 else f"in {delay:g}s ({s.crashes} crashes in a row)"
-        print(
+        log.warning(
             f"supervisor {self.id}: worker {s.topology}/{s.index} {why}; "
             f"restarting it on port {s.port} {when} (restart {s.restarts + 1})"
-            + (f"; its log ended: {s.last_words}" if s.last_words else ""),
-            file=sys.stderr,
-            flush=True,
+            + (f"; its log ended: {s.last_words}" if s.last_words else "")
         )
         s.restart_at = mono + delay
         if delay == 0:
@@ -333,21 +350,60 @@ class Supervisor:
             s.heartbeat_file,
             "--parent",
             str(os.getpid()),  # a worker does not outlive its supervisor (its ports would)
+            "--log-level",
+            self.log_level,
         ]
         if self.keys_dir:
             cmd += ["--keys", self.keys_dir]
-        out: Any = None
-        if s.log is not None:  # a restart: the previous incarnation's handle
+        self._close_log(s)  # a restart: the previous incarnation's pump and file
+        if not self.log_dir:
+            s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            s.finished = False
+            return
+        os.makedirs(self.log_dir, exist_ok=True)
+        s.log_path = self.log_path(s.topology, s.index)
+        s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
+        s.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        s.log.write(
+            f"=== {stamp} worker {s.topology}/{s.index} started: pid {s.proc.pid}, port "
+            f"{s.port}, restart {s.restarts}, supervisor {self.id} ===\n".encode()
+        )
+        s.pump = threading.Thread(
+            target=_pump, args=(s.proc.stdout, s.log), name=f"log-{s.topology}-{s.index}",
+            daemon=True,
+        )  # fmt: skip
+        s.pump.start()
+        s.finished = False
+
+    def log_path(self, topology: str, index: int) -> str:
+        return os.path.join(self.log_dir or "", f"{topology}-worker-{index}.log")
+
+    def _close_log(self, s: Slot) -> None:
+        """Let the pump write what the dead process left in its pipe, then close."""
+        if s.pump is not None:
+            s.pump.join(5)
+            s.pump = None
+        if s.log is not None:
             s.log.close()
             s.log = None
-        if self.log_dir:
-            os.makedirs(self.log_dir, exist_ok=True)
-            path = s.log_path = os.path.join(self.log_dir, f"{s.topology}-worker-{s.index}.log")
-            out = s.log = open(path, "ab")  # noqa: SIM115 - kept open for the worker's life
-        s.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if out else None
-        )
-        s.finished = False
+
+    def read_logs(self, asks: list[Any]) -> list[dict[str, Any]]:
+        """Pieces of worker logs that nimbus relays to `stormish logs`: each ask is
+        (request id, topology, worker index, offset or None, max bytes)."""
+        out = []
+        for rid, topology, index, offset, most in asks:
+            piece: dict[str, Any] = {"rid": rid, "topology": topology, "index": int(index)}
+            if not self.log_dir:
+                piece["error"] = (
+                    f"supervisor {self.id} keeps no log files (start it with --log-dir)"
+                )
+            else:
+                piece.update(read_log(self.log_path(str(topology), int(index)), offset, int(most)))
+            out.append(piece)
+        return out
 
     def _terminate(self, s: Slot) -> None:
         if s.proc is not None and s.proc.poll() is None:
@@ -357,6 +413,14 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 s.proc.wait(10)
-        if s.log is not None:
-            s.log.close()
-            s.log = None
+        self._close_log(s)
+
+
+def _pump(pipe: Any, log: RotatingFile) -> None:
+    """A worker's output into its log file, line by line, until the worker is gone."""
+    with pipe:
+        for line in pipe:
+            try:
+                log.write(line)
+            except (OSError, ValueError):  # the file was closed: the slot was let go
+                return

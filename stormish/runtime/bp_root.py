@@ -46,7 +46,15 @@ def backpressure_roots(tasks: Iterable[TaskStats]) -> list[Root]:
         return []
     behind = tuple(sorted({t.component for t in waiting}))
     longest = max(t.parked_seconds for t in waiting)
-    roots = [t for t in ts if congested(t) and not parked(t)]
+    # A victim between two turns can look like a root: its queue still full, its emits
+    # flowing for a moment. It has spent a good part of its life parked, a root next to
+    # none (it waits on nobody): one parked for a quarter of the longest is a victim.
+    most = max(t.backpressure_seconds for t in waiting)
+    roots = [
+        t
+        for t in ts
+        if congested(t) and not parked(t) and not (most and t.backpressure_seconds >= most / 4)
+    ]
     roots.sort(key=lambda t: (-_fill(t), -t.execute_latency_ms, t.task))
     return [Root(t, behind, longest) for t in roots]
 

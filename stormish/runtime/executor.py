@@ -12,6 +12,7 @@ import traceback
 from typing import Any
 
 from ..errors import FailedException, ReportedFailedException, TopologyError
+from ..logs import set_running
 from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
 from .error_report import SHOWN, ErrorReport, report
@@ -54,6 +55,7 @@ class Executor:
         self.on_cycle = self.component in plan.on_cycle
         self.budget = self.conf["topology.cycle.drain.budget"]
         self.sources: dict[tuple[int, str], Source] = {}
+        self.log_tag = f"{self.component}:{self.task}"  # stormish.logs: who logs or prints
         # inbound edges with a policy, by (src_task, stream): (health counters, the clock
         # its batches were stamped on); filled by the worker (stormish.edges)
         self.edges: dict[tuple[int, str], tuple[Any, Any]] = {}
@@ -107,6 +109,7 @@ class Executor:
     def run(self) -> None:
         """The executor's loop on a thread of its own: Storm's loop, idling under the
         wait strategies between turns that found nothing to do."""
+        set_running(self.log_tag)
         if not self.begin_when_wanted():
             return
         try:

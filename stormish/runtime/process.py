@@ -13,6 +13,7 @@ controller process is gone, or when the control socket stays silent past
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -32,6 +33,8 @@ POLL_MS = 100
 # waited up to two hand-offs on each side, and the overflowQ grew by what the spout emitted
 # meanwhile (measured halt-lag overflow: 24k-44k tuples at 5 ms, 16k-26k at 0.5 ms).
 SWITCH_INTERVAL = 0.0005
+
+log = logging.getLogger("stormish.worker")
 
 
 class WorkerServer:
@@ -220,7 +223,7 @@ def serve(
             try:
                 verb, req_id, payload = ct.decode_request(sock.recv_multipart())
             except ct.ControlError as exc:
-                print(f"worker {index}: dropped a control message: {exc}", file=sys.stderr)
+                log.warning("worker %d: dropped a control message: %s", index, exc)
                 continue
             try:
                 out = ct.reply(req_id, server.handle(verb, payload))
@@ -236,6 +239,17 @@ def serve(
         security.release(ctx)
         ctx.term()
     return 0
+
+
+def setup_logging(topology: str | None, index: int, level: str) -> None:
+    """Every line of this worker says when, how bad, which worker and (inside a task's
+    code) which component and task; a bolt's print is tagged the same way."""
+    from .. import logs
+
+    raw = sys.stderr  # log records carry their tag in the format: not tagged twice
+    logs.configure(f"worker {topology}/{index}" if topology else f"worker {index}", level, raw)
+    sys.stdout = logs.TaggedOutput(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = logs.TaggedOutput(sys.stderr)  # type: ignore[assignment]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
     p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     a = p.parse_args(argv)
+    setup_logging(a.topology, a.index, a.log_level)
     return serve(
         a.control,
         a.index,

@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..logs import running
 from .executor import HELD, IDLE, WORK, Executor
 from .wakeup import Wakeup
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
 log = logging.getLogger("stormish.scheduler")
+here = running  # stormish.logs: the executor this thread runs now
 
 
 class Scheduler:
@@ -121,6 +123,7 @@ class Scheduler:
                 with lock:
                     self.current = ex
                     self.since = monotonic()
+                here.tag = ex.log_tag  # whose code runs: log lines and prints say it
                 try:
                     r = ex.step()
                 except BaseException as exc:  # noqa: BLE001 - the executor dies, not us
@@ -129,6 +132,7 @@ class Scheduler:
                     begun.remove(ex)
                     live.remove(ex)
                     r = -1
+                here.tag = None
                 with lock:
                     self.current = None
                     evicted = self.evicted

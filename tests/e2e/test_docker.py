@@ -200,6 +200,15 @@ def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deploym
         and s.labels.get("component") == "upper"
     ]
     assert len(executed) == 2 and sum(executed) > 0, executed
+    # the workers' logs, kept by the supervisors' containers, through nimbus (item 8)
+    out = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "logs", "moving", "--nimbus",
+         f"127.0.0.1:{deployment.port}", "--keys", deployment.keys],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "==> worker 0 on supervisor-1 <==" in out.stdout, out.stdout[-3000:]
+    assert " worker moving/0 started: pid " in out.stdout
     deployment.call("kill", ("moving", 0))
     poll_for(lambda: deployment.status("moving") == "killed", 60, 0.5, "killed")
     deployment.run("start", "supervisor-2")

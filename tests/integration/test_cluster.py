@@ -7,6 +7,7 @@ Each test checks at teardown that every daemon and worker process it started is 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -523,7 +524,8 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     try:
         w = poll_for(waiting_row, 60, 0.05, "the third crash's wait")
         assert w["last_exit"] == "exited with 3" and w["crashes_in_a_row"] == 3, w
-        assert w["last_words"] == "crash-test: incarnation 2 gives up", w
+        # its last line, tagged with the component and task whose code printed it
+        assert re.fullmatch(r"\[crash:\d+\] crash-test: incarnation 2 gives up", w["last_words"])
         assert 0 < w["restart_in"] <= 3.0, w
         listed = subprocess.run(
             [sys.executable, "-m", "stormish.cli", "list", "--nimbus", nimbus],
@@ -531,7 +533,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
         )  # fmt: skip
         line = next(x for x in listed.stdout.splitlines() if f"worker {w['index']} on" in x)
         assert ": down, restarting in " in line and ", 2 restarts; last exited with 3 " in line
-        assert line.endswith("ago: crash-test: incarnation 2 gives up"), line
+        assert line.endswith("] crash-test: incarnation 2 gives up"), line
         # and in the metrics (item 9): the supervisor's and nimbus's
         sup = scrape(metrics_url(c.log(f"{w['supervisor']}.log")))
         labels = (
@@ -558,7 +560,9 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     assert c.call("stats", "crashy").components["s"].acked == len(data)
     logs = c.log("s0.log") + c.log("s1.log")
     assert "exited with 3; restarting it on port" in logs
-    assert " at once (restart 1); its log ended: crash-test: incarnation 0 gives up" in logs
+    assert re.search(
+        r" at once \(restart 1\); its log ended: \[crash:\d+\] crash-test: incar", logs
+    )
     assert " in 1.5s (2 crashes in a row) (restart 2)" in logs
     assert " in 3s (3 crashes in a row) (restart 3)" in logs
     assert "died during" not in c.log("nimbus.log").replace("supervisor restarts it", "")
@@ -660,3 +664,104 @@ def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(
     assert post(api + "/topology/webbed/kill/0")[0] == 200
     c.wait_status("webbed", "killed")
     assert get(api + "/topology/ghost")[0] == 404
+
+
+class Talker(BasicBolt):
+    """Prints and logs now and then, as user code does."""
+
+    outputs = ["sentence"]
+
+    def prepare(self, conf, context):
+        import logging
+
+        self.n = 0
+        self.log = logging.getLogger("talker")
+
+    def execute(self, tup):
+        self.n += 1
+        if self.n % 200 == 0:
+            print(f"talker says {self.n}")
+            self.log.warning("talker logs %d", self.n)
+        self.emit(tup.values)
+
+
+class Quiet(BasicBolt):
+    def execute(self, tup):
+        if tup.values[0] == SENTENCES[0]:
+            print("quiet says hello")
+
+
+def test_stormish_logs_fetches_tagged_worker_logs_from_the_supervisors(cluster):
+    """Issue 14 item 8: worker logs live with their supervisor (a file per topology and
+    worker, a separator per start); `stormish logs` fetches them through nimbus, every
+    line tagged with its worker and, for code of a task, its component and task;
+    --component and --worker filter, --follow keeps printing."""
+    nimbus = f"127.0.0.1:{cluster.api}"
+    t = Topology("chatty", config={"topology.workers": 2})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("talker", Talker(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("quiet", Quiet()).shuffle_grouping("talker")
+    cluster.call("submit", (t, {}))
+    cluster.wait_status("chatty", "complete")
+
+    def cli(*args):
+        out = subprocess.run(
+            [sys.executable, "-m", "stormish.cli", "logs", "chatty", *args, "--nimbus", nimbus],
+            env=cluster.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    everything = cli()
+    assert everything.count("==> worker ") == 2  # a log per worker, on its supervisor
+    assert everything.count("=== ") == 2 and " started: pid " in everything
+    said = re.findall(r"^\[talker:(\d+)\] talker says \d+$", everything, re.M)
+    logged = re.findall(
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} WARNING worker chatty/\d \[talker:(\d+)\] "
+        r"talker: talker logs \d+$",
+        everything,
+        re.M,
+    )
+    assert len(said) == len(logged) == len(SENTENCES) // 200, everything[-2000:]
+    assert "[quiet:" in everything and "quiet says hello" in everything
+    only = cli("--component", "quiet")
+    assert "quiet says hello" in only and "talker" not in only
+    quiet_worker = re.search(r"worker chatty/(\d) \[quiet:", everything) or re.search(
+        r"==> worker (\d) on s\d <==\n(?:.*\n)*?\[quiet:", everything
+    )
+    assert quiet_worker is not None
+    one = cli("--worker", "0")
+    assert one.count("==> worker ") == 1 and "==> worker 0 on " in one
+    bad = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "logs", "ghost", "--nimbus", nimbus],
+        env=cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "no topology 'ghost'" in bad.stderr
+
+
+def test_stormish_logs_follow_prints_what_running_workers_write(cluster):
+    nimbus = f"127.0.0.1:{cluster.api}"
+    t = Topology("following", config={"topology.workers": 2})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("slow", Slow(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("talker", Talker(), parallelism=2).shuffle_grouping("slow")
+    cluster.call("submit", (t, {}))
+    cluster.wait_status("following", "running")
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "logs", "following", "--follow", "--every",
+         "0.2", "--component", "talker", "--nimbus", nimbus],
+        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen = []
+    try:
+        for line in follow.stdout:  # a later round: lines tagged with worker@supervisor
+            seen.append(line)
+            if re.match(r"\[\d@s\d\] \[talker:\d+\] talker says \d+$", line):
+                break
+    finally:
+        follow.terminate()
+        follow.communicate(timeout=30)
+    assert re.match(r"\[\d@s\d\] \[talker:\d+\] talker says \d+$", seen[-1]), seen
+    assert not any("[slow:" in x for x in seen)
+    cluster.call("kill", ("following", 0))
+    cluster.wait_status("following", "killed")

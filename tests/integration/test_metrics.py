@@ -18,6 +18,7 @@ from stormish.local import poll_for
 from stormish.runtime.workers import _child_env
 
 TOPOLOGY = """
+import os
 from stormish import BasicBolt, Spout, Topology
 
 RELEASE = {release!r}

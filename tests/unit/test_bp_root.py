@@ -6,11 +6,12 @@ from stormish.runtime.bp_root import backpressure_roots, cycle_note, describe
 from stormish.runtime.stats import TaskStats
 
 
-def task(n, comp, pop=0, cap=100, parked=0.0, pending=0, overflow=0, announced=False, kind="bolt"):
+def task(n, comp, pop=0, cap=100, parked=0.0, pending=0, overflow=0, announced=False,
+         kind="bolt", bp=0.0):  # fmt: skip
     return TaskStats(
         task=n, component=comp, worker=n % 2, kind=kind, receive_population=pop,
         receive_capacity=cap, parked_seconds=parked, pending_emits=pending, overflow=overflow,
-        announced_backpressure=announced, execute_latency_ms=float(n),
+        announced_backpressure=announced, execute_latency_ms=float(n), backpressure_seconds=bp,
     )  # fmt: skip
 
 
@@ -51,3 +52,15 @@ def test_a_cycle_of_parked_full_tasks_has_no_root_and_says_so():
         "backpressure with no root outside a cycle: a, b are full and parked on each other"
     )
     assert cycle_note([task(1, "a", pop=10)]) == ""
+
+
+def test_a_victim_caught_between_two_parked_spells_is_not_the_root():
+    """Seen on a cluster: `a` (parked most of the run) sampled with its overflow full and
+    its emits flowing for a moment; `c`, which never waited on anyone, is the root."""
+    ts = [
+        task(1, "s", kind="spout", parked=2.0, pending=5, bp=9.0),
+        task(2, "a", pop=0, overflow=1292, bp=8.5),  # flowing this instant
+        task(3, "b", pop=64, cap=64, parked=1.0, bp=8.0),
+        task(4, "c", pop=64, cap=64, bp=0.0),
+    ]
+    assert [r.task.component for r in backpressure_roots(ts)] == ["c"]

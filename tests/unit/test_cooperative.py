@@ -24,6 +24,7 @@ class Stand:
     def __init__(self, name: str, work: int = 0, ready: bool = True):
         self.name = name
         self.component, self.task = name, 1  # what the watchdog's warning names
+        self.log_tag = f"{name}:1"  # what log lines and prints of its turns are tagged with
         self.queue = ReceiveQueue(64)
         self.running = True
         self.begun = False

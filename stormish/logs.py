@@ -1,0 +1,208 @@
+"""Logging for the daemons and workers: stdlib `logging`, one format everywhere.
+
+Every line says when, how bad, who (the daemon, or the worker and, inside a worker, the
+component and task whose code was running) and what:
+
+    2026-11-23 17:55:12.345 INFO  supervisor s0: worker wc/1 exited with 3; restarting ...
+    2026-11-23 17:55:12.351 ERROR worker wc/1 [split:3] stormish.executor: component ...
+
+Inside a worker the executor being run is known per thread (`running`, set by the
+scheduler once per step, never per tuple), so log records and a bolt's `print` output
+carry its component and task; `stormish logs --component C` filters on that tag.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import sys
+import threading
+from typing import Any, TextIO
+
+running = threading.local()  # .tag: "component:task" of the executor this thread runs
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-5s %(role)s%(where)s %(name)s: %(message)s"
+DAEMON_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-5s %(message)s"
+DATE = "%Y-%m-%d %H:%M:%S"
+
+
+def set_running(tag: str | None) -> None:
+    """The executor this thread now runs, as `component:task` (None: none)."""
+    running.tag = tag
+
+
+def _tag() -> str:
+    tag = getattr(running, "tag", None)
+    return f" [{tag}]" if tag else ""
+
+
+class _Context(logging.Filter):
+    def __init__(self, role: str):
+        super().__init__()
+        self.role = role
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.role = self.role
+        record.where = _tag()
+        return True
+
+
+def level_of(name: str | int) -> int:
+    if isinstance(name, int):
+        return name
+    value = logging.getLevelName(name.upper())
+    if not isinstance(value, int):
+        raise ValueError(f"log level {name!r}: one of {', '.join(LEVELS)}")
+    return value
+
+
+def configure(role: str, level: str | int = "INFO", stream: TextIO | None = None) -> None:
+    """Log records of stormish (and the user's, via the root logger) as lines on
+    `stream` (stderr) in the worker format, tagged with `role` ("worker wc/1")."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(FORMAT, DATE))
+    handler.addFilter(_Context(role))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level_of(level))
+
+
+def configure_daemon(level: str | int = "INFO", stream: TextIO | None = None) -> None:
+    """A daemon's lines: its messages already name it ("nimbus: ...")."""
+    handler = logging.StreamHandler(stream or sys.stdout)
+    handler.setFormatter(logging.Formatter(DAEMON_FORMAT, DATE))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level_of(level))
+
+
+class TaggedOutput(io.TextIOBase):
+    """A worker's stdout/stderr: each line a component prints starts with its tag, so
+    a bolt's `print` is found with the component's other lines."""
+
+    def __init__(self, raw: TextIO):
+        self.raw = raw
+        self._at_start = True
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if not s:
+            return 0
+        tag = getattr(running, "tag", None)
+        with self._lock:
+            if tag is None:
+                self.raw.write(s)
+            else:
+                prefix = f"[{tag}] "
+                lines = s.split("\n")
+                out = []
+                for i, line in enumerate(lines):
+                    start = self._at_start if i == 0 else True
+                    out.append(prefix + line if start and line else line)
+                self.raw.write("\n".join(out))
+            self._at_start = s.endswith("\n")
+        return len(s)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    @property
+    def encoding(self) -> Any:  # type: ignore[override]
+        return getattr(self.raw, "encoding", "utf-8")
+
+
+def component_lines(text: str, component: str) -> list[str]:
+    """The lines of a worker log that `component`'s code wrote (its tag), and the
+    indented lines that follow one of them (a traceback)."""
+    mark = f"[{component}:"
+    out, inside = [], False
+    for line in text.splitlines():
+        if mark in line:
+            inside = True
+            out.append(line)
+        elif inside and not _NEW_RECORD.match(line):
+            out.append(line)  # the rest of a multi-line record (a traceback)
+        else:
+            inside = False
+    return out
+
+
+# a line that starts a record of its own: a timestamp, another tag, a start separator
+_NEW_RECORD = re.compile(r"\d{4}-\d\d-\d\d |\[[^\]\s]+:\d+\] |=== ")
+
+
+class RotatingFile:
+    """A worker's log file, kept under `max_bytes` by rolling it to `path.1`, `path.2`,
+    ... up to `backups` (Storm's worker.log rolling); written whole lines at a time."""
+
+    def __init__(self, path: str, max_bytes: int = 100 << 20, backups: int = 9):
+        self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        self.f = open(path, "ab")  # noqa: SIM115 - kept open while the worker writes
+        self.size = self.f.tell()
+
+    def write(self, data: bytes) -> None:
+        if self.max_bytes and self.size and self.size + len(data) > self.max_bytes:
+            self.rotate()
+        self.f.write(data)
+        self.f.flush()
+        self.size += len(data)
+
+    def rotate(self) -> None:
+        import os
+
+        self.f.close()
+        if self.backups > 0:
+            for i in range(self.backups - 1, 0, -1):
+                if os.path.exists(f"{self.path}.{i}"):
+                    os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
+            os.replace(self.path, f"{self.path}.1")
+            self.f = open(self.path, "ab")  # noqa: SIM115
+        else:
+            self.f = open(self.path, "wb")  # noqa: SIM115
+        self.size = 0
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def read_log(path: str, offset: int | None, max_bytes: int) -> dict[str, Any]:
+    """A piece of a log file for `stormish logs`: from `offset` (None: its last
+    `max_bytes`), whole lines, at most `max_bytes`; `offset` past the end (the file was
+    rolled since) starts again at 0. `next` is where the following read starts."""
+    import os
+
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return {"data": "", "next": 0, "size": 0, "missing": True}
+    if offset is None:
+        offset = max(0, size - max_bytes)
+        skip_partial = offset > 0
+    else:
+        skip_partial = False
+        if offset > size:
+            offset = 0
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(max_bytes)
+    if skip_partial and b"\n" in data:  # a tail starts at a whole line
+        cut = data.index(b"\n") + 1
+        data, offset = data[cut:], offset + cut
+    if len(data) == max_bytes and b"\n" in data:  # stop at a whole line
+        data = data[: data.rindex(b"\n") + 1]
+    return {"data": data.decode("utf-8", "replace"), "next": offset + len(data), "size": size}

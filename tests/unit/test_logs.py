@@ -1,0 +1,82 @@
+"""The log plumbing on its own: rolling files, reading pieces, tags, filtering."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from stormish import logs
+
+
+def test_a_rotating_file_rolls_past_its_size_and_keeps_its_backups(tmp_path):
+    path = str(tmp_path / "w.log")
+    f = logs.RotatingFile(path, max_bytes=100, backups=2)
+    for i in range(12):
+        f.write(f"line {i:02d} {'x' * 20}\n".encode())  # 29 bytes a line
+    f.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["w.log", "w.log.1", "w.log.2"]
+    assert (tmp_path / "w.log").stat().st_size <= 100
+    assert (tmp_path / "w.log").read_text().splitlines()[-1].startswith("line 11 ")
+    assert (tmp_path / "w.log.2").read_text().startswith("line 03 ")  # older ones dropped
+
+
+def test_read_log_gives_whole_lines_a_tail_and_starts_over_after_a_roll(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_text("".join(f"line {i}\n" for i in range(100)))
+    tail = logs.read_log(str(path), None, 30)
+    assert tail["data"].startswith("line 9") and tail["data"].endswith("line 99\n")
+    assert tail["next"] == path.stat().st_size
+    again = logs.read_log(str(path), tail["next"], 30)
+    assert again["data"] == "" and again["next"] == tail["next"]
+    head = logs.read_log(str(path), 0, 20)
+    assert head["data"] == "line 0\nline 1\n" and head["next"] == 14
+    path.write_text("new\n")  # rolled: the old offset is past the end
+    assert logs.read_log(str(path), tail["next"], 30)["data"] == "new\n"
+    assert logs.read_log(str(tmp_path / "none.log"), None, 30)["missing"] is True
+
+
+def test_prints_and_records_carry_the_running_components_tag():
+    raw = io.StringIO()
+    out = logs.TaggedOutput(raw)
+    logs.set_running("split:3")
+    try:
+        out.write("hello\nworld")
+        out.write(" again\n")
+        logs.set_running(None)
+        out.write("untagged\n")
+    finally:
+        logs.set_running(None)
+    assert raw.getvalue() == "[split:3] hello\n[split:3] world again\nuntagged\n"
+    stream = io.StringIO()
+    logs.configure("worker wc/1", "INFO", stream)
+    try:
+        logs.set_running("count:4")
+        logging.getLogger("user").warning("counted %d", 7)
+    finally:
+        logs.set_running(None)
+        logging.getLogger().handlers.clear()
+    line = stream.getvalue()
+    assert line.endswith(" WARNING worker wc/1 [count:4] user: counted 7\n"), line
+
+
+def test_component_lines_keep_a_components_records_and_their_tracebacks():
+    text = "\n".join(
+        [
+            "=== 2026-11-23 10:00:00 worker wc/0 started: pid 1 ===",
+            "[split:3] hello",
+            "2026-11-23 10:00:01.000 ERROR worker wc/0 [split:3] stormish.executor: boom",
+            "Traceback (most recent call last):",
+            '  File "t.py", line 1, in execute',
+            "ValueError: boom",
+            "[count:4] other",
+            "2026-11-23 10:00:02.000 INFO  worker wc/0 stormish.worker: started",
+        ]
+    )
+    assert logs.component_lines(text, "split") == [
+        "[split:3] hello",
+        "2026-11-23 10:00:01.000 ERROR worker wc/0 [split:3] stormish.executor: boom",
+        "Traceback (most recent call last):",
+        '  File "t.py", line 1, in execute',
+        "ValueError: boom",
+    ]
