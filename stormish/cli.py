@@ -18,6 +18,7 @@ from . import config as _config
 from .cluster import commands as cc
 from .cluster.commands import guard
 from .errors import StormishError, WorkerError
+from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
 from .runtime.stats import edge_table, timeout_warning, timing_out
@@ -322,7 +323,26 @@ def _serve_metrics(running: Any, host: str, port: int) -> Any:
 
 
 def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: dict) -> int:
-    tty = sys.stderr.isatty()
+    """The run until it ends, with a status line on a terminal (prints go above it)."""
+    from . import statusline
+
+    if not sys.stderr.isatty():
+        return _watch_lines(running, stop, seconds, reason, None)
+    status = statusline.current = statusline.StatusLine(sys.stderr)
+    out = sys.stdout
+    sys.stdout = statusline.AboveStatus(out)  # type: ignore[assignment]
+    try:
+        return _watch_lines(running, stop, seconds, reason, status)
+    finally:
+        sys.stdout = out
+        statusline.current = None
+        status.end()
+
+
+def _watch_lines(
+    running: Any, stop: threading.Event, seconds: float | None, reason: dict, status: Any
+) -> int:
+    tty = status is not None
     start = time.monotonic()
     last_t, last_exec = start, 0
     last_stats = None
@@ -336,8 +356,6 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
         except TimeoutError:
             pass
         except WorkerError as exc:
-            if tty:
-                sys.stderr.write("\n")
             reason["why"] = "failed"
             reason["error"] = str(exc)  # shown after the summary
             return 1
@@ -352,6 +370,9 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
             last_t, last_exec = now, executed
             inflight = sum(c.pending_emits + c.receive_population for c in s.components.values())
             bp = [c.component for c in s.components.values() if c.pending_emits]
+            roots = backpressure_roots(s.tasks.values())
+            if roots:  # the task it comes from, as `monitor` names it
+                bp.append("root " + ", ".join(f"{r.task.component}[{r.task.task}]" for r in roots))
             progress = "".join(
                 f", {c.component} {c.progress_done:,}"
                 + (f"/{c.progress_total:,}" if c.progress_total is not None else "")
@@ -360,15 +381,12 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
             )
             warning = timeout_warning(timing_out(last_stats, s))
             last_stats = s
-            sys.stderr.write(
-                f"\r{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
+            status.show(
+                f"{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
                 f"backpressure: {', '.join(bp) or 'none'}{progress}"
-                f"{'; ' + warning if warning else ''}\033[K"
+                f"{'; ' + warning if warning else ''}"
             )
-            sys.stderr.flush()
             next_status = now + every
-    if tty:
-        sys.stderr.write("\n")
     return 0
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import cloudpickle
 import zmq
 
+from .. import statusline
 from ..errors import WorkerError
 from ..transport.security import LOOPBACK, Curve
 from . import control as ct
@@ -313,8 +314,7 @@ class WorkerHandle:
                     log.flush()
                 try:
                     with OUTPUT_LOCK:  # whole lines: workers' pumps share our streams
-                        out.write(line.decode("utf-8", "replace"))
-                        out.flush()
+                        statusline.write_above(out, line.decode("utf-8", "replace"))
                 except (ValueError, OSError):  # our own stream closed: keep the log
                     pass
 

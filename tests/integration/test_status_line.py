@@ -1,0 +1,96 @@
+"""Issue 14 item 8: on a terminal, what a bolt prints goes above `stormish run`'s status
+line, never after it on the same line. A real pseudo-terminal, a real run (1 worker in
+process, and 2 worker processes whose output is pumped through the parent)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from stormish.runtime.workers import _child_env
+
+TOPOLOGY = """
+from stormish import BasicBolt, Spout, Topology
+
+
+class Ticks(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        import time
+
+        if self.n < 60:
+            self.n += 1
+            self.emit([self.n])
+            time.sleep(0.03)
+        else:
+            self.finish()
+
+
+class Talker(BasicBolt):
+    def execute(self, tup):
+        if tup.values[0] % 10 == 0:
+            print(f"talker says {tup.values[0]}")
+
+
+t = Topology("talky", config={"topology.stats.interval.secs": 0.05})
+t.set_spout("s", Ticks())
+t.set_bolt("talker", Talker()).shuffle_grouping("s")
+topology = t
+"""
+
+
+def run_on_a_terminal(path: str, *args: str) -> str:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "run", path, *args],
+        stdin=slave, stdout=slave, stderr=slave, env=_child_env(), close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+    assert proc.returncode == 0, out.decode(errors="replace")[-2000:]
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_prints_go_above_the_status_line(tmp_path, workers):
+    path = tmp_path / "talky.py"
+    path.write_text(textwrap.dedent(TOPOLOGY))
+    out = run_on_a_terminal(str(path), "-w", workers)
+    assert "tuples/s" in out  # a status line was shown
+    said = [m.start() for m in re.finditer(r"(\[talker:\d+\] )?talker says \d+", out)]
+    assert len(said) == 6, out[-3000:]
+    for at in said:
+        before = out[max(0, at - 4) : at]
+        # at the start of a line: after a newline, or after the status line was wiped
+        assert before.endswith(("\n", "\r\x1b[K")), repr(out[max(0, at - 120) : at + 30])
