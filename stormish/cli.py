@@ -6,6 +6,7 @@ configured (--nimbus, STORMISH_NIMBUS) and otherwise runs locally and says so.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -70,10 +71,16 @@ def _run_options(f: Any) -> Any:
         default=None,
         help="worker processes (topology.workers)",
     )(f)
+    f = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="print the final statistics as JSON (docs/statistics.md) instead of the table",
+    )(f)
     return f
 
 
-@click.group()
+@click.group(context_settings={"show_default": True})
 @click.version_option(package_name="stormish")
 def main() -> None:
     """stormish: Storm-style stream topologies in Python."""
@@ -105,6 +112,7 @@ def run(
     seconds: float | None,
     stats_json: str | None,
     workers: int | None,
+    as_json: bool,
     metrics_port: int | None,
     metrics_host: str,
     ui_port: int | None,
@@ -112,7 +120,9 @@ def run(
     """Run TOPOLOGY_FILE on the embedded local cluster."""
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
     sys.exit(
-        _run_local(topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port)
+        _run_local(
+            topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port, as_json
+        )
     )
 
 
@@ -137,6 +147,7 @@ def submit(
     seconds: float | None,
     stats_json: str | None,
     workers: int | None,
+    as_json: bool,
 ) -> None:
     """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
     if not nimbus and inactive:
@@ -150,7 +161,10 @@ def submit(
             "local cluster",
             err=True,
         )
-        sys.exit(_run_local(topology_file, pairs, profile, seconds, stats_json, workers))
+        code = _run_local(
+            topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json
+        )
+        sys.exit(code)
     from .loader import load_topology_file
 
     conf = guard(lambda: _overrides(pairs, profile, workers))
@@ -171,7 +185,7 @@ def submit(
             return
         code = cc.wait_remote(client, name, timeout)
         stats = guard(lambda: client.call("stats", name))
-        _summary(stats, stats.status)
+        _summary(stats, stats.status, as_json=as_json)
         if stats_json:
             with open(stats_json, "w") as fh:
                 fh.write(stats.to_json(indent=2))
@@ -243,10 +257,35 @@ def _run_local(
     workers: int | None,
     metrics: tuple[str, int] | None = None,
     ui_port: int | None = None,
+    as_json: bool = False,
 ) -> int:
+    real_stdout = sys.stdout
+    if as_json:  # stdout is for the JSON alone: what the topology prints goes to stderr
+        sys.stdout = sys.stderr
+    try:
+        return _run_local_inner(
+            path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout
+        )
+    finally:
+        sys.stdout = real_stdout
+
+
+def _run_local_inner(
+    path: str,
+    pairs: tuple[str, ...],
+    profile: str | None,
+    seconds: float | None,
+    stats_json: str | None,
+    workers: int | None,
+    metrics: tuple[str, int] | None,
+    ui_port: int | None,
+    json_to: Any,
+) -> int:
+    """`_run_local`'s run; `json_to`: where the summary goes as JSON (None: a table)."""
     from .loader import load_topology_file
     from .local import LocalCluster
 
+    as_json = json_to is not sys.stdout
     stop = threading.Event()
     reason = {"why": "complete"}
 
@@ -292,7 +331,9 @@ def _run_local(
             server.close()
         stats = running.kill(0.0) if not running.ended else running.statistics()
         cluster.shutdown()
-    _summary(stats, reason["why"], shown=SHOWN)
+    if as_json:
+        sys.stdout = json_to
+    _summary(stats, reason["why"], shown=SHOWN, as_json=as_json)
     if "error" in reason:
         click.echo(f"error: {reason['error']}", err=True)
     if stats_json:
@@ -442,25 +483,42 @@ def lint(topology_file: str, strict: bool, pairs: tuple[str, ...], workers: int 
     sys.exit(1 if strict and n else 0)
 
 
-def _summary(stats: Any, why: str, shown: int = 0) -> None:
-    """The closing table; then, per component with errors, how many were not `shown` in
-    full as they happened (per component and worker) and the last of them."""
+def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> None:
+    """The closing table (rich's on a terminal); then, per component with errors, how
+    many were not `shown` in full as they happened (per component and worker) and the
+    last of them. `as_json`: the statistics as JSON on stdout, nothing else."""
+    if as_json:
+        click.echo(json.dumps(dict(stats.to_dict(), ended=why), indent=2))
+        return
     click.echo(
         f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
         f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
     )
-    head = (
-        f"{'component':<16}{'tasks':>6}{'emitted':>12}{'executed':>12}{'acked':>10}"
-        f"{'failed':>8}{'exec ms':>9}{'compl ms':>9}{'bp s':>7}{'errors':>7}"
-    )
-    click.echo(head)
-    for c in stats.components.values():
-        click.echo(
-            f"{c.component:<16}{c.tasks:>6}{c.emitted:>12,}{c.executed:>12,}"
-            f"{c.acked:>10,}{c.failed:>8,}{c.execute_latency_ms:>9.3f}"
-            f"{c.complete_latency_ms:>9.2f}{c.backpressure_seconds:>7.2f}"
-            f"{c.errors:>7}"
-        )
+    cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "exec ms",
+            "compl ms", "bp s", "errors"]  # fmt: skip
+    rows = [
+        [c.component, f"{c.tasks}", f"{c.emitted:,}", f"{c.executed:,}", f"{c.acked:,}",
+         f"{c.failed:,}", f"{c.execute_latency_ms:.3f}", f"{c.complete_latency_ms:.2f}",
+         f"{c.backpressure_seconds:.2f}", f"{c.errors}"]
+        for c in stats.components.values()
+    ]  # fmt: skip
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*cols, box=None, header_style="bold")
+        for col in table.columns[1:]:
+            col.justify = "right"
+        for r in rows:
+            table.add_row(*r)
+        Console().print(table)
+    else:  # plain columns for pipes and scripts
+        widths = [16, 6, 12, 12, 10, 8, 9, 9, 7, 7]
+        for r in [cols, *rows]:
+            cells = zip(r, widths, strict=True)
+            click.echo(
+                "".join(f"{v:<{w}}" if i == 0 else f"{v:>{w}}" for i, (v, w) in enumerate(cells))
+            )
     for line in edge_table(stats):
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):

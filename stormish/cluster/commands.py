@@ -4,6 +4,7 @@ adds them to the `stormish` group; `submit` there uses the client helpers here."
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -95,12 +96,20 @@ def wait_remote(client: Any, name: str, timeout: float | None) -> int:
 
 
 @click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="the same as one JSON object, for scripts")
 @nimbus_options
-def list_cmd(nimbus: str | None, keys: str | None) -> None:
+def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
     """The topologies a nimbus knows, with their status, worker slots and errors (per
     component: how many, and the last), and the supervisors it hears from."""
     rows = call(nimbus, keys, "list")
     errors = _errors(nimbus, keys, rows)
+    if as_json:
+        for r in rows:
+            r["shown_status"] = shown_status(r)
+            r["errors"] = list(errors.get(r["name"], ()))
+        sups = call(nimbus, keys, "supervisors")
+        click.echo(json.dumps({"supervisors": sups, "topologies": rows}, indent=2, default=str))
+        return
     for sup in call(nimbus, keys, "supervisors"):
         click.echo(
             f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
@@ -110,7 +119,7 @@ def list_cmd(nimbus: str | None, keys: str | None) -> None:
         click.echo("no topologies")
     for r in rows:
         slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
-        line = f"{r['name']:<20}{r['status']:<12}{r['workers']:>3} workers  {slots}"
+        line = f"{r['name']:<20}{shown_status(r):<12}{r['workers']:>3} workers  {slots}"
         click.echo(line + (f"  ({r['error']})" if r["error"] else ""))
         if r.get("waiting"):
             click.echo(f"  {r['waiting']}")
@@ -119,6 +128,13 @@ def list_cmd(nimbus: str | None, keys: str | None) -> None:
                 click.echo(f"  {worker_line(w)}")
         for e in errors.get(r["name"], ()):
             click.echo(f"  {e}")
+
+
+def shown_status(row: dict[str, Any]) -> str:
+    """Storm's INACTIVE: a running topology whose spouts were deactivated."""
+    if row["status"] == "running" and row.get("active") is False:
+        return "inactive"
+    return str(row["status"])
 
 
 def worker_line(w: dict[str, Any]) -> str:
@@ -172,12 +188,21 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
 
 @click.command()
 @click.argument("name")
-@click.option("-w", "--wait", "wait_secs", type=float, default=0.0, help="seconds to drain")
+@click.option(
+    "--wait",
+    "wait_secs",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    metavar="SECONDS",
+    help="seconds between deactivating the spouts and stopping the workers (Storm's "
+    "kill -w; here -w always means workers)",
+)
 @nimbus_options
 def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
     """Deactivate NAME's spouts, wait, then stop its workers."""
     call(nimbus, keys, "kill", (name, wait_secs))
-    click.echo(f"killing topology {name!r} (after {wait_secs:g}s)")
+    when = f"in {wait_secs:g}s" if wait_secs else "now"
+    click.echo(f"killing topology {name!r}: spouts deactivated, workers stop {when}")
 
 
 @click.command()
@@ -186,6 +211,7 @@ def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> N
 def activate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Let NAME's spouts emit again."""
     call(nimbus, keys, "activate", name)
+    click.echo(f"activated topology {name!r}: its spouts emit")
 
 
 @click.command()
@@ -194,6 +220,10 @@ def activate(name: str, nimbus: str | None, keys: str | None) -> None:
 def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
     call(nimbus, keys, "deactivate", name)
+    click.echo(
+        f"deactivated topology {name!r}: its spouts stop emitting; what is in flight "
+        f"completes (stormish activate {name} resumes)"
+    )
 
 
 @click.command()
@@ -213,8 +243,9 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
 @click.command()
 @click.argument("name")
 @click.option("--every", type=float, default=1.0, help="seconds between lines")
+@click.option("--json", "as_json", is_flag=True, help="a JSON object per line, for scripts")
 @nimbus_options
-def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> None:
+def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: str | None) -> None:
     """Live rates, latencies, queue fill, backpressure (BP) and errors (E, and each
     component's new errors with the last one's method and line) of NAME, until it ends;
     a warning when a spout's trees time out faster than they complete, and the root of
@@ -239,12 +270,16 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
             if row is None:
                 guard(lambda: client.call("stats", name))  # names the unknown topology
             if row is not None and row["status"] == "starting":
-                click.echo(f"{name} [starting] {row.get('waiting') or 'starting its workers'}")
+                waiting = row.get("waiting") or "starting its workers"
+                if as_json:
+                    click.echo(json.dumps({"name": name, "status": "starting", "waiting": waiting}))
+                else:
+                    click.echo(f"{name} [starting] {waiting}")
                 time.sleep(every)
                 continue
             s = guard(lambda: client.call("stats", name))
             now = time.monotonic()
-            parts = []
+            parts, comps = [], {}
             roots = backpressure_roots(s.tasks.values())
             root_components = {r.task.component for r in roots}
             for c in s.components.values():
@@ -259,26 +294,36 @@ def monitor(name: str, every: float, nimbus: str | None, keys: str | None) -> No
                 parts.append(
                     f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
                 )
+                comps[c.component] = {
+                    "executed_per_second": round(rate, 1), "queue_fill": round(fill, 4),
+                    "complete_latency_ms": c.complete_latency_ms, "pending_emits": c.pending_emits,
+                    "errors": c.errors, "root": c.component in root_components,
+                }  # fmt: skip
             last_t = now
-            click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
             warning = timeout_warning(timing_out(last_stats, s))
             last_stats = s
-            if warning:
-                click.echo(warning)
-            for line in new_errors(s.tasks.values(), seen):
-                click.echo(line)
-            for line in edge_changes(s, edges_told):
-                click.echo(line)
-            for line in worker_changes(row or {}, workers_told):
-                click.echo(line)
+            lines = [warning] if warning else []
+            lines += new_errors(s.tasks.values(), seen)
+            lines += edge_changes(s, edges_told)
+            lines += worker_changes(row or {}, workers_told)
             told_roots = tuple(r.task.task for r in roots)
             if told_roots != roots_told:
-                for r in roots[:3]:
-                    click.echo(describe_root(r))
+                lines += [describe_root(r) for r in roots[:3]]
                 if not roots:
                     note = cycle_note(s.tasks.values())
-                    click.echo(note or "backpressure gone: no task is parked")
+                    lines.append(note or "backpressure gone: no task is parked")
                 roots_told = told_roots
+            if as_json:
+                tick = {
+                    "name": s.name, "status": s.status, "time": time.time(),
+                    "components": comps, "roots": [describe_root(r) for r in roots],
+                    "workers": (row or {}).get("worker_status", []), "news": lines,
+                }  # fmt: skip
+                click.echo(json.dumps(tick, default=str))
+            else:
+                click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
+                for line in lines:
+                    click.echo(line)
             if s.status not in ("running", "starting"):
                 return
             time.sleep(every)

@@ -430,3 +430,21 @@ def test_keys_made_inside_a_git_checkout_warn_unless_ignored(tmp_path):
         ).returncode
         == 0
     )  # this project ignores its own keys/
+
+
+def test_run_json_prints_the_statistics_for_scripts_and_help_shows_defaults():
+    """Issue 14 item 12: `--json` gives the closing summary's data as JSON on stdout (the
+    statistics' documented shape), and every command's --help shows its defaults."""
+    import json
+
+    out = stormish("run", "topologies/wordcount.py", "--json")
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert stats["schema"] == "stormish.statistics/1" and stats["status"] == "complete"
+    assert stats["ended"] == "complete"
+    assert stats["components"]["count"]["executed"] == stats["components"]["split"]["emitted"]
+    for command in (["run"], ["nimbus"], ["supervisor"], ["kill"], ["logs"], ["ui"]):
+        text = stormish(*command, "--help").stdout
+        assert "[default:" in text, command
+    assert "-w, --workers" in stormish("run", "--help").stdout
+    assert "-w" not in stormish("kill", "--help").stdout.split("Options:")[1].split("--wait")[0]

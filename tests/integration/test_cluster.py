@@ -6,6 +6,7 @@ Each test checks at teardown that every daemon and worker process it started is 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -295,17 +296,40 @@ def test_kill_rebalance_and_clear_errors(cluster):
     cluster.call("rebalance", ("endless", 1))
     cluster.wait_status("endless", "running")
     assert cluster.call("stats", "endless").workers == 1
-    cluster.call("deactivate", "endless")
-    cluster.call("activate", "endless")
+    nimbus = f"127.0.0.1:{cluster.api}"
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "stormish.cli", *args, "--nimbus", nimbus],
+            env=cluster.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    out = cli("deactivate", "endless")  # each says what it did (issue 14 item 12)
+    assert out.returncode == 0 and "deactivated topology 'endless'" in out.stdout, out.stderr
+    assert "activated topology 'endless'" in cli("activate", "endless").stdout
+    scripted = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "endless", "--every", "0.2",
+         "--json", "--nimbus", nimbus],
+        env=cluster.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        tick = json.loads(scripted.stdout.readline())
+        assert tick["name"] == "endless" and tick["status"] == "running", tick
+        assert set(tick["components"]) >= {"s", "null"} and "roots" in tick
+    finally:
+        scripted.kill()
+        scripted.communicate(timeout=30)
     monitor = subprocess.Popen(
         [sys.executable, "-m", "stormish.cli", "monitor", "endless", "--every", "0.2",
-         "--nimbus", f"127.0.0.1:{cluster.api}"],
+         "--nimbus", nimbus],
         env=cluster.env, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         first = monitor.stdout.readline()
         assert first.startswith("endless [running] ") and "null " in first, first
-        cluster.call("kill", ("endless", 0))
+        out = cli("kill", "endless", "--wait", "0")
+        assert "killing topology 'endless': spouts deactivated, workers stop now" in out.stdout
+        assert cli("kill", "endless", "-w", "3").returncode == 2  # -w means workers elsewhere
         cluster.wait_status("endless", "killed")
         rest = monitor.communicate(timeout=60)[0]
     finally:
@@ -363,7 +387,15 @@ def test_cli_submit_inactive_opens_nothing_until_activate(cluster):
     poll_for(lambda: spouts(), 30, 0.1, "the spout's statistics")
     assert all(t.active is False and t.emitted == 0 for t in spouts())
     assert next(r for r in cluster.call("list") if r["name"] == "wordcount")["active"] is False
-    assert cli("activate", "wordcount").returncode == 0
+    # issue 14 item 12: list says inactive (Storm's INACTIVE), in text and in JSON
+    listed = cli("list")
+    assert re.search(r"^wordcount\s+inactive\s+2 workers", listed.stdout, re.M), listed.stdout
+    rows = json.loads(cli("list", "--json").stdout)["topologies"]
+    assert [(r["name"], r["shown_status"], r["active"]) for r in rows] == [
+        ("wordcount", "inactive", False)
+    ]
+    out = cli("activate", "wordcount")
+    assert out.returncode == 0 and "activated topology 'wordcount'" in out.stdout
     cluster.wait_status("wordcount", "complete")
     assert cluster.call("stats", "wordcount").components["count"].executed > 0
 
