@@ -172,3 +172,22 @@ class TupleBatch(_FromSource):
         for v, m in zip(self.values[len(made) :], metas[len(made) :], strict=True):
             made.append(TrackedTuple(v, self.source, m) if m else Tuple(v, self.source))
         return made
+
+
+class StampedRows(list):
+    """A batch's rows and the time its sender published them (the topology clock within
+    a worker, the wall clock between workers); `late`: past the edge's deadline."""
+
+    __slots__ = ("born", "late")
+
+    def __init__(self, rows: Any = (), born: float = 0.0):
+        super().__init__(rows)
+        self.born = born
+        self.late = False
+
+    def __reduce__(self) -> tuple:
+        return (_stamped, (list(self), self.born))
+
+
+def _stamped(rows: list, born: float) -> StampedRows:
+    return StampedRows(rows, born)

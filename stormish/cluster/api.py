@@ -1,6 +1,6 @@
 """What clients and supervisors ask nimbus, on its API socket.
 
-The same framing as the worker control channel (`runtime/control.py`: verb, id,
+The same framing as the worker control channel (`transport/control.py`: verb, id,
 cloudpickled payload; status, id, payload), with nimbus's verbs. `submit` carries the
 topology's code, so the socket is secured like every socket that carries a pickle.
 """

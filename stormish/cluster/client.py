@@ -9,7 +9,7 @@ from typing import Any
 import zmq
 
 from ..errors import StormishError
-from ..runtime import control as ct
+from ..transport import control as ct
 from .api import API_VERBS
 
 DEFAULT_PORT = 6627

@@ -3,7 +3,7 @@ controls the workers, watches heartbeats, reassigns, kills, rebalances, and serv
 status and statistics.
 
 Two sockets: the API (clients and supervisors, `cluster/api.py`) and the worker control
-channel (`runtime/control.py`, the same one the local cluster uses), both secured by the
+channel (`transport/control.py`, the same one the local cluster uses), both secured by the
 process's `Security`. One thread runs everything: a loop that answers API requests,
 reads worker hellos, and steps each topology:
 
@@ -35,9 +35,9 @@ from typing import Any
 import zmq
 
 from ..errors import ConfigError, StormishError, WorkerError
-from ..runtime import control as ct
-from ..runtime.workers import ControlServer
 from ..topology import Topology
+from ..transport import control as ct
+from ..transport.control_server import ControlServer
 from .api import API_VERBS
 from .deployment import ClusterWorker, Deployment
 from .scheduler import free_slots, schedule

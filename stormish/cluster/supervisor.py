@@ -35,7 +35,7 @@ from typing import Any
 import zmq
 
 from ..logs import RotatingFile, read_log
-from ..runtime import control as ct
+from ..transport import control as ct
 from .api import API_VERBS
 from .restarts import RestartPolicy, describe_exit, last_line
 

@@ -37,7 +37,7 @@ def parked(t: TaskStats) -> bool:
 
 
 def backpressure_roots(tasks: Iterable[TaskStats]) -> list[Root]:
-    """The congested tasks that are not parked, fullest and slowest first; none when no
+    """The congested tasks that are not parked, slowest and fullest first; none when no
     task is parked (a full queue nobody waits on is not backpressure yet) or when every
     congested task is parked too (a cycle: see `cycle_note`)."""
     ts = list(tasks)
@@ -55,7 +55,9 @@ def backpressure_roots(tasks: Iterable[TaskStats]) -> list[Root]:
         for t in ts
         if congested(t) and not parked(t) and not (most and t.backpressure_seconds >= most / 4)
     ]
-    roots.sort(key=lambda t: (-_fill(t), -t.execute_latency_ms, t.task))
+    # the slowest first: a root is busy (its execute time is what holds everyone up); a
+    # victim passes tuples on and takes next to no time per tuple
+    roots.sort(key=lambda t: (-t.execute_latency_ms, -_fill(t), t.task))
     return [Root(t, behind, longest) for t in roots]
 
 

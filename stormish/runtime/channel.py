@@ -21,25 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, THROTTLE_MAX_S, EdgePolicy
-
-
-class StampedRows(list):
-    """A batch's rows and the time its sender published them (the topology clock within
-    a worker, the wall clock between workers); `late`: past the edge's deadline."""
-
-    __slots__ = ("born", "late")
-
-    def __init__(self, rows: Any = (), born: float = 0.0):
-        super().__init__(rows)
-        self.born = born
-        self.late = False
-
-    def __reduce__(self) -> tuple:
-        return (_stamped, (list(self), self.born))
-
-
-def _stamped(rows: list, born: float) -> StampedRows:
-    return StampedRows(rows, born)
+from ..tuple import StampedRows
 
 
 def _slice(values: list, i: int, j: int | None = None) -> list:

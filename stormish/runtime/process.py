@@ -23,8 +23,8 @@ from typing import Any
 import cloudpickle
 import zmq
 
+from ..transport import control as ct
 from ..transport.security import LOOPBACK, security_for
-from . import control as ct
 from . import gctune
 
 POLL_MS = 100

@@ -23,9 +23,9 @@ import threading
 from collections import deque
 from typing import Any
 
+from ..transport.wakeup import Wakeup
 from .channel import EdgeChannel, LaneChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
-from .wakeup import Wakeup
 
 
 class ReceiveQueue:

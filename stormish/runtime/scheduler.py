@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..logs import running
+from ..transport.wakeup import Wakeup
 from .executor import HELD, IDLE, WORK, Executor
-from .wakeup import Wakeup
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
 log = logging.getLogger("stormish.scheduler")

@@ -20,6 +20,7 @@ import cloudpickle
 from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
+from ..transport.wakeup import Wakeup
 from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
@@ -36,7 +37,6 @@ from .spout_executor import SpoutExecutor
 from .stats import TaskStats
 from .ticks import TickSchedule
 from .typecheck import checked_emits
-from .wakeup import Wakeup
 
 TICK_TASK = 0
 debug_log = logging.getLogger("stormish.debug")

@@ -15,7 +15,6 @@ worker died and why.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import signal
@@ -23,18 +22,15 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
-import zmq
 
 from .. import statusline
 from ..errors import WorkerError
-from ..transport.security import LOOPBACK, Curve
-from . import control as ct
+from ..transport.control_server import ControlServer
+from ..transport.security import Curve
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -51,16 +47,6 @@ def _child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
-
-
-@dataclass(frozen=True)
-class Hello:
-    """A worker's latest hello: who it is and when it was last heard."""
-
-    ident: bytes
-    pid: int
-    info: dict
-    heard: float
 
 
 def local_security() -> tuple[Curve, bytes | None]:
@@ -87,138 +73,6 @@ def _describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
-
-
-class ControlServer:
-    """The ROUTER end of the control channel; one request at a time (a lock), replies
-    matched by id, late replies dropped. Workers say hello on connecting (and, under a
-    supervisor, again every few seconds as a heartbeat): the latest hello per
-    (topology, index) is kept with its identity, pid, state and time."""
-
-    def __init__(self, bind: str = "tcp://127.0.0.1", security: Any = LOOPBACK) -> None:
-        self.ctx = zmq.Context()
-        self.security = security
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        security.check_bind(bind)
-        security.server(self.sock)
-        if bind.count(":") >= 2:  # tcp://host:port
-            self.sock.bind(bind)
-            self.address = bind
-        else:
-            port = self.sock.bind_to_random_port(bind)
-            self.address = f"{bind}:{port}"
-        self.lock = threading.RLock()
-        self._ids = itertools.count(1)
-        self.hellos: dict[tuple[str | None, int], Hello] = {}
-
-    def _pump(self, timeout_ms: int) -> list[tuple[bytes, list[bytes]]]:
-        out = []
-        if self.sock.poll(timeout_ms):
-            while True:
-                try:
-                    frames = self.sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                ident, rest = frames[0], frames[1:]
-                if rest and rest[0] == b"hello":
-                    try:
-                        _, _, info = ct.decode_request(rest)
-                        hello = Hello(ident, int(info["pid"]), info, time.monotonic())
-                        self.hellos[(info.get("topology"), int(info["index"]))] = hello
-                    except (ct.ControlError, KeyError, TypeError, ValueError):
-                        pass
-                    continue
-                out.append((ident, rest))
-        return out
-
-    def pump(self, timeout_ms: int = 0) -> None:
-        """Read hellos (and drop stray replies) without a request under way."""
-        with self.lock:
-            self._pump(timeout_ms)
-
-    def wait_hello(
-        self, topology: str | None, index: int, pid: int | None, alive: Any, timeout: float
-    ) -> bytes:
-        """The identity of worker `index` once it said hello (from process `pid`, when
-        given: a restarted worker's first hello, not its predecessor's)."""
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while True:
-                got = self.hellos.get((topology, index))
-                if got is not None and (pid is None or got.pid == pid):
-                    return got.ident
-                if not alive():
-                    raise WorkerError(f"worker {index} died before it said hello")
-                if time.monotonic() > deadline:
-                    raise WorkerError(f"worker {index} did not say hello within {timeout}s")
-                self._pump(50)
-
-    def request(
-        self, ident: bytes, verb: str, payload: Any, alive: Any, timeout: float, who: str
-    ) -> Any:
-        with self.lock:
-            req_id = next(self._ids)
-            self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
-            deadline = time.monotonic() + timeout
-            while True:
-                for src, frames in self._pump(20):
-                    if src != ident:
-                        continue
-                    try:
-                        ok, rid, value = ct.decode_reply(frames)
-                    except ct.ControlError:
-                        continue
-                    if rid != req_id:
-                        continue
-                    if not ok:
-                        raise WorkerError(f"{who}: {verb} failed: {value}")
-                    return value
-                if not alive():
-                    raise WorkerError(f"{who} died during {verb}")
-                if time.monotonic() > deadline:
-                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
-
-    def request_all(
-        self, asks: list[tuple[bytes, str, Any, Any, str]], timeout: float
-    ) -> list[Any]:
-        """Several requests, each to its own worker, under way at once: `asks` holds
-        (ident, verb, payload, alive, who); the replies come back in that order. Workers
-        carry out start and stop side by side instead of one after the other."""
-        with self.lock:
-            want: dict[tuple[bytes, int], int] = {}
-            for i, (ident, verb, payload, _alive, _who) in enumerate(asks):
-                req_id = next(self._ids)
-                want[(ident, req_id)] = i
-                self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
-            out: list[Any] = [None] * len(asks)
-            deadline = time.monotonic() + timeout
-            while want:
-                for src, frames in self._pump(20):
-                    try:
-                        ok, rid, value = ct.decode_reply(frames)
-                    except ct.ControlError:
-                        continue
-                    i = want.pop((src, rid), -1)
-                    if i < 0:
-                        continue
-                    if not ok:
-                        raise WorkerError(f"{asks[i][4]}: {asks[i][1]} failed: {value}")
-                    out[i] = value
-                for i in want.values():
-                    _ident, verb, _payload, alive, who = asks[i]
-                    if not alive():
-                        raise WorkerError(f"{who} died during {verb}")
-                if want and time.monotonic() > deadline:
-                    _ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
-                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
-            return out
-
-    def close(self) -> None:
-        self.sock.close(0)
-        self.security.release(self.ctx)
-        self.ctx.term()
 
 
 class WorkerHandle:

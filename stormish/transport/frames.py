@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from stormish.errors import StormishError
-from stormish.runtime.channel import StampedRows
-from stormish.transport.tracker import BackpressureStatus
+from ..errors import StormishError
+from ..tuple import StampedRows
+from .tracker import BackpressureStatus
 
 MAGIC = b"SMSH"
 VERSION = 1

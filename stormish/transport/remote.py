@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from ..runtime.wakeup import Wakeup
+from .wakeup import Wakeup
 
 
 class TransferQueue:

@@ -130,7 +130,7 @@ class Curve:
         """`keys_dir`: a cluster's keys (`stormish keys DIR`). Without it, `pair`: the
         (public, secret) z85 key pair of a local run, the only key let in."""
         if keys_dir is not None:
-            from ..cluster.keys import load
+            from .keys import load
 
             self.keys_dir: str | None = os.path.abspath(keys_dir)
             self.public, self.secret = load(self.keys_dir)

@@ -19,9 +19,9 @@ import pytest
 
 from stormish import BasicBolt, Spout, Topology
 from stormish.cluster.client import NimbusClient
-from stormish.cluster.keys import create
 from stormish.loader import load_topology
 from stormish.testing import poll_for
+from stormish.transport.keys import create
 from stormish.transport.security import Curve
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]  # a first build debootstraps

@@ -130,7 +130,7 @@ def test_topology_debug_logs_emits_in_worker_processes(capfd):
 def test_with_curve_keys_local_workers_may_bind_any_address(monkeypatch, tmp_path):
     """'loopback unless CURVE keys are configured': with STORMISH_KEYS set the worker
     processes secure every socket (the control channel too) and may listen on 0.0.0.0."""
-    from stormish.cluster.keys import create
+    from stormish.transport.keys import create
 
     create(str(tmp_path / "keys"), False)
     monkeypatch.setenv("STORMISH_KEYS", str(tmp_path / "keys"))

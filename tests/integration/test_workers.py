@@ -325,7 +325,8 @@ def test_a_worker_started_on_its_own_serves_its_controller():
 
     from stormish.runtime.plan import build_plan
     from stormish.runtime.worker import acker_bolt
-    from stormish.runtime.workers import ControlServer, _child_env
+    from stormish.runtime.workers import _child_env
+    from stormish.transport.control_server import ControlServer
 
     t = wordcount("solo", acking=False)
     conf = t.validate({})

@@ -10,8 +10,8 @@ import zmq
 
 from stormish import ConfigError, StormishError
 from stormish.cluster.client import nimbus_address
-from stormish.cluster.keys import create, load
 from stormish.cluster.store import Store
+from stormish.transport.keys import create, load
 from stormish.transport.security import LOOPBACK, Curve, Loopback, security_for
 
 

@@ -126,7 +126,7 @@ class Running:
 
     def statistics(self):
         self.gathered += 1
-        return types.SimpleNamespace(components={})
+        return types.SimpleNamespace(components={}, tasks={})
 
 
 @pytest.mark.parametrize(("interval", "least", "most"), [(0.05, 3, 12), (60.0, 0, 0)])

@@ -12,8 +12,8 @@ import pytest
 from stormish.runtime.executor import HELD, IDLE, WORK
 from stormish.runtime.queue import ReceiveQueue
 from stormish.runtime.scheduler import Scheduler, Watchdog
-from stormish.runtime.wakeup import Wakeup
 from stormish.testing import poll_for
+from stormish.transport.wakeup import Wakeup
 
 pytestmark = pytest.mark.timeout(30)
 

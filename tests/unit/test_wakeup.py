@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from stormish.runtime.wakeup import Wakeup
+from stormish.transport.wakeup import Wakeup
 
 
 def test_starts_clear_and_a_wait_times_out():
