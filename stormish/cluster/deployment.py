@@ -16,7 +16,7 @@ import cloudpickle
 
 from ..errors import WorkerError
 from ..runtime.plan import build_plan
-from ..runtime.running import RunningTopology
+from ..runtime.running import Completion, RunningTopology
 from ..runtime.worker import acker_bolt
 from ..runtime.workers import WorkerHandle
 from ..topology import Topology
@@ -51,8 +51,13 @@ class ClusterWorker(WorkerHandle):
             and time.monotonic() - h.heard < self.nimbus.worker_timeout
         )
 
-    def _ask(self, verb: str, payload: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
-        return super()._ask(verb, payload, timeout)
+    def ask(self, verb: str, payload: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
+        return super().ask(verb, payload, timeout)
+
+    def new_incarnation(self, ident: bytes, pid: int) -> None:
+        """Its supervisor started it again: a new process, nothing known of it yet."""
+        self.ident, self.worker_pid = ident, pid
+        self._final, self._failure, self.stopped = None, None, False
 
     def failure(self) -> str | None:
         return self._failure  # a dead process is the supervisor's to restart
@@ -89,7 +94,7 @@ class ClusterWorker(WorkerHandle):
         if not self.alive():
             return []
         try:
-            self._final = self._ask("stop", timeout, timeout=timeout + 10)
+            self._final = self.ask("stop", timeout, timeout=timeout + 10)
             return list(self._final["stuck"])
         except WorkerError as exc:
             return [f"worker {self.index}: {exc}"]
@@ -114,7 +119,6 @@ class Deployment:
         self.log_hosts: dict[int, list[str]] = {}  # worker -> every supervisor it ran on
         self.epoch = 0
         self.active = True  # spouts active; RunningTopology.set_active keeps it current
-        self._last_key: Any = None
         self._next_check = 0.0
         self.replan()
 
@@ -129,6 +133,7 @@ class Deployment:
         self.handles = [ClusterWorker(self, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)
         self.running.group = self
+        self.completion = Completion(self.running)
 
     def note_hosts(self) -> None:
         """Remember where each worker runs: its logs stay there after it moved or ended."""
@@ -136,6 +141,12 @@ class Deployment:
             hosts = self.log_hosts.setdefault(index, [])
             if sid not in hosts:
                 hosts.append(sid)
+
+    def restart(self, index: int) -> None:
+        raise WorkerError(
+            f"topology {self.name!r}: worker {index} runs under a supervisor, which restarts "
+            "it when it dies; nimbus does not"
+        )
 
     def close(self) -> None:
         """RunningTopology calls this when it finishes: the slots are free again."""

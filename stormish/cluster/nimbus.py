@@ -38,14 +38,15 @@ from ..errors import ConfigError, StormishError, WorkerError
 from ..topology import Topology
 from ..transport import control as ct
 from ..transport.control_server import ControlServer
+from . import decide as dc
 from .api import API_VERBS
+from .decide import ENDED
 from .deployment import ClusterWorker, Deployment
 from .scheduler import free_slots, schedule
 from .store import Store
 
 log = logging.getLogger("stormish.nimbus")
 
-ENDED = ("complete", "killed", "failed")
 LOG_WAIT = 10.0  # seconds `stormish logs` waits for the supervisors' pieces
 COMPLETION_EVERY = 0.1
 ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
@@ -129,9 +130,7 @@ class Nimbus:
                         break
                     self._on_api(frames)
             self.control.pump(0)
-            self._expire_supervisors()
-            for d in list(self.deployments.values()):
-                self._step(d)
+            self.tick()
 
     def stop(self, signum: int | None = None, frame: Any = None) -> None:
         self._stop = True
@@ -366,7 +365,7 @@ class Nimbus:
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
         if d.status == "running":
-            d.running._finish("rebalancing")
+            d.running.finish("rebalancing")
         # starting: workers placed for the old plan are let go by their supervisors, the
         # new epoch (replan) replacing them; their hellos are forgotten
         d.conf = dict(d.conf, **{"topology.workers": int(workers)})
@@ -403,22 +402,17 @@ class Nimbus:
         return d
 
     # -- scheduling -----------------------------------------------------------------------------
-    def _expire_supervisors(self) -> None:
-        now = time.monotonic()
-        for sid in [
-            s for s, i in self.supervisors.items() if now - i.heard > self.supervisor_timeout
-        ]:
-            del self.supervisors[sid]
-            self.log_asks.pop(sid, None)
-            log.info(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
-            for d in self.deployments.values():
-                lost = [i for i, (s, _) in d.slots.items() if s == sid]
-                for i in lost:
-                    del d.slots[i]
-                if lost and d.status not in ENDED:
-                    log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
-                    self._place(d)
-                    self._save(d)
+    def _forget_supervisor(self, sid: str) -> None:
+        del self.supervisors[sid]
+        self.log_asks.pop(sid, None)
+        log.info(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
+        for d in self.deployments.values():
+            lost = [i for i, (s, _) in d.slots.items() if s == sid]
+            for i in lost:
+                del d.slots[i]
+            if lost and d.status not in ENDED:
+                log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
+                self._save(d)
 
     def _place(self, d: Deployment) -> None:
         missing = [i for i in range(d.plan.workers) if i not in d.slots]
@@ -452,38 +446,92 @@ class Nimbus:
     def _save(self, d: Deployment) -> None:
         self.store.save_state(d.name, d.state())
 
-    # -- stepping a topology --------------------------------------------------------------------
-    def _step(self, d: Deployment) -> None:
-        if d.status in ENDED:
-            return
-        try:
-            if d.status == "starting" and d.kill_at is not None:
-                self._end(d, "killed")  # never ran: nothing to drain
-                return
-            if len(d.slots) < d.plan.workers:
-                self._place(d)
-            if d.status == "starting":
-                self._start(d)
-            elif d.status == "running":
-                self._tend(d)
-        except WorkerError as exc:
-            log.info(f"nimbus: {d.name}: {exc}")
-            d.error = str(exc)
-            self._end(d, "failed")
+    # -- stepping: decide (pure, cluster/decide.py), then act ------------------------------
+    def view(self) -> dc.View:
+        """What nimbus knows now, for `decide`."""
+        hellos = {
+            (t, i): dc.HelloSeen(h.pid, h.info.get("state"), h.heard)
+            for (t, i), h in self.control.hellos.items()
+            if t is not None
+        }
+        tops = [
+            dc.TopologyView(
+                d.name,
+                d.status,
+                d.plan.workers,
+                {i: sid for i, (sid, _) in d.slots.items()},
+                d.kill_at,
+                {w.index: w.worker_pid for w in d.handles},
+            )  # fmt: skip
+            for d in self.deployments.values()
+        ]
+        heard = {sid: i.heard for sid, i in self.supervisors.items()}
+        return dc.View(time.monotonic(), self.supervisor_timeout, heard, tops, hellos)
+
+    def tick(self) -> None:
+        """One step of every topology: what `decide` says, carried out. A worker's
+        refusal (WorkerError) fails its topology, not nimbus."""
+        failed: set[str] = set()
+        brought: dict[str, list[tuple[ClusterWorker, Any]]] = {}
+        for action in dc.decide(self.view()):
+            if isinstance(action, dc.ForgetSupervisor):
+                self._forget_supervisor(action.supervisor)
+                continue
+            d = self.deployments.get(action.topology)
+            if d is None or action.topology in failed or d.status in ENDED:
+                continue
+            try:
+                self._act(d, action, brought)
+            except WorkerError as exc:
+                log.info(f"nimbus: {d.name}: {exc}")
+                d.error = str(exc)
+                failed.add(d.name)
+                self._end(d, "failed")
+
+    def _act(self, d: Deployment, a: dc.Action, brought: dict[str, list]) -> None:
+        if isinstance(a, dc.Place):
+            self._place(d)
+        elif isinstance(a, dc.Start):
+            self._start(d, a)
+        elif isinstance(a, dc.Adopt):
+            w, h = d.handles[a.index], self._hello(d, a.index)
+            w.new_incarnation(h.ident, a.pid)
+            w.address = h.info.get("address")
+            log.info(f"nimbus: {d.name}: worker {a.index} adopted (pid {a.pid})")
+        elif isinstance(a, dc.BringUp):
+            w, h = d.handles[a.index], self._hello(d, a.index)
+            w.new_incarnation(h.ident, a.pid)
+            d.restarts += 1
+            log.info(f"nimbus: {d.name}: worker {a.index} restarted (pid {a.pid})")
+            brought.setdefault(d.name, []).append((w, a.state))
+        elif isinstance(a, dc.End):
+            self._flush_bring_up(d, brought)
+            self._end(d, a.status)
+        elif isinstance(a, dc.CheckCompletion):
+            self._flush_bring_up(d, brought)
+            now = time.monotonic()
+            if now >= d._next_check:
+                d._next_check = now + COMPLETION_EVERY
+                if d.completion.observe():  # the local cluster's rule (runtime/running.py)
+                    self._end(d, "complete")
+
+    def _flush_bring_up(self, d: Deployment, brought: dict[str, list]) -> None:
+        """The restarted workers of `d`, brought up together (one address book round)."""
+        changed = brought.pop(d.name, [])
+        if changed:
+            self._bring_up(d, changed)
 
     def _hello(self, d: Deployment, index: int) -> Any:
         return self.control.hellos.get((d.name, index))
 
-    def _start(self, d: Deployment) -> None:
-        """Once every worker said hello, bring each where it should be: a new one gets
-        the topology, all learn where the others listen, and whatever is not running
-        starts; one already running (nimbus restarted under it) is adopted as it is."""
-        hellos = [self._hello(d, i) for i in range(d.plan.workers)]
-        if len(d.slots) < d.plan.workers or any(h is None for h in hellos):
-            return
-        for h, w in zip(hellos, d.handles, strict=True):
+    def _start(self, d: Deployment, a: dc.Start) -> None:
+        """Every worker said hello: bring each where it should be: a new one gets the
+        topology, all learn where the others listen, and whatever is not running starts;
+        one already running (nimbus restarted under it) is adopted as it is."""
+        for w in d.handles:
+            h = self._hello(d, w.index)
             w.ident, w.worker_pid = h.ident, h.pid
-        states = [h.info.get("state") for h in hellos]
+        states = [state for _, state in a.states]
         started = self._bring_up(d, list(zip(d.handles, states, strict=True)))
         adopted = states.count("running")
         lost = len(d.handles) - len(started) - adopted
@@ -501,7 +549,7 @@ class Nimbus:
 
         A worker that dies while being brought up is left to its supervisor, which
         restarts it (after a wait if it keeps crashing); its next incarnation's hello
-        brings it up then (`_tend`). Only a live worker's refusal (a topology it cannot
+        brings it up then (`decide`'s BringUp). Only a live worker's refusal (a topology it cannot
         build, a `prepare` that raises) fails the topology."""
         fresh = []
         for w, state in workers:
@@ -525,11 +573,11 @@ class Nimbus:
         """One step of bringing worker `w` up; False if it died meanwhile."""
         try:
             if verb == "assign":
-                w.address = w._ask("assign", d.blob, timeout=ASSIGN_TIMEOUT)
+                w.address = w.ask("assign", d.blob, timeout=ASSIGN_TIMEOUT)
             elif verb == "address":
                 w.address = self._hello(d, w.index).info.get("address")
             else:
-                w._ask(verb, payload)
+                w.ask(verb, payload)
         except WorkerError as exc:
             if w.alive():
                 raise
@@ -537,39 +585,8 @@ class Nimbus:
             return False
         return True
 
-    def _tend(self, d: Deployment) -> None:
-        changed = []
-        for w in d.handles:
-            h = self._hello(d, w.index)
-            if h is None or h.pid == w.worker_pid or time.monotonic() - h.heard > 5.0:
-                continue
-            w.ident, w.worker_pid = h.ident, h.pid
-            w._final, w._failure, w.stopped = None, None, False
-            state = h.info.get("state")
-            if state == "running":  # nimbus restarted under it
-                w.address = h.info.get("address")
-                log.info(f"nimbus: {d.name}: worker {w.index} adopted (pid {h.pid})")
-                continue
-            d.restarts += 1
-            log.info(f"nimbus: {d.name}: worker {w.index} restarted (pid {h.pid})")
-            changed.append((w, state))
-        if changed:
-            self._bring_up(d, changed)
-        now = time.monotonic()
-        if d.kill_at is not None and now >= d.kill_at:
-            self._end(d, "killed")
-            return
-        if now < d._next_check:
-            return
-        d._next_check = now + COMPLETION_EVERY
-        d.running.check_failed()
-        ok, key = d.running._snapshot()
-        if ok and key == d._last_key:
-            self._end(d, "complete")
-        d._last_key = key if ok else None
-
     def _end(self, d: Deployment, status: str) -> None:
-        stats = d.running._finish(status)
+        stats = d.running.finish(status)
         d.status = status
         d.slots = {}
         self._save(d)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from ..clock import SYSTEM_CLOCK
 from ..errors import ConfigError, WorkerError
@@ -39,8 +39,34 @@ POLL_BUSY_MAX = 0.05
 STOP_WAIT = 10.0
 
 
+class WorkerView(Protocol):
+    """What a running topology asks of each of its workers, wherever it runs: in this
+    process (`Worker`), a process of the local cluster (`WorkerHandle`), or a process a
+    supervisor runs for nimbus (`ClusterWorker`)."""
+
+    index: int
+
+    def quiescence(self) -> dict[str, Any]: ...
+    def stats_snapshot(self) -> tuple[list, dict]: ...
+    def failure(self) -> str | None: ...
+    def set_active(self, active: bool) -> None: ...
+    def stop(self, timeout: float = ...) -> list[str]: ...
+    def results(self) -> dict[str, list[tuple[int, Any]]]: ...
+
+
+class WorkerSet(Protocol):
+    """The processes of a topology as a whole: the local cluster's `WorkerGroup` or
+    nimbus's `Deployment` (their workers restart; their slots are freed at the end)."""
+
+    restarts: int
+    active: bool
+
+    def restart(self, index: int) -> None: ...
+    def close(self) -> None: ...
+
+
 class RunningTopology:
-    def __init__(self, topology: Topology, plan: Any, workers: list[Any]):
+    def __init__(self, topology: Topology, plan: Any, workers: Sequence[WorkerView]):
         self.topology = topology
         self.name = topology.name
         self.plan = plan
@@ -51,7 +77,7 @@ class RunningTopology:
         self.error: str | None = None
         self._final: TopologyStatistics | None = None
         self._lock = threading.Lock()
-        self.group: Any = None  # the WorkerGroup when the workers are processes
+        self.group: WorkerSet | None = None  # when the workers are processes
         self.gc_held = False  # in-process workers: GC thresholds held (gctune)
 
     @classmethod
@@ -117,26 +143,24 @@ class RunningTopology:
 
     def wait_complete(self, timeout: float) -> TopologyStatistics:
         deadline = time.monotonic() + timeout
-        last = None
+        rule = Completion(self)
         interval = POLL
         while True:
             if self.ended:
                 return self.statistics()
             try:
-                self.check_failed()
+                done = rule.observe()
             except WorkerError:
-                self._finish("failed")
+                self.finish("failed")
                 raise
-            ok, key = self._snapshot()
-            if ok and key == last:
-                return self._finish("complete")
-            last = key if ok else None
+            if done:
+                return self.finish("complete")
             now = time.monotonic()
             if now >= deadline:
                 raise TimeoutError(
                     f"topology {self.name!r} did not complete within {timeout}s: {self._progress()}"
                 )
-            interval = POLL if ok else min(interval * 1.5, POLL_BUSY_MAX)
+            interval = POLL if rule.quiet else min(interval * 1.5, POLL_BUSY_MAX)
             time.sleep(min(interval, deadline - now))
 
     def wait_quiet(self, timeout: float) -> None:
@@ -145,13 +169,10 @@ class RunningTopology:
         two equal snapshots one poll apart). For tests (stormish.testing.tracked_wait):
         what a spout emits afterwards is new work. Raises WorkerError or TimeoutError."""
         deadline = time.monotonic() + timeout
-        last = None
+        rule = Completion(self, finished=False)
         while True:
-            self.check_failed()
-            ok, key = self._snapshot(finished=False)
-            if ok and key == last:
+            if rule.observe():
                 return
-            last = key if ok else None
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"topology {self.name!r} did not become quiet within {timeout}s: "
@@ -190,9 +211,9 @@ class RunningTopology:
             deadline = time.monotonic() + wait_secs
             while time.monotonic() < deadline and not self.is_complete():
                 time.sleep(POLL)
-        return self._finish("killed")
+        return self.finish("killed")
 
-    def _finish(self, status: str) -> TopologyStatistics:
+    def finish(self, status: str) -> TopologyStatistics:
         with self._lock:
             if self.ended:
                 return self.statistics()
@@ -252,3 +273,25 @@ class RunningTopology:
             links=links,
             error=self.error,
         )
+
+
+class Completion:
+    """Storm's completion rule for a finite topology, the one the local cluster and
+    nimbus both apply: every spout has finished (with `finished`), every queue, outbox
+    and pendingEmitQ is empty, what was published was consumed or dropped, and two
+    observations one poll apart saw the same counts. `observe` looks once (it raises
+    the WorkerError of a dead worker) and says whether the topology is complete."""
+
+    def __init__(self, running: RunningTopology, finished: bool = True):
+        self.running = running
+        self.finished = finished
+        self.last: tuple[int, ...] | None = None
+        self.quiet = False  # the last observation found nothing moving
+
+    def observe(self) -> bool:
+        self.running.check_failed()
+        ok, key = self.running._snapshot(self.finished)
+        done = ok and key == self.last
+        self.last = key if ok else None
+        self.quiet = ok
+        return done

@@ -184,7 +184,7 @@ class WorkerHandle:
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
-    def _ask(self, verb: str, payload: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+    def ask(self, verb: str, payload: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
         try:
             return self.group.control.request(
                 self.ident,
@@ -240,7 +240,7 @@ class WorkerHandle:
         if not self.alive():  # failure() tells why; never complete meanwhile
             return {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0,
                     "dropped": 0}  # fmt: skip
-        q = self._ask("quiescence")
+        q = self.ask("quiescence")
         if q.get("failure"):
             self._failure = f"worker {self.index}: {q['failure']}"
         return q
@@ -251,7 +251,7 @@ class WorkerHandle:
         if self.failure() is not None:
             return [], {}
         try:
-            tasks, links, failure = self._ask("stats")
+            tasks, links, failure = self.ask("stats")
         except WorkerError:
             if self.failure() is not None:  # died meanwhile: its statistics died with it
                 return [], {}
@@ -262,7 +262,7 @@ class WorkerHandle:
 
     def set_active(self, active: bool) -> None:
         if self.alive() and self._final is None:
-            self._ask("active", active)
+            self.ask("active", active)
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         """Stop the executors (close/cleanup run), keep final statistics and results, and
@@ -271,7 +271,7 @@ class WorkerHandle:
         stuck: list[str] = []
         if self.alive() and self._final is None:
             try:
-                self._final = self._ask("stop", timeout, timeout=timeout + 10)
+                self._final = self.ask("stop", timeout, timeout=timeout + 10)
                 stuck = list(self._final["stuck"])
             except WorkerError as exc:
                 stuck = [f"worker {self.index}: {exc}"]
@@ -393,11 +393,11 @@ class WorkerGroup:
         h.kill()
         h.restarts += 1
         h.launch()
-        h._ask("assign", self.blob, timeout=START_TIMEOUT)
-        h._ask("peers", self.book())
+        h.ask("assign", self.blob, timeout=START_TIMEOUT)
+        h.ask("peers", self.book())
         if not self.active:
-            h._ask("active", False)
-        h._ask("start")
+            h.ask("active", False)
+        h.ask("start")
         self.restarts += 1
 
     def close(self) -> None:

@@ -1,0 +1,138 @@
+"""Nimbus's decisions, apart from its sockets: (what nimbus knows, now) -> what to do.
+
+Nimbus's loop gathers what it knows into a `View` (each topology's status, plan size,
+slots, kill time and the workers it has brought up; the supervisors and when each was
+last heard; the workers' latest hellos), asks `decide`, and carries the actions out:
+the talking to workers (assign, peers, start, stop) stays in nimbus, the choosing is
+here, pure, so that scenarios (a lost supervisor, a slow worker, too few slots, a nimbus
+restart under running workers, a worker restarted by its supervisor) are tested without
+a process (tests/unit/test_nimbus_decide.py), as `supervisor.changes` is for the
+supervisor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ENDED = ("complete", "killed", "failed")
+STALE_HELLO = 5.0  # seconds: an older hello does not announce a new incarnation
+
+
+@dataclass(frozen=True)
+class HelloSeen:
+    pid: int
+    state: str | None  # "new", "assigned" or "running" (what the worker said)
+    heard: float
+
+
+@dataclass(frozen=True)
+class TopologyView:
+    name: str
+    status: str  # starting | running | complete | killed | failed
+    workers: int  # the plan's
+    slots: dict[int, str]  # worker index -> supervisor id
+    kill_at: float | None = None
+    known_pids: dict[int, int | None] = field(default_factory=dict)  # brought up, by index
+
+
+@dataclass(frozen=True)
+class View:
+    now: float
+    supervisor_timeout: float
+    supervisors: dict[str, float]  # id -> when last heard
+    topologies: list[TopologyView]
+    hellos: dict[tuple[str, int], HelloSeen]
+
+
+# -- actions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ForgetSupervisor:
+    """Silent too long: gone; its workers are to be placed elsewhere."""
+
+    supervisor: str
+
+
+@dataclass(frozen=True)
+class Place:
+    """Workers without a slot: give them free ones (or say why it waits)."""
+
+    topology: str
+    missing: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Every worker said hello: bring them all up, each from the state it reported."""
+
+    topology: str
+    states: tuple[tuple[int, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Adopt:
+    """A worker running already (nimbus restarted under it): take it as it is."""
+
+    topology: str
+    index: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class BringUp:
+    """A new incarnation (its supervisor restarted it): assign, tell, start it."""
+
+    topology: str
+    index: int
+    pid: int
+    state: str | None
+
+
+@dataclass(frozen=True)
+class End:
+    topology: str
+    status: str  # killed (complete and failed are the completion rule's and the workers')
+
+
+@dataclass(frozen=True)
+class CheckCompletion:
+    topology: str
+
+
+Action = ForgetSupervisor | Place | Start | Adopt | BringUp | End | CheckCompletion
+
+
+def decide(view: View) -> list[Action]:
+    """What nimbus does now, in order."""
+    out: list[Action] = []
+    gone = {
+        sid for sid, heard in view.supervisors.items() if view.now - heard > view.supervisor_timeout
+    }
+    out += [ForgetSupervisor(sid) for sid in sorted(gone)]
+    for t in view.topologies:
+        if t.status in ENDED:
+            continue
+        if t.status == "starting" and t.kill_at is not None:
+            out.append(End(t.name, "killed"))  # never ran: nothing to drain
+            continue
+        slots = {i: s for i, s in t.slots.items() if s not in gone}
+        missing = tuple(i for i in range(t.workers) if i not in slots)
+        if missing:
+            out.append(Place(t.name, missing))
+        if t.status == "starting":
+            hellos = [view.hellos.get((t.name, i)) for i in range(t.workers)]
+            if not missing and all(h is not None for h in hellos):
+                out.append(Start(t.name, tuple((i, h.state) for i, h in enumerate(hellos) if h)))
+            continue
+        for i in range(t.workers):  # running
+            h = view.hellos.get((t.name, i))
+            if h is None or h.pid == t.known_pids.get(i) or view.now - h.heard > STALE_HELLO:
+                continue
+            if h.state == "running":
+                out.append(Adopt(t.name, i, h.pid))
+            else:
+                out.append(BringUp(t.name, i, h.pid, h.state))
+        if t.kill_at is not None and view.now >= t.kill_at:
+            out.append(End(t.name, "killed"))
+        else:
+            out.append(CheckCompletion(t.name))
+    return out
