@@ -7,6 +7,7 @@ configured (--nimbus, STORMISH_NIMBUS) and otherwise runs locally and says so.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -99,6 +100,14 @@ def main() -> None:
     "--metrics-host", default="127.0.0.1", show_default=True, help="where --metrics-port listens"
 )
 @click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default=None,
+    help="log records (with time, level, worker, component:task) at this level and up, "
+    "in this process and the workers [default: warnings and errors, plainly]",
+)
+@click.option("-v", "--verbose", is_flag=True, help="--log-level DEBUG")
+@click.option(
     "--ui",
     "ui_port",
     type=click.IntRange(min=0, max=65535),
@@ -115,9 +124,17 @@ def run(
     as_json: bool,
     metrics_port: int | None,
     metrics_host: str,
+    log_level: str | None,
+    verbose: bool,
     ui_port: int | None,
 ) -> None:
     """Run TOPOLOGY_FILE on the embedded local cluster."""
+    if verbose or log_level:
+        from . import logs
+
+        level = "DEBUG" if verbose else str(log_level).upper()
+        os.environ["STORMISH_LOG_LEVEL"] = level  # the worker processes read it
+        logs.configure("run", level)
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
     sys.exit(
         _run_local(

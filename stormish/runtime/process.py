@@ -268,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
     p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING or ERROR (default: STORMISH_LOG_LEVEL, else INFO)",
+    )
     a = p.parse_args(argv)
     setup_logging(a.topology, a.index, a.log_level)
     return serve(

@@ -448,3 +448,39 @@ def test_run_json_prints_the_statistics_for_scripts_and_help_shows_defaults():
         assert "[default:" in text, command
     assert "-w, --workers" in stormish("run", "--help").stdout
     assert "-w" not in stormish("kill", "--help").stdout.split("Options:")[1].split("--wait")[0]
+
+
+LOGGING_TOPOLOGY = """
+import logging
+from stormish import BasicBolt, Topology
+from stormish.testing import ListSpout
+
+
+class Noisy(BasicBolt):
+    def execute(self, tup):
+        logging.getLogger("noisy").debug("saw %s", tup.values[0])
+
+
+t = Topology("noisy")
+t.set_spout("s", ListSpout([["a"], ["b"]], fields=["x"]))
+t.set_bolt("noisy", Noisy()).shuffle_grouping("s")
+topology = t
+"""
+
+
+def test_run_log_level_formats_records_in_this_process_and_in_worker_processes(tmp_path):
+    """Issue 14 item 8: `stormish run -v` (or --log-level) logs with time, level, worker
+    and component:task, in process (1 worker) and in the worker processes (2)."""
+    import re
+
+    path = tmp_path / "noisy.py"
+    path.write_text(LOGGING_TOPOLOGY)
+    quiet = stormish("run", str(path))
+    assert quiet.returncode == 0 and "saw " not in quiet.stderr  # DEBUG is not shown
+    one = stormish("run", str(path), "-v")
+    assert one.returncode == 0, one.stderr
+    line = r"^\d{{4}}-\d\d-\d\d [\d:.]+ DEBUG {} \[noisy:\d+\] noisy: saw [ab]$"
+    assert len(re.findall(line.format("run"), one.stderr, re.M)) == 2, one.stderr
+    two = stormish("run", str(path), "--log-level", "debug", "-w", "2")
+    assert two.returncode == 0, two.stderr
+    assert len(re.findall(line.format(r"worker noisy/\d"), two.stderr, re.M)) == 2, two.stderr
