@@ -6,9 +6,10 @@ component and task whose code was running) and what:
     2026-11-23 17:55:12.345 INFO  supervisor s0: worker wc/1 exited with 3; restarting ...
     2026-11-23 17:55:12.351 ERROR worker wc/1 [split:3] stormish.executor: component ...
 
-Inside a worker the executor being run is known per thread (`running`, set by the
-scheduler once per step, never per tuple), so log records and a bolt's `print` output
-carry its component and task; `stormish logs --component C` filters on that tag.
+Inside a worker the executor being run is known per thread (`register`: the scheduler's
+current executor, or the one a thread runs alone), read only when a record or a print
+needs it, so log records and a bolt's `print` carry its component and task; `stormish
+logs --component C` filters on that tag.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
-running = threading.local()  # .tag: "component:task" of the executor this thread runs
+# Who runs on a thread: thread id -> a function giving the "component:task" of the
+# executor it runs now (None: none). Registered once per thread, read only when a record
+# or a print needs it, so the scheduler's loop pays nothing per turn for it.
+_owners: dict[int, Callable[[], str | None]] = {}
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-5s %(role)s%(where)s %(name)s: %(message)s"
@@ -28,13 +33,30 @@ DAEMON_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-5s %(message)s"
 DATE = "%Y-%m-%d %H:%M:%S"
 
 
+def register(who: Callable[[], str | None]) -> None:
+    """This thread runs executors: `who()` names the one it runs now."""
+    _owners[threading.get_ident()] = who
+
+
+def unregister() -> None:
+    _owners.pop(threading.get_ident(), None)
+
+
 def set_running(tag: str | None) -> None:
-    """The executor this thread now runs, as `component:task` (None: none)."""
-    running.tag = tag
+    """This thread runs one executor (or none), named `component:task`."""
+    if tag is None:
+        unregister()
+    else:
+        register(lambda: tag)
+
+
+def current_tag() -> str | None:
+    who = _owners.get(threading.get_ident())
+    return who() if who is not None else None
 
 
 def _tag() -> str:
-    tag = getattr(running, "tag", None)
+    tag = current_tag()
     return f" [{tag}]" if tag else ""
 
 
@@ -97,7 +119,7 @@ class TaggedOutput(io.TextIOBase):
     def write(self, s: str) -> int:
         if not s:
             return 0
-        tag = getattr(running, "tag", None)
+        tag = current_tag()
         with self._lock:
             if tag is None:
                 self.raw.write(s)

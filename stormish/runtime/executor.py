@@ -110,12 +110,15 @@ class Executor:
         """The executor's loop on a thread of its own: Storm's loop, idling under the
         wait strategies between turns that found nothing to do."""
         set_running(self.log_tag)
-        if not self.begin_when_wanted():
-            return
         try:
-            self.drive()
+            if not self.begin_when_wanted():
+                return
+            try:
+                self.drive()
+            finally:
+                self.end()
         finally:
-            self.end()
+            set_running(None)  # thread ids are reused: no stale name for the next one
 
     def drive(self) -> None:
         """Turns until stopped, idling between turns that found nothing to do."""

@@ -30,13 +30,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..logs import running
+from .. import logs
 from ..transport.wakeup import Wakeup
 from .executor import HELD, IDLE, WORK, Executor
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
 log = logging.getLogger("stormish.scheduler")
-here = running  # stormish.logs: the executor this thread runs now
 
 
 class Scheduler:
@@ -87,6 +86,14 @@ class Scheduler:
             return rest
 
     def _main(self) -> None:
+        # log records and prints on this thread name the executor whose turn it is
+        logs.register(lambda: None if (ex := self.current) is None else ex.log_tag)
+        try:
+            self._turns()
+        finally:
+            logs.unregister()
+
+    def _turns(self) -> None:
         live = list(self.executors)
         # not begun yet (a spout submitted inactive waits to open); a scheduler taking
         # over from a blocked one gets executors that began there
@@ -123,7 +130,6 @@ class Scheduler:
                 with lock:
                     self.current = ex
                     self.since = monotonic()
-                here.tag = ex.log_tag  # whose code runs: log lines and prints say it
                 try:
                     r = ex.step()
                 except BaseException as exc:  # noqa: BLE001 - the executor dies, not us
@@ -132,7 +138,6 @@ class Scheduler:
                     begun.remove(ex)
                     live.remove(ex)
                     r = -1
-                here.tag = None
                 with lock:
                     self.current = None
                     evicted = self.evicted
@@ -174,6 +179,7 @@ class Scheduler:
 
     def _become(self, ex: Executor) -> None:
         """This thread is `ex`'s own now: its turn blocked; the others moved on."""
+        logs.set_running(ex.log_tag)
         ex.queue.own_wakeup()
         if self._guard(ex, ex.drive):
             self._finish(ex)

@@ -90,6 +90,8 @@ def start(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
         seen.append(line)
         if line.startswith("web UI: http://127.0.0.1:"):
             return proc, line.split()[2].rstrip("/")
+    proc.kill()  # no run to hand over: nothing may be left running
+    proc.communicate(timeout=30)
     raise AssertionError(f"no web UI line: {''.join(seen)[-2000:]}")
 
 
