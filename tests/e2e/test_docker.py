@@ -189,17 +189,23 @@ def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deploym
     from prometheus_client.parser import text_string_to_metric_families
 
     url = f"http://127.0.0.1:{deployment.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=30) as r:
-        text = r.read().decode()
-    executed = [
-        s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-        if s.name == "stormish_executed_total"
-        and s.labels.get("topology") == "moving"
-        and s.labels.get("component") == "upper"
-    ]
-    assert len(executed) == 2 and sum(executed) > 0, executed
+
+    def upper_executed() -> list[float]:
+        # a worker that just moved is not asked until its hello is heard: a scrape then
+        # has the other's series only, the next ones both
+        with urllib.request.urlopen(url, timeout=30) as r:
+            text = r.read().decode()
+        return [
+            s.value
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if s.name == "stormish_executed_total"
+            and s.labels.get("topology") == "moving"
+            and s.labels.get("component") == "upper"
+        ]
+
+    executed = poll_for(lambda: len(got := upper_executed()) == 2 and got, 60, 0.5, "2 tasks")
+    assert sum(executed) > 0, executed
     # the workers' logs, kept by the supervisors' containers, through nimbus (item 8)
     out = subprocess.run(
         [sys.executable, "-m", "stormish.cli", "logs", "moving", "--nimbus",
