@@ -92,7 +92,7 @@ def main() -> None:
 @_run_options
 @click.option(
     "--metrics-port",
-    type=click.IntRange(min=0, max=65535),
+    type=cc.PORT,
     default=None,
     help="serve Prometheus metrics at http://HOST:PORT/metrics while it runs (0: any port)",
 )
@@ -101,7 +101,7 @@ def main() -> None:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    type=cc.LOG_LEVEL,
     default=None,
     help="log records (with time, level, worker, component:task) at this level and up, "
     "in this process and the workers [default: warnings and errors, plainly]",
@@ -110,7 +110,7 @@ def main() -> None:
 @click.option(
     "--ui",
     "ui_port",
-    type=click.IntRange(min=0, max=65535),
+    type=cc.PORT,
     default=None,
     help="serve the web UI, Storm's REST API (/api/v1) and /metrics on 127.0.0.1:PORT",
 )
@@ -228,7 +228,7 @@ def show_config() -> None:
 @click.option("--heartbeat", type=float, default=0.0, help="say hello again every N seconds")
 @click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    type=cc.LOG_LEVEL,
     default="INFO",
     show_default=True,
 )

@@ -21,6 +21,10 @@ def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -
         ctx.meta["stormish.connect_timeout"] = value
 
 
+PORT = click.IntRange(min=0, max=65535)  # 0: any free port (the address is printed)
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+
+
 def nimbus_options(f: Any) -> Any:
     f = click.option(
         "--connect-timeout",
@@ -402,7 +406,7 @@ def logs(
 
 
 @click.command()
-@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True)
+@click.option("--port", type=PORT, default=8080, show_default=True)
 @nimbus_options
 def ui(port: int, nimbus: str | None, keys: str | None) -> None:
     """Serve the web UI and Storm's REST API of a nimbus on 127.0.0.1:PORT, talking to
@@ -441,7 +445,7 @@ def daemon_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--log-level",
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        type=LOG_LEVEL,
         default="INFO",
         show_default=True,
         help="the daemon's (and its workers') log level",
@@ -492,13 +496,13 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
 )
 @click.option(
     "--metrics-port",
-    type=click.IntRange(min=0, max=65535),
+    type=PORT,
     default=None,
     help="serve Prometheus metrics of every running topology at http://HOST:PORT/metrics",
 )
 @click.option(
     "--ui-port",
-    type=click.IntRange(min=0, max=65535),
+    type=PORT,
     default=None,
     help="serve the web UI and Storm's REST API (/api/v1) on 127.0.0.1:PORT",
 )
@@ -581,7 +585,7 @@ def nimbus(
 )
 @click.option(
     "--metrics-port",
-    type=click.IntRange(min=0, max=65535),
+    type=PORT,
     default=None,
     help="serve Prometheus metrics of this host's workers at /metrics on this port",
 )
