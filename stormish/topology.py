@@ -303,6 +303,7 @@ class Topology:
             own = _config.for_component(conf, spec.config, where=self._where(spec.name))
             queues[spec.name] = own[_config.QUEUE]
             check_config_picklable(spec.config, self._where(spec.name))
+            _check_in_topology(spec, own)
             check_picklable(spec.name, spec.obj)
         self._check_edge_batches(conf, queues)
         self.edge_policies(conf)
@@ -376,6 +377,15 @@ def consumers_of(
         for sub in spec.subscriptions
         if sub.source == component and sub.stream == stream
     ]
+
+
+def _check_in_topology(spec: ComponentSpec, conf: Mapping[str, Any]) -> None:
+    """A component that needs the whole topology to check itself (a windowed bolt: its
+    window against the message timeout, and the input streams its watermark waits for)
+    defines `check_in_topology(name, conf, inputs)`; it runs at every submit."""
+    hook = getattr(spec.obj, "check_in_topology", None)
+    if hook is not None:
+        hook(spec.name, conf, [(s.source, s.stream) for s in spec.subscriptions])
 
 
 def check_config_picklable(conf: Mapping[str, Any], where: str) -> None:

@@ -1,0 +1,260 @@
+"""`WindowedBolt`: Storm's windowed bolt as a Bolt, driven by the engine's tick tuples.
+
+The bolt is a thin shell around the pure window logic (manager.py, session.py,
+watermark.py): tuples and ticks in, and it carries out what comes back: `Expired`
+tuples are acked, a `Window` is handed to `execute_window` with every emit anchored to
+the window's tuples. Time comes from the topology clock (`context.clock`) and ticks
+(`topology.tick.tuple.freq.secs`, set from the window), so the whole bolt runs in
+simulated time under `stormish.testing`'s FakeClock.
+
+Acking, as Storm: a tuple is acked when it leaves the window (expires), so a failure
+downstream replays it; a late tuple (event time, older than the watermark) is emitted on
+the late tuple stream, if any, and acked at once, never replayed. A tuple is therefore
+unacked for about length + slide + lag: `check_in_topology`, called at submit, refuses a
+`topology.message.timeout.secs` shorter than that, naming the component and the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..component import Bolt
+from ..errors import TopologyError
+from ..tuple import Tuple
+from .manager import WindowManager
+from .session import SessionManager
+from .spec import Count, Duration, Expired, Output, Size, Window, as_size, to_ms
+from .watermark import WatermarkGenerator
+
+TICK = "topology.tick.tuple.freq.secs"
+TIMEOUT = "topology.message.timeout.secs"
+PENDING = "topology.max.spout.pending"
+# A late tuple, as the late tuple stream carries it: its fields and values as a dict,
+# its timestamp (seconds) and where it came from.
+LATE_FIELDS = ("late_tuple", "timestamp", "component", "stream")
+
+
+class WindowedBolt(Bolt):
+    """Define `execute_window(self, window)` and configure the window on the instance;
+    each builder method returns the bolt, as Storm's `BaseWindowedBolt` does:
+
+        Counts().with_window(length=Duration(seconds=20), slide=Duration(seconds=10))
+                .with_timestamp_field("ts").with_lag(seconds=5)
+                .with_late_tuple_stream("late")
+
+    A subclass that overrides `prepare` must call `super().prepare(conf, context)`."""
+
+    window_length: Size | None = None
+    window_slide: Size | None = None
+    session_gap: Duration | None = None
+    session_grace: Duration | None = None
+    session_key: str | Callable[[Tuple], Any] | None = None
+    timestamp_field: str | Callable[[Tuple], Any] | None = None
+    lag: Duration = Duration()
+    watermark_interval: Duration = Duration(seconds=1)
+    late_tuple_stream: str | None = None
+    _inputs: tuple[tuple[str, str], ...] | None = None  # recorded at submit
+
+    # -- builder (Storm's withWindow, withTumblingWindow, ...) ------------------------------
+    def with_window(self, length: Any, slide: Any = None) -> WindowedBolt:
+        """A sliding window; `slide` defaults to Count(1) (Storm: every tuple)."""
+        self.window_length = as_size(length, "window length")
+        self.window_slide = Count(1) if slide is None else as_size(slide, "window slide")
+        self.session_gap = None
+        return self._configured()
+
+    def with_tumbling_window(self, length: Any) -> WindowedBolt:
+        """Windows that do not overlap: the slide is the length."""
+        size = as_size(length, "window length")
+        return self.with_window(size, size)
+
+    def with_session_window(
+        self, gap: Any, grace: Any = None, key: str | Callable[[Tuple], Any] | None = None
+    ) -> WindowedBolt:
+        """Sessions of tuples (per `key`, a field name or a function of the tuple)
+        closer than `gap`; each is activated once, `grace` after it went quiet."""
+        g = as_size(gap, "session gap")
+        grace_size = Duration() if grace is None else as_size(grace, "grace", allow_zero=True)
+        if not isinstance(g, Duration) or not isinstance(grace_size, Duration):
+            raise TypeError("a session's gap and grace are Durations")
+        self.session_gap, self.session_grace, self.session_key = g, grace_size, key
+        self.window_length = self.window_slide = None
+        return self._configured()
+
+    def with_timestamp_field(self, field: str | Callable[[Tuple], Any]) -> WindowedBolt:
+        """Event time: each tuple's timestamp (seconds, or a datetime) is this field, or
+        what this function returns for it."""
+        if not (isinstance(field, str) or callable(field)):
+            raise TypeError(f"a timestamp field is a field name or a function, got {field!r}")
+        self.timestamp_field = field
+        return self._configured()
+
+    def with_lag(self, seconds: float = 0.0) -> WindowedBolt:
+        """How far out of order tuples may arrive (event time): the watermark trails the
+        latest timestamp by this much."""
+        self.lag = Duration(seconds=seconds)
+        return self._configured()
+
+    def with_watermark_interval(self, seconds: float) -> WindowedBolt:
+        """How often the watermark is computed and windows evaluated (event time), or
+        sessions checked for closing (processing time)."""
+        interval = Duration(seconds=seconds)
+        if interval.ms <= 0:
+            raise ValueError(f"a watermark interval must be at least 1 ms, got {seconds!r}")
+        self.watermark_interval = interval
+        return self._configured()
+
+    def with_late_tuple_stream(self, stream: str) -> WindowedBolt:
+        """Late tuples leave on this stream (fields LATE_FIELDS), declared by the bolt."""
+        if not isinstance(stream, str) or not stream or stream.startswith("__"):
+            raise ValueError(f"a late tuple stream needs a name not starting '__', got {stream!r}")
+        self.late_tuple_stream = stream
+        return self._configured()
+
+    def _configured(self) -> WindowedBolt:
+        """Ticks drive watermarks and processing-time slides: the component's tick
+        frequency follows the window (a class's own component_config is kept)."""
+        conf = dict(type(self).component_config or {})
+        freq = self.tick_seconds()
+        if freq is not None:
+            conf[TICK] = freq
+        self.component_config = conf
+        return self
+
+    def tick_seconds(self) -> float | None:
+        if self.timestamp_field is not None or self.session_gap is not None:
+            return self.watermark_interval.secs
+        if isinstance(self.window_slide, Duration):
+            return self.window_slide.secs
+        return None
+
+    # -- declared to the topology -----------------------------------------------------------
+    def declared_streams(self) -> dict[str, tuple[str, ...]]:
+        streams = super().declared_streams()
+        if self.late_tuple_stream is not None:
+            streams[self.late_tuple_stream] = LATE_FIELDS
+        return streams
+
+    def check_in_topology(
+        self, name: str, conf: Mapping[str, Any], inputs: Sequence[tuple[str, str]]
+    ) -> None:
+        """Called by Topology.validate (at submit) with this component's resolved config
+        and its input streams: the checks only a whole topology allows, and the input
+        streams the watermark waits for."""
+        from .checks import check_window
+
+        check_window(self, name, conf)
+        self._inputs = tuple(sorted(set(inputs)))
+
+    # -- running ----------------------------------------------------------------------------
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self._component = getattr(context, "component_id", type(self).__name__)
+        clock = getattr(context, "clock", None)
+        if clock is None:
+            from ..clock import SYSTEM_CLOCK
+
+            clock = SYSTEM_CLOCK
+        self._now = clock.now
+        self._event_time = self.timestamp_field is not None
+        self._windows = self._make_windows()
+        grace = self.session_grace.ms if self.session_gap and self.session_grace else 0
+        self._watermarks = WatermarkGenerator(self.lag.ms, self._inputs, grace)
+        self._anchors: list[Tuple] | None = None
+        self._bind_anchored_emits()
+
+    def _make_windows(self) -> WindowManager | SessionManager:
+        if self.session_gap is not None:
+            return SessionManager(self.session_gap, self.session_grace)
+        if self.window_length is None or self.window_slide is None:
+            raise TopologyError(f"windowed bolt {self._component!r} has no window")
+        return WindowManager(self.window_length, self.window_slide, self._event_time)
+
+    def _bind_anchored_emits(self) -> None:
+        """Emits without anchors inside execute_window are anchored to the window's
+        tuples (Storm's WindowedOutputCollector); elsewhere they are left as given."""
+        emit, emit_many = self.emit, self.emit_many
+        self._emit_raw = emit
+
+        def anchored_emit(values, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
+            emit(values, stream, self._anchors if anchors is None else anchors, msg_id)
+
+        def anchored_emit_many(rows, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
+            emit_many(rows, stream, self._anchors if anchors is None else anchors, msg_id)
+
+        self.emit, self.emit_many = anchored_emit, anchored_emit_many  # type: ignore[method-assign]
+
+    def execute(self, tup: Tuple) -> None:
+        try:
+            windows = self._windows
+        except AttributeError:
+            raise TopologyError(
+                f"{type(self).__name__}.prepare() must call super().prepare(conf, context)"
+            ) from None
+        if tup.is_tick():
+            self._carry_out(self._on_time())
+            return
+        if not self._event_time:
+            self._carry_out(self._add_tuple(windows, tup, self._now()))
+            return
+        ts = self._timestamp(tup)
+        if self._watermarks.track((tup.source_component, tup.stream), to_ms(ts)):
+            self._carry_out(self._add_tuple(windows, tup, ts))
+        else:
+            self._late(tup, ts)
+
+    def _add_tuple(self, windows: Any, tup: Tuple, ts: Any) -> list[Output]:
+        if isinstance(windows, SessionManager):
+            return windows.add(tup, ts, self._key(tup))
+        return windows.add(tup, ts)
+
+    def _on_time(self) -> list[Output]:
+        """A tick: the watermark moves (event time), or the clock does (processing)."""
+        w = self._windows
+        if self._event_time:
+            wm = self._watermarks.advance()
+            if wm is None:
+                return []
+            now: Any = wm / 1000.0
+        else:
+            now = self._now()
+        if isinstance(w, SessionManager):
+            return w.advance(now)
+        return w.on_watermark(now) if self._event_time else w.on_timer(now)
+
+    def _carry_out(self, outputs: list[Output]) -> None:
+        for out in outputs:
+            if isinstance(out, Expired):
+                for t in out.items:
+                    self.ack(t)
+                continue
+            self._anchors = list(out.tuples)
+            try:
+                self.execute_window(out)
+            finally:
+                self._anchors = None
+
+    def _timestamp(self, tup: Tuple) -> Any:
+        f = self.timestamp_field
+        return f(tup) if callable(f) else tup[f]  # type: ignore[index]
+
+    def _key(self, tup: Tuple) -> Any:
+        k = self.session_key
+        if k is None:
+            return None
+        return k(tup) if callable(k) else tup[k]
+
+    def _late(self, tup: Tuple, ts: Any) -> None:
+        """Late: never in a window. Emitted on the late stream (anchored, so a consumer's
+        failure is seen) and acked now: a replay would only be late again."""
+        if self.late_tuple_stream is not None:
+            values = (tup.as_dict(), ts, tup.source_component, tup.stream)
+            self._emit_raw(values, self.late_tuple_stream, [tup])
+        self.ack(tup)
+
+    def execute_window(self, window: Window) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define execute_window(window)")
+
+    def held(self) -> int:
+        """Tuples held in windows and sessions now (for tests and statistics)."""
+        return len(self._windows)

@@ -1,0 +1,88 @@
+"""What a windowed bolt needs from its topology, checked at submit (Storm checks the same
+in `WindowedBoltExecutor.prepare`, once the topology already runs).
+
+A tuple in a window stays unacked until it leaves the window: about length + slide
+(+ lag in event time) for a time window. If `topology.message.timeout.secs` is shorter,
+every tuple times out and is replayed while it still sits in its window, forever. A
+count window holds length + slide tuples: a spout that may have fewer in flight
+(`topology.max.spout.pending`) stops before the first window ever fills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, TopologyError
+from .spec import Count, Duration
+
+if TYPE_CHECKING:
+    from .bolt import WindowedBolt
+
+TIMEOUT = "topology.message.timeout.secs"
+PENDING = "topology.max.spout.pending"
+ACKERS = "topology.acker.executors"
+
+
+def check_window(bolt: WindowedBolt, name: str, conf: Mapping[str, Any]) -> None:
+    where = f"windowed bolt {name!r}"
+    if bolt.session_gap is None and bolt.window_length is None:
+        raise TopologyError(
+            f"{where} has no window: call with_window(length=, slide=), "
+            "with_tumbling_window(length) or with_session_window(gap=)"
+        )
+    if bolt.late_tuple_stream is not None and bolt.timestamp_field is None:
+        raise TopologyError(
+            f"{where}: a late tuple stream ({bolt.late_tuple_stream!r}) needs event time: "
+            "call with_timestamp_field(...) too (only event time has late tuples)"
+        )
+    if conf.get(ACKERS) == 0:
+        return  # acking off: nothing times out, nothing waits for acks
+    _check_timeout(bolt, where, conf)
+    _check_pending(bolt, where, conf)
+
+
+def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
+    """The parts of how long a tuple may stay unacked, named, and their sum in seconds."""
+    lag = bolt.lag.secs if bolt.timestamp_field is not None else 0.0
+    if bolt.session_gap is not None:
+        grace = bolt.session_grace.secs if bolt.session_grace else 0.0
+        parts = [("gap", bolt.session_gap.secs), ("grace", grace), ("lag", lag)]
+    else:
+        parts = [
+            (label, size.secs)
+            for label, size in (("length", bolt.window_length), ("slide", bolt.window_slide))
+            if isinstance(size, Duration)
+        ]
+        parts.append(("lag", lag))
+    names = [f"{label} {secs:g}" for label, secs in parts]
+    return names, sum(secs for _, secs in parts)
+
+
+def _check_timeout(bolt: WindowedBolt, where: str, conf: Mapping[str, Any]) -> None:
+    names, held = _held_for(bolt)
+    timeout = conf[TIMEOUT]
+    if held > 0 and timeout <= held:
+        raise ConfigError(
+            f"{where}: config key {TIMEOUT!r} ({timeout:g} s) must exceed how long a tuple "
+            f"waits in the window unacked: {' + '.join(names)} = {held:g} s. Raise "
+            f"{TIMEOUT!r} above {held:g} or shorten the window; otherwise every tuple "
+            "times out and is replayed while it is still in its window"
+        )
+
+
+def _check_pending(bolt: WindowedBolt, where: str, conf: Mapping[str, Any]) -> None:
+    counts = [
+        (label, size.value)
+        for label, size in (("length", bolt.window_length), ("slide", bolt.window_slide))
+        if isinstance(size, Count)
+    ]
+    pending = conf.get(PENDING)
+    total = sum(v for _, v in counts)
+    if counts and pending is not None and total > pending:
+        names = " + ".join(f"{label} {v}" for label, v in counts)
+        raise ConfigError(
+            f"{where}: config key {PENDING!r} ({pending}) must be at least the tuples a "
+            f"count window holds unacked: {names} = {total}. Raise {PENDING!r} or "
+            "shorten the window; otherwise the spout stops before a window fills"
+        )
