@@ -1,0 +1,258 @@
+"""Windowed bolts and JoinBolt in running topologies: FeederSpouts in, a sink writing
+what it gets to a file (so worker processes can report too), simulated time on one
+worker (FakeClock, advance_time) and the real clock on two.
+
+Acceptance (issue 15): Storm's documented event-time example, the late tuple stream,
+acking on expiry, the submit check of the message timeout, a sliding count window, a
+session window, tumbling processing-time windows, and users x orders joins.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from stormish import Bolt, ConfigError, LocalCluster, Topology
+from stormish.testing import FakeClock, FeederSpout, advance_time, poll_for, tracked_wait
+from stormish.windowing import Count, Duration, JoinBolt, WindowedBolt
+
+pytestmark = pytest.mark.timeout(120)
+BASE = datetime(2026, 1, 1, 6, 0, 0, tzinfo=UTC).timestamp()
+
+
+class Lister(WindowedBolt):
+    """Emits each window as (start, end, ids, new, expired), times relative to BASE."""
+
+    outputs = ["start", "end", "ids", "new", "expired", "key"]
+
+    def execute_window(self, window):
+        def ids(ts):
+            return [t["id"] for t in ts]
+
+        rel = [None if x is None else round(x - BASE, 3) for x in (window.start, window.end)]
+        self.emit([*rel, ids(window.tuples), ids(window.new), ids(window.expired), window.key])
+
+
+class Lines(Bolt):
+    """Appends (stream, values) of each tuple to a JSON-lines file and acks it."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def execute(self, tup):
+        if tup.is_tick():
+            return
+        with open(self.path, "a") as f:
+            f.write(json.dumps([tup.stream, list(tup.values)], default=str) + "\n")
+        self.ack(tup)
+
+
+def read(path, stream="default"):
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [values for s, values in rows if s == stream]
+
+
+def acceptance_topology(feeder, path, name="accept", interval=1.0):
+    t = Topology(name, config={"topology.message.timeout.secs": 60})
+    t.set_spout("events", feeder)
+    win = (
+        Lister()
+        .with_window(length=Duration(seconds=20), slide=Duration(seconds=10))
+        .with_timestamp_field("ts")
+        .with_lag(seconds=5)
+        .with_watermark_interval(seconds=interval)
+        .with_late_tuple_stream("late")
+    )
+    t.set_bolt("win", win).global_grouping("events")
+    sink = t.set_bolt("sink", Lines(path))
+    sink.shuffle_grouping("win").shuffle_grouping("win", "late")
+    return t
+
+
+EVENTS = [("e1", 3), ("e2", 5), ("e3", 7), ("e4", 18), ("e5", 26), ("e6", 36)]
+WINDOWS = [
+    [-10, 10, ["e1", "e2", "e3"], ["e1", "e2", "e3"], []],
+    [0, 20, ["e1", "e2", "e3", "e4"], ["e4"], []],
+    [10, 30, ["e4", "e5"], ["e5"], ["e1", "e2", "e3"]],
+]
+
+
+def test_storm_documented_example_on_a_fake_clock(tmp_path):
+    """Watermark 06:00:31 (e6 at :36 - lag 5) evaluates three windows; e6 waits; a
+    tuple stamped 06:00:01 arriving after that goes to the late stream, acked."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id", "ts"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        cluster.submit(acceptance_topology(feeder, path))
+        for n, (name, s) in enumerate(EVENTS, 1):
+            feeder.feed([name, BASE + s], msg_id=n)
+        tracked_wait(cluster, "accept", len(EVENTS))
+        assert read(path) == []  # nothing until the watermark passes a window
+        advance_time(cluster, 1)
+        assert [w[:5] for w in read(path)] == WINDOWS
+        assert sorted(feeder.acked) == [1, 2, 3]  # e1-e3 expired; e4-e6 still windowed
+        advance_time(cluster, 3)
+        assert len(read(path)) == 3  # e6 waits for a later watermark
+        feeder.feed(["late1", BASE + 1], msg_id=7)
+        tracked_wait(cluster, "accept", 1)
+        late = read(path, "late")
+        assert [(r[0], r[1] - BASE, r[2], r[3]) for r in late] == [
+            ({"id": "late1", "ts": BASE + 1}, 1.0, "events", "default")
+        ]
+        assert feeder.is_acked(7) and not feeder.failed
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_storm_documented_example_on_worker_processes(tmp_path, workers):
+    """The same on the real clock, in-process and across two worker processes."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id", "ts"]) as feeder, LocalCluster(workers=workers) as cluster:
+        cluster.submit(acceptance_topology(feeder, path, "accept2", interval=0.1))
+        for n, (name, s) in enumerate(EVENTS, 1):
+            feeder.feed([name, BASE + s], msg_id=n)
+        poll_for(lambda: len(read(path)) >= 3, 30, what="three windows")
+        assert [w[:5] for w in read(path)] == WINDOWS
+        poll_for(lambda: sorted(feeder.acked) == [1, 2, 3], 30, what="e1-e3 acked")
+        feeder.feed(["late1", BASE + 1], msg_id=7)
+        poll_for(lambda: read(path, "late"), 30, what="the late tuple")
+        poll_for(lambda: feeder.is_acked(7), 30, what="the late tuple acked")
+        assert len(read(path)) == 3 and not feeder.failed
+
+
+def test_message_timeout_shorter_than_the_window_is_refused_at_submit(tmp_path):
+    with FeederSpout(["id", "ts"]) as feeder, LocalCluster() as cluster:
+        t = acceptance_topology(feeder, tmp_path / "x", "short")
+        t.config["topology.message.timeout.secs"] = 30
+        with pytest.raises(ConfigError) as err:
+            cluster.submit(t)
+    msg = str(err.value)
+    assert "'win'" in msg and "topology.message.timeout.secs" in msg
+    assert "length 20 + slide 10 + lag 5 = 35 s" in msg
+
+
+def test_count_window_longer_than_max_spout_pending_is_refused():
+    t = Topology("pending", config={"topology.max.spout.pending": 10})
+    with FeederSpout(["id"]) as feeder:
+        t.set_spout("in", feeder)
+        t.set_bolt("win", Lister().with_window(Count(8), Count(4))).shuffle_grouping("in")
+        with pytest.raises(ConfigError, match=r"max.spout.pending.*length 8 \+ slide 4 = 12"):
+            t.validate()
+
+
+def test_sliding_count_window_acks_what_expires(tmp_path):
+    """Count(4) sliding by 2, processing time: windows [1,2], [1-4], [3-6]; 1 and 2 are
+    acked when they leave, the rest stay unacked in the window."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id"]) as feeder, LocalCluster() as cluster:
+        t = Topology("counts")
+        t.set_spout("in", feeder)
+        t.set_bolt("win", Lister().with_window(Count(4), Count(2))).global_grouping("in")
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        cluster.submit(t)
+        for i in range(1, 7):
+            feeder.feed([i], msg_id=i)
+        tracked_wait(cluster, "counts", 6)
+        assert [w[2:5] for w in read(path)] == [
+            [[1, 2], [1, 2], []],
+            [[1, 2, 3, 4], [3, 4], []],
+            [[3, 4, 5, 6], [5, 6], [1, 2]],
+        ]
+        assert sorted(feeder.acked) == [1, 2] and not feeder.failed
+
+
+def test_tumbling_processing_time_windows_follow_the_fake_clock(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t = Topology("tumble")
+        t.set_spout("in", feeder)
+        t.set_bolt("win", Lister().with_tumbling_window(Duration(seconds=10))).global_grouping("in")
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        cluster.submit(t)
+        for i in (1, 2, 3):
+            feeder.feed([i], msg_id=i)
+        advance_time(cluster, 10)
+        for i in (4, 5):
+            feeder.feed([i], msg_id=i)
+        advance_time(cluster, 10)
+        assert [w[2:5] for w in read(path)] == [
+            [[1, 2, 3], [1, 2, 3], []],
+            [[4, 5], [4, 5], [1, 2, 3]],
+        ]
+        assert sorted(feeder.acked) == [1, 2, 3]
+
+
+def test_event_time_session_windows_per_key(tmp_path):
+    """Sessions per user with gap 10 s and grace 2 s: each is emitted once the watermark
+    passes its last tuple + gap + grace, and its tuples are acked after it ran."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id", "user", "ts"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t = Topology("sessions", config={"topology.message.timeout.secs": 60})
+        t.set_spout("in", feeder)
+        win = (
+            Lister()
+            .with_session_window(gap=Duration(seconds=10), grace=Duration(seconds=2), key="user")
+            .with_timestamp_field("ts")
+        )
+        t.set_bolt("win", win).fields_grouping("in", ["user"])
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        cluster.submit(t)
+        rows = [("a1", "ann", 0), ("b1", "bob", 1), ("a2", "ann", 5), ("b2", "bob", 20),
+                ("a3", "ann", 40)]  # fmt: skip
+        for n, (i, user, s) in enumerate(rows, 1):
+            feeder.feed([i, user, BASE + s], msg_id=n)
+        tracked_wait(cluster, "sessions", len(rows))
+        advance_time(cluster, 1)  # watermark 40: ann's [0, 15) and bob's [1, 11) closed
+        got = sorted((w[5], w[2], w[0], w[1]) for w in read(path))
+        assert got == [
+            ("ann", ["a1", "a2"], 0, 15),
+            ("bob", ["b1"], 1, 11),
+            ("bob", ["b2"], 20, 30),
+        ]
+        assert sorted(feeder.acked) == [1, 2, 3, 4]  # a3 is in an open session
+
+
+USERS = [(1, "roshan"), (2, "harsha"), (3, "siva"), (4, "hugo")]
+ORDERS = [(11, 2, 7), (12, 2, 3), (13, 3, 4)]
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("inner", [[2, "harsha", 11], [2, "harsha", 12], [3, "siva", 13]]),
+    ("left", [[1, "roshan", None], [2, "harsha", 11], [2, "harsha", 12], [3, "siva", 13],
+              [4, "hugo", None]]),
+])  # fmt: skip
+def test_join_users_and_orders(tmp_path, kind, expected):
+    """Storm's JoinBolt example: users x orders on userId over a tumbling window."""
+    path = tmp_path / "out.jsonl"
+    with (
+        FeederSpout(["userId", "name"]) as users,
+        FeederSpout(["orderId", "userId", "price"]) as orders,
+        LocalCluster(clock=FakeClock()) as cluster,
+    ):
+        t = Topology("join")
+        t.set_spout("users", users)
+        t.set_spout("orders", orders)
+        join = JoinBolt("users", "userId")
+        join = (
+            join.join("orders", "userId", "users")
+            if kind == "inner"
+            else join.left_join("orders", "userId", "users")
+        )
+        join.select("userId, name, orderId").with_tumbling_window(Duration(seconds=10))
+        t.set_bolt("join", join).fields_grouping("users", ["userId"]).fields_grouping(
+            "orders", ["userId"]
+        )
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("join")
+        cluster.submit(t)
+        for n, u in enumerate(USERS):
+            users.feed(list(u), msg_id=n)
+        for n, o in enumerate(ORDERS):
+            orders.feed(list(o), msg_id=n)
+        tracked_wait(cluster, "join", len(USERS) + len(ORDERS))
+        advance_time(cluster, 10)
+        assert sorted(read(path), key=lambda r: (r[0], r[2] or 0)) == expected
+        advance_time(cluster, 10)  # the next window expires (and acks) them all
+        assert sorted(users.acked) == list(range(len(USERS)))
+        assert sorted(orders.acked) == list(range(len(ORDERS)))
