@@ -17,6 +17,7 @@ unacked for about length + slide + lag: `check_in_topology`, called at submit, r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..component import Bolt
@@ -90,18 +91,20 @@ class WindowedBolt(Bolt):
         self.timestamp_field = field
         return self._configured()
 
-    def with_lag(self, seconds: float = 0.0) -> WindowedBolt:
+    def with_lag(self, seconds: float | Duration = 0.0) -> WindowedBolt:
         """How far out of order tuples may arrive (event time): the watermark trails the
-        latest timestamp by this much."""
-        self.lag = Duration(seconds=seconds)
+        latest timestamp by this much (seconds, or a Duration)."""
+        self.lag = as_size(seconds, "lag", allow_zero=True)  # type: ignore[assignment]
+        if not isinstance(self.lag, Duration):
+            raise TypeError(f"a lag is a time, not {seconds!r}")
         return self._configured()
 
-    def with_watermark_interval(self, seconds: float) -> WindowedBolt:
+    def with_watermark_interval(self, seconds: float | Duration) -> WindowedBolt:
         """How often the watermark is computed and windows evaluated (event time), or
-        sessions checked for closing (processing time)."""
-        interval = Duration(seconds=seconds)
-        if interval.ms <= 0:
-            raise ValueError(f"a watermark interval must be at least 1 ms, got {seconds!r}")
+        sessions checked for closing (processing time); seconds, or a Duration."""
+        interval = as_size(seconds, "watermark interval")
+        if not isinstance(interval, Duration):
+            raise TypeError(f"a watermark interval is a time, not {seconds!r}")
         self.watermark_interval = interval
         return self._configured()
 
@@ -194,14 +197,18 @@ class WindowedBolt(Bolt):
         if tup.is_tick():
             self._carry_out(self._on_time())
             return
-        if not self._event_time:
-            self._carry_out(self._add_tuple(windows, tup, self._now()))
-            return
-        ts = self._timestamp(tup)
-        if self._watermarks.track((tup.source_component, tup.stream), to_ms(ts)):
-            self._carry_out(self._add_tuple(windows, tup, ts))
+        if self._event_time:
+            ts = self._timestamp(tup)
+            if not self._watermarks.track((tup.source_component, tup.stream), to_ms(ts)):
+                self._late(tup, ts)
+                return
         else:
-            self._late(tup, ts)
+            ts = self._now()
+        try:
+            self._carry_out(self._add_tuple(windows, tup, ts))
+        except Exception:
+            windows.discard({id(tup)})  # the engine fails it: it must not stay windowed
+            raise
 
     def _add_tuple(self, windows: Any, tup: Tuple, ts: Any) -> list[Output]:
         if isinstance(windows, SessionManager):
@@ -223,16 +230,39 @@ class WindowedBolt(Bolt):
         return w.on_watermark(now) if self._event_time else w.on_timer(now)
 
     def _carry_out(self, outputs: list[Output]) -> None:
+        """Ack what expired, run each window. A window whose execute_window raises has
+        its tuples failed (the spout replays them) and dropped from every window; the
+        other outputs still run, and the first error is raised after them."""
+        failed: set[int] = set()
+        error: Exception | None = None
         for out in outputs:
+            if failed:
+                out = _without(out, failed)
             if isinstance(out, Expired):
                 for t in out.items:
                     self.ack(t)
-                continue
-            self._anchors = list(out.tuples)
-            try:
-                self.execute_window(out)
-            finally:
-                self._anchors = None
+            elif out.tuples:
+                try:
+                    self._activate(out)
+                except Exception as exc:
+                    failed |= self._give_back(out.tuples)
+                    error = error or exc
+        if error is not None:
+            raise error
+
+    def _activate(self, window: Window) -> None:
+        self._anchors = list(window.tuples)
+        try:
+            self.execute_window(window)
+        finally:
+            self._anchors = None
+
+    def _give_back(self, tuples: Sequence[Tuple]) -> set[int]:
+        ids = {id(t) for t in tuples}
+        self._windows.discard(ids)
+        for t in tuples:
+            self.fail(t)
+        return ids
 
     def _timestamp(self, tup: Tuple) -> Any:
         f = self.timestamp_field
@@ -258,3 +288,14 @@ class WindowedBolt(Bolt):
     def held(self) -> int:
         """Tuples held in windows and sessions now (for tests and statistics)."""
         return len(self._windows)
+
+
+def _without(out: Output, failed: set[int]) -> Output:
+    """`out` without the tuples in `failed` (by id): they were given back already."""
+    if isinstance(out, Expired):
+        return Expired([t for t in out.items if id(t) not in failed])
+
+    def keep(ts: Sequence[Any]) -> list[Any]:
+        return [t for t in ts if id(t) not in failed]
+
+    return replace(out, tuples=keep(out.tuples), new=keep(out.new), expired=keep(out.expired))

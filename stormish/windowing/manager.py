@@ -61,6 +61,12 @@ class WindowManager:
         """Tuples held: in a window now or waiting for a later one."""
         return len(self._held)
 
+    def discard(self, ids: set[int]) -> None:
+        """Let go of the tuples whose id() is in `ids` without expiring them: they were
+        failed (the spout replays them) and must be neither acked nor windowed again."""
+        self._held = [e for e in self._held if id(e[2]) not in ids]
+        self._expired = [x for x in self._expired if id(x) not in ids]
+
     # -- inputs ---------------------------------------------------------------------------
     def add(self, item: Any, ts: Any) -> list[Output]:
         """A tuple with its timestamp (seconds). In event time the caller has already

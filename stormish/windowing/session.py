@@ -36,6 +36,12 @@ class SessionManager:
     def __len__(self) -> int:
         return sum(len(s.entries) for ss in self._open.values() for s in ss)
 
+    def discard(self, ids: set[int]) -> None:
+        """Let go of failed tuples (by id()) still in open sessions (WindowManager.discard)."""
+        for sessions in self._open.values():
+            for s in sessions:
+                s.entries = [e for e in s.entries if id(e[2]) not in ids]
+
     def add(self, item: Any, ts: Any, key: Hashable = None) -> list[Output]:
         """Put a tuple in its key's session, merging the sessions it bridges."""
         t = to_ms(ts)

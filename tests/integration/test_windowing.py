@@ -290,3 +290,32 @@ def test_rolling_top_words_example_runs_and_ranks_correctly(workers):
             if e - 300 < ts <= e:
                 counts[w] = counts.get(w, 0) + 1
         assert ranking == ", ".join(f"{w} {c}" for w, c in example.top(counts)), end
+
+
+class Picky(Lister):
+    def execute_window(self, window):
+        if any(t["id"] == "bad" for t in window.tuples):
+            raise ValueError("no bad windows")
+        super().execute_window(window)
+
+
+def test_a_window_that_raises_fails_its_tuples_and_drops_them(tmp_path):
+    """At least once: the tuples of a window whose execute_window raised are failed (so
+    replayed) and never acked or windowed again; the bolt goes on with the next ones."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id"]) as feeder, LocalCluster() as cluster:
+        t = Topology("picky")
+        t.set_spout("in", feeder)
+        t.set_bolt("win", Picky().with_window(Count(3), Count(2))).global_grouping("in")
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        cluster.submit(t)
+        for n, i in enumerate([1, 2, 3, "bad", 5, 6, 7, 8], 1):
+            feeder.feed([i], msg_id=n)
+        tracked_wait(cluster, "picky", 8)
+        assert [w[2] for w in read(path)] == [[1, 2], [5, 6], [6, 7, 8]]
+        assert sorted(feeder.failed) == [2, 3, 4]  # the raising window was [2, 3, bad]
+        assert sorted(feeder.acked) == [1, 5]
+        stats = cluster.statistics("picky")
+        assert stats.components["win"].errors == 1
+        errors = [e for task in stats.tasks.values() for e in task.last_errors]
+        assert any("no bad windows" in e for e in errors)

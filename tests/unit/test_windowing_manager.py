@@ -334,3 +334,14 @@ def test_window_bookkeeping_is_exact(evs, length, slide, event_time):
             prev = list(o.tuples)
     assert sorted(expired) + [] == sorted(set(expired))
     assert len(m) + len(expired) == len(added)
+
+
+def test_discarded_tuples_are_neither_windowed_nor_expired_again():
+    r = Run(WindowManager(Count(3), Count(1)))
+    items = [[i] for i in range(4)]  # distinct objects, as tuples are
+    for it in items[:3]:
+        r.add(it, 0)
+    r.m.discard({id(items[1])})
+    r.clear()
+    r.add(items[3], 0)
+    assert r.tuples == [[items[0], items[2], items[3]]] and r.expiries == []
