@@ -1,0 +1,86 @@
+"""What a windowed bolt declares and what a topology checks about it at submit (no
+topology runs here; tests/integration/test_windowing.py runs them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormish import ConfigError, Topology, TopologyError
+from stormish.testing import ListSpout
+from stormish.windowing import LATE_FIELDS, Count, Duration, JoinBolt, WindowedBolt
+
+TICK = "topology.tick.tuple.freq.secs"
+
+
+class Sums(WindowedBolt):
+    outputs = ["total"]
+
+    def execute_window(self, window):
+        self.emit([sum(t[0] for t in window)])
+
+
+def topology(bolt, config=None, stream="default"):
+    t = Topology("t", config=config)
+    t.set_spout("in", ListSpout([[1]]))
+    t.set_bolt("w", bolt).shuffle_grouping("in", stream)
+    return t
+
+
+def test_the_builder_returns_the_bolt_and_sets_the_ticks_it_needs():
+    b = Sums()
+    assert b.with_window(Duration(seconds=20), Duration(seconds=10)) is b
+    assert b.component_config == {TICK: 10.0}  # processing time: a tick per slide
+    b.with_timestamp_field("ts").with_watermark_interval(0.5)
+    assert b.component_config == {TICK: 0.5}  # event time: a tick per watermark interval
+    assert Sums().with_window(Count(5)).component_config == {}  # count slides need none
+    assert Sums().with_window(Count(5)).window_slide == Count(1)  # Storm's default slide
+    tumbling = Sums().with_tumbling_window(Duration(minutes=1))
+    assert tumbling.window_length == tumbling.window_slide == Duration(seconds=60)
+
+
+def test_the_late_stream_is_declared_with_its_fields():
+    b = Sums().with_tumbling_window(Count(2)).with_timestamp_field("ts")
+    b.with_late_tuple_stream("late")
+    assert b.declared_streams() == {"default": ("total",), "late": LATE_FIELDS}
+
+
+def test_a_bolt_without_a_window_is_refused_at_submit():
+    with pytest.raises(TopologyError, match="'w' has no window"):
+        topology(Sums()).validate()
+
+
+def test_a_late_stream_needs_event_time():
+    b = Sums().with_tumbling_window(Count(2)).with_late_tuple_stream("late")
+    with pytest.raises(TopologyError, match="needs event time"):
+        topology(b).validate()
+
+
+@pytest.mark.parametrize(
+    "bolt, config, fits",
+    [
+        (Sums().with_tumbling_window(Duration(seconds=20)), {}, False),  # 20 + 20 s > 30 s
+        (Sums().with_window(Duration(seconds=10), Duration(seconds=5)), {}, True),
+        (Sums().with_window(Duration(seconds=20), Duration(seconds=10)), {}, False),
+        (Sums().with_window(Duration(seconds=20), Duration(seconds=10)),
+         {"topology.acker.executors": 0}, True),  # acking off: nothing times out
+        (Sums().with_session_window(gap=20, grace=5).with_timestamp_field("ts").with_lag(5),
+         {"topology.message.timeout.secs": 31}, True),
+        (Sums().with_session_window(gap=20, grace=5).with_timestamp_field("ts").with_lag(5),
+         {}, False),
+    ],
+)  # fmt: skip
+def test_the_message_timeout_must_exceed_what_a_window_holds(bolt, config, fits):
+    if fits:
+        topology(bolt, config).validate()
+    else:
+        with pytest.raises(ConfigError, match="topology.message.timeout.secs"):
+            topology(bolt, config).validate()
+
+
+def test_join_checks_select_and_its_streams_at_submit():
+    j = JoinBolt("in", "k").with_tumbling_window(Count(2))
+    with pytest.raises(TopologyError, match="select"):
+        topology(j).validate()
+    j = JoinBolt("in", "k").join("other", "k", "in").select("k").with_tumbling_window(Count(2))
+    with pytest.raises(TopologyError, match=r"joins \['other'\].*reads \['in'\]"):
+        topology(j).validate()
