@@ -319,3 +319,45 @@ def test_a_window_that_raises_fails_its_tuples_and_drops_them(tmp_path):
         assert stats.components["win"].errors == 1
         errors = [e for task in stats.tasks.values() for e in task.last_errors]
         assert any("no bad windows" in e for e in errors)
+
+
+def test_event_time_join_on_two_workers(tmp_path):
+    """A left join with two tasks on two worker processes, in event time: users and
+    orders grouped by userId meet in one task; later tuples on both streams (stamped
+    25 s on) move each task's watermark past the first window, which then joins."""
+    path = tmp_path / "out.jsonl"
+    with (
+        FeederSpout(["userId", "name", "ts"]) as users,
+        FeederSpout(["orderId", "userId", "price", "ts"]) as orders,
+        LocalCluster(workers=2) as cluster,
+    ):
+        t = Topology("join2", config={"topology.message.timeout.secs": 60})
+        t.set_spout("users", users)
+        t.set_spout("orders", orders)
+        join = (
+            JoinBolt("users", "userId")
+            .left_join("orders", "userId", "users")
+            .select("userId, name, orderId")
+            .with_tumbling_window(Duration(seconds=10))
+            .with_timestamp_field("ts")
+            .with_watermark_interval(0.1)
+        )
+        t.set_bolt("join", join, parallelism=2).fields_grouping(
+            "users", ["userId"]
+        ).fields_grouping("orders", ["userId"])
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("join")
+        cluster.submit(t)
+        for n, (uid, name) in enumerate(USERS):
+            users.feed([uid, name, BASE + n], msg_id=n)
+        for n, (oid, uid, price) in enumerate(ORDERS):
+            orders.feed([oid, uid, price, BASE + 5 + n], msg_id=n)
+        for uid, _ in USERS:  # a later tuple of both streams for every task's keys
+            users.feed([uid, "later", BASE + 25], msg_id=f"later-u{uid}")
+            orders.feed([99, uid, 0, BASE + 25], msg_id=f"later-o{uid}")
+        want = [[1, "roshan", None], [2, "harsha", 11], [2, "harsha", 12], [3, "siva", 13],
+                [4, "hugo", None]]  # fmt: skip
+        poll_for(lambda: len(read(path)) >= len(want), 30, what="the joined rows")
+        assert sorted(read(path), key=lambda r: (r[0], r[2] or 0)) == want
+        poll_for(lambda: len(users.acked) == len(USERS), 30, what="the first window acked")
+        assert sorted(users.acked) == list(range(len(USERS)))  # the later ones still wait
+        assert not users.failed and not orders.failed
