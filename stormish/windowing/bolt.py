@@ -275,10 +275,11 @@ class WindowedBolt(Bolt):
         return k(tup) if callable(k) else tup[k]
 
     def _late(self, tup: Tuple, ts: Any) -> None:
-        """Late: never in a window. Emitted on the late stream (anchored, so a consumer's
-        failure is seen) and acked now: a replay would only be late again."""
+        """Late: never in a window, acked now (this bolt never has it replayed: it would
+        only be late again). On the late stream it is anchored, as in Storm, so a
+        consumer of that stream that fails it does have it replayed."""
         if self.late_tuple_stream is not None:
-            values = (tup.as_dict(), ts, tup.source_component, tup.stream)
+            values = (tup.as_dict(), to_ms(ts) / 1000.0, tup.source_component, tup.stream)
             self._emit_raw(values, self.late_tuple_stream, [tup])
         self.ack(tup)
 
