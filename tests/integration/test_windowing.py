@@ -361,3 +361,19 @@ def test_event_time_join_on_two_workers(tmp_path):
         poll_for(lambda: len(users.acked) == len(USERS), 30, what="the first window acked")
         assert sorted(users.acked) == list(range(len(USERS)))  # the later ones still wait
         assert not users.failed and not orders.failed
+
+
+def test_watermark_after_every_tuple_and_a_late_one(tmp_path):
+    """Storm's WindowedBoltExecutorTest.testExecuteWithLateTupleStream: with a watermark
+    after each tuple (a tick on the fake clock), the windows follow as in Storm and the
+    tuple stamped 600 that comes after 636 (watermark 631) goes to the late stream."""
+    path = tmp_path / "out.jsonl"
+    with FeederSpout(["id", "ts"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        cluster.submit(acceptance_topology(feeder, path, "each"))
+        for n, s in enumerate((603, 605, 607, 618, 626, 636, 600), 1):
+            feeder.feed([s, BASE + s - 600], msg_id=n)
+            tracked_wait(cluster, "each", 1)
+            advance_time(cluster, 1)
+        assert [w[2] for w in read(path)] == [[603, 605, 607], [603, 605, 607, 618], [618, 626]]
+        assert [r[0]["id"] for r in read(path, "late")] == [600]
+        assert sorted(feeder.acked) == [1, 2, 3, 7]
