@@ -16,7 +16,7 @@ is `held[:pos]`. Which triggers and evictions apply (Storm's policy pairs):
 | Count(n)     | every n-th arrival, end = now        | every n-th tuple by timestamp up to   |
 |              |                                      | the watermark, end = its timestamp    |
 | Duration(s)  | every timer, end = now               | each end aligned to a multiple of s,  |
-|              |                                      | up to the watermark                   |
+|              |                                      | once the watermark is past it         |
 
 A Duration length L keeps the tuples in (end - L, end]; a Count length n keeps the
 last n tuples up to the end. In processing time a sliding window's start is the
@@ -103,7 +103,10 @@ class WindowManager:
         return self._fire(end, len(self._held), start)
 
     def on_watermark(self, wm: Any) -> list[Output]:
-        """Event time reached `wm`: evaluate every window that ends at or before it."""
+        """Event time reached `wm`: evaluate every window that ends before it. A tuple
+        stamped `wm` itself is still on time (late is older than the watermark, as in
+        Storm), so a Duration window ending exactly at `wm` waits for the next one;
+        a Count trigger is a position, so its tuples at `wm` can wait for it."""
         if not self.event_time:
             return []
         if isinstance(self.slide, Count):
@@ -120,7 +123,7 @@ class WindowManager:
             end = self._aligned_after(None, wm)
             if end is None:
                 return out
-        while end <= wm:
+        while end < wm:
             fired = self._fire(end, bisect_right(self._held, end, key=_ts), self._start(end))
             out += fired
             if fired and isinstance(fired[-1], Window):

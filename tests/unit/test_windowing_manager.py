@@ -345,3 +345,41 @@ def test_discarded_tuples_are_neither_windowed_nor_expired_again():
     r.clear()
     r.add(items[3], 0)
     assert r.tuples == [[items[0], items[2], items[3]]] and r.expiries == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 120), st.booleans()), max_size=60),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(0, 10),
+)
+def test_event_time_windows_equal_a_recount(events, length_tens, slide_tens, lag):
+    """Event time end to end (watermarks from two streams, late tuples turned away):
+    each window holds exactly the accepted tuples stamped in (end - length, end], and
+    every such window that is not empty runs, once, when the watermark passes it."""
+    from stormish.windowing.watermark import WatermarkGenerator
+
+    length, slide = length_tens * 10, slide_tens * 10
+    gen = WatermarkGenerator(lag * 1000, [("a", "s"), ("b", "s")])
+    m = WindowManager(secs(length), secs(slide), event_time=True)
+    accepted, windows = [], []
+    for n, (stream, ts, tick) in enumerate(events):
+        if gen.track((stream, "s"), ts * 1000):
+            accepted.append((ts, n))
+            m.add((ts, n), ts)
+        if tick and (wm := gen.advance()) is not None:
+            windows += [o for o in m.on_watermark(wm / 1000) if isinstance(o, Window)]
+    for w in windows:
+        want = sorted(x for x in accepted if w.end - length < x[0] <= w.end)
+        assert list(w.tuples) == want
+    if not accepted or gen.watermark is None:
+        return
+    first = min(ts for ts, _ in accepted)
+    ends = range(-(-first // slide) * slide, gen.watermark // 1000 + 1, slide)
+    expected = [
+        e
+        for e in ends
+        if e * 1000 < gen.watermark and any(e - length < ts <= e for ts, _ in accepted)
+    ]
+    assert [w.end for w in windows] == expected
