@@ -93,3 +93,31 @@ def test_sessions_partition_each_keys_tuples_by_the_gap(events, gap):
             else:
                 want.append([item])
         assert sorted(got[key]) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.booleans()), max_size=50),
+       st.integers(1, 15), st.integers(0, 10), st.integers(0, 10))  # fmt: skip
+def test_sessions_closed_as_the_watermark_moves_equal_those_closed_at_the_end(
+    events, gap, grace, lag
+):
+    """With watermarks along the way and late tuples turned away (older than the
+    watermark - grace), the sessions emitted are those of all accepted tuples closed at
+    once at the end: no accepted tuple finds its session already closed."""
+    from stormish.windowing.watermark import WatermarkGenerator
+
+    gen = WatermarkGenerator(lag * 1000, grace_ms=grace * 1000)
+    m = SessionManager(secs(gap), secs(grace))
+    accepted, got = [], []
+    for n, (ts, tick) in enumerate(events):
+        if gen.track("s", ts * 1000):
+            accepted.append((ts, n))
+            m.add((ts, n), ts)
+        if tick and (wm := gen.advance()) is not None:
+            got += [list(w.tuples) for w in m.advance(wm / 1000) if isinstance(w, Window)]
+    got += [list(w.tuples) for w in m.advance(10_000) if isinstance(w, Window)]
+    whole = SessionManager(secs(gap))
+    for x in accepted:
+        whole.add(x, x[0])
+    want = [list(w.tuples) for w in whole.advance(10_000) if isinstance(w, Window)]
+    assert sorted(got) == sorted(want)
