@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .bolt import WindowedBolt
 
 TIMEOUT = "topology.message.timeout.secs"
+TICK = "topology.tick.tuple.freq.secs"
 PENDING = "topology.max.spout.pending"
 ACKERS = "topology.acker.executors"
 
@@ -35,6 +36,13 @@ def check_window(bolt: WindowedBolt, name: str, conf: Mapping[str, Any]) -> None
         raise TopologyError(
             f"{where}: a late tuple stream ({bolt.late_tuple_stream!r}) needs event time: "
             "call with_timestamp_field(...) too (only event time has late tuples)"
+        )
+    need = bolt.tick_seconds()
+    if need is not None and not conf.get(TICK):
+        raise TopologyError(
+            f"{where} needs tick tuples ({TICK!r}) to move its window, and has none: "
+            "configure the window before set_bolt (which reads the bolt's "
+            f"component_config), or add_configuration({TICK!r}, {need:g})"
         )
     if conf.get(ACKERS) == 0:
         return  # acking off: nothing times out, nothing waits for acks

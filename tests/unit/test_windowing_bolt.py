@@ -84,3 +84,13 @@ def test_join_checks_select_and_its_streams_at_submit():
     j = JoinBolt("in", "k").join("other", "k", "in").select("k").with_tumbling_window(Count(2))
     with pytest.raises(TopologyError, match=r"joins \['other'\].*reads \['in'\]"):
         topology(j).validate()
+
+
+def test_a_window_configured_after_set_bolt_is_named_for_its_missing_ticks():
+    t = Topology("late-config")
+    t.set_spout("in", ListSpout([[1]]))
+    b = Sums()
+    t.set_bolt("w", b).shuffle_grouping("in")
+    b.with_tumbling_window(Duration(seconds=10))  # too late: set_bolt took its config
+    with pytest.raises(TopologyError, match=r"'w' needs tick tuples.*before set_bolt"):
+        t.validate()
