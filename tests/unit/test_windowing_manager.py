@@ -383,3 +383,40 @@ def test_event_time_windows_equal_a_recount(events, length_tens, slide_tens, lag
         if e * 1000 < gen.watermark and any(e - length < ts <= e for ts, _ in accepted)
     ]
     assert [w.end for w in windows] == expected
+
+
+def test_acceptance_with_watermarks_on_a_fake_clock():
+    """The issue's acceptance as the bolt runs it, without a topology: a watermark every
+    second of a FakeClock (lag 5 s) over the tuples so far; the three windows at
+    watermark 06:00:31, e6 waiting, then 06:00:01 turned away as late."""
+    from stormish.windowing.watermark import WatermarkGenerator
+
+    base, clock = 6 * 3600, FakeClock()
+    gen = WatermarkGenerator(5000, [("events", "default")])
+    r = Run(WindowManager(secs(20), secs(10), event_time=True))
+    next_tick = clock.now() + 1
+
+    def receive(name, s):
+        ok = gen.track(("events", "default"), (base + s) * 1000)
+        if ok:
+            r.add(name, base + s)
+        return ok
+
+    def tick():
+        nonlocal next_tick
+        clock.advance(next_tick - clock.now())
+        next_tick += 1
+        if (wm := gen.advance()) is not None:
+            r.watermark(wm / 1000)
+
+    for name, s in (("e1", 3), ("e2", 5), ("e3", 7), ("e4", 18), ("e5", 26), ("e6", 36)):
+        assert receive(name, s)
+    assert r.windows == []  # nothing before the first watermark
+    tick()
+    assert gen.watermark == (base + 31) * 1000
+    assert r.tuples == [["e1", "e2", "e3"], ["e1", "e2", "e3", "e4"], ["e4", "e5"]]
+    assert r.expiries == [["e1", "e2", "e3"]]
+    tick()
+    assert len(r.windows) == 3  # e6 waits: no later tuple moved the watermark
+    assert not receive("late", 1)
+    assert clock.now() == 2.0
