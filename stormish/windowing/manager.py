@@ -105,8 +105,9 @@ class WindowManager:
     def on_watermark(self, wm: Any) -> list[Output]:
         """Event time reached `wm`: evaluate every window that ends before it. A tuple
         stamped `wm` itself is still on time (late is older than the watermark, as in
-        Storm), so a Duration window ending exactly at `wm` waits for the next one;
-        a Count trigger is a position, so its tuples at `wm` can wait for it."""
+        Storm), so a Duration window ending exactly at `wm` waits for a later watermark.
+        Count triggers count the tuples up to `wm`: one stamped `wm` that comes later
+        sorts after them and is counted in the next window."""
         if not self.event_time:
             return []
         if isinstance(self.slide, Count):
