@@ -193,12 +193,16 @@ def submit(
     try:
         name = guard(lambda: client.call("submit", (topology, conf, not inactive)))
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
-        click.echo(f"submitted topology {name!r} to nimbus {client.address}{state}")
+        # with --json, stdout is for one JSON document alone: what a person reads goes
+        # to stderr
+        click.echo(f"submitted topology {name!r} to nimbus {client.address}{state}", err=as_json)
         rows: list[dict[str, Any]] = guard(lambda: client.call("list"))
         row = next((r for r in rows if r["name"] == name), {})
         if row.get("waiting"):  # not enough free slots: say so now, not never
             click.echo(f"topology {name!r}: {row['waiting']}", err=True)
         if not wait:
+            if as_json:
+                click.echo(json.dumps(_submitted(name, client.address, row), indent=2))
             return
         code = cc.wait_remote(client, name, timeout)
         stats = guard(lambda: client.call("stats", name))
@@ -209,6 +213,19 @@ def submit(
         sys.exit(code)
     finally:
         client.close()
+
+
+def _submitted(name: str, address: str, row: dict[str, Any]) -> dict[str, Any]:
+    """What `submit --json` without --wait prints: what was submitted, where, and the
+    state nimbus gave it (`starting`, and why it waits when slots are short)."""
+    return {
+        "submitted": name,
+        "nimbus": address,
+        "status": row.get("status"),
+        "active": row.get("active"),
+        "workers": row.get("workers"),
+        "waiting": row.get("waiting"),
+    }
 
 
 @main.command("config")

@@ -214,8 +214,11 @@ def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> N
 @nimbus_options
 def activate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Let NAME's spouts emit again."""
-    call(nimbus, keys, "activate", name)
-    click.echo(f"activated topology {name!r}: its spouts emit")
+    status = call(nimbus, keys, "activate", name)
+    if status == "starting":
+        click.echo(f"activated topology {name!r}: its spouts emit once its workers run")
+    else:
+        click.echo(f"activated topology {name!r}: its spouts emit")
 
 
 @click.command()
@@ -223,7 +226,13 @@ def activate(name: str, nimbus: str | None, keys: str | None) -> None:
 @nimbus_options
 def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
-    call(nimbus, keys, "deactivate", name)
+    status = call(nimbus, keys, "deactivate", name)
+    if status == "starting":
+        click.echo(
+            f"deactivated topology {name!r}: its workers start with their spouts inactive "
+            f"(stormish activate {name} opens them)"
+        )
+        return
     click.echo(
         f"deactivated topology {name!r}: its spouts stop emitting; what is in flight "
         f"completes (stormish activate {name} resumes)"

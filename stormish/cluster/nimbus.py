@@ -313,6 +313,8 @@ class Nimbus:
         conf = topology.validate(extra)
         d = Deployment(self, topology, conf)
         d.active = active
+        if old is not None:  # a new epoch: its supervisors may still hold the old one's
+            d.epoch += old.epoch  # finished workers, which must not stand for the new ones
         self.store.forget(d.name)
         self.store.save_topology(d.name, topology, conf)
         self.deployments[d.name] = d
@@ -346,15 +348,20 @@ class Nimbus:
             d.running.set_active(False)
         d.kill_at = time.monotonic() + max(0.0, float(wait))
 
-    def api_activate(self, name: str) -> None:
-        d = self._running(name)
+    def api_activate(self, name: str) -> str:
+        """Running or starting (as in Storm, where activate only sets the topology's
+        status): a starting topology's workers start with their spouts as told. The
+        answer: its status, for the client to say what happens."""
+        d = self._live(name)
         d.running.set_active(True)  # sets d.active: workers started later follow it
         self._save(d)
+        return d.status
 
-    def api_deactivate(self, name: str) -> None:
-        d = self._running(name)
+    def api_deactivate(self, name: str) -> str:
+        d = self._live(name)
         d.running.set_active(False)
         self._save(d)
+        return d.status
 
     def api_rebalance(self, payload: tuple[str, int]) -> None:
         """From running or starting (a topology waiting for slots may be given fewer)."""
@@ -395,10 +402,10 @@ class Nimbus:
             raise StormishError(f"no topology {name!r} on this nimbus (known: {known})")
         return d
 
-    def _running(self, name: str) -> Deployment:
+    def _live(self, name: str) -> Deployment:
         d = self._get(name)
-        if d.status != "running":
-            raise StormishError(f"topology {name!r} is {d.status}, not running")
+        if d.status not in ("running", "starting"):
+            raise StormishError(f"topology {name!r} is {d.status}: it no longer runs")
         return d
 
     # -- scheduling -----------------------------------------------------------------------------
@@ -589,6 +596,7 @@ class Nimbus:
         stats = d.running.finish(status)
         d.status = status
         d.slots = {}
+        d.waiting = None  # an ended topology waits for nothing (list, monitor)
         self._save(d)
         self.store.save_final(d.name, stats.to_dict())
         log.info(f"nimbus: {d.name}: {status}")

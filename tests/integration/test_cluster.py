@@ -798,3 +798,108 @@ def test_stormish_logs_follow_prints_what_running_workers_write(cluster):
     assert not any("[slow:" in x for x in seen)
     cluster.call("kill", ("following", 0))
     cluster.wait_status("following", "killed")
+
+
+def _cli(cluster, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "stormish.cli", *args, "--nimbus", f"127.0.0.1:{cluster.api}"],
+        env=cluster.env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+WORDCOUNT = os.path.join(os.path.dirname(__file__), "..", "..", "topologies", "wordcount.py")
+
+
+def test_submit_json_prints_one_json_document_on_stdout(cluster):
+    """`submit --json` to a nimbus: stdout is JSON alone, what a person reads goes to
+    stderr. Without --wait it says what was submitted; with --wait, the final
+    statistics (as `run --json`)."""
+    poll_for(lambda: len(cluster.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    out = _cli(cluster, "submit", WORDCOUNT, "-w", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    sent = json.loads(out.stdout)
+    assert sent["submitted"] == "wordcount" and sent["nimbus"] == f"tcp://127.0.0.1:{cluster.api}"
+    assert sent["workers"] == 2 and sent["status"] in ("starting", "running"), sent
+    assert sent["waiting"] is None and sent["active"] is True
+    assert "submitted topology 'wordcount' to nimbus" in out.stderr
+    cluster.wait_status("wordcount", "complete")
+    out = _cli(cluster, "submit", WORDCOUNT, "-w", "2", "--wait", "--timeout", "60", "--json")
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert stats["name"] == "wordcount" and stats["status"] == "complete", stats
+    assert stats["components"]["count"]["executed"] > 0
+    assert "submitted topology 'wordcount' to nimbus" in out.stderr
+
+
+def test_a_starting_topology_can_be_deactivated_activated_and_killed(cluster):
+    """A topology waiting for slots (it wants 5 of 4) is starting: deactivate and
+    activate work as in Storm (they set what its spouts do once its workers run), kill
+    ends it, and once ended `list` no longer says it waits for slots."""
+    poll_for(lambda: len(cluster.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    out = _cli(cluster, "submit", WORDCOUNT, "-w", "5")
+    assert out.returncode == 0 and "waiting for 1 free worker slot" in out.stderr, out.stderr
+    out = _cli(cluster, "deactivate", "wordcount")
+    assert out.returncode == 0, out.stderr
+    assert "deactivated topology 'wordcount': its workers start with their spouts inactive" in (
+        out.stdout
+    )
+    row = json.loads(_cli(cluster, "list", "--json").stdout)["topologies"][0]
+    assert (row["status"], row["active"]) == ("starting", False), row
+    out = _cli(cluster, "activate", "wordcount")
+    assert out.returncode == 0, out.stderr
+    assert "activated topology 'wordcount': its spouts emit once its workers run" in out.stdout
+    assert next(r for r in cluster.call("list") if r["name"] == "wordcount")["active"] is True
+    out = _cli(cluster, "kill", "wordcount")
+    assert out.returncode == 0, out.stderr
+    cluster.wait_status("wordcount", "killed")
+    listed = _cli(cluster, "list")
+    assert re.search(r"^wordcount\s+killed\s+5 workers", listed.stdout, re.M), listed.stdout
+    assert "waiting for" not in listed.stdout, listed.stdout
+    row = json.loads(_cli(cluster, "list", "--json").stdout)["topologies"][0]
+    assert row["waiting"] is None, row
+    out = _cli(cluster, "activate", "wordcount")
+    assert out.returncode == 2 and "'wordcount' is killed: it no longer runs" in out.stderr
+
+
+def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(cluster):
+    """A running topology on 2 of 4 slots: `deactivate` shows it inactive in `list`;
+    `rebalance -n 5` says it waits for a slot, `list` and `monitor` show why, and
+    `rebalance -n 2` brings it back to running on 2 workers."""
+    endless = Topology("endless", config={"topology.workers": 2})
+    endless.set_spout("s", CountingSpout(10**12, per_call=10))
+    endless.set_bolt("null", Null()).shuffle_grouping("s")
+    poll_for(lambda: len(cluster.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    cluster.call("submit", (endless, {}))
+    cluster.wait_status("endless", "running")
+    assert _cli(cluster, "deactivate", "endless").returncode == 0
+    listed = _cli(cluster, "list").stdout
+    assert re.search(r"^endless\s+inactive\s+2 workers", listed, re.M), listed
+    assert _cli(cluster, "activate", "endless").returncode == 0
+    assert re.search(r"^endless\s+running\s+2 workers", _cli(cluster, "list").stdout, re.M)
+    out = _cli(cluster, "rebalance", "endless", "-n", "5")
+    assert out.returncode == 0, out.stderr
+    assert "rebalancing topology 'endless' onto 5 workers" in out.stdout
+    why = "waiting for 1 free worker slot: it needs 5 and has 4; 0 free of 4 on 2 supervisors"
+    assert why in out.stderr, out.stderr
+    assert cluster.status("endless") == "starting"
+    assert f"  {why}" in _cli(cluster, "list").stdout
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "monitor", "endless", "--every", "0.2",
+         "--nimbus", f"127.0.0.1:{cluster.api}"],
+        env=cluster.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        first = monitor.stdout.readline()
+        assert first.startswith(f"endless [starting] {why}"), first
+    finally:
+        monitor.kill()
+        monitor.communicate(timeout=30)
+    out = _cli(cluster, "rebalance", "endless", "-n", "2")
+    assert out.returncode == 0 and "waiting" not in out.stderr, out.stderr
+    cluster.wait_status("endless", "running")
+    row = next(r for r in cluster.call("list") if r["name"] == "endless")
+    assert row["waiting"] is None and row["workers"] == 2 and len(row["slots"]) == 2, row
+    poll_for(lambda: cluster.call("stats", "endless").components["null"].executed > 0, 30, 0.1)
+    cluster.call("kill", ("endless", 0))
+    cluster.wait_status("endless", "killed")
+    poll_for(lambda: not cluster.workers(), 30, 0.1, "the workers gone")
