@@ -29,6 +29,7 @@ from .runtime.bp_root import congested
 from .runtime.stats import COMPLETE_BUCKETS, EXECUTE_BUCKETS, TopologyStatistics
 
 TASK = ["topology", "component", "task", "worker"]
+EDGE = ["source", "stream"]  # an edge into a task: its source component and stream
 
 # counter name (after stormish_), TaskStats field, help
 _COUNTERS = [
@@ -98,6 +99,16 @@ def families(samples: list[TopologySample]) -> list[Metric]:
     dropped = CounterMetricFamily(
         "stormish_dropped", "tuples dropped, per reason", labels=[*TASK, "reason"]
     )
+    edge_dropped = CounterMetricFamily(
+        "stormish_edge_dropped",
+        "tuples an edge's policy let go before execute, per reason (stormish.edges)",
+        labels=[*TASK, *EDGE, "reason"],
+    )
+    edge_late = CounterMetricFamily(
+        "stormish_edge_deadline_missed",
+        "tuples executed past their edge's deadline_ms",
+        labels=[*TASK, *EDGE],
+    )
     counters = {
         attr: CounterMetricFamily(f"stormish_{name}", doc, labels=TASK)
         for name, attr, doc in _COUNTERS
@@ -142,6 +153,11 @@ def families(samples: list[TopologySample]) -> list[Metric]:
                 emitted.add_metric([*labels, stream], n)
             for reason, n in sorted(t.dropped.items()):
                 dropped.add_metric([*labels, reason], n)
+            for e in t.edges.values():
+                edge = [*labels, *_edge_labels(e)]
+                for reason, n in _edge_losses(e):
+                    edge_dropped.add_metric([*edge, reason], n)
+                edge_late.add_metric(edge, e["deadline_missed"])
             for attr, fam in counters.items():
                 fam.add_metric(labels, getattr(t, attr))
             bp_seconds.add_metric(labels, t.backpressure_seconds)
@@ -164,9 +180,29 @@ def families(samples: list[TopologySample]) -> list[Metric]:
             for key, fam in link_counters.items():
                 fam.add_metric([s.name, str(link["worker"])], link.get(key, 0))
     return [
-        topo, uptime, restarts, emitted, dropped, *counters.values(), bp_seconds,
+        topo, uptime, restarts, emitted, dropped, edge_dropped, edge_late, *counters.values(),
+        bp_seconds,
         *gauges.values(), bp_status, execute, complete, *link_counters.values(),
     ]  # fmt: skip
+
+
+def _edge_labels(e: Mapping) -> tuple[str, str]:
+    """An edge's source component and stream (the statistics key it "source:stream")."""
+    if "source" in e:
+        return e["source"], e["stream"]
+    source, _, stream = e["edge"].rpartition(":")
+    return source, stream
+
+
+def _edge_losses(e: Mapping) -> list[tuple[str, int]]:
+    """An edge's losses by reason, each tuple once: the statistics' `dropped` counts the
+    `stale` ones too, here `dropped` is only what a full edge let go."""
+    return [
+        ("dropped", e["dropped"] - e["stale"]),
+        ("stale", e["stale"]),
+        ("overwritten", e["overwritten"]),
+        ("rejected", e["rejected"]),
+    ]
 
 
 def _buckets(counts: tuple[int, ...], bounds: tuple[float, ...]) -> list[tuple[str, float]]:

@@ -80,6 +80,8 @@ class EdgeStats:
             last = f"{self.last_what} at {time.strftime('%H:%M:%S', time.localtime(self.last_at))}"
         return {
             "edge": self.edge,
+            "source": self.source,
+            "stream": self.stream,
             "policy": self.policy.as_dict(),
             **{name: getattr(self, name) for name in EDGE_COUNTS},
             "high_watermark": self.high,

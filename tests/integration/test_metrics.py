@@ -152,3 +152,170 @@ def test_a_scrape_of_a_running_two_worker_topology_equals_its_statistics(tmp_pat
     assert series(samples, "stormish_topology_workers") == {(("topology", "metered"),): 2.0}
     restarts = series(samples, "stormish_worker_restarts_total", topology="metered")
     assert sorted(restarts.values()) == [0.0, 0.0]
+
+
+def run_scraped(tmp_path, source: str, *args: str):
+    """`stormish run` of `source` (a topology whose spout holds, not finished, until the
+    file RELEASE exists) with /metrics on a free port: (the process, the metrics URL,
+    the release file, the --stats-json file)."""
+    release = tmp_path / "release"
+    path = tmp_path / "topo.py"
+    path.write_text(textwrap.dedent(source.replace("RELEASE_PATH", repr(str(release)))))
+    stats_json = tmp_path / "stats.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "run", str(path), "--metrics-port", "0",
+         "--stats-json", str(stats_json), *args],
+        env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = proc.stderr.readline()
+    if not line.startswith("metrics: http://127.0.0.1:"):
+        proc.kill()
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(line + err)
+    return proc, line.split(" ", 1)[1].strip(), release, stats_json
+
+
+def finish(proc, release, stats_json) -> dict:
+    """Let the spout finish; the final statistics."""
+    try:
+        release.touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    stats = json.loads(stats_json.read_text())
+    assert stats["status"] == "complete"
+    return stats
+
+
+HELD_SPOUT = """
+import os
+import time
+from stormish import BasicBolt, Spout, Topology
+
+N = {n}
+
+
+class Numbers(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < N:
+            for _ in range(100):
+                self.n += 1
+                self.emit([self.n])
+        elif os.path.exists(RELEASE_PATH):
+            self.finish()
+
+
+class Slow(BasicBolt):
+    def execute(self, tup):
+        time.sleep({per_tuple})  # simulated work: slower than the spout
+"""
+
+DROPPING = (
+    HELD_SPOUT.format(n=1000, per_tuple=0.001)
+    + """
+
+t = Topology("dropping", config={"topology.workers": 2, "topology.acker.executors": 0})
+t.set_spout("s", Numbers())
+t.set_bolt("newest", Slow()).shuffle_grouping("s", overflow="drop_newest", capacity=20)
+t.set_bolt("latest", Slow()).shuffle_grouping("s", overflow="latest", deadline_ms=1)
+t.set_bolt("old", Slow()).shuffle_grouping(
+    "s", overflow="drop_oldest", capacity=1000, lifespan_ms=20
+)
+topology = t
+"""
+)
+
+
+def test_the_losses_of_dropping_edges_are_scraped_as_the_statistics_count_them(tmp_path):
+    proc, url, release, stats_json = run_scraped(tmp_path, DROPPING)
+    try:
+
+        def quiet():  # every tuple of each bolt's edge executed or let go
+            s = scrape(url)
+            for bolt in ("newest", "latest", "old"):
+                executed = series(s, "stormish_executed_total", component=bolt)
+                lost = sum(  # every reason's (series() keeps one sample a task)
+                    v for (n, k), v in s.items()
+                    if n == "stormish_edge_dropped_total" and ("component", bolt) in k
+                )  # fmt: skip
+                if sum(executed.values()) + lost != 1000:
+                    return False
+            return s
+
+        samples = poll_for(quiet, 60, 0.1, "every tuple executed or dropped")
+    finally:
+        stats = finish(proc, release, stats_json)
+    got: dict[tuple, float] = {}
+    for (name, labels), v in samples.items():
+        if name in ("stormish_edge_dropped_total", "stormish_edge_deadline_missed_total"):
+            assert dict(labels)["topology"] == "dropping"
+            got[(name, labels)] = v
+    want = {}
+    for task, t in stats["tasks"].items():
+        labels = {"topology": "dropping", "component": t["component"], "task": task,
+                  "worker": str(t["worker"])}  # fmt: skip
+        for e in t["edges"].values():
+            edge = {**labels, "source": "s", "stream": "default"}
+            assert e["edge"] == "s:default"
+            losses = [("dropped", e["dropped"] - e["stale"]), ("stale", e["stale"]),
+                      ("overwritten", e["overwritten"]), ("rejected", e["rejected"])]  # fmt: skip
+            for reason, n in losses:
+                key = tuple(sorted({**edge, "reason": reason}.items()))
+                want[("stormish_edge_dropped_total", key)] = float(n)
+            key = tuple(sorted(edge.items()))
+            want[("stormish_edge_deadline_missed_total", key)] = float(e["deadline_missed"])
+    assert got == want
+    by = {c: e for c, comp in stats["components"].items() for e in comp["edges"].values()}
+    assert by["newest"]["dropped"] > 0  # each policy did let tuples go here
+    assert by["latest"]["overwritten"] > 0
+    assert by["old"]["stale"] > 0
+    # the link's own drops stay apart: nothing was lost between the workers
+    assert not series(samples, "stormish_dropped_total")
+
+
+BACKPRESSURED = (
+    HELD_SPOUT.format(n=600, per_tuple=0.002)
+    + """
+
+t = Topology("pressed", config={"topology.executor.receive.buffer.size": 16,
+                                "topology.acker.executors": 0})
+t.set_spout("s", Numbers())
+t.set_bolt("slow", Slow()).shuffle_grouping("s")
+topology = t
+"""
+)
+
+
+def test_time_under_backpressure_moves_while_a_slow_bolt_holds_its_spout(tmp_path):
+    proc, url, release, stats_json = run_scraped(tmp_path, BACKPRESSURED)
+    try:
+
+        def spout_bp():
+            return series(scrape(url), "stormish_backpressure_seconds_total", component="s")
+
+        first = poll_for(lambda: sum(spout_bp().values()) > 0 and spout_bp(), 30, 0.05, "bp")
+        (task,) = first
+        poll_for(lambda: spout_bp()[task] > first[task], 30, 0.05, "backpressure time to grow")
+        status = series(scrape(url), "stormish_backpressure_status", component="slow")
+        assert status  # exported for the slow bolt's task (it may have drained meanwhile)
+
+        def quiet():
+            s = scrape(url)
+            return sum(series(s, "stormish_executed_total", component="slow").values()) == 600 and s
+
+        samples = poll_for(quiet, 60, 0.1, "the slow bolt to catch up")
+    finally:
+        stats = finish(proc, release, stats_json)
+    got = series(samples, "stormish_backpressure_seconds_total", topology="pressed")
+    want = {t: v["backpressure_seconds"] for t, v in stats["tasks"].items()}
+    assert got == want
+    assert want[task] > 0.5  # 600 tuples at 2 ms on a 16-tuple queue: mostly parked
+    assert stats["tasks"][task]["component"] == "s"
