@@ -48,13 +48,15 @@ class Scheduler:
         park_s: float,
         spin_rounds: int,
         name: str,
-        yield_gil: bool = False,
+        link: Any = None,
     ):
         self.executors = executors
         self.wakeup = wakeup
         self.park_s = park_s
         self.spin_rounds = spin_rounds
-        self.yield_gil = yield_gil  # other threads of this worker need the GIL (a link)
+        # the worker's ZeroMQ link, served by this thread between turns (WorkerLink.serve):
+        # `service()` once a round, `park(timeout)` instead of the wakeup's wait
+        self.link = link
         self.name = name
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -62,6 +64,7 @@ class Scheduler:
         self.current: Executor | None = None
         self.since = 0.0
         self.evicted: Executor | None = None
+        self.handed_link: Any = None
         for ex in executors:
             ex.queue.share_wakeup(wakeup)
 
@@ -74,8 +77,8 @@ class Scheduler:
 
     def evict(self, ex: Executor, started: float) -> list[Executor] | None:
         """From the watchdog: `ex` has been in one turn since `started`. It keeps this
-        thread; the others are returned for a new scheduler (None: the turn ended
-        meanwhile, nothing moves)."""
+        thread; the others are returned for a new scheduler, which serves the link too
+        (`handed_link`) (None: the turn ended meanwhile, nothing moves)."""
         with self.lock:
             if self.current is not ex or self.since != started or self.evicted is not None:
                 return None
@@ -83,6 +86,10 @@ class Scheduler:
             ex.scheduler = None
             rest = [e for e in self.executors if e is not ex]
             self.executors = [ex]
+            # the link is served between turns, never in one: the blocked thread is in a
+            # turn, so it is not touching a socket, and once the turn returns it runs
+            # only its executor
+            self.handed_link, self.link = self.link, None
             return rest
 
     def _main(self) -> None:
@@ -92,6 +99,8 @@ class Scheduler:
             self._turns()
         finally:
             logs.unregister()
+            if self.link is not None:  # its executors ended: the link's threads send the rest
+                self.link.unserve()
 
     def _turns(self) -> None:
         live = list(self.executors)
@@ -100,9 +109,12 @@ class Scheduler:
         waiting = [ex for ex in live if not ex.begun]
         begun = [ex for ex in live if ex.begun]
         rounds_idle = 0
-        monotonic, sleep = time.monotonic, time.sleep
+        monotonic = time.monotonic
         lock = self.lock
+        link = self.link
         while True:
+            if link is not None and link.service():
+                rounds_idle = 0
             if waiting:
                 for ex in list(waiting):
                     if not ex.running:
@@ -154,12 +166,6 @@ class Scheduler:
                     ex.idle += 1
             if did:
                 rounds_idle = 0
-                if self.yield_gil:
-                    # the link's receive and transfer threads need the GIL for every
-                    # batch that crosses workers: hand it over once a round instead of
-                    # making them wait a whole switch interval (p50 across 2 workers at
-                    # 35k trees/s: 2.5 -> 1.5 ms)
-                    sleep(0)
                 continue
             rounds_idle += 1
             if rounds_idle > self.spin_rounds:
@@ -171,7 +177,11 @@ class Scheduler:
             q.parked = True
         try:
             if not any(q.has_data() for q in queues):
-                self.wakeup.wait(0.1 if waiting and not begun else self.park_s)
+                timeout = 0.1 if waiting and not begun else self.park_s
+                if self.link is not None:
+                    self.link.park(timeout)
+                else:
+                    self.wakeup.wait(timeout)
         finally:
             for q in queues:
                 q.parked = False
@@ -240,5 +250,6 @@ class Watchdog:
                         (now - since) * 1000,
                     )
                     new = self.make(rest)
+                    new.link = s.handed_link
                     new.start()
                     self.schedulers.append(new)  # listed once it runs

@@ -20,7 +20,7 @@ import cloudpickle
 from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
-from ..transport.wakeup import Wakeup
+from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
@@ -73,6 +73,7 @@ class Worker:
                 targets[t] = remote_target(t)
         self.targets = targets
         self.link: Any = None  # the ZeroMQ link when the topology has several workers
+        self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
         self._congested: set[int] = set()
@@ -209,7 +210,9 @@ class Worker:
         for ex in own:
             ex.start()
         if shared:
-            wakeup = Wakeup()
+            # with a link, the scheduler serves it (WorkerLink.serve): one poll waits for
+            # its sockets and this wakeup alike
+            wakeup = Wakeup() if self.link is None else FdWakeup()
             waits = [w for ex in shared for w in (ex.idle_wait, ex.bp_wait)]
             park_s = min(wait.park_seconds(w) for w in waits)
             spin = min(wait.spin_count(w) for w in waits)
@@ -217,9 +220,14 @@ class Worker:
             def make(executors: list[Executor]) -> Scheduler:
                 n = len(self.schedulers)
                 name = f"worker-{self.index}-scheduler" + (f"-{n}" if n else "")
-                return Scheduler(executors, wakeup, park_s, spin, name, self.link is not None)
+                return Scheduler(executors, wakeup, park_s, spin, name)
 
             first = make(shared)
+            if self.link is not None:
+                assert isinstance(wakeup, FdWakeup)
+                self.link.serve(wakeup)
+                first.link = self.link
+                self._link_wakeup = wakeup
             self.schedulers.append(first)
             first.start()
             limit = conf["topology.scheduler.blocking.millis"] / 1000.0
@@ -253,6 +261,8 @@ class Worker:
             self._timer.join(1.0)
         if self.link is not None:
             self.link.stop()
+        if self._link_wakeup is not None:
+            self._link_wakeup.close()
         return stuck
 
     def link_stats(self) -> dict[str, Any]:

@@ -45,8 +45,10 @@ from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
 from .security import CONNECTION, LOOPBACK
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
+from .wakeup import FdWakeup, Wakeup
 
 POLL_MS = 5
+RECV_BURST = 64  # messages received in one go before the timer and sending get a turn
 # What may be in flight on one link, past the point where a backpressure status can stop
 # it: a few messages queued on each side (a message holds up to about MESSAGE_TUPLES
 # tuples) and small kernel buffers. Deep ZeroMQ queues would hide a slow receiver from the
@@ -117,6 +119,9 @@ class WorkerLink:
         self._seq = 0
         self._drain_hint = False
         self._stop = threading.Event()
+        self._halt = threading.Event()  # the threads hand the link to a serving thread
+        self._wakeup: FdWakeup | None = None  # set while a scheduler serves the link
+        self._next_check = 0.0
         self._threads: list[threading.Thread] = []
         # statistics
         self.sent_batches = self.sent_bytes = self.recv_batches = self.recv_bytes = 0
@@ -164,6 +169,10 @@ class WorkerLink:
         self.transfer._event.set()
 
     def start(self) -> None:
+        """The receive and transfer threads (none while a scheduler serves the link)."""
+        if self._wakeup is not None or self._threads:
+            return
+        self._next_check = time.monotonic() + self.check_every
         for fn, name in ((self._recv_loop, "link-recv"), (self._send_loop, "link-send")):
             t = threading.Thread(target=fn, name=f"{name}-{self.index}", daemon=True)
             t.start()
@@ -183,20 +192,29 @@ class WorkerLink:
     def _recv_loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
-        next_check = time.monotonic() + self.check_every
-        while not self._stop.is_set():
+        while not (self._stop.is_set() or self._halt.is_set()):
             if poller.poll(POLL_MS):
-                for _ in range(64):
-                    try:
-                        parts = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    self._on_message([p.buffer for p in parts], parts[0])
-            now = time.monotonic()
-            if now >= next_check or self._drain_hint:
-                self._drain_hint = False
-                next_check = now + self.check_every
-                self._timer()
+                self._receive()
+            self._check(time.monotonic())
+
+    def _receive(self) -> int:
+        """Up to RECV_BURST messages already received, without waiting."""
+        pull, n = self.pull, 0
+        while n < RECV_BURST:
+            try:
+                parts = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            self._on_message([p.buffer for p in parts], parts[0])
+            n += 1
+        return n
+
+    def _check(self, now: float) -> None:
+        """The backpressure-check timer, and the check a drained overflowQ asks for."""
+        if now >= self._next_check or self._drain_hint:
+            self._drain_hint = False
+            self._next_check = now + self.check_every
+            self._timer()
 
     def _drained(self) -> None:
         """A task's overflowQ just emptied (its consumer's thread): check at the next poll
@@ -302,25 +320,91 @@ class WorkerLink:
     # -- transfer thread -------------------------------------------------------------------
     def _send_loop(self) -> None:
         out = self._out
-        while not self._stop.is_set():
+        while not (self._stop.is_set() or self._halt.is_set()):
             if out.waiting():  # a connection, or room on a full socket: wait for either
                 out.wait(POLL_MS)
                 self.transfer.wait(0)
             else:
                 self.transfer.wait(0.05)
-            while self._new_peers:
-                w, addr = self._new_peers.popleft()
-                if w in out.boxes:  # it moved: its old flags mean nothing now
-                    self.remote.forget_worker(w)
-                out.open(w, addr, self._hello(reply=False))
-            out.events(time.monotonic())
-            while self._control:
-                out.put_control(*self._control.popleft())
+            self._send(time.monotonic())
+
+    def _send(self, now: float) -> None:
+        """New peers, connection events, control messages, then what the transfer queue
+        holds, handed to each peer as far as it takes it without blocking."""
+        out = self._out
+        while self._new_peers:
+            w, addr = self._new_peers.popleft()
+            if w in out.boxes:  # it moved: its old flags mean nothing now
+                self.remote.forget_worker(w)
+            out.open(w, addr, self._hello(reply=False))
+        out.events(now)
+        while self._control:
+            out.put_control(*self._control.popleft())
+        if len(self.transfer):
             self._draining = True  # busy() must not miss what is between queue and outbox
             for w, batches in self.transfer.drain().items():
                 out.put(w, batches)
             self._draining = False
-            out.flush()
+        out.flush()
+
+    # -- served by a scheduler thread ----------------------------------------------------------
+    def serve(self, wakeup: FdWakeup) -> None:
+        """From now on the calling thread serves the link (`service`, `park`) instead of
+        its receive and transfer threads, which stop here; `unserve` gives it back.
+
+        Under the GIL the link's two threads bought no parallelism: every batch that
+        crossed workers was a hand-off of the GIL between them and the scheduler (2-worker
+        word count: ~0.5 s CPU a worker in the link threads, and the scheduler's share of
+        each row grew with the hand-offs). Served by the scheduler between turns, a
+        received batch is in its queue before the next turn, with no hand-off. A socket
+        has one owner at a time: the threads are joined before this thread takes over.
+        """
+        self._halt_threads()
+        self._wakeup = wakeup
+        self.transfer._event = wakeup  # a batch from a thread of its own, new peers
+        self._poller = None
+
+    def unserve(self) -> None:
+        """The serving thread is done (its executors ended): the threads take over again,
+        to send what the executors' ends flushed and to answer peers until `stop`."""
+        if self._wakeup is None:
+            return
+        self._wakeup = None
+        self.transfer._event = Wakeup()
+        self.transfer._event.set()
+        if not self._stop.is_set():
+            self.start()
+
+    def service(self) -> bool:
+        """One pass, never waiting: receive, the timer, send. True when a message came."""
+        if self._stop.is_set():  # stopping: the sockets are being closed
+            return False
+        got = self._receive()
+        now = time.monotonic()
+        self._check(now)
+        self._send(now)
+        return got > 0
+
+    def park(self, timeout: float) -> None:
+        """Wait up to `timeout` s for a message, the wakeup (a local publish, a transfer
+        from another thread, new peers), a connection event or room on a full socket."""
+        wakeup = self._wakeup
+        if wakeup is None or wakeup.is_set():
+            return
+        timeout = min(timeout, max(0.0, self._next_check - time.monotonic()))
+        ms = max(0, int(timeout * 1000))
+        poller = self._out.poller(self.pull, wakeup.readable_fd())
+        ready = poller.poll(ms)
+        if ready:
+            self._out.noticed(ready)
+
+    def _halt_threads(self) -> None:
+        self._halt.set()
+        self.transfer._event.set()
+        for t in self._threads:
+            t.join(5)
+        self._threads = []
+        self._halt.clear()
 
     def _encode(self, part: list) -> list:
         """One TUPLES message (the transfer thread encodes when the peer can take it)."""

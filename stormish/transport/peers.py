@@ -314,13 +314,23 @@ class Peers:
 
     def wait(self, timeout_ms: int) -> None:
         """Until a connection changes, or a full socket with messages for it has room."""
+        self.noticed(self.poller().poll(timeout_ms))
+
+    def poller(self, *also: Any) -> zmq.Poller:
+        """A poller over the monitors and the full sockets that have messages waiting,
+        and `also` (sockets or descriptors to read)."""
         poller = zmq.Poller()
+        for x in also:
+            poller.register(x, zmq.POLLIN)
         for w, mon in self._monitor.items():
             poller.register(mon, zmq.POLLIN)
             box = self.boxes[w]
             if box.control or box.sendable():
                 poller.register(self._sock[w], zmq.POLLOUT)
-        ready = poller.poll(timeout_ms)
+        return poller
+
+    def noticed(self, ready: list) -> None:
+        """What a poll of `poller` returned: a monitor event is read at the next pass."""
         if any(sock in self._by_monitor for sock, _ in ready):
             self._events_due = True
 

@@ -106,6 +106,48 @@ def test_a_bolt_blocked_in_user_code_never_stops_its_siblings(conf):
     assert final.components["free"].executed == 5000
 
 
+class BlockedOnFile(BasicBolt):
+    """Blocks in execute until a file appears (a bolt stuck in I/O, in a worker process,
+    where the test's in-process gate cannot reach)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def execute(self, tup):
+        import os
+        import time
+
+        while not os.path.exists(self.path):
+            time.sleep(0.01)  # the user's blocking I/O, not the test's synchronisation
+
+
+def test_a_blocked_bolt_hands_the_link_to_the_scheduler_that_takes_over(tmp_path):
+    """Two workers: the worker's scheduler thread serves the ZeroMQ link between turns.
+    When the watchdog moves a blocked bolt off it, the link must go with the other
+    executors, or tuples from the other worker stop arriving (`d` is fed only from `c`
+    on the other worker: components are dealt to workers in name order)."""
+    gate = tmp_path / "open"
+    t = Topology("iso2", config={"topology.acker.executors": 0, "topology.workers": 2})
+    t.set_spout("a", CountingSpout(100, per_call=10))  # worker 0
+    t.set_bolt("b", BlockedOnFile(str(gate))).shuffle_grouping("a")  # worker 1
+    t.set_spout("c", CountingSpout(5000, per_call=50))  # worker 0
+    t.set_bolt("d", CaptureBolt()).shuffle_grouping("c")  # worker 1, beside b
+    with LocalCluster(workers=2) as cl:
+        cl.submit(t)
+        stats = cl.statistics("iso2")
+        assert stats.tasks[2].worker == stats.tasks[4].worker == 1
+        poll_for(
+            lambda: cl.statistics("iso2").components["d"].executed == 5000,
+            timeout=30,
+            what="the bolt beside the blocked one to get every tuple from the other worker",
+        )
+        assert cl.statistics("iso2").components["b"].executed == 0
+        gate.write_text("")
+        final = cl.wait_complete("iso2", timeout=60)
+    assert final.components["b"].executed == 100
+    assert final.components["d"].executed == 5000
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_a_topology_submitted_inactive_opens_nothing_until_activated(model):
     t = Topology("late", config={"topology.worker.scheduler": model})

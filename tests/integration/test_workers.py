@@ -161,9 +161,10 @@ def _flagged(cluster, name, worker="worker-0"):
 
 def halt_lag_bound(conf_batch=128, transfer=50):
     """What can be past a backpressure flag when it lands: the transfer queue, the
-    ZeroMQ queues on both sides (messages of at most MESSAGE_TUPLES tuples, or one
-    batch) and the kernel buffers on both sides (Linux doubles what is asked), counted
-    in tuples of this test's size."""
+    peer's outbox (up to `hold_at` = the transfer buffer size in batches before it is
+    held), the ZeroMQ queues on both sides (messages of at most MESSAGE_TUPLES tuples, or
+    one batch) and the kernel buffers on both sides (Linux doubles what is asked),
+    counted in tuples of this test's size."""
     from stormish.transport import frames as fr
     from stormish.transport import link as lk
 
@@ -171,7 +172,7 @@ def halt_lag_bound(conf_batch=128, transfer=50):
     one = fr.encode_tuples(0, 0, [(2, 1, "default", rows, None)])
     per_tuple = len(one[1]) / 1000
     return int(
-        transfer * conf_batch
+        2 * transfer * conf_batch
         + 2 * lk.HWM_MESSAGES * max(lk.MESSAGE_TUPLES, conf_batch)
         + 2 * 2 * lk.SOCKET_BUFFER_BYTES / per_tuple
     )
@@ -282,10 +283,12 @@ def test_a_dead_worker_is_named_with_its_exit_status():
     t = Topology("dies", config={"topology.acker.executors": 0})
     t.set_spout("s", ListSpout([[i] for i in range(1000)], fields=["n"]))
     t.set_bolt("b", Dies()).shuffle_grouping("s")
-    with LocalCluster(workers=2) as c:
+    # the worker may die before submit returns (it starts the workers and asks them once
+    # more): either call must name it
+    named = pytest.raises(WorkerError, match=r"worker process \d \(pid \d+\) exited with code 7")
+    with LocalCluster(workers=2) as c, named:
         c.submit(t)
-        with pytest.raises(WorkerError, match=r"worker process \d \(pid \d+\) exited with code 7"):
-            c.wait_complete("dies", timeout=60)
+        c.wait_complete("dies", timeout=60)
 
 
 def test_stormish_run_reports_the_dead_worker_and_exits_non_zero(tmp_path):

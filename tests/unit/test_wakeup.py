@@ -68,3 +68,44 @@ def test_concurrent_sets_never_raise():
         t.join()
     taken += w.wait(0)  # the last set is still there unless a wait above took it
     assert errors == [] and taken >= 1
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    import select
+
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+def test_an_fd_wakeup_keeps_the_lock_rules_and_wakes_a_poll_on_its_descriptor():
+    from stormish.transport.wakeup import FdWakeup
+
+    w = FdWakeup()
+    try:
+        assert not w.is_set() and not _readable(w.readable_fd(), 0)
+        w.set()
+        w.set()  # several sets count as one signal
+        assert w.is_set() and _readable(w.readable_fd(), 0)
+        w.clear()  # takes the signal and empties the descriptor
+        assert not w.is_set() and not _readable(w.readable_fd(), 0)
+        assert w.wait(0.001) is False
+    finally:
+        w.close()
+
+
+def test_an_fd_wakeup_set_from_another_thread_ends_a_poll_that_was_already_waiting():
+    import zmq
+
+    from stormish.transport.wakeup import FdWakeup
+
+    w = FdWakeup()
+    poller = zmq.Poller()
+    poller.register(w.readable_fd(), zmq.POLLIN)
+    setter = threading.Timer(0.05, w.set)
+    try:
+        setter.start()
+        ready = poller.poll(30_000)  # returns when set, not after 30 s
+        assert ready and ready[0][0] == w.readable_fd()
+        assert w.is_set()
+    finally:
+        setter.cancel()
+        w.close()
