@@ -1,10 +1,12 @@
 """A topology as nimbus runs it: its plan, its worker slots, and handles on its workers.
 
-`ClusterWorker` is the local cluster's `WorkerHandle` for a worker a supervisor runs: it
-is known by its hellos (heartbeats), not as a child process, and a worker that is silent
-is not waited for (its supervisor restarts it). `Deployment` keeps what nimbus persists
-(status, slots, epoch) and hands `RunningTopology` its workers, so that completion,
-statistics and stopping work as on the local cluster.
+`ClusterWorker` is nimbus's handle on a worker a supervisor runs: it is known by its
+hellos (heartbeats), not as a child process, and a worker that is silent is not waited
+for (its supervisor restarts it). It answers `RunningTopology`'s questions (the
+`WorkerView` protocol) as the local cluster's `WorkerHandle` does, sharing with it what
+a worker's answers mean (`runtime.answers.WorkerAnswers`). `Deployment` keeps what nimbus
+persists (status, slots, epoch) and hands `RunningTopology` its workers, so that
+completion, statistics and stopping work as on the local cluster.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from ..errors import WorkerError
+from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
 from ..runtime.running import Completion, RunningTopology
 from ..runtime.worker import acker_bolt
-from ..runtime.workers import WorkerHandle
 from ..topology import Topology
 
 if TYPE_CHECKING:
@@ -26,18 +28,22 @@ if TYPE_CHECKING:
 
 # Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
 ASK_TIMEOUT = 5.0
-# what a worker that is not there says: never complete while one is missing
-NOT_QUIET = {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0, "dropped": 0}
 
 
-class ClusterWorker(WorkerHandle):
-    """A worker run by a supervisor: known by its hellos, not by a child process."""
+class ClusterWorker:
+    """A worker run by a supervisor: known by its hellos, not by a child process. A dead
+    one is its supervisor's to restart: it is no failure here, only not quiet, and what
+    it held is gone (its next incarnation is brought up by nimbus: `new_incarnation`)."""
 
-    def __init__(self, deployment: Deployment, index: int, nimbus: Nimbus):
-        super().__init__(deployment, index)  # type: ignore[arg-type]
+    def __init__(self, name: str, index: int, nimbus: Nimbus):
+        self.topology = name
+        self.index = index
         self.nimbus = nimbus
-        self.topology = deployment.name
+        self.ident = b""
+        self.address: str | None = None
         self.worker_pid: int | None = None
+        self.answers = WorkerAnswers(index)
+        self.stopped = False
 
     @property
     def pid(self) -> int | None:
@@ -52,52 +58,64 @@ class ClusterWorker(WorkerHandle):
         )
 
     def ask(self, verb: str, payload: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
-        return super().ask(verb, payload, timeout)
+        try:
+            return self.nimbus.control.request(
+                self.ident, verb, payload, self.alive, timeout,
+                f"worker {self.index} (pid {self.pid})",
+            )  # fmt: skip
+        except WorkerError:
+            if self.answers.failure is not None:  # it said why: say that
+                raise WorkerError(self.answers.failure) from None
+            raise
 
     def new_incarnation(self, ident: bytes, pid: int) -> None:
         """Its supervisor started it again: a new process, nothing known of it yet."""
         self.ident, self.worker_pid = ident, pid
-        self._final, self._failure, self.stopped = None, None, False
+        self.answers.reset()
+        self.stopped = False
 
+    # -- the WorkerView protocol (runtime/running.py) ----------------------------------------
     def failure(self) -> str | None:
-        return self._failure  # a dead process is the supervisor's to restart
+        return self.answers.failure  # a dead process is the supervisor's to restart
 
     def quiescence(self) -> dict[str, Any]:
-        if self._final is None and not self.alive():
+        if not self.answers.ended and not self.alive():
             return dict(NOT_QUIET)
         try:
-            return super().quiescence()
+            return self.answers.quiescence(self.ask)
         except WorkerError:
             if self.alive():
                 raise
             return dict(NOT_QUIET)  # it died while asked: its supervisor restarts it
 
     def stats_snapshot(self) -> tuple[list, dict]:
-        if self._final is None and not self.alive():
+        if not self.answers.ended and not self.alive():
             return [], {}  # gone: its supervisor restarts it; its counters went with it
         try:
-            return super().stats_snapshot()
+            return self.answers.stats(self.ask)
         except WorkerError:
             if self.alive():
                 raise
             return [], {}
 
     def set_active(self, active: bool) -> None:
+        if not self.alive() or self.answers.ended:
+            return
         try:
-            super().set_active(active)
+            self.ask("active", active)
         except WorkerError:
             if self.alive():
                 raise
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         self.stopped = True
-        if not self.alive():
-            return []
-        try:
-            self._final = self.ask("stop", timeout, timeout=timeout + 10)
-            return list(self._final["stuck"])
-        except WorkerError as exc:
-            return [f"worker {self.index}: {exc}"]
+        return self.answers.stop(self.ask, timeout) if self.alive() else []
+
+    def results(self) -> dict[str, list[tuple[int, Any]]]:
+        return self.answers.results()
+
+    def errors(self) -> list[dict[str, Any]]:
+        return self.answers.errors()
 
 
 class Deployment:
@@ -108,7 +126,7 @@ class Deployment:
         self.name = topology.name
         self.topology = topology
         self.conf = conf
-        self.control = nimbus.control  # what WorkerHandle asks through
+        self.control = nimbus.control  # its workers' hellos
         self.status = "starting"
         self.slots: dict[int, tuple[str, int]] = {}
         self.error: str | None = None
@@ -119,7 +137,7 @@ class Deployment:
         self.log_hosts: dict[int, list[str]] = {}  # worker -> every supervisor it ran on
         self.epoch = 0
         self.active = True  # spouts active; RunningTopology.set_active keeps it current
-        self._next_check = 0.0
+        self.next_check = 0.0  # when nimbus next applies the completion rule
         self.replan()
 
     def replan(self) -> None:
@@ -130,7 +148,7 @@ class Deployment:
             del self.control.hellos[key]
         self.plan = build_plan(self.topology, self.conf, acker_bolt())
         self.blob = cloudpickle.dumps((self.topology, self.conf, dict(self.plan.assignment)))
-        self.handles = [ClusterWorker(self, i, self.nimbus) for i in range(self.plan.workers)]
+        self.handles = [ClusterWorker(self.name, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)
         self.running.group = self
         self.completion = Completion(self.running)

@@ -517,8 +517,8 @@ class Nimbus:
         elif isinstance(a, dc.CheckCompletion):
             self._flush_bring_up(d, brought)
             now = time.monotonic()
-            if now >= d._next_check:
-                d._next_check = now + COMPLETION_EVERY
+            if now >= d.next_check:
+                d.next_check = now + COMPLETION_EVERY
                 if d.completion.observe():  # the local cluster's rule (runtime/running.py)
                     self._end(d, "complete")
 

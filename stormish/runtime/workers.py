@@ -31,6 +31,7 @@ from .. import statusline
 from ..errors import WorkerError
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
+from .answers import NOT_QUIET, WorkerAnswers
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -86,8 +87,7 @@ class WorkerHandle:
         self.ident = b""
         self.address: str | None = None
         self.incarnation = 0
-        self._final: dict[str, Any] | None = None
-        self._failure: str | None = None
+        self.answers = WorkerAnswers(index)  # its final record and reported failure
         self.stopped = False
         self._pumps: list[threading.Thread] = []
         self._log_lock = threading.Lock()
@@ -105,8 +105,7 @@ class WorkerHandle:
         """Start the process; `await_hello` waits for it. Apart so that a group's workers
         start side by side: each spends most of its start-up importing."""
         self.incarnation += 1
-        self._final = None
-        self._failure = None
+        self.answers.reset()
         self.stopped = False
         cmd = [
             sys.executable,
@@ -217,64 +216,47 @@ class WorkerHandle:
         tail = text.splitlines()[-lines:]
         return "\n".join(tail)
 
-    # -- the Worker interface --------------------------------------------------------------
+    # -- the WorkerView protocol (runtime/running.py) ----------------------------------------
     def failure(self) -> str | None:
-        if self._failure is not None:
-            return self._failure
+        """What the worker reported, or how its process ended (with its log's end)."""
+        if self.answers.failure is not None:
+            return self.answers.failure
         if self.stopped or self.proc is None:
             return None
         code = self.proc.poll()
         if code is not None:
             self.join_output(2.0)  # the last lines it wrote reach the log first
             tail = self._log_tail()
-            self._failure = (
+            self.answers.failure = (
                 f"worker process {self.index} (pid {self.proc.pid}) {_describe_exit(code)}"
                 + (f"; its log ends:\n{tail}" if tail else "")
             )
-        return self._failure
+        return self.answers.failure
 
     def quiescence(self) -> dict[str, Any]:
-        if self._final is not None:
-            return {"spouts_done": True, "idle": True, "transferred": 0, "consumed": 0,
-                    "dropped": 0}  # fmt: skip
-        if not self.alive():  # failure() tells why; never complete meanwhile
-            return {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0,
-                    "dropped": 0}  # fmt: skip
-        q = self.ask("quiescence")
-        if q.get("failure"):
-            self._failure = f"worker {self.index}: {q['failure']}"
-        return q
+        if not self.answers.ended and not self.alive():
+            return dict(NOT_QUIET)  # failure() tells why; never complete meanwhile
+        return self.answers.quiescence(self.ask)
 
     def stats_snapshot(self) -> tuple[list, dict]:
-        if self._final is not None:
-            return self._final["tasks"], self._final["links"]
-        if self.failure() is not None:
+        if not self.answers.ended and self.failure() is not None:
             return [], {}
         try:
-            tasks, links, failure = self.ask("stats")
+            return self.answers.stats(self.ask)
         except WorkerError:
             if self.failure() is not None:  # died meanwhile: its statistics died with it
                 return [], {}
             raise
-        if failure:
-            self._failure = f"worker {self.index}: {failure}"
-        return tasks, links
 
     def set_active(self, active: bool) -> None:
-        if self.alive() and self._final is None:
+        if self.alive() and not self.answers.ended:
             self.ask("active", active)
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         """Stop the executors (close/cleanup run), keep final statistics and results, and
         wait for the process to exit; a process that does not exit is killed."""
         self.stopped = True
-        stuck: list[str] = []
-        if self.alive() and self._final is None:
-            try:
-                self._final = self.ask("stop", timeout, timeout=timeout + 10)
-                stuck = list(self._final["stuck"])
-            except WorkerError as exc:
-                stuck = [f"worker {self.index}: {exc}"]
+        stuck = self.answers.stop(self.ask, timeout) if self.alive() else []
         if self.proc is not None:
             try:
                 self.proc.wait(timeout + 5)
@@ -284,10 +266,10 @@ class WorkerHandle:
         return stuck
 
     def results(self) -> dict[str, list[tuple[int, Any]]]:
-        return {} if self._final is None else self._final["results"]
+        return self.answers.results()
 
     def errors(self) -> list[dict[str, Any]]:
-        return [] if self._final is None else self._final["errors"]
+        return self.answers.errors()
 
 
 def _check_local_host(host: str, topology: str) -> None:
@@ -361,7 +343,7 @@ class WorkerGroup:
     def stop_all(self, timeout: float) -> list[str]:
         """Stop every worker at once (each runs close/cleanup and exits); the executors
         that did not stop in time, by name."""
-        live = [h for h in self.handles if h.alive() and h._final is None]
+        live = [h for h in self.handles if h.alive() and not h.answers.ended]
         for h in self.handles:
             h.stopped = True
         stuck: list[str] = []
@@ -372,8 +354,7 @@ class WorkerGroup:
                 finals = []
                 stuck.append(str(exc))
             for h, final in zip(live, finals, strict=False):
-                h._final = final
-                stuck += list(final["stuck"])
+                stuck += h.answers.stopped_with(final)
         for h in self.handles:
             stuck += h.stop(timeout)  # what is left: the process's exit
         return stuck
