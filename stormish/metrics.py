@@ -127,6 +127,11 @@ def families(samples: list[TopologySample]) -> list[Metric]:
     execute = HistogramMetricFamily(
         "stormish_execute_latency_seconds", "time to execute a tuple", labels=TASK
     )
+    process = HistogramMetricFamily(
+        "stormish_process_latency_seconds",
+        "time from a tuple's execute to its ack or fail (bolts; matched per batch)",
+        labels=TASK,
+    )
     complete = HistogramMetricFamily(
         "stormish_complete_latency_seconds",
         "time from a spout's emit to its tuple tree's completion",
@@ -170,6 +175,12 @@ def families(samples: list[TopologySample]) -> list[Metric]:
                     _buckets(t.execute_histogram, EXECUTE_BUCKETS),
                     t.execute_latency_ms / 1000.0 * sum(t.execute_histogram),
                 )
+            if t.process_histogram and t.kind == "bolt":
+                process.add_metric(
+                    labels,
+                    _buckets(t.process_histogram, EXECUTE_BUCKETS),
+                    t.process_latency_ms / 1000.0 * sum(t.process_histogram),
+                )
             if t.complete_histogram:
                 complete.add_metric(
                     labels,
@@ -182,7 +193,7 @@ def families(samples: list[TopologySample]) -> list[Metric]:
     return [
         topo, uptime, restarts, emitted, dropped, edge_dropped, edge_late, *counters.values(),
         bp_seconds,
-        *gauges.values(), bp_status, execute, complete, *link_counters.values(),
+        *gauges.values(), bp_status, execute, process, complete, *link_counters.values(),
     ]  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from .emitters import UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 from .grouping import lane_of
 from .lane_pool import LanePool
+from .process_latency import ProcessLatency
 from .stats import EXECUTE_BUCKETS
 
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
@@ -62,6 +63,13 @@ class BoltExecutor(Executor):
             wait_ms = getattr(self.obj, "batch_max_wait_ms", None)
             self.batcher = Batcher(size, None if wait_ms is None else wait_ms / 1000.0)
         self.dropped_stale = 0  # taken from the queue, never executed: past lifespan_ms
+        # Storm's process latency, matched per batch (runtime/process_latency.py); the
+        # acker's own inputs are never acked
+        self.process: ProcessLatency | None = None
+        if not self.is_acker:
+            self.process = ProcessLatency(float(self.conf["topology.message.timeout.secs"]))
+        # a Bolt settles its tuples itself and may keep them (a settle batch's wait too)
+        self._keeps = not self.basic or self.batcher is not None
         self._bind()
 
     def _bind(self) -> None:
@@ -152,6 +160,7 @@ class BoltExecutor(Executor):
         if self.batcher is not None:  # a partial batch is executed, not lost
             for b in self.batcher.drain():
                 self._run_settle(*b)
+            self._settled_outside()
         pool = self.pool
         if pool is not None:  # what the lanes are running finishes and is replayed
             while pool.pending:
@@ -186,6 +195,8 @@ class BoltExecutor(Executor):
             self.idle = 0
         q = self.queue
         replayed = self.pool.completed() if self.pool is not None else 0
+        if replayed:
+            self._settled_outside()
         batches = q.consume()
         if self.edges:
             batches = self._screen(batches)
@@ -194,6 +205,7 @@ class BoltExecutor(Executor):
             return WORK
         bt = self.batcher
         if bt is not None and bt.waiting and self._flush_batches(bt, batches is None):
+            self._settled_outside()
             self.idle = 0
             if batches is None:
                 return WORK
@@ -201,18 +213,30 @@ class BoltExecutor(Executor):
             self.idle = 0
             execute = self._exec
             hist, bounds = self.exec_hist, EXECUTE_BUCKETS
+            process, keeps, tracked_only = self.process, self._keeps, col.acking
             t1 = now()
             end = t1 + TURN_SECONDS
             takes = TURN_TAKES  # a bound on a fake clock too, where time stands still
             while True:
                 for batch in batches:  # time per batch, as executed counts: they move together
                     t0 = t1
+                    stale = self.dropped_stale
                     execute(batch)
                     t1 = now()
                     self.exec_seconds += t1 - t0
                     n = len(batch[2])
                     if n:
                         hist[bisect_right(bounds, (t1 - t0) / n)] += n
+                        if process is not None:  # per batch, never per tuple
+                            process.executed(
+                                t0,
+                                t1,
+                                n - (self.dropped_stale - stale),
+                                self.acked + self.failed,
+                                keeps
+                                and batch[1] != TICK_STREAM
+                                and (batch[3] is not None or not tracked_only),
+                            )
                 # Another take while the turn lasts: a take is bounded (what a task holds
                 # unseen stays bounded), a turn by time. With one take a turn, a bolt fed
                 # 8 tuples for each its upstream takes (a split) got an eighth of the
@@ -234,6 +258,11 @@ class BoltExecutor(Executor):
             col.flush_all()
             self.next_flush = now() + self.flush_every
         return IDLE
+
+    def _settled_outside(self) -> None:
+        """Tuples settled outside the loop's executes (runtime/process_latency.py)."""
+        if self.process is not None:
+            self.process.outside(self.clock.now(), self.acked + self.failed)
 
     # -- batch settle ---------------------------------------------------------------------
     def _execute_settle(self, batch: tuple) -> None:

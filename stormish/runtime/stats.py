@@ -87,6 +87,10 @@ class TaskStats:
     # per bucket of EXECUTE_BUCKETS / COMPLETE_BUCKETS and one for +Inf, not cumulative
     execute_histogram: tuple[int, ...] = ()
     complete_histogram: tuple[int, ...] = ()
+    # bolts: Storm's process latency, a tuple's execute to its ack or fail, matched per
+    # batch (runtime/process_latency.py); per bucket of EXECUTE_BUCKETS, as execute's
+    process_latency_ms: float = 0.0
+    process_histogram: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class ComponentStats:
     progress_total: int | None = None
     dead_lettered: int = 0
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # summed over tasks
+    process_latency_ms: float = 0.0  # weighted by each task's measured tuples
 
 
 def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
@@ -186,9 +191,19 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             progress_done=progress[0],
             progress_total=progress[1],
             edges=_edges(ts),
+            process_latency_ms=_process_ms(ts),
             **sums,
         )
     return out
+
+
+def _process_ms(ts: list[TaskStats]) -> float:
+    n = [sum(t.process_histogram) for t in ts]
+    return (
+        sum(t.process_latency_ms * k for t, k in zip(ts, n, strict=True)) / sum(n)
+        if any(n)
+        else 0.0
+    )
 
 
 def _progress(ts: list[TaskStats]) -> tuple[int | None, int | None]:

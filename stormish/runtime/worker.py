@@ -374,6 +374,7 @@ class Worker:
             since = ex.bp_since  # read once: the executor's thread clears it
             parked = 0.0 if since is None else max(0.0, now - since)
             bp += parked
+            process_ms, process_hist = _process(ex)
             out.append(
                 TaskStats(
                     task=t,
@@ -406,6 +407,8 @@ class Worker:
                     announced_backpressure=t in announced,
                     execute_histogram=tuple(ex.exec_hist),
                     complete_histogram=tuple(getattr(ex, "complete_hist", ())),
+                    process_latency_ms=process_ms,
+                    process_histogram=process_hist,
                     **_progress(ex.obj),
                 )
             )
@@ -423,6 +426,17 @@ class Worker:
 
     def errors(self) -> list[ErrorReport]:
         return [e for ex in self.executors.values() for e in ex.errors]
+
+
+def _process(ex: Any) -> tuple[float, tuple[int, ...]]:
+    """A bolt's process latency (runtime/process_latency.py), read as the execute
+    latency is: from another thread, counters that only grow."""
+    p = getattr(ex, "process", None)
+    if p is None:
+        return 0.0, ()
+    hist = tuple(p.hist)
+    n = sum(hist)
+    return (p.seconds / n * 1000.0 if n else 0.0), hist
 
 
 def _progress(obj: Any) -> dict[str, int | None]:

@@ -126,7 +126,7 @@ def topology_view(
                     "boltId": cname,
                     "executed": w[cname]["executed"],
                     "executeLatency": f"{c.execute_latency_ms:.3f}",
-                    "processLatency": f"{c.execute_latency_ms:.3f}",
+                    "processLatency": f"{c.process_latency_ms:.3f}",
                     "capacity": f"{w[cname]['capacity']:.3f}",
                     **common,
                 }

@@ -12,9 +12,11 @@ import sys
 import textwrap
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stormish.local import poll_for
+from stormish.runtime.stats import EXECUTE_BUCKETS
 from stormish.runtime.workers import _child_env
 
 TOPOLOGY = """
@@ -319,3 +321,85 @@ def test_time_under_backpressure_moves_while_a_slow_bolt_holds_its_spout(tmp_pat
     assert got == want
     assert want[task] > 0.5  # 600 tuples at 2 ms on a 16-tuple queue: mostly parked
     assert stats["tasks"][task]["component"] == "s"
+
+
+KEEPING = """
+import os
+import time
+from stormish import BasicBolt, Bolt, Spout, Topology
+
+N = 200
+
+
+class Paced(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < N:
+            self.n += 1
+            self.emit([self.n], msg_id=self.n)
+            time.sleep(0.002)  # paces the spout: a tuple every 2 ms or more
+        elif os.path.exists(RELEASE_PATH):
+            self.finish()
+
+
+class Keeper(Bolt):
+    # keeps each tuple, acks 50 at a time: the first of 50 waits 49 arrivals (>= 98 ms)
+    def prepare(self, conf, context):
+        self.kept = []
+
+    def execute(self, tup):
+        self.kept.append(tup)
+        if len(self.kept) == 50:
+            for t in self.kept:
+                self.ack(t)
+            self.kept = []
+
+
+class Quick(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+t = Topology("keeping", config={"topology.workers": 2})
+t.set_spout("s", Paced())
+t.set_bolt("keeper", Keeper()).shuffle_grouping("s")
+t.set_bolt("quick", Quick()).shuffle_grouping("s")
+topology = t
+"""
+
+
+def test_process_latency_runs_from_execute_to_a_later_ack(tmp_path):
+    proc, url, release, stats_json = run_scraped(tmp_path, KEEPING)
+    try:
+
+        def quiet():
+            s = scrape(url)
+            return sum(series(s, "stormish_acked_total", component="s").values()) == 200 and s
+
+        samples = poll_for(quiet, 60, 0.1, "every tree acked")
+    finally:
+        stats = finish(proc, release, stats_json)
+    comps = stats["components"]
+    keeper, quick = comps["keeper"], comps["quick"]
+    # the Keeper's tuples waited for the 50th of their group, 2 ms or more apart
+    assert keeper["process_latency_ms"] > 30, keeper
+    assert keeper["execute_latency_ms"] < 5, keeper
+    # a BasicBolt settles each tuple as its execute returns: process = execute
+    assert quick["process_latency_ms"] == pytest.approx(quick["execute_latency_ms"], rel=1e-6)
+    for task, t in stats["tasks"].items():
+        if t["kind"] != "bolt":
+            assert t["process_histogram"] == []
+            assert not series(samples, "stormish_process_latency_seconds_count", task=task)
+            continue
+        assert sum(t["process_histogram"]) == t["acked"] == 200  # every ack measured once
+        count = series(samples, "stormish_process_latency_seconds_count", task=task)
+        assert count == {task: 200.0}
+        total = series(samples, "stormish_process_latency_seconds_sum", task=task)
+        assert total[task] == pytest.approx(t["process_latency_ms"] / 1000.0 * 200)
+        inf = series(samples, "stormish_process_latency_seconds_bucket", task=task, le="0.05")
+        below = sum(t["process_histogram"][: EXECUTE_BUCKETS.index(0.05) + 1])
+        assert inf == {task: float(below)}
