@@ -108,6 +108,14 @@ def main() -> None:
 )
 @click.option("-v", "--verbose", is_flag=True, help="--log-level DEBUG")
 @click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="with --workers 2 or more: keep each worker's output in DIR/TOPOLOGY-worker-N.log, "
+    "a line per start, rolled past stormish.local.log.max.bytes (as a supervisor's "
+    "--log-dir) [default: a temporary directory, removed at exit]",
+)
+@click.option(
     "--ui",
     "ui_port",
     type=cc.PORT,
@@ -126,9 +134,12 @@ def run(
     metrics_host: str,
     log_level: str | None,
     verbose: bool,
+    log_dir: str | None,
     ui_port: int | None,
 ) -> None:
     """Run TOPOLOGY_FILE on the embedded local cluster."""
+    if log_dir:  # a config key, so that LocalCluster users have it too
+        pairs += (f"stormish.local.log.dir={json.dumps(os.path.abspath(log_dir))}",)
     if verbose or log_level:
         from . import logs
 
@@ -398,7 +409,8 @@ def _serve_metrics(running: Any, host: str, port: int) -> Any:
 
 
 def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: dict) -> int:
-    """The run until it ends, with a status line on a terminal (prints go above it)."""
+    """The run until it ends, with a status line on a terminal (rich's Live display,
+    with a progress bar per spout that reports progress; prints go above it)."""
     from . import statusline
 
     if not sys.stderr.isatty():
@@ -427,6 +439,8 @@ def _watch_lines(
         try:
             running.wait_complete(0.05)
             reason["why"] = "complete"
+            if tty:  # the bars as they end (what the last status line saw may be older)
+                status.show(None, _progress_bars(running.statistics()))
             break
         except TimeoutError:
             pass
@@ -448,21 +462,24 @@ def _watch_lines(
             roots = backpressure_roots(s.tasks.values())
             if roots:  # the task it comes from, as `monitor` names it
                 bp.append("root " + ", ".join(f"{r.task.component}[{r.task.task}]" for r in roots))
-            progress = "".join(
-                f", {c.component} {c.progress_done:,}"
-                + (f"/{c.progress_total:,}" if c.progress_total is not None else "")
-                for c in s.components.values()
-                if c.progress_done is not None
-            )
             warning = timeout_warning(timing_out(last_stats, s))
             last_stats = s
             status.show(
                 f"{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
-                f"backpressure: {', '.join(bp) or 'none'}{progress}"
-                f"{'; ' + warning if warning else ''}"
+                f"backpressure: {', '.join(bp) or 'none'}{'; ' + warning if warning else ''}",
+                _progress_bars(s),
             )
             next_status = now + every
     return 0
+
+
+def _progress_bars(s: Any) -> list[tuple[str, int, int | None]]:
+    """The spouts that report progress: a bar each under the status line."""
+    return [
+        (c.component, c.progress_done, c.progress_total)
+        for c in s.components.values()
+        if c.progress_done is not None
+    ]
 
 
 def _analyse(path: str, pairs: tuple[str, ...], workers: int | None) -> Any:

@@ -372,6 +372,32 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "stormish.local.log.dir",
+            None,
+            _str,
+            "keep the output of local-mode worker processes (`stormish run -w N --log-dir`) "
+            "in this directory, a file per topology and worker (TOPOLOGY-worker-N.log, as a "
+            "supervisor's --log-dir) with a line per start, rolled past "
+            "stormish.local.log.max.bytes; None: a temporary directory removed at exit, "
+            "rolled the same way with one old file kept",
+            "topology",
+        ),
+        Key(
+            "stormish.local.log.max.bytes",
+            100 << 20,
+            _int(0),
+            "roll a local-mode worker's log file past this size (0: never, and then the "
+            "temporary logs grow for as long as the run lasts)",
+            "topology",
+        ),
+        Key(
+            "stormish.local.log.backups",
+            9,
+            _int(0),
+            "rolled log files kept per local-mode worker in stormish.local.log.dir",
+            "topology",
+        ),
+        Key(
             "stormish.spark.master",
             None,
             _str,

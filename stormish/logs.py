@@ -19,6 +19,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -166,6 +167,19 @@ def component_lines(text: str, component: str) -> list[str]:
 
 # a line that starts a record of its own: a timestamp, another tag, a start separator
 _NEW_RECORD = re.compile(r"\d{4}-\d\d-\d\d |\[[^\]\s]+:\d+\] |=== ")
+
+
+def worker_log_name(topology: str, index: int) -> str:
+    """The file a worker's output goes to, in a supervisor's --log-dir and in `stormish
+    run --log-dir` alike: one per topology and worker, across its restarts."""
+    return f"{topology}-worker-{index}.log"
+
+
+def start_line(topology: str, index: int, pid: int, details: str) -> bytes:
+    """The separator written before each start of a worker in its log file (`stormish
+    logs --component` ends a component's lines there)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return f"=== {stamp} worker {topology}/{index} started: pid {pid}, {details} ===\n".encode()
 
 
 class RotatingFile:

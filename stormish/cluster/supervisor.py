@@ -34,7 +34,7 @@ from typing import Any
 
 import zmq
 
-from ..logs import RotatingFile, read_log
+from ..logs import RotatingFile, read_log, start_line, worker_log_name
 from ..transport import control as ct
 from .api import API_VERBS
 from .restarts import RestartPolicy, describe_exit, last_line
@@ -366,11 +366,8 @@ class Supervisor:
         s.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        s.log.write(
-            f"=== {stamp} worker {s.topology}/{s.index} started: pid {s.proc.pid}, port "
-            f"{s.port}, restart {s.restarts}, supervisor {self.id} ===\n".encode()
-        )
+        details = f"port {s.port}, restart {s.restarts}, supervisor {self.id}"
+        s.log.write(start_line(s.topology, s.index, s.proc.pid, details))
         s.pump = threading.Thread(
             target=_pump, args=(s.proc.stdout, s.log), name=f"log-{s.topology}-{s.index}",
             daemon=True,
@@ -379,7 +376,7 @@ class Supervisor:
         s.finished = False
 
     def log_path(self, topology: str, index: int) -> str:
-        return os.path.join(self.log_dir or "", f"{topology}-worker-{index}.log")
+        return os.path.join(self.log_dir or "", worker_log_name(topology, index))
 
     def _close_log(self, s: Slot) -> None:
         """Let the pump write what the dead process left in its pipe, then close."""

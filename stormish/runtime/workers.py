@@ -29,6 +29,7 @@ import cloudpickle
 
 from .. import statusline
 from ..errors import WorkerError
+from ..logs import RotatingFile, start_line, worker_log_name
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
@@ -91,11 +92,12 @@ class WorkerHandle:
         self.stopped = False
         self._pumps: list[threading.Thread] = []
         self._log_lock = threading.Lock()
+        self._log: RotatingFile | None = None  # across its restarts, until the group closes
 
     # -- process -------------------------------------------------------------------------
     @property
     def log_path(self) -> str:
-        return os.path.join(self.group.logdir, f"worker-{self.index}.log")
+        return os.path.join(self.group.logdir, worker_log_name(self.group.plan.name, self.index))
 
     def launch(self) -> None:
         self.spawn()
@@ -125,8 +127,6 @@ class WorkerHandle:
         keys = self.group.keys_line
         if keys is not None:
             cmd += ["--keys", "-"]  # the key pair follows on stdin
-        with open(self.log_path, "ab") as log:
-            log.write(f"--- incarnation {self.incarnation}\n".encode())
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL if keys is None else subprocess.PIPE,
@@ -144,10 +144,16 @@ class WorkerHandle:
                 self.proc.stdin.close()
             except OSError:  # it died at once: wait_hello says so, with its log
                 pass
+        if self._log is None:
+            self._log = RotatingFile(self.log_path, *self.group.log_limits)
+        details = f"restart {self.incarnation - 1}, local run (pid {os.getpid()})"
+        with self._log_lock:  # before the pumps copy anything of this incarnation
+            self._log.write(start_line(self.group.plan.name, self.index, self.proc.pid, details))
         for pipe, out in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr)):
             t = threading.Thread(
-                target=self._pump, args=(pipe, out), name=f"worker-{self.index}-output", daemon=True
-            )
+                target=self._pump, args=(pipe, out, self._log), name=f"worker-{self.index}-output",
+                daemon=True,
+            )  # fmt: skip
             t.start()
             self._pumps.append(t)
 
@@ -157,14 +163,16 @@ class WorkerHandle:
             self.group.plan.name, self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
 
-    def _pump(self, pipe: Any, out: Any) -> None:
+    def _pump(self, pipe: Any, out: Any, log: RotatingFile) -> None:
         """A worker's output goes where this process's goes (as with one worker), and to
         its log file, whose end explains a death."""
-        with pipe, open(self.log_path, "ab") as log:
+        with pipe:
             for line in pipe:
                 with self._log_lock:
-                    log.write(line)
-                    log.flush()
+                    try:
+                        log.write(line)
+                    except (OSError, ValueError):  # closed: the group ended
+                        pass
                 try:
                     with OUTPUT_LOCK:  # whole lines: workers' pumps share our streams
                         statusline.write_above(out, line.decode("utf-8", "replace"))
@@ -175,6 +183,12 @@ class WorkerHandle:
         for t in self._pumps:
             t.join(timeout)
         self._pumps = [t for t in self._pumps if t.is_alive()]
+
+    def close_log(self) -> None:
+        with self._log_lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -206,13 +220,16 @@ class WorkerHandle:
             self.proc.wait(10)
 
     def _log_tail(self, lines: int = 12) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 8192))
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        """Its log's last lines (from the file rolled last too, when it was just rolled)."""
+        text = ""
+        for path in (f"{self.log_path}.1", self.log_path):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.seek(max(0, f.tell() - 8192))
+                    text += f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
         tail = text.splitlines()[-lines:]
         return "\n".join(tail)
 
@@ -288,6 +305,20 @@ def _check_local_host(host: str, topology: str) -> None:
         ) from None
 
 
+def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int, int]]:
+    """Where the workers' log files go, whether that directory is the group's own (a
+    temporary one, removed at the end), and their (max bytes, backups). A temporary log
+    keeps one rolled file: it is there to explain a death, and must not fill the disk on
+    a long run; `stormish.local.log.dir` keeps them as a supervisor's --log-dir does."""
+    max_bytes = int(conf.get("stormish.local.log.max.bytes", 100 << 20))
+    backups = int(conf.get("stormish.local.log.backups", 9))
+    where = conf.get("stormish.local.log.dir")
+    if where:
+        os.makedirs(where, exist_ok=True)
+        return os.path.abspath(where), False, (max_bytes, backups)
+    return tempfile.mkdtemp(prefix=f"stormish-{name}-"), True, (max_bytes, min(backups, 1))
+
+
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
@@ -296,7 +327,7 @@ class WorkerGroup:
         self.plan = plan
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
         self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
-        self.logdir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-")
+        self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
         self.security, self.keys_line = local_security()
         self.control = ControlServer(security=self.security)
@@ -387,5 +418,7 @@ class WorkerGroup:
                 h.proc.kill()
                 h.proc.wait(10)
             h.join_output()
+            h.close_log()
         self.control.close()
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        if self.own_logdir:
+            shutil.rmtree(self.logdir, ignore_errors=True)
