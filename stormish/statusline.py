@@ -1,51 +1,114 @@
-"""The one-line status `stormish run` keeps at the bottom of a terminal.
+"""The live status `stormish run` keeps at the bottom of a terminal: rich's Live display,
+a status line and a progress bar per spout that reports its progress (`progress()`:
+SparkSpout(count=True), ListSpout, ...).
 
-Whatever else is printed (a bolt's `print`, a worker's log line) goes above it: the
-status line is wiped, the line written, the status drawn again. Without this a print
-landed after the status text, mid-line. Only on a terminal: piped output gets no
-status line at all.
+Whatever else is printed on the terminal (a bolt's `print`, a worker's output) goes
+above it: rich wipes the display, prints the line and draws the display again. Without
+this a print landed after the status text, mid-line. Writes to a stream that is not
+the terminal (stdout piped to a file) go straight there: the display is not touched.
+Only on a terminal: piped output gets no status line at all (the caller's choice).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any, TextIO
 
-CLEAR = "\r\033[K"
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+# (component, items done, total or None: unknown)
+Progressed = tuple[str, int, int | None]
 
 
 class StatusLine:
     def __init__(self, stream: TextIO):
         self.stream = stream
-        self.text = ""
+        self.console = Console(file=stream, highlight=False)
+        self.text = Text()
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            auto_refresh=False,
+        )
+        self.bars: dict[str, TaskID] = {}
+        self.live = Live(
+            console=self.console,
+            get_renderable=self._renderable,
+            auto_refresh=False,
+            redirect_stdout=False,  # our streams go above it through `above`
+            redirect_stderr=False,
+        )
+        self.shown = False
         self.lock = threading.RLock()
+        self.partial: dict[int, tuple[TextIO, str]] = {}  # per stream: a line not ended
 
-    def show(self, text: str) -> None:
-        with self.lock:
-            self.text = text
-            self.stream.write(CLEAR + text)
-            self.stream.flush()
+    def _renderable(self) -> RenderableType:
+        return Group(self.text, self.progress) if self.bars else self.text
 
-    def above(self, write: Callable[[str], Any], data: str, flush: Callable[[], Any]) -> None:
-        """`write(data)` above the status line (redrawn once `data` ends a line)."""
+    def show(self, text: str | None, progress: Iterable[Progressed] = ()) -> None:
+        """Draw `text` (cut to the terminal's width; None: the last one) and a bar per
+        spout in `progress`."""
         with self.lock:
-            if self.text:
-                self.stream.write(CLEAR)
-                self.stream.flush()
-            write(data)
-            flush()
-            if self.text and data.endswith("\n"):
-                self.stream.write(self.text)
-                self.stream.flush()
+            if text is not None:
+                self.text = Text(text, no_wrap=True, overflow="ellipsis")
+            for name, done, total in progress:
+                bar = self.bars.get(name)
+                if bar is None:
+                    self.bars[name] = self.progress.add_task(name, total=total, completed=done)
+                else:
+                    self.progress.update(bar, total=total, completed=done)
+            if not self.shown:
+                self.live.start()
+                self.shown = True
+            self.live.refresh()
+
+    def above(self, stream: TextIO, data: str) -> None:
+        """`data` for `stream`, above the display when `stream` is the terminal (whole
+        lines: a line not ended waits for its end)."""
+        with self.lock:
+            if not self.shown or not _is_terminal(stream):
+                stream.write(data)
+                stream.flush()
+                return
+            _, before = self.partial.pop(id(stream), (stream, ""))
+            *lines, rest = (before + data).split("\n")
+            if rest:
+                self.partial[id(stream)] = (stream, rest)
+            if lines:
+                self.console.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
 
     def end(self) -> None:
-        """Leave the last status on its own line."""
+        """Leave the last status in place, on its own line(s)."""
         with self.lock:
-            if self.text:
-                self.stream.write("\n")
-                self.stream.flush()
-            self.text = ""
+            for _stream, rest in self.partial.values():
+                self.console.print(Text.from_ansi(rest), soft_wrap=True)
+            self.partial.clear()
+            if self.shown:
+                self.live.stop()
+            self.shown = False
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 current: StatusLine | None = None  # the run's, while one is shown
@@ -58,7 +121,7 @@ def write_above(stream: TextIO, data: str) -> None:
         stream.write(data)
         stream.flush()
     else:
-        status.above(stream.write, data, stream.flush)
+        status.above(stream, data)
 
 
 class AboveStatus:

@@ -113,6 +113,11 @@ class ListSpout(Spout):
             return
         self.todo.append(msg_id)
 
+    def progress(self) -> tuple[int, int]:
+        """Items done (acked, or given up as dead letters) of all it has to emit: the
+        live status line's bar (`stormish run`) and the statistics' progress."""
+        return len(getattr(self, "acked", ())) + len(getattr(self, "dead", ())), len(self.items)
+
     def result(self) -> dict[str, Any]:
         return {
             "acked": dict(self.acked),

@@ -179,6 +179,11 @@ class FeederSpout(Spout):
         self._in_flight -= 1
         self._send("fail", msg_id)
 
+    def progress(self) -> tuple[int, None]:
+        """Fed tuples this task emitted and saw acked or failed, of a total nobody knows
+        (the test feeds on): the statistics' progress, a count on the status line."""
+        return getattr(self, "_emitted", 0) - getattr(self, "_in_flight", 0), None
+
     def activate(self) -> None:
         self._active = True
 

@@ -1,5 +1,6 @@
-"""Issue 14 item 8: on a terminal, what a bolt prints goes above `stormish run`'s status
-line, never after it on the same line. A real pseudo-terminal, a real run (1 worker in
+"""Issue 14 items 8 and 12: on a terminal, what a bolt prints goes above `stormish run`'s
+status line (rich's Live display), never after it on the same line; a spout that reports
+its progress gets a bar under it. A real pseudo-terminal, a real run (1 worker in
 process, and 2 worker processes whose output is pumped through the parent)."""
 
 from __future__ import annotations
@@ -92,5 +93,41 @@ def test_prints_go_above_the_status_line(tmp_path, workers):
     assert len(said) == 6, out[-3000:]
     for at in said:
         before = out[max(0, at - 4) : at]
-        # at the start of a line: after a newline, or after the status line was wiped
-        assert before.endswith(("\n", "\r\x1b[K")), repr(out[max(0, at - 120) : at + 30])
+        # at the start of a line: after a newline, or after rich wiped the status line
+        # (carriage return, then erase-line for each of its lines going up)
+        assert before.endswith(("\n", "\x1b[2K")), repr(out[max(0, at - 120) : at + 30])
+
+
+LISTED = """
+import time
+from stormish import BasicBolt, Topology
+from stormish.testing import ListSpout
+
+
+class Slow(BasicBolt):
+    def execute(self, tup):
+        time.sleep(0.005)  # simulated work: the run lasts about 1.5 s
+
+
+t = Topology("listed", config={"topology.stats.interval.secs": 0.05,
+                               "topology.max.spout.pending": 10})
+t.set_spout("words", ListSpout([[f"w{i}"] for i in range(300)], ["word"]))
+t.set_bolt("slow", Slow()).shuffle_grouping("words")
+topology = t
+"""
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_status_line_shows_the_progress_of_a_finite_spout(tmp_path, workers):
+    path = tmp_path / "listed.py"
+    path.write_text(textwrap.dedent(LISTED))
+    out = ANSI.sub("", run_on_a_terminal(str(path), "-w", workers))
+    # rich's bar under the status line: "words ━━━━╸━━━ 128/300  43% 0:00:01"
+    done = [int(n) for n in re.findall(r"words [━╸╺]+ +(\d+)/300 ", out)]
+    assert done, out[-3000:]
+    assert any(0 < n < 300 for n in done), done  # seen moving
+    assert done == sorted(done), done
+    assert done[-1] == 300, done  # the bar as the spout ended
+    assert "100%" in out
