@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+
+from stormish.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -432,6 +435,28 @@ def test_keys_made_inside_a_git_checkout_warn_unless_ignored(tmp_path):
     )  # this project ignores its own keys/
 
 
+def option_defaults(command: click.Command) -> list[tuple[str, str]]:
+    """A command's options that have a default worth showing, as click shows it: not a
+    flag (an off flag shows nothing), not unset or None or empty."""
+    out = []
+    for p in command.params:
+        if not isinstance(p, click.Option) or p.hidden or p.is_flag or p.show_default is False:
+            continue
+        d = p.default
+        if d is None or d == () or callable(d) or type(d).__name__ == "Sentinel":
+            continue
+        out.append((max(p.opts, key=len), str(d)))
+    return out
+
+
+def option_help(text: str, flag: str) -> str:
+    """An option's row of a --help text, its wrapped lines joined."""
+    options = text.split("Options:", 1)[1]
+    m = re.search(r"^  (?:-\w, )?" + re.escape(flag) + r"\b(.*?)(?=^  -|\Z)", options, re.S | re.M)
+    assert m, f"{flag} not in {options}"
+    return " ".join(m.group(1).split())
+
+
 def test_run_json_prints_the_statistics_for_scripts_and_help_shows_defaults():
     """Issue 14 item 12: `--json` gives the closing summary's data as JSON on stdout (the
     statistics' documented shape), and every command's --help shows its defaults."""
@@ -443,9 +468,14 @@ def test_run_json_prints_the_statistics_for_scripts_and_help_shows_defaults():
     assert stats["schema"] == "stormish.statistics/1" and stats["status"] == "complete"
     assert stats["ended"] == "complete"
     assert stats["components"]["count"]["executed"] == stats["components"]["split"]["emitted"]
-    for command in (["run"], ["nimbus"], ["supervisor"], ["kill"], ["logs"], ["ui"]):
-        text = stormish(*command, "--help").stdout
-        assert "[default:" in text, command
+    checked = 0
+    for name, command in sorted(main.commands.items()):
+        text = stormish(name, "--help").stdout
+        for flag, default in option_defaults(command):
+            help_of = option_help(text, flag)
+            assert f"[default: {default}" in help_of, (name, flag, default, help_of)
+            checked += 1
+    assert checked >= 15  # nimbus, supervisor, logs, monitor, kill, run, ui, worker
     assert "-w, --workers" in stormish("run", "--help").stdout
     assert "-w" not in stormish("kill", "--help").stdout.split("Options:")[1].split("--wait")[0]
 

@@ -17,6 +17,7 @@ from stormish.runtime.workers import _child_env
 
 TOPOLOGY = """
 import os
+import time
 from stormish import BasicBolt, Spout, Topology
 
 RELEASE = {release!r}
@@ -40,6 +41,7 @@ class Picky(BasicBolt):
     outputs = ["n"]
 
     def execute(self, tup):
+        time.sleep(0.0005)  # simulated work: a capacity well above 0
         if tup.values[0] % 500 == 0:
             raise ValueError(f"no multiples of 500: {{tup.values[0]}}")
         self.emit(tup.values)
@@ -122,8 +124,18 @@ def test_storms_rest_shapes_from_a_local_run(run_with_ui):
     assert bolts["picky"]["executed"] == 2000 and bolts["picky"]["failed"] == 4
     assert bolts["picky"]["errors"] == 4
     assert bolts["picky"]["lastError"].startswith("ValueError: no multiples of 500")
-    assert float(bolts["picky"]["capacity"]) >= 0 and float(bolts["picky"]["executeLatency"]) > 0
     stats = t["topologyStats"][0]
+    # Storm's capacity: executed in the window x execute latency / the window's length
+    # (each shown rounded: the window's seconds to 0.1 s, the latency to 1 us, the
+    # capacity to 0.001, so it must lie between the bounds those roundings allow)
+    picky = bolts["picky"]
+    ms, capacity = float(picky["executeLatency"]), float(picky["capacity"])
+    secs = stats["windowSeconds"]
+    assert ms >= 0.5
+    low = picky["executed"] * (ms - 0.0005) / 1000.0 / (secs + 0.05) - 0.0005
+    high = picky["executed"] * (ms + 0.0005) / 1000.0 / max(secs - 0.05, 0.01) + 0.0005
+    assert low <= capacity <= high, (picky, stats)
+    assert capacity > 0.05
     assert stats["window"] == "600" and stats["acked"] == 1996 and stats["failed"] == 4
     _, summary = get(api + "/topology/summary")
     assert [r["id"] for r in summary["topologies"]] == ["restful"]
