@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -329,11 +330,39 @@ def test_plan_and_lint_explain_a_topology_without_running_it(tmp_path):
     assert stormish("lint", "topologies/ledger.py").returncode == 0
 
 
-def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
-    """Issue 14 item 5: the built-in profiles are package data (a wheel has them), found
-    from a directory that is not a checkout; a user's workers/profiles/NAME.json there
-    wins; an unknown name lists what is known."""
-    import zipfile
+PROFILED = """
+from stormish import BasicBolt, Spout, Topology
+
+
+class Once(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        print("flush every", conf["topology.batch.flush.interval.millis"], "ms")
+
+    def next_tuple(self):
+        self.emit([1])
+        self.finish()
+
+
+class Sink(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+t = Topology("profiled")
+t.set_spout("once", Once())
+t.set_bolt("sink", Sink()).shuffle_grouping("once")
+topology = t
+"""
+
+
+def wheel_venv(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The project's wheel installed in a fresh venv of its own (no system site-packages),
+    and an environment whose PYTHONPATH offers the dependencies already installed here,
+    without this checkout's editable stormish: so `import stormish` is the wheel's.
+    Offline: nothing is downloaded but the wheel's build backend, as `pip wheel` does."""
+    import venv
 
     wheel_dir = tmp_path / "wheel"
     r = subprocess.run(
@@ -343,20 +372,66 @@ def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     (whl,) = wheel_dir.glob("stormish-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+         "--no-index", "-q", str(whl)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    deps = tmp_path / "deps"  # site-packages here, less stormish
+    deps.mkdir()
+    for site in {p for p in sys.path if p.endswith("site-packages")}:
+        for entry in Path(site).iterdir():
+            name = entry.name.lower()
+            if "stormish" in name or name.endswith(".pth") or (deps / entry.name).exists():
+                continue
+            (deps / entry.name).symlink_to(entry)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(deps)
+    env.pop("VIRTUAL_ENV", None)
+    return env_dir, env
+
+
+def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
+    """Issue 14 item 5: the built-in profiles are package data: the wheel, installed in a
+    venv of its own, runs `--profile low-cpu` from a directory that is not a checkout; a
+    user's workers/profiles/NAME.json there wins; an unknown name lists what is known."""
+    import zipfile
+
+    env_dir, env = wheel_venv(tmp_path)
+    (whl,) = (tmp_path / "wheel").glob("stormish-*.whl")
     names = zipfile.ZipFile(whl).namelist()
     for p in ("low-latency", "balanced", "low-cpu"):
         assert f"stormish/profiles/{p}.json" in names
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    topo = ROOT / "topologies" / "exclamation.py"
-    r = stormish("run", str(topo), "--profile", "low-cpu", "--time", "1", cwd=elsewhere)
+    topo = elsewhere / "profiled.py"
+    topo.write_text(PROFILED)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(env_dir / "bin" / "stormish"), "run", str(topo), *args],
+            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+
+    where = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import stormish; print(stormish.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(env_dir)), where  # the wheel's, not the checkout's
+    r = run("--profile", "low-cpu")
     assert r.returncode == 0, r.stderr
+    assert "flush every 5 ms" in r.stdout  # low-cpu's flush interval reached the spout
+    assert "flush every 5 ms" not in run().stdout
     mine = elsewhere / "workers" / "profiles"
     mine.mkdir(parents=True)
     (mine / "low-cpu.json").write_text('{"topology.workers": "two"}')
-    r = stormish("run", str(topo), "--profile", "low-cpu", "--time", "1", cwd=elsewhere)
+    r = run("--profile", "low-cpu")
     assert r.returncode == 2 and "topology.workers" in r.stderr  # the user's file was read
-    r = stormish("run", str(topo), "--profile", "nope", cwd=elsewhere)
+    r = run("--profile", "nope")
     assert r.returncode == 2
     assert "known profiles: ['balanced', 'low-cpu', 'low-latency']" in r.stderr
 
