@@ -415,15 +415,8 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
 
     if not sys.stderr.isatty():
         return _watch_lines(running, stop, seconds, reason, None)
-    status = statusline.current = statusline.StatusLine(sys.stderr)
-    out = sys.stdout
-    sys.stdout = statusline.AboveStatus(out)  # type: ignore[assignment]
-    try:
+    with statusline.shown(statusline.StatusLine(sys.stderr)) as status:
         return _watch_lines(running, stop, seconds, reason, status)
-    finally:
-        sys.stdout = out
-        statusline.current = None
-        status.end()
 
 
 def _watch_lines(

@@ -11,8 +11,11 @@ Only on a terminal: piped output gets no status line at all (the caller's choice
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -122,6 +125,32 @@ def write_above(stream: TextIO, data: str) -> None:
         stream.flush()
     else:
         status.above(stream, data)
+
+
+@contextmanager
+def shown(status: StatusLine) -> Iterator[StatusLine]:
+    """While `status` is shown: what this process writes to stdout and stderr (prints, a
+    warning, a thread's traceback) and what the logging handlers on them write go above
+    it; the last status stays in place after."""
+    global current
+    out, err = sys.stdout, sys.stderr
+    swapped = [
+        (h, h.stream)
+        for h in logging.getLogger().handlers
+        if isinstance(h, logging.StreamHandler) and h.stream in (out, err)
+    ]
+    for h, stream in swapped:
+        h.setStream(AboveStatus(stream))
+    sys.stdout, sys.stderr = AboveStatus(out), AboveStatus(err)
+    current = status
+    try:
+        yield status
+    finally:
+        sys.stdout, sys.stderr = out, err
+        for h, stream in swapped:
+            h.setStream(stream)
+        current = None
+        status.end()
 
 
 class AboveStatus:

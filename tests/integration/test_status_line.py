@@ -43,6 +43,10 @@ class Talker(BasicBolt):
     def execute(self, tup):
         if tup.values[0] % 10 == 0:
             print(f"talker says {tup.values[0]}")
+        if tup.values[0] % 20 == 0:
+            import logging
+
+            logging.getLogger("talky").warning("talker warns %d", tup.values[0])
 
 
 t = Topology("talky", config={"topology.stats.interval.secs": 0.05})
@@ -91,6 +95,12 @@ def test_prints_go_above_the_status_line(tmp_path, workers):
     assert "tuples/s" in out  # a status line was shown
     said = [m.start() for m in re.finditer(r"(\[talker:\d+\] )?talker says \d+", out)]
     assert len(said) == 6, out[-3000:]
+    # a log record (to stderr: in this process with 1 worker, pumped with 2) as well
+    warned = [m.start() for m in re.finditer(r"(\[talker:\d+\] )?talker warns \d+", out)]
+    assert len(warned) == 3, out[-3000:]
+    for at in warned:  # its line (with 2 workers, its time, level and worker first) is its own
+        start = max(out.rfind("\n", 0, at), out.rfind("\x1b[2K", 0, at))
+        assert start >= 0 and "tuples/s" not in out[start:at], repr(out[max(0, at - 120) : at])
     for at in said:
         before = out[max(0, at - 4) : at]
         # at the start of a line: after a newline, or after rich wiped the status line
