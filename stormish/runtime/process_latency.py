@@ -20,9 +20,9 @@ arrival order, oldest first:
   failed at the spout by then) is no longer waited for, and at most `MAX_WAITING`
   batches wait.
 
-Exact for a bolt that settles each tuple it is given once, in arrival order. A bolt
-that settles out of order moves time between its tuples (the mean stays right, as the
-sum of the matched spans does not depend on the order); one that never settles some
+Right, within those bounds, for a bolt that settles each tuple it is given once, in
+arrival order. A bolt that settles out of order moves time between its tuples (the mean
+stays about right, as the sum of the matched spans does not depend on the order); one that never settles some
 tuples (a Bolt that forgets to ack) shifts later tuples' figures until those expire.
 Tuples run on concurrent lanes' threads (`topology.lanes.concurrency` > 1) are not
 measured: their batches never pass through the executor's loop.
