@@ -245,12 +245,41 @@ def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
 @nimbus_options
 def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> None:
     """Run NAME on a new number of workers (its workers restart, as in Storm)."""
+    short = slots_short(
+        name, workers, call(nimbus, keys, "list"), call(nimbus, keys, "supervisors")
+    )
+    if short:  # before its workers stop: it waits, as in Storm, but not by surprise
+        click.echo(short, err=True)
     call(nimbus, keys, "rebalance", (name, workers))
     click.echo(f"rebalancing topology {name!r} onto {workers} workers")
     rows: list[dict[str, Any]] = call(nimbus, keys, "list")
     row = next((r for r in rows if r["name"] == name), {})
     if row.get("waiting"):
         click.echo(f"topology {name!r}: {row['waiting']}", err=True)
+
+
+def slots_short(
+    name: str, workers: int, rows: list[dict[str, Any]], supervisors: list[dict[str, Any]]
+) -> str | None:
+    """What to say before a rebalance of `name` onto `workers` that cannot be placed
+    now: the slots offered, less those other live topologies hold (its own are freed by
+    the rebalance). None when they are enough."""
+    from .decide import ENDED
+
+    if not any(r["name"] == name and r["status"] not in ENDED for r in rows):
+        return None  # nimbus names what is wrong with it
+    offered = sum(len(s["ports"]) for s in supervisors)
+    held = sum(len(r["slots"]) for r in rows if r["name"] != name and r["status"] not in ENDED)
+    can = max(0, offered - held)
+    if workers <= can:
+        return None
+    n = len(supervisors)
+    return (
+        f"topology {name!r}: {workers} workers wanted, but at most {can} worker "
+        f"slot{'s' if can != 1 else ''} can be free for it ({offered} offered by {n} "
+        f"supervisor{'s' if n != 1 else ''}, {held} held by other topologies): its workers "
+        f"stop now and it waits, starting, for {workers - can} more"
+    )
 
 
 @click.command()

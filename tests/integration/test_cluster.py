@@ -879,6 +879,11 @@ def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(
     out = _cli(cluster, "rebalance", "endless", "-n", "5")
     assert out.returncode == 0, out.stderr
     assert "rebalancing topology 'endless' onto 5 workers" in out.stdout
+    warned = (
+        "topology 'endless': 5 workers wanted, but at most 4 worker slots can be free for it "
+        "(4 offered by 2 supervisors, 0 held by other topologies): its workers stop now"
+    )
+    assert out.stderr.index(warned) < out.stderr.index("waiting for 1"), out.stderr
     why = "waiting for 1 free worker slot: it needs 5 and has 4; 0 free of 4 on 2 supervisors"
     assert why in out.stderr, out.stderr
     assert cluster.status("endless") == "starting"
