@@ -49,10 +49,15 @@ class Scheduler:
         spin_rounds: int,
         name: str,
         link: Any = None,
+        held_park_s: float | None = None,
     ):
         self.executors = executors
         self.wakeup = wakeup
+        # how long a round with nothing to do parks: the shortest idle wait among the
+        # executors, or the shortest backpressure wait when one of them is parked (its
+        # retry is due then); a publish into any queue ends the park at once either way
         self.park_s = park_s
+        self.held_park_s = park_s if held_park_s is None else held_park_s
         self.spin_rounds = spin_rounds
         # the worker's ZeroMQ link, served by this thread between turns (WorkerLink.serve):
         # `service()` once a round, `park(timeout)` instead of the wakeup's wait
@@ -131,7 +136,7 @@ class Scheduler:
                             ex.done = True
             if not live:
                 return
-            did = False
+            did = held = False
             for ex in begun:
                 if not ex.running:
                     did = True  # the list changes: look again at once
@@ -162,22 +167,25 @@ class Scheduler:
                     break
                 if r == WORK:
                     did = True
-                elif r in (IDLE, HELD):
+                elif r == IDLE:
                     ex.idle += 1
+                elif r == HELD:
+                    ex.idle += 1
+                    held = True
             if did:
                 rounds_idle = 0
                 continue
             rounds_idle += 1
             if rounds_idle > self.spin_rounds:
-                self._park(begun, waiting)
+                self._park(begun, waiting, self.held_park_s if held else self.park_s)
 
-    def _park(self, begun: list[Executor], waiting: list[Executor]) -> None:
+    def _park(self, begun: list[Executor], waiting: list[Executor], park_s: float) -> None:
         queues = [ex.queue for ex in begun]
         for q in queues:
             q.parked = True
         try:
             if not any(q.has_data() for q in queues):
-                timeout = 0.1 if waiting and not begun else self.park_s
+                timeout = 0.1 if waiting and not begun else park_s
                 if self.link is not None:
                     self.link.park(timeout)
                 else:

@@ -214,13 +214,14 @@ class Worker:
             # its sockets and this wakeup alike
             wakeup = Wakeup() if self.link is None else FdWakeup()
             waits = [w for ex in shared for w in (ex.idle_wait, ex.bp_wait)]
-            park_s = min(wait.park_seconds(w) for w in waits)
+            park_s = min(wait.park_seconds(ex.idle_wait) for ex in shared)
+            held_s = min(wait.park_seconds(ex.bp_wait) for ex in shared)
             spin = min(wait.spin_count(w) for w in waits)
 
             def make(executors: list[Executor]) -> Scheduler:
                 n = len(self.schedulers)
                 name = f"worker-{self.index}-scheduler" + (f"-{n}" if n else "")
-                return Scheduler(executors, wakeup, park_s, spin, name)
+                return Scheduler(executors, wakeup, park_s, spin, name, held_park_s=held_s)
 
             first = make(shared)
             if self.link is not None:
