@@ -861,6 +861,33 @@ def test_a_starting_topology_can_be_deactivated_activated_and_killed(cluster):
     assert out.returncode == 2 and "'wordcount' is killed: it no longer runs" in out.stderr
 
 
+def test_a_topology_deactivated_while_starting_runs_inactive_until_activated(cluster):
+    """Deactivated while it waits for slots, then given fewer workers: its workers start
+    with their spouts not opened (`list` says inactive, nothing is emitted) until
+    `activate`, and then it completes."""
+    poll_for(lambda: len(cluster.call("supervisors")) == 2, 30, 0.1, "both supervisors")
+    out = _cli(cluster, "submit", WORDCOUNT, "-w", "5")
+    assert out.returncode == 0 and "waiting for 1 free worker slot" in out.stderr, out.stderr
+    assert _cli(cluster, "deactivate", "wordcount").returncode == 0
+    assert _cli(cluster, "rebalance", "wordcount", "-n", "4").returncode == 0
+    cluster.wait_status("wordcount", "running")
+
+    def spouts() -> list:
+        stats = cluster.call("stats", "wordcount")
+        return [t for t in stats.tasks.values() if t.kind == "spout"]
+
+    poll_for(spouts, 30, 0.1, "the spout's statistics")
+    assert all(t.active is False and t.emitted == 0 for t in spouts())
+    listed = _cli(cluster, "list").stdout
+    assert re.search(r"^wordcount\s+inactive\s+4 workers", listed, re.M), listed
+    out = _cli(cluster, "activate", "wordcount")
+    assert out.returncode == 0 and "activated topology 'wordcount': its spouts emit\n" in (
+        out.stdout
+    )
+    cluster.wait_status("wordcount", "complete")
+    assert cluster.call("stats", "wordcount").components["count"].executed > 0
+
+
 def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(cluster):
     """A running topology on 2 of 4 slots: `deactivate` shows it inactive in `list`;
     `rebalance -n 5` says it waits for a slot, `list` and `monitor` show why, and
