@@ -1,0 +1,11 @@
+"""Stateful bolts with checkpoints (Storm's IStatefulBolt), public API.
+
+    from stormish.state import StatefulBolt, KeyValueState
+
+`StatefulBolt.init_state(state)` gets a `KeyValueState` as of the last committed
+checkpoint; the engine runs Storm's checkpoint protocol (a `__checkpoint` spout, barriers
+on the `$checkpoint` stream, prepare/commit/rollback) and holds the bolt's acks until
+the checkpoint after them commits. The logic is pure (protocol.py, kv.py); bolt.py,
+spout.py and wiring.py are the shells; sqlite.py and redis.py the stores.
+docs/state.md describes it.
+"""

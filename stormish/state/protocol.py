@@ -1,0 +1,233 @@
+"""Storm's checkpoint protocol as pure state machines: no I/O, no clock of their own.
+
+Three parts, each driven by events and answering with what to do:
+
+- `TxState` (Storm's CheckPointState): the checkpoint spout's transaction, a txid and a
+  phase, with the transitions
+
+      COMMITTED(n) --PREPARE(n+1) acked--> PREPARING(n+1) --COMMIT acked--> COMMITTED(n+1)
+      PREPARING(n+1) --recovery: ROLLBACK(n+1) acked--> COMMITTED(n)
+
+  A PREPARING transaction found on recovery is rolled back (some bolts may not have
+  prepared); a COMMITTING one is rolled forward (some bolts may already have committed).
+- `CheckpointDriver` (Storm's CheckpointSpout): when to emit which action, given the
+  time and the acks and fails of the previous one. At most one checkpoint tuple is in
+  flight; its message id is its txid.
+- `BarrierAligner` and `StatefulCore` (Storm's BaseStatefulBoltExecutor and
+  StatefulBoltExecutor): a bolt acts on a checkpoint once the same (action, txid) came
+  from every input task, and the acks of the tuples it executed are held until the
+  checkpoint that includes their effect commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+CHECKPOINT_STREAM = "$checkpoint"
+CHECKPOINT_FIELDS = ("txid", "action")
+PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
+ACTIONS = (PREPARE, COMMIT, ROLLBACK, INITSTATE)
+COMMITTED, COMMITTING, PREPARING = "COMMITTED", "COMMITTING", "PREPARING"
+INTERVAL_FLOOR_MS = 100  # Storm's: a checkpoint interval below this is raised to it
+
+
+@dataclass(frozen=True)
+class TxState:
+    """The checkpoint spout's transaction. Kept in its own state store, so that a
+    restarted spout resumes (rolls back, or forward) where it stood."""
+
+    txid: int = -1
+    phase: str = COMMITTED
+
+    def next_state(self, recovering: bool) -> TxState:
+        if self.phase == PREPARING:
+            if recovering:
+                return TxState(self.txid - 1, COMMITTED)
+            return TxState(self.txid, COMMITTING)
+        if self.phase == COMMITTING:
+            return TxState(self.txid, COMMITTED)
+        return self if recovering else TxState(self.txid + 1, PREPARING)
+
+    def next_action(self, recovering: bool) -> str:
+        if self.phase == PREPARING:
+            return ROLLBACK if recovering else PREPARE
+        if self.phase == COMMITTING:
+            return COMMIT
+        return INITSTATE if recovering else PREPARE
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Emit (txid, action) on the checkpoint stream with message id txid."""
+
+    txid: int
+    action: str
+
+
+@dataclass(frozen=True)
+class Save:
+    """Store the spout's transaction durably (before anything is emitted for it)."""
+
+    tx: TxState
+
+
+class CheckpointDriver:
+    """The checkpoint spout's decisions. Events: `poll(now)` (from next_tuple), `ack(txid)`
+    and `fail(txid)`; each returns the instructions to carry out, in order.
+
+    It starts recovering (as Storm's spout does on open): the saved transaction's
+    recovery action goes out first (ROLLBACK a PREPARING one, COMMIT a COMMITTING one),
+    then INITSTATE, which every stateful bolt needs before it executes anything. A fail
+    (or a timeout) of any checkpoint tuple starts recovery again."""
+
+    def __init__(self, saved: TxState | None, interval_ms: float):
+        self.tx = saved or TxState()
+        self.interval = max(float(interval_ms), INTERVAL_FLOOR_MS) / 1000.0
+        self.recovering = True
+        self.in_progress = False  # a checkpoint tuple is in flight
+        self.last_checkpoint = float("-inf")
+
+    def poll(self, now: float) -> list[Emit | Save]:
+        if self.in_progress:
+            return []
+        if self.recovering:
+            self.in_progress = True
+            return [Emit(self.tx.txid, self.tx.next_action(True))]
+        if self.tx.phase == COMMITTED and now - self.last_checkpoint < self.interval:
+            return []
+        out: list[Emit | Save] = []
+        if self.tx.phase == COMMITTED:
+            out.append(self._save(self.tx.next_state(False)))
+            self.last_checkpoint = now
+        self.in_progress = True
+        out.append(Emit(self.tx.txid, self.tx.next_action(False)))
+        return out
+
+    def ack(self, txid: int) -> list[Emit | Save]:
+        self.in_progress = False
+        if txid != self.tx.txid:  # a late ack of an old transaction: nothing to do
+            return []
+        nxt = self.tx.next_state(self.recovering)
+        if self.recovering and nxt == self.tx:
+            self.recovering = False  # INITSTATE went round: recovery is over
+            return []
+        return [self._save(nxt)]
+
+    def fail(self, txid: int) -> list[Emit | Save]:
+        self.in_progress = False
+        self.recovering = True
+        return []
+
+    def _save(self, tx: TxState) -> Save:
+        self.tx = tx
+        return Save(tx)
+
+
+# -- bolts ---------------------------------------------------------------------------------
+PROCESS, WAIT, OLD = "process", "wait", "old"
+
+
+class BarrierAligner:
+    """Counts each (action, txid) per input task of the checkpoint stream: the bolt acts
+    on it (PROCESS) when the last input task's copy arrives, and every earlier copy is
+    only acked (WAIT). A whole (action, txid) older than the last one acted on is OLD: acked
+    and not acted on (a rollback lowers that mark to txid - 1, so the txid that was
+    rolled back can be prepared again)."""
+
+    def __init__(self, input_tasks: int):
+        if input_tasks < 1:
+            raise ValueError(
+                f"a bolt reads the checkpoint stream from >= 1 task, not {input_tasks}"
+            )
+        self.input_tasks = input_tasks
+        self.counts: dict[tuple[str, int], int] = {}
+        self.last_txid: int | None = None
+
+    def arrive(self, action: str, txid: int) -> str:
+        key = (action, txid)
+        n = self.counts.get(key, 0) + 1
+        if n < self.input_tasks:
+            self.counts[key] = n
+            return WAIT
+        self.counts.pop(key, None)
+        if self.last_txid is not None and txid < self.last_txid:
+            return OLD
+        self.last_txid = txid - 1 if action == ROLLBACK else txid
+        return PROCESS
+
+
+# what a stateful bolt's shell carries out
+INIT_STATE, EXECUTE, PREPARE_STATE, COMMIT_STATE, ROLLBACK_STATE = (
+    "init_state",
+    "execute",
+    "prepare",
+    "commit",
+    "rollback",
+)
+ACK, FAIL, FORWARD, ACK_BARRIER, FAIL_BARRIER = (
+    "ack",
+    "fail",
+    "forward",
+    "ack_barrier",
+    "fail_barrier",
+)
+
+
+@dataclass
+class StatefulCore:
+    """A stateful bolt's decisions. Events: `tuple_in(t)`, `acked(t)` (the bolt acked t)
+    and `checkpoint(action, txid)` once aligned; each returns [(instruction, arg)].
+
+    Rules kept: nothing is executed before the state is initialised (tuples wait in
+    `waiting`; a PREPARE before INITSTATE is failed, which makes the spout recover); a
+    tuple the bolt acked is held (`acked`) until a PREPARE moves it to `prepared`, whose
+    COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them."""
+
+    initialized: bool = False
+    waiting: list[Any] = field(default_factory=list)
+    acked_since: list[Any] = field(default_factory=list)
+    prepared: list[Any] = field(default_factory=list)
+
+    def tuple_in(self, tup: Any) -> list[tuple[str, Any]]:
+        if self.initialized:
+            return [(EXECUTE, tup)]
+        self.waiting.append(tup)
+        return []
+
+    def acked(self, tup: Any) -> None:
+        self.acked_since.append(tup)
+
+    def checkpoint(self, action: str, txid: int) -> list[tuple[str, Any]]:
+        handler: Callable[[int], list[tuple[str, Any]]] = getattr(self, "_" + action.lower())
+        return handler(txid)
+
+    def _prepare(self, txid: int) -> list[tuple[str, Any]]:
+        if not self.initialized:  # restarted mid-way: its state is not loaded yet
+            return [(FAIL_BARRIER, txid)]
+        self.prepared.extend(self.acked_since)
+        self.acked_since = []
+        return [(PREPARE_STATE, txid), (FORWARD, txid), (ACK_BARRIER, txid)]
+
+    def _commit(self, txid: int) -> list[tuple[str, Any]]:
+        done, self.prepared = self.prepared, []
+        out: list[tuple[str, Any]] = [(COMMIT_STATE, txid)]
+        out += [(ACK, t) for t in done]
+        return out + [(FORWARD, txid), (ACK_BARRIER, txid)]
+
+    def _rollback(self, txid: int) -> list[tuple[str, Any]]:
+        undone = self.prepared + self.acked_since
+        self.prepared, self.acked_since = [], []
+        out: list[tuple[str, Any]] = [(ROLLBACK_STATE, txid)]
+        out += [(FAIL, t) for t in undone]
+        return out + [(FORWARD, txid), (ACK_BARRIER, txid)]
+
+    def _initstate(self, txid: int) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        if not self.initialized:  # a bolt that kept its state ignores a later INITSTATE
+            self.initialized = True
+            out.append((INIT_STATE, txid))
+            out += [(EXECUTE, t) for t in self.waiting]
+            self.waiting = []
+        return out + [(FORWARD, txid), (ACK_BARRIER, txid)]

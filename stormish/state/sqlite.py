@@ -1,0 +1,106 @@
+"""The embedded state store: one SQLite database file per namespace (a bolt task, or the
+checkpoint spout), in the worker's data directory.
+
+Tables: `kv` (the committed data), `prepared` (the one prepared transaction's writes,
+a NULL value for a delete) and `tx` (the committed and prepared txids). Prepare, commit
+and rollback are each one SQLite transaction, so a process killed at any instant leaves
+either the old or the new state, never a mix. Keys and values are pickled; the journal
+is WAL with synchronous=FULL (a commit is on disk when it returns).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from .kv import TOMBSTONE
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS prepared (k BLOB PRIMARY KEY, v BLOB);
+CREATE TABLE IF NOT EXISTS tx (name TEXT PRIMARY KEY, txid INTEGER);
+"""
+
+
+def db_path(directory: str, topology: str, namespace: str) -> str:
+    """Where namespace `namespace` of `topology` keeps its database file."""
+    return os.path.join(directory, _SAFE.sub("_", topology), _SAFE.sub("_", namespace) + ".db")
+
+
+class SqliteStore:
+    def __init__(self, path: str):
+        """`path`: a database file (its directory is created), or ":memory:"."""
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+
+    def get(self, key: Any) -> Any:
+        row = self.db.execute("SELECT v FROM kv WHERE k = ?", (_dump(key),)).fetchone()
+        return TOMBSTONE if row is None else pickle.loads(row[0])
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        rows = self.db.execute("SELECT k, v FROM kv").fetchall()
+        return ((pickle.loads(k), pickle.loads(v)) for k, v in rows)
+
+    def prepare(self, txid: int, writes: dict[Any, Any]) -> None:
+        rows = [(_dump(k), None if v is TOMBSTONE else _dump(v)) for k, v in writes.items()]
+        with self._transaction() as db:
+            db.execute("DELETE FROM prepared")
+            db.executemany("INSERT INTO prepared (k, v) VALUES (?, ?)", rows)
+            db.execute("INSERT OR REPLACE INTO tx (name, txid) VALUES ('prepared', ?)", (txid,))
+
+    def commit(self, txid: int) -> None:
+        with self._transaction() as db:
+            if self._txid(db, "prepared") != txid:
+                return  # committed already (a repeated COMMIT), or nothing was prepared
+            db.execute("DELETE FROM kv WHERE k IN (SELECT k FROM prepared WHERE v IS NULL)")
+            db.execute("INSERT OR REPLACE INTO kv SELECT k, v FROM prepared WHERE v IS NOT NULL")
+            db.execute("DELETE FROM prepared")
+            db.execute("DELETE FROM tx WHERE name = 'prepared'")
+            db.execute("INSERT OR REPLACE INTO tx (name, txid) VALUES ('committed', ?)", (txid,))
+
+    def rollback(self) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM prepared")
+            db.execute("DELETE FROM tx WHERE name = 'prepared'")
+
+    def txids(self) -> tuple[int | None, int | None]:
+        return self._txid(self.db, "committed"), self._txid(self.db, "prepared")
+
+    def close(self) -> None:
+        self.db.close()
+
+    @staticmethod
+    def _txid(db: sqlite3.Connection, name: str) -> int | None:
+        row = db.execute("SELECT txid FROM tx WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _transaction(self) -> _Tx:
+        return _Tx(self.db)
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on an exception."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _dump(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=5)

@@ -1,0 +1,116 @@
+"""KeyValueState over the in-memory and the SQLite store: Storm's KeyValueState and
+InMemoryKeyValueState tests' scenarios, and what a restarted process sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormish.state.kv import KeyValueState, MemoryStore
+from stormish.state.sqlite import SqliteStore, db_path
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make(request, tmp_path):
+    """A factory of states over one durable store: calling it again is a restart."""
+    path = db_path(str(tmp_path), "topo", "count-3")
+    mem = MemoryStore()
+    opened = []
+
+    def open_state():
+        store = mem if request.param == "memory" else SqliteStore(path)
+        s = KeyValueState(store, "count-3")
+        opened.append(s)
+        return s
+
+    yield open_state
+    for s in opened:
+        s.close()
+
+
+def test_get_put_delete_and_iterate(make):
+    s = make()
+    assert s.get("a") is None
+    assert s.get("a", 0) == 0
+    s.put("a", 1)
+    s.put("b", 2)
+    assert s.get("a") == 1
+    assert s.delete("a") == 1
+    assert s.get("a") is None
+    assert "a" not in s and "b" in s
+    assert dict(s) == {"b": 2}
+    assert len(s) == 1
+
+
+def test_prepare_then_commit_keeps_the_writes(make):
+    s = make()
+    s.put("a", 1)
+    s.prepare_commit(1)
+    s.put("a", 2)  # after the prepare: the next transaction's
+    assert s.get("a") == 2
+    s.commit(1)
+    assert make().get("a") == 1  # a restart sees what was committed, not what followed
+
+
+def test_rollback_returns_to_the_last_commit(make):
+    s = make()
+    s.put("a", 1)
+    s.put("gone", 9)
+    s.commit()
+    s.delete("gone")
+    s.put("a", 2)
+    s.prepare_commit(2)
+    s.put("b", 3)
+    s.rollback()
+    assert dict(s) == {"a": 1, "gone": 9}
+
+
+def test_a_prepared_transaction_is_invisible_after_a_restart_until_committed(make):
+    s = make()
+    s.put("a", 1)
+    s.prepare_commit(7)
+    again = make()  # the process died after the prepare
+    assert again.get("a") is None
+    again.commit(7)  # the spout rolls it forward (it was COMMITTING)
+    assert again.get("a") == 1
+    again.commit(7)  # a repeated COMMIT changes nothing
+    assert dict(again) == {"a": 1}
+
+
+def test_a_prepared_transaction_rolled_back_after_a_restart_is_gone(make):
+    s = make()
+    s.put("a", 1)
+    s.commit()
+    s.put("a", 2)
+    s.prepare_commit(2)
+    again = make()
+    again.rollback()
+    again.commit(2)  # nothing prepared any more: nothing to commit
+    assert again.get("a") == 1
+
+
+def test_deletes_reach_the_store_at_commit(make):
+    s = make()
+    s.put("a", 1)
+    s.commit()
+    s.delete("a")
+    s.prepare_commit(2)
+    assert make().get("a") == 1
+    s.commit(2)
+    assert make().get("a") is None
+
+
+def test_only_one_transaction_is_prepared_at_a_time(make):
+    s = make()
+    s.prepare_commit(1)
+    with pytest.raises(RuntimeError, match="txid 1 is prepared"):
+        s.prepare_commit(2)
+
+
+def test_keys_and_values_are_python_values(tmp_path):
+    s = KeyValueState(SqliteStore(db_path(str(tmp_path), "t", "n")), "n")
+    s.put(("w", 1), {"count": [1, 2]})
+    s.commit()
+    s.close()
+    again = KeyValueState(SqliteStore(db_path(str(tmp_path), "t", "n")), "n")
+    assert again.get(("w", 1)) == {"count": [1, 2]}
+    again.close()

@@ -1,0 +1,243 @@
+"""The checkpoint protocol's pure parts as scenarios: the spout's driver on a fake clock
+(ported from Storm's CheckpointSpoutTest), barrier alignment and the stateful bolt's ack
+deferral (from StatefulBoltExecutorTest and CheckpointTupleForwarderTest)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormish.state.protocol import (
+    ACK,
+    ACK_BARRIER,
+    COMMIT,
+    COMMIT_STATE,
+    COMMITTED,
+    COMMITTING,
+    EXECUTE,
+    FAIL,
+    FAIL_BARRIER,
+    FORWARD,
+    INIT_STATE,
+    INITSTATE,
+    OLD,
+    PREPARE,
+    PREPARE_STATE,
+    PREPARING,
+    PROCESS,
+    ROLLBACK,
+    ROLLBACK_STATE,
+    WAIT,
+    BarrierAligner,
+    CheckpointDriver,
+    Emit,
+    Save,
+    StatefulCore,
+    TxState,
+)
+from stormish.testing import FakeClock
+
+
+def emits(out):
+    return [(i.txid, i.action) for i in out if isinstance(i, Emit)]
+
+
+# -- TxState (Storm's CheckPointState) ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "state, recovering, nxt, action",
+    [
+        (TxState(1, COMMITTED), False, TxState(2, PREPARING), PREPARE),
+        (TxState(2, PREPARING), False, TxState(2, COMMITTING), PREPARE),
+        (TxState(2, COMMITTING), False, TxState(2, COMMITTED), COMMIT),
+        (TxState(2, PREPARING), True, TxState(1, COMMITTED), ROLLBACK),
+        (TxState(2, COMMITTING), True, TxState(2, COMMITTED), COMMIT),
+        (TxState(2, COMMITTED), True, TxState(2, COMMITTED), INITSTATE),
+    ],
+)
+def test_transaction_transitions(state, recovering, nxt, action):
+    assert state.next_state(recovering) == nxt
+    assert state.next_action(recovering) == action
+
+
+# -- the checkpoint spout's driver --------------------------------------------------------------
+def test_a_fresh_spout_initialises_state_then_prepares():
+    """Storm's testInitState and testPrepare: INITSTATE with txid -1 first, nothing more
+    until it is acked, then PREPARE 0 (saved as PREPARING before it goes out)."""
+    d = CheckpointDriver(None, 1000)
+    assert emits(d.poll(0.0)) == [(-1, INITSTATE)]
+    assert d.poll(0.0) == []  # one checkpoint tuple in flight at a time
+    assert d.ack(-1) == []  # recovery is over; nothing saved (still COMMITTED -1)
+    out = d.poll(0.0)
+    assert out == [Save(TxState(0, PREPARING)), Emit(0, PREPARE)]
+
+
+def test_checkpoints_follow_the_interval_on_the_clock():
+    clock = FakeClock()
+    d = CheckpointDriver(None, 1000)
+    d.poll(clock.now())
+    d.ack(-1)
+    assert emits(d.poll(clock.now())) == [(0, PREPARE)]
+    assert d.ack(0) == [Save(TxState(0, COMMITTING))]
+    assert emits(d.poll(clock.now())) == [(0, COMMIT)]  # a commit does not wait
+    assert d.ack(0) == [Save(TxState(0, COMMITTED))]
+    clock.advance(0.5)
+    assert d.poll(clock.now()) == []  # the next one waits for the interval
+    clock.advance(0.5)
+    assert emits(d.poll(clock.now())) == [(1, PREPARE)]
+
+
+def test_interval_below_the_floor_is_raised_to_100ms():
+    d = CheckpointDriver(TxState(3, COMMITTED), 0)
+    assert d.interval == 0.1
+
+
+def test_prepare_with_fail_rolls_back_then_prepares_again():
+    """Storm's testPrepareWithFail: a failed PREPARE 1 starts recovery: ROLLBACK 1 (until
+    it is acked; a fail repeats it), then INITSTATE 0, then PREPARE 1 again."""
+    clock = FakeClock()
+    d = CheckpointDriver(TxState(-1, COMMITTED), 0)
+    seen = []
+    for verdict, txid in [
+        ("ack", -1),
+        ("ack", 0),
+        ("ack", 0),
+        ("fail", 1),
+        ("fail", 1),
+        ("ack", 1),
+        ("ack", 0),
+    ]:
+        clock.advance(0.2)
+        seen += emits(d.poll(clock.now()))
+        getattr(d, verdict)(txid)
+    clock.advance(0.2)
+    seen += emits(d.poll(clock.now()))
+    assert seen == [
+        (-1, INITSTATE),
+        (0, PREPARE),
+        (0, COMMIT),
+        (1, PREPARE),
+        (1, ROLLBACK),
+        (1, ROLLBACK),
+        (0, INITSTATE),
+        (1, PREPARE),
+    ]
+
+
+def test_commit_that_fails_is_rolled_forward():
+    """Storm's testCommit: a COMMIT that fails is not rolled back (some bolts may have
+    committed): recovery sends COMMIT of the same txid again."""
+    d = CheckpointDriver(None, 0)
+    d.poll(0.0)
+    d.ack(-1)
+    d.poll(1.0)
+    d.ack(0)
+    assert emits(d.poll(2.0)) == [(0, COMMIT)]
+    d.fail(0)
+    assert emits(d.poll(3.0)) == [(0, COMMIT)]
+
+
+@pytest.mark.parametrize(
+    "saved, first", [(TxState(100, PREPARING), ROLLBACK), (TxState(100, COMMITTING), COMMIT)]
+)
+def test_restarted_spout_resolves_the_saved_transaction_first(saved, first):
+    """Storm's testRecoveryRollback and testRecoveryCommit."""
+    d = CheckpointDriver(saved, 0)
+    assert emits(d.poll(0.0)) == [(100, first)]
+
+
+def test_recovery_rollback_ack_then_initstate_then_prepare_same_txid():
+    """Storm's testRecoveryRollbackAck."""
+    d = CheckpointDriver(TxState(100, PREPARING), 0)
+    assert emits(d.poll(0.0)) == [(100, ROLLBACK)]
+    assert d.ack(100) == [Save(TxState(99, COMMITTED))]
+    assert emits(d.poll(0.0)) == [(99, INITSTATE)]
+    d.ack(99)
+    assert emits(d.poll(1.0)) == [(100, PREPARE)]
+
+
+def test_a_late_ack_of_another_txid_changes_nothing_but_frees_the_slot():
+    d = CheckpointDriver(TxState(5, COMMITTED), 0)
+    d.poll(0.0)
+    d.ack(5)  # INITSTATE 5 done
+    d.poll(1.0)  # PREPARE 6
+    assert d.ack(4) == []
+    assert d.tx == TxState(6, PREPARING)
+    assert emits(d.poll(1.0)) == [(6, PREPARE)]  # sent again
+
+
+# -- barrier alignment --------------------------------------------------------------------------
+def test_acts_once_every_input_task_sent_the_barrier():
+    a = BarrierAligner(3)
+    assert [a.arrive(PREPARE, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(COMMIT, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
+
+
+def test_barriers_of_different_transactions_are_counted_apart():
+    a = BarrierAligner(2)
+    assert a.arrive(PREPARE, 1) == WAIT
+    assert a.arrive(ROLLBACK, 1) == WAIT
+    assert a.arrive(ROLLBACK, 1) == PROCESS
+    assert a.arrive(PREPARE, 1) == PROCESS  # the rollback lowered the mark to 0
+
+
+def test_an_old_transaction_is_not_acted_on():
+    a = BarrierAligner(1)
+    assert a.arrive(COMMIT, 5) == PROCESS
+    assert a.arrive(PREPARE, 4) == OLD
+    assert a.arrive(INITSTATE, 5) == PROCESS
+
+
+def test_a_bolt_needs_an_input_task():
+    with pytest.raises(ValueError):
+        BarrierAligner(0)
+
+
+# -- the stateful bolt: ack deferral ------------------------------------------------------------
+def test_tuples_wait_for_initstate():
+    """StatefulBoltExecutorTest: tuples before INITSTATE are held, then executed in order."""
+    c = StatefulCore()
+    assert c.tuple_in("t1") == []
+    assert c.tuple_in("t2") == []
+    assert c.checkpoint(INITSTATE, 0) == [
+        (INIT_STATE, 0),
+        (EXECUTE, "t1"),
+        (EXECUTE, "t2"),
+        (FORWARD, 0),
+        (ACK_BARRIER, 0),
+    ]
+    assert c.tuple_in("t3") == [(EXECUTE, "t3")]
+    # a second INITSTATE (after another worker's restart) leaves the state as it is
+    assert c.checkpoint(INITSTATE, 0) == [(FORWARD, 0), (ACK_BARRIER, 0)]
+
+
+def test_prepare_before_initstate_fails_the_barrier():
+    assert StatefulCore().checkpoint(PREPARE, 1) == [(FAIL_BARRIER, 1)]
+
+
+def test_acks_are_held_until_the_commit_after_them():
+    c = StatefulCore(initialized=True)
+    c.acked("t1")
+    assert c.checkpoint(PREPARE, 1) == [(PREPARE_STATE, 1), (FORWARD, 1), (ACK_BARRIER, 1)]
+    c.acked("t2")  # after the prepare: its effect is in the next transaction
+    assert c.checkpoint(COMMIT, 1) == [
+        (COMMIT_STATE, 1),
+        (ACK, "t1"),
+        (FORWARD, 1),
+        (ACK_BARRIER, 1),
+    ]
+    c.checkpoint(PREPARE, 2)
+    assert (ACK, "t2") in c.checkpoint(COMMIT, 2)
+
+
+def test_rollback_fails_prepared_and_unprepared_tuples():
+    c = StatefulCore(initialized=True)
+    c.acked("t1")
+    c.checkpoint(PREPARE, 1)
+    c.acked("t2")
+    assert c.checkpoint(ROLLBACK, 1) == [
+        (ROLLBACK_STATE, 1),
+        (FAIL, "t1"),
+        (FAIL, "t2"),
+        (FORWARD, 1),
+        (ACK_BARRIER, 1),
+    ]
+    assert c.checkpoint(COMMIT, 1) == [(COMMIT_STATE, 1), (FORWARD, 1), (ACK_BARRIER, 1)]
