@@ -245,6 +245,41 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.state.provider",
+            "embedded",
+            _choice("embedded", "redis"),
+            "where stateful bolts keep their state (docs/state.md): 'embedded' (a SQLite "
+            "file per task in the worker's data directory or topology.state.dir; in memory "
+            "for a single in-process worker) or 'redis' (topology.state.redis.url)",
+            "topology",
+        ),
+        Key(
+            "topology.state.checkpoint.interval.ms",
+            1000,
+            _int(1),
+            "how often the checkpoint spout starts a checkpoint of every stateful bolt "
+            "(Storm's; raised to 100 if lower); a stateful bolt's tuples are acked only "
+            "when the checkpoint after them commits, so this adds up to that much to "
+            "their complete latency",
+            "topology",
+        ),
+        Key(
+            "topology.state.dir",
+            None,
+            _str,
+            "the embedded state provider's directory (a SQLite file per task, kept after "
+            "the run); None: the worker's data directory (the local cluster's, kept across "
+            "worker restarts for the run; a supervisor's state directory)",
+            "topology",
+        ),
+        Key(
+            "topology.state.redis.url",
+            "redis://127.0.0.1:6379/0",
+            _str,
+            "the Redis server of topology.state.provider 'redis' (redis-py's URL form)",
+            "topology",
+        ),
+        Key(
             "topology.tick.tuple.freq.secs",
             None,
             _num(0, strict=True, optional=True),

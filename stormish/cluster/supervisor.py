@@ -35,6 +35,7 @@ from typing import Any
 import zmq
 
 from ..logs import RotatingFile, read_log, start_line, worker_log_name
+from ..state.factory import DATA_ENV
 from ..transport import control as ct
 from .api import API_VERBS
 from .restarts import RestartPolicy, describe_exit, last_line
@@ -356,15 +357,18 @@ class Supervisor:
         if self.keys_dir:
             cmd += ["--keys", self.keys_dir]
         self._close_log(s)  # a restart: the previous incarnation's pump and file
+        # the worker's data directory (stateful bolts' embedded state) outlives it
+        env = {**os.environ, DATA_ENV: os.path.join(self.state_dir, "data")}
         if not self.log_dir:
-            s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
             s.finished = False
             return
         os.makedirs(self.log_dir, exist_ok=True)
         s.log_path = self.log_path(s.topology, s.index)
         s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
         s.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env,
         )
         details = f"port {s.port}, restart {s.restarts}, supervisor {self.id}"
         s.log.write(start_line(s.topology, s.index, s.proc.pid, details))

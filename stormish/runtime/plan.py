@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import config as _config
 from ..component import Bolt
+from ..state.wiring import add_checkpointing
 from ..topology import ComponentSpec, Subscription, Topology, consumers_of
 from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TICK_STREAM
 
@@ -76,6 +77,8 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
         )
         for n, s in topology.components.items()
     }
+    # stateful bolts: the checkpoint spout, and the shells of the bolts taking part
+    add_checkpointing(components, conf, topology.name, find_cycles(components)[0])
     streams = {name: dict(spec.streams) for name, spec in components.items()}
     for name in components:  # spouts: past max.replays; bolts: DEAD_LETTER results
         streams[name][DEAD_LETTER_STREAM] = DEAD_LETTER_FIELDS

@@ -20,6 +20,7 @@ import cloudpickle
 from .. import config as _config
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
+from ..state.spout import CHECKPOINT_COMPONENT as CHECKPOINT
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
 from . import wait
@@ -331,7 +332,9 @@ class Worker:
             col = ex.collector
             transferred += col.transferred
             consumed += ex.consumed
-            if isinstance(ex, SpoutExecutor) and not ex.is_done():
+            # the checkpoint spout never finishes: the user spouts' trees wait for its
+            # commits, so it is done when they are
+            if isinstance(ex, SpoutExecutor) and not ex.is_done() and ex.component != CHECKPOINT:
                 spouts_done = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False

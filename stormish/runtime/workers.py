@@ -30,6 +30,7 @@ import cloudpickle
 from .. import statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, start_line, worker_log_name
+from ..state.factory import DATA_ENV
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
@@ -329,6 +330,10 @@ class WorkerGroup:
         self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
+        # the workers' data directory (stateful bolts' embedded state): kept across the
+        # run's worker restarts, removed with the group
+        self.datadir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-data-")
+        self.env[DATA_ENV] = self.datadir
         self.security, self.keys_line = local_security()
         self.control = ControlServer(security=self.security)
         self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
@@ -420,5 +425,6 @@ class WorkerGroup:
             h.join_output()
             h.close_log()
         self.control.close()
+        shutil.rmtree(self.datadir, ignore_errors=True)
         if self.own_logdir:
             shutil.rmtree(self.logdir, ignore_errors=True)

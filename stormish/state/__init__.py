@@ -9,3 +9,9 @@ the checkpoint after them commits. The logic is pure (protocol.py, kv.py); bolt.
 spout.py and wiring.py are the shells; sqlite.py and redis.py the stores.
 docs/state.md describes it.
 """
+
+from .bolt import StatefulBolt
+from .kv import KeyValueState
+from .protocol import CHECKPOINT_STREAM
+
+__all__ = ["CHECKPOINT_STREAM", "KeyValueState", "StatefulBolt"]

@@ -1,0 +1,246 @@
+"""Stateful bolts (Storm's IStatefulBolt) and the shells that run the checkpoint protocol
+in bolts: the engine wraps each bolt that takes part (wiring.py) in one of them.
+
+- `StatefulBoltExecutor` runs a `StatefulBolt`: barriers are aligned (`BarrierAligner`),
+  the bolt's acks are held until the commit after them, and state operations are carried
+  out as `StatefulCore` decides.
+- `CheckpointForwarder` runs any other bolt upstream of a stateful one: once a barrier
+  came from every input task it is forwarded downstream, anchored to it, and acked
+  (Storm's CheckpointTupleForwarder).
+
+Both are Bolts whose `execute_batch` the executor calls (a batch holds one upstream
+task's tuples of one stream); the executor binds the collector's methods on the shell,
+and the shell hands them on to the bolt it runs in `prepare`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..component import BasicBolt, Bolt
+from ..tuple import Tuple, TupleBatch
+from .factory import open_state
+from .kv import KeyValueState
+from .protocol import (
+    ACK,
+    ACK_BARRIER,
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_STREAM,
+    COMMIT_STATE,
+    EXECUTE,
+    FAIL,
+    FAIL_BARRIER,
+    FORWARD,
+    INIT_STATE,
+    OLD,
+    PREPARE_STATE,
+    PROCESS,
+    ROLLBACK_STATE,
+    BarrierAligner,
+    StatefulCore,
+)
+
+_HANDED_ON = ("emit", "emit_many", "emit_direct", "report_error", "reset_timeout")
+
+
+class StatefulBolt(Bolt):
+    """A bolt whose state survives failures. Define `init_state(self, state)` (called
+    once, with the state as of the last committed checkpoint, before any tuple is
+    executed) and `execute`, which reads and writes that state and acks its input:
+    the engine holds each ack until the checkpoint that includes the tuple's effect has
+    committed, so a failure replays it (at least once, with state).
+
+        class Counter(StatefulBolt):
+            outputs = ["word", "count"]
+            def init_state(self, state):
+                self.counts = state
+            def execute(self, tup):
+                n = self.counts.get(tup["word"], 0) + 1
+                self.counts.put(tup["word"], n)
+                self.emit([tup["word"], n], anchors=[tup])
+                self.ack(tup)
+    """
+
+    def init_state(self, state: KeyValueState) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define init_state(state)")
+
+    def pre_prepare(self, txid: int) -> None:
+        """Called before the state is prepared for checkpoint `txid`."""
+
+    def pre_commit(self, txid: int) -> None:
+        """Called before checkpoint `txid` is committed."""
+
+    def pre_rollback(self) -> None:
+        """Called before the state goes back to the last committed checkpoint."""
+
+
+class _Shell(Bolt):
+    """What both shells share: the bolt they run, the alignment of barriers, forwarding."""
+
+    def __init__(self, bolt: Bolt, input_tasks: int):
+        self.bolt = bolt
+        self.input_tasks = input_tasks
+
+    def _stream_specs(self) -> dict[str, Any]:
+        specs = self.bolt._stream_specs()
+        specs[CHECKPOINT_STREAM] = CHECKPOINT_FIELDS
+        return specs
+
+    def __getattr__(self, name: str) -> Any:
+        # what the worker asks of a component (result, progress, held) is the bolt's
+        if name.startswith("__") or name == "bolt":
+            raise AttributeError(name)
+        return getattr(self.bolt, name)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self._aligner = BarrierAligner(self.input_tasks)
+        bolt = self.bolt
+        for name in _HANDED_ON:
+            setattr(bolt, name, getattr(self, name))
+        bolt.ack, bolt.fail = self.ack, self.fail
+        bolt.ack_batch, bolt.fail_batch = self.ack_batch, self.fail_batch
+
+    def cleanup(self) -> None:
+        self.bolt.cleanup()
+
+    def _forward(self, tup: Tuple) -> None:
+        self.emit(tup.values, CHECKPOINT_STREAM, anchors=[tup])
+
+    def _barriers(self, batch: TupleBatch, auto_ack: bool) -> None:
+        """Each copy is acked (by the executor when `auto_ack`, a BasicBolt's); the last
+        one of an (action, txid) is acted on first."""
+        for tup in batch:
+            txid, action = tup.values
+            verdict = self._aligner.arrive(action, txid)
+            if verdict == PROCESS:
+                self._on_barrier(tup, action, txid)
+            elif not auto_ack:
+                self.ack(tup)
+
+    def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
+        raise NotImplementedError
+
+    def _run(self, tup: Tuple) -> None:
+        """Execute one tuple as the executor would a Bolt's: an exception fails it."""
+        try:
+            self.bolt.execute(tup)
+        except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
+            self.fail(tup)
+            self.report_error(exc)
+
+
+class CheckpointForwarder(_Shell):
+    """A Bolt upstream of a stateful bolt: forwards barriers, runs the bolt unchanged."""
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        super().prepare(conf, context)
+        self.bolt.prepare(conf, context)
+        self._own_batch = type(self.bolt).execute_batch is not Bolt.execute_batch
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        if batch.stream == CHECKPOINT_STREAM:
+            self._barriers(batch, auto_ack=False)
+        elif self._own_batch:
+            self.bolt.execute_batch(batch)
+        else:
+            for tup in batch:
+                self._run(tup)
+
+    def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
+        self._forward(tup)
+        self.ack(tup)
+
+
+class BasicCheckpointForwarder(CheckpointForwarder, BasicBolt):
+    """A BasicBolt upstream of a stateful bolt: the executor acks (or, when the bolt
+    raises, fails) the whole batch, barriers included, as it does the bolt's own."""
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        if batch.stream == CHECKPOINT_STREAM:
+            self._barriers(batch, auto_ack=True)
+        else:
+            self.bolt.execute_batch(batch)
+
+    def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
+        self._forward(tup)
+
+
+class StatefulBoltExecutor(_Shell):
+    """Runs a StatefulBolt (Storm's StatefulBoltExecutor)."""
+
+    bolt: StatefulBolt
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        super().prepare(conf, context)
+        self._core = StatefulCore()
+        self.bolt.ack = self._core.acked  # held until the commit after it
+        self.bolt.ack_batch = self._hold_batch
+        self.state = open_state(conf, context)
+        self.bolt.prepare(conf, context)
+
+    def _hold_batch(self, batch: TupleBatch) -> None:
+        for tup in batch.tracked():
+            self._core.acked(tup)
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        if batch.stream == CHECKPOINT_STREAM:
+            self._barriers(batch, auto_ack=False)
+        elif self._core.initialized:
+            for tup in batch:
+                self._run(tup)
+        else:
+            for tup in batch:
+                self._core.tuple_in(tup)
+
+    def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
+        try:
+            steps = self._core.checkpoint(action, txid)
+            for what, arg in steps:
+                self._carry_out(what, arg, tup)
+        except Exception as exc:  # noqa: BLE001 - Storm's: fail the barrier, report
+            self.fail(tup)
+            self.report_error(exc)
+
+    def _carry_out(self, what: str, arg: Any, tup: Tuple) -> None:
+        bolt, state = self.bolt, self.state
+        if what == EXECUTE:
+            self._run(arg)
+        elif what == ACK:
+            self.ack(arg)
+        elif what == FAIL:
+            self.fail(arg)
+        elif what == PREPARE_STATE:
+            bolt.pre_prepare(arg)
+            state.prepare_commit(arg)
+        elif what == COMMIT_STATE:
+            bolt.pre_commit(arg)
+            state.commit(arg)
+        elif what == ROLLBACK_STATE:
+            bolt.pre_rollback()
+            state.rollback()
+        elif what == INIT_STATE:
+            bolt.init_state(state)
+        elif what == FORWARD:
+            self._forward(tup)
+        elif what == ACK_BARRIER:
+            self.ack(tup)
+        elif what == FAIL_BARRIER:
+            self.fail(tup)
+
+    def cleanup(self) -> None:
+        try:
+            super().cleanup()
+        finally:
+            self.state.close()
+
+
+def wrap(bolt: Bolt, input_tasks: int) -> _Shell:
+    if isinstance(bolt, StatefulBolt):
+        return StatefulBoltExecutor(bolt, input_tasks)
+    if isinstance(bolt, BasicBolt):
+        return BasicCheckpointForwarder(bolt, input_tasks)
+    return CheckpointForwarder(bolt, input_tasks)
+
+
+__all__ = ["OLD", "StatefulBolt", "wrap"]
