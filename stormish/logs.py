@@ -216,24 +216,46 @@ class RotatingFile:
         self.f.close()
 
 
-def read_log(path: str, offset: int | None, max_bytes: int) -> dict[str, Any]:
-    """A piece of a log file for `stormish logs`: from `offset` (None: its last
-    `max_bytes`), whole lines, at most `max_bytes`; `offset` past the end (the file was
-    rolled since) starts again at 0. `next` is where the following read starts."""
+def read_log(path: str, at: Any, max_bytes: int) -> dict[str, Any]:
+    """A piece of a log file for `stormish logs`: from `at` (None: its last `max_bytes`),
+    whole lines, at most `max_bytes`. `next` is where the following read starts: the
+    file's inode and an offset in it, so that a follower whose file was rolled since
+    (`RotatingFile`: it is `path.1` now) first reads the rest of it there, then goes on
+    in the new file from its start; a bare offset (older callers) past the end starts
+    again at 0."""
     import os
 
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
     except OSError:
         return {"data": "", "next": 0, "size": 0, "missing": True}
-    if offset is None:
-        offset = max(0, size - max_bytes)
-        skip_partial = offset > 0
-    else:
-        skip_partial = False
-        if offset > size:
-            offset = 0
+    if at is None:
+        offset = max(0, st.st_size - max_bytes)
+        return _read_piece(path, st.st_ino, offset, max_bytes, skip_partial=offset > 0)
+    ino, offset = (None, at) if isinstance(at, int) else (at[0], at[1])
+    if ino is not None and ino != st.st_ino:  # rolled since the last read
+        rolled = f"{path}.1"
+        try:
+            same = os.stat(rolled).st_ino == ino
+        except OSError:
+            same = False
+        if same:
+            piece = _read_piece(rolled, ino, offset, max_bytes)
+            if piece["data"]:
+                return piece
+        offset = 0  # the rest of the old file is read (or gone): on in the new one
+    elif offset > st.st_size:
+        offset = 0
+    return _read_piece(path, st.st_ino, offset, max_bytes)
+
+
+def _read_piece(
+    path: str, ino: int, offset: int, max_bytes: int, skip_partial: bool = False
+) -> dict[str, Any]:
+    import os
+
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         f.seek(offset)
         data = f.read(max_bytes)
     if skip_partial and b"\n" in data:  # a tail starts at a whole line
@@ -241,4 +263,5 @@ def read_log(path: str, offset: int | None, max_bytes: int) -> dict[str, Any]:
         data, offset = data[cut:], offset + cut
     if len(data) == max_bytes and b"\n" in data:  # stop at a whole line
         data = data[: data.rindex(b"\n") + 1]
-    return {"data": data.decode("utf-8", "replace"), "next": offset + len(data), "size": size}
+    text = data.decode("utf-8", "replace")
+    return {"data": text, "next": [ino, offset + len(data)], "size": size}

@@ -26,14 +26,37 @@ def test_read_log_gives_whole_lines_a_tail_and_starts_over_after_a_roll(tmp_path
     path.write_text("".join(f"line {i}\n" for i in range(100)))
     tail = logs.read_log(str(path), None, 30)
     assert tail["data"].startswith("line 9") and tail["data"].endswith("line 99\n")
-    assert tail["next"] == path.stat().st_size
+    assert tail["next"] == [path.stat().st_ino, path.stat().st_size]
     again = logs.read_log(str(path), tail["next"], 30)
     assert again["data"] == "" and again["next"] == tail["next"]
     head = logs.read_log(str(path), 0, 20)
-    assert head["data"] == "line 0\nline 1\n" and head["next"] == 14
+    assert head["data"] == "line 0\nline 1\n" and head["next"][1] == 14
     path.write_text("new\n")  # rolled: the old offset is past the end
     assert logs.read_log(str(path), tail["next"], 30)["data"] == "new\n"
     assert logs.read_log(str(tmp_path / "none.log"), None, 30)["missing"] is True
+
+
+def test_a_follower_loses_no_line_when_the_file_rolls_between_reads(tmp_path):
+    """`stormish logs --follow`: what was written to the file after the last read and
+    before it rolled (it is `w.log.1` now) comes first, then the new file's lines."""
+    path = str(tmp_path / "w.log")
+    f = logs.RotatingFile(path, max_bytes=200, backups=2)
+    got: list[str] = []
+    at = 0  # from the file's start: a bare offset, as a first ask may give
+    written = 0
+    for _burst in range(6):
+        for _ in range(4):
+            f.write(f"line {written:03d} {'x' * 12}\n".encode())  # 22 bytes a line
+            written += 1
+        while True:  # read until caught up, as the follower's polls do
+            piece = logs.read_log(path, at, 64)
+            at = piece["next"]
+            if not piece["data"]:
+                break
+            got += piece["data"].splitlines()
+    f.close()
+    assert len(list(tmp_path.iterdir())) == 3  # it rolled, more than once
+    assert got == [f"line {i:03d} {'x' * 12}" for i in range(written)]
 
 
 def test_prints_and_records_carry_the_running_components_tag():
