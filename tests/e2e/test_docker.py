@@ -157,6 +157,31 @@ def test_wordcount_runs_exactly_on_the_compose_cluster(deployment):
     assert stats.components["count"].executed == stats.components["split"].emitted > 0
     hosts = {w["host"] for w in deployment.call("supervisors")}
     assert hosts == {"supervisor-1", "supervisor-2"}
+    # the web UI of the compose cluster: `stormish ui` on the host, with the cluster's
+    # keys, talking to the published nimbus port (docs/cluster.md, issue 14 item 10)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "stormish.cli", "ui", "--port", "0", "--nimbus",
+         f"127.0.0.1:{deployment.port}", "--keys", deployment.keys],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        line = ui.stdout.readline()  # "web UI of ...: http://127.0.0.1:PORT/ ..."
+        url = line.split(": ", 1)[1].split("/ ", 1)[0]
+        import json
+        import urllib.request
+
+        def summary():
+            with urllib.request.urlopen(f"{url}/api/v1/topology/summary", timeout=30) as r:
+                return json.loads(r.read())["topologies"]
+
+        rows = poll_for(lambda: summary() or None, 60, 0.5, "the UI's topology summary")
+        row = next(t for t in rows if t["name"] == "wordcount")
+        assert row["status"] == "COMPLETE", row
+        with urllib.request.urlopen(f"{url}/", timeout=30) as r:
+            assert "stormish" in r.read().decode().lower()
+    finally:
+        ui.terminate()
+        ui.wait(30)
 
 
 def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deployment):
