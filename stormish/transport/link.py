@@ -1,6 +1,6 @@
 """A worker's ZeroMQ link: one bound receive socket, one push socket per peer worker.
 
-Threads and ownership (one socket, one owner thread):
+Ownership (one socket, one owner thread at a time):
 - the receive thread owns the PULL socket: it decodes frames (pure `frames.decode`),
   places tuple batches with `publish_remote` (never blocks: overflowQ), feeds the
   backpressure tracker and runs the backpressure-check timer between polls;
@@ -11,6 +11,9 @@ Threads and ownership (one socket, one owner thread):
   (batched transfer). A peer that cannot take more puts its tasks under backpressure
   here; one that is gone has its tuples dropped and counted; neither holds up the other
   peers or a new address (peers.py).
+While the worker's scheduler runs its executors it serves both sides itself, between
+turns (`serve`, `service`, `park`); the two threads run before that, after it, and in
+the `threads` execution model. Either way each socket has one owner at a time.
 Executors never touch a socket: they publish to RemoteTargets, which refuse rather than
 block. Statuses travel on the same links as tuples, to every peer (any peer may be
 upstream). Every peer gets a HELLO as its first message; the receiver answers a HELLO
