@@ -22,8 +22,9 @@ arrival order, oldest first:
 
 Right, within those bounds, for a bolt that settles each tuple it is given once, in
 arrival order. A bolt that settles out of order moves time between its tuples (the mean
-stays about right, as the sum of the matched spans does not depend on the order); one that never settles some
-tuples (a Bolt that forgets to ack) shifts later tuples' figures until those expire.
+stays about right, as the sum of the matched spans does not depend on the order); one
+that never settles some tuples (a Bolt that forgets to ack) shifts later tuples'
+figures until those expire.
 Tuples run on concurrent lanes' threads (`topology.lanes.concurrency` > 1) are not
 measured: their batches never pass through the executor's loop.
 """
