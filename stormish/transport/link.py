@@ -48,7 +48,7 @@ from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
 from .security import CONNECTION, LOOPBACK
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
-from .wakeup import FdWakeup, Wakeup
+from .wakeup import FdWakeup
 
 POLL_MS = 5
 RECV_BURST = 64  # messages received in one go before the timer and sending get a turn
@@ -169,7 +169,7 @@ class WorkerLink:
             if w != self.index and self._peers.get(w) != addr:
                 self._peers[w] = addr
                 self._new_peers.append((w, addr))
-        self.transfer._event.set()
+        self.transfer.wake()
 
     def start(self) -> None:
         """The receive and transfer threads (none while a scheduler serves the link)."""
@@ -183,7 +183,7 @@ class WorkerLink:
 
     def stop(self) -> None:
         self._stop.set()
-        self.transfer._event.set()
+        self.transfer.wake()
         for t in self._threads:
             t.join(5)
         self._out.close(linger=200)
@@ -255,7 +255,7 @@ class WorkerLink:
             and self.remote.ask_hello(peer, connection)
         ):
             self._control.append((peer, self._hello(reply=False, again=True)))
-            self.transfer._event.set()
+            self.transfer.wake()
 
     def _on_hello(self, peer: int, hello: fr.Hello, connection: str | None = None) -> None:
         info = hello.worker_port_info
@@ -274,7 +274,7 @@ class WorkerLink:
         if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
         self._run(self.tracker.peer_connected(peer))
-        self.transfer._event.set()
+        self.transfer.wake()
 
     def _place(self, dest: int, batch: tuple, n: int) -> None:
         q = self.queues.get(dest)
@@ -318,7 +318,7 @@ class WorkerLink:
             for p in peers:
                 self._control.append((p, fr.encode_status(self.index, 0, ins.status)))
         if instructions:
-            self.transfer._event.set()
+            self.transfer.wake()
 
     # -- transfer thread -------------------------------------------------------------------
     def _send_loop(self) -> None:
@@ -364,8 +364,7 @@ class WorkerLink:
         """
         self._halt_threads()
         self._wakeup = wakeup
-        self.transfer._event = wakeup  # a batch from a thread of its own, new peers
-        self._poller = None
+        self.transfer.share_wakeup(wakeup)  # a batch from a thread of its own, new peers
 
     def unserve(self) -> None:
         """The serving thread is done (its executors ended): the threads take over again,
@@ -373,8 +372,8 @@ class WorkerLink:
         if self._wakeup is None:
             return
         self._wakeup = None
-        self.transfer._event = Wakeup()
-        self.transfer._event.set()
+        self.transfer.own_wakeup()
+        self.transfer.wake()
         if not self._stop.is_set():
             self.start()
 
@@ -403,7 +402,7 @@ class WorkerLink:
 
     def _halt_threads(self) -> None:
         self._halt.set()
-        self.transfer._event.set()
+        self.transfer.wake()
         for t in self._threads:
             t.join(5)
         self._threads = []

@@ -55,6 +55,19 @@ class TransferQueue:
     def wait(self, timeout: float) -> bool:
         return self._event.wait(timeout)
 
+    def wake(self) -> None:
+        """End the consumer's wait (new peers, control messages, stopping)."""
+        self._event.set()
+
+    def share_wakeup(self, wakeup: Wakeup) -> None:
+        """Signal `wakeup` instead: a scheduler serving the link waits for it and its
+        executors' queues at once (as `ReceiveQueue.share_wakeup`)."""
+        self._event = wakeup
+
+    def own_wakeup(self) -> None:
+        """Back to a wake-up of its own (the link's transfer thread takes over again)."""
+        self._event = Wakeup()
+
     def __len__(self) -> int:
         return len(self._q)
 
