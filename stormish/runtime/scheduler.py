@@ -28,11 +28,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import logs
 from ..transport.wakeup import Wakeup
 from .executor import HELD, IDLE, WORK, Executor
+
+if TYPE_CHECKING:
+    from ..transport.link import WorkerLink
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
 log = logging.getLogger("stormish.scheduler")
@@ -48,7 +51,6 @@ class Scheduler:
         park_s: float,
         spin_rounds: int,
         name: str,
-        link: Any = None,
         held_park_s: float | None = None,
     ):
         self.executors = executors
@@ -60,8 +62,9 @@ class Scheduler:
         self.held_park_s = park_s if held_park_s is None else held_park_s
         self.spin_rounds = spin_rounds
         # the worker's ZeroMQ link, served by this thread between turns (WorkerLink.serve):
-        # `service()` once a round, `park(timeout)` instead of the wakeup's wait
-        self.link = link
+        # `service()` once a round, `park(timeout)` instead of the wakeup's wait; set
+        # before `start` by whoever hands it over (the worker, the watchdog)
+        self.link: WorkerLink | None = None
         self.name = name
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -69,7 +72,7 @@ class Scheduler:
         self.current: Executor | None = None
         self.since = 0.0
         self.evicted: Executor | None = None
-        self.handed_link: Any = None
+        self.handed_link: WorkerLink | None = None
         for ex in executors:
             ex.queue.share_wakeup(wakeup)
 
