@@ -45,10 +45,10 @@ class ProcessLatency:
 
     __slots__ = ("seconds", "hist", "seen", "waiting", "within")
 
-    def __init__(self, within: float, settled: int = 0):
+    def __init__(self, within: float):
         self.seconds = 0.0
         self.hist = [0] * (len(EXECUTE_BUCKETS) + 1)
-        self.seen = settled  # the executor's acked + failed when last told
+        self.seen = 0  # the executor's acked + failed when last told
         # [start of the batch's execute, its tuples not settled yet], oldest first
         self.waiting: deque[list] = deque()
         self.within = within
