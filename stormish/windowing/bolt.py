@@ -23,14 +23,12 @@ from typing import Any
 from ..component import Bolt
 from ..errors import TopologyError
 from ..tuple import Tuple
+from .checks import TICK, check_window
 from .manager import WindowManager
 from .session import SessionManager
 from .spec import Count, Duration, Expired, Output, Size, Window, as_size, to_ms
 from .watermark import WatermarkGenerator
 
-TICK = "topology.tick.tuple.freq.secs"
-TIMEOUT = "topology.message.timeout.secs"
-PENDING = "topology.max.spout.pending"
 # A late tuple, as the late tuple stream carries it: its fields and values as a dict,
 # its timestamp (seconds) and where it came from.
 LATE_FIELDS = ("late_tuple", "timestamp", "component", "stream")
@@ -145,8 +143,6 @@ class WindowedBolt(Bolt):
         """Called by Topology.validate (at submit) with this component's resolved config
         and its input streams: the checks only a whole topology allows, and the input
         streams the watermark waits for."""
-        from .checks import check_window
-
         check_window(self, name, conf)
         self._inputs = tuple(sorted(set(inputs)))
 
@@ -285,10 +281,6 @@ class WindowedBolt(Bolt):
 
     def execute_window(self, window: Window) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define execute_window(window)")
-
-    def held(self) -> int:
-        """Tuples held in windows and sessions now (for tests and statistics)."""
-        return len(self._windows)
 
 
 def _without(out: Output, failed: set[int]) -> Output:
