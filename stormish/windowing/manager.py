@@ -5,7 +5,8 @@ tuples out. Time is what the caller says it is, so every rule is tested on plain
 Four inputs drive it:
 - `add(item, ts)`: a tuple arrived (in processing time `ts` is the clock's now);
 - `on_watermark(wm)`: event time moved to `wm` (every tuple older than it has arrived);
-- `on_timer(now)`: a processing-time slide elapsed (the bolt's tick).
+- `on_timer(now)`: a processing-time slide elapsed (the bolt's tick);
+- `discard(ids)`: tuples were failed and leave without being expired.
 
 The tuples are held sorted by (timestamp, arrival), so in every mode a window is a
 prefix of what is held minus an expired prefix: expiring is `del held[:n]`, and a window
