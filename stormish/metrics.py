@@ -198,7 +198,9 @@ def families(samples: list[TopologySample]) -> list[Metric]:
 
 
 def _edge_labels(e: Mapping) -> tuple[str, str]:
-    """An edge's source component and stream (the statistics key it "source:stream")."""
+    """An edge's source component and stream; from its "source:stream" key when the
+    statistics carry no `source` (a worker started before they did: workers outlive a
+    nimbus restart)."""
     if "source" in e:
         return e["source"], e["stream"]
     source, _, stream = e["edge"].rpartition(":")
