@@ -311,9 +311,9 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
     temporary one, removed at the end), and their (max bytes, backups). A temporary log
     keeps one rolled file: it is there to explain a death, and must not fill the disk on
     a long run; `stormish.local.log.dir` keeps them as a supervisor's --log-dir does."""
-    max_bytes = int(conf.get("stormish.local.log.max.bytes", 100 << 20))
-    backups = int(conf.get("stormish.local.log.backups", 9))
-    where = conf.get("stormish.local.log.dir")
+    max_bytes = conf["stormish.local.log.max.bytes"]  # validated conf: defaults in config.py
+    backups = conf["stormish.local.log.backups"]
+    where = conf["stormish.local.log.dir"]
     if where:
         os.makedirs(where, exist_ok=True)
         return os.path.abspath(where), False, (max_bytes, backups)
