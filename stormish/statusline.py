@@ -37,7 +37,6 @@ Progressed = tuple[str, int, int | None]
 
 class StatusLine:
     def __init__(self, stream: TextIO):
-        self.stream = stream
         self.console = Console(file=stream, highlight=False)
         self.text = Text()
         self.progress = Progress(
@@ -59,7 +58,7 @@ class StatusLine:
         )
         self.shown = False
         self.lock = threading.RLock()
-        self.partial: dict[int, tuple[TextIO, str]] = {}  # per stream: a line not ended
+        self.partial: dict[int, str] = {}  # by id() of its stream: a line not ended
 
     def _renderable(self) -> RenderableType:
         return Group(self.text, self.progress) if self.bars else self.text
@@ -89,17 +88,16 @@ class StatusLine:
                 stream.write(data)
                 stream.flush()
                 return
-            _, before = self.partial.pop(id(stream), (stream, ""))
-            *lines, rest = (before + data).split("\n")
+            *lines, rest = (self.partial.pop(id(stream), "") + data).split("\n")
             if rest:
-                self.partial[id(stream)] = (stream, rest)
+                self.partial[id(stream)] = rest
             if lines:
                 self.console.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
 
     def end(self) -> None:
         """Leave the last status in place, on its own line(s)."""
         with self.lock:
-            for _stream, rest in self.partial.values():
+            for rest in self.partial.values():
                 self.console.print(Text.from_ansi(rest), soft_wrap=True)
             self.partial.clear()
             if self.shown:
@@ -154,7 +152,7 @@ def shown(status: StatusLine) -> Iterator[StatusLine]:
 
 
 class AboveStatus:
-    """A stream (this process's stdout) whose writes go above the status line."""
+    """A stream (this process's stdout or stderr) whose writes go above the status line."""
 
     def __init__(self, raw: TextIO):
         self.raw = raw
