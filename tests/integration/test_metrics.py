@@ -23,7 +23,6 @@ TOPOLOGY = """
 import os
 from stormish import BasicBolt, Spout, Topology
 
-RELEASE = {release!r}
 N = 3000
 
 
@@ -39,7 +38,7 @@ class Numbers(Spout):
             for _ in range(100):
                 self.n += 1
                 self.emit([self.n], msg_id=self.n)
-        elif self.acked == N and os.path.exists(RELEASE):
+        elif self.acked == N and os.path.exists(RELEASE_PATH):
             self.finish()
 
     def ack(self, msg_id):
@@ -48,7 +47,7 @@ class Numbers(Spout):
 
 class Parity(BasicBolt):
     outputs = ["n"]
-    streams = {{"default": ["n"], "odd": ["n"]}}
+    streams = {"default": ["n"], "odd": ["n"]}
 
     def execute(self, tup):
         n = tup.values[0]
@@ -63,7 +62,7 @@ class Sink(BasicBolt):
         pass
 
 
-t = Topology("metered", config={{"topology.workers": 2}})
+t = Topology("metered", config={"topology.workers": 2})
 t.set_spout("s", Numbers())
 t.set_bolt("parity", Parity(), parallelism=2).shuffle_grouping("s")
 t.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("parity").shuffle_grouping(
@@ -94,19 +93,8 @@ def series(samples, name, **labels):
 
 
 def test_a_scrape_of_a_running_two_worker_topology_equals_its_statistics(tmp_path):
-    release = tmp_path / "release"
-    path = tmp_path / "metered.py"
-    path.write_text(textwrap.dedent(TOPOLOGY.format(release=str(release))))
-    stats_json = tmp_path / "stats.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "stormish.cli", "run", str(path), "--metrics-port", "0",
-         "--stats-json", str(stats_json)],
-        env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc, url, release, stats_json = run_scraped(tmp_path, TOPOLOGY)
     try:
-        line = proc.stderr.readline()
-        assert line.startswith("metrics: http://127.0.0.1:"), line
-        url = line.split(" ", 1)[1].strip()
 
         def quiet():
             s = scrape(url)
@@ -115,15 +103,8 @@ def test_a_scrape_of_a_running_two_worker_topology_equals_its_statistics(tmp_pat
             return sum(sink.values()) == 3000 and sum(spout.values()) == 3000 and s
 
         samples = poll_for(quiet, 60, 0.1, "every tuple executed and acked")
-        release.touch()
-        out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
-    stats = json.loads(stats_json.read_text())
-    assert stats["status"] == "complete"
+        stats = finish(proc, release, stats_json)
     tasks = stats["tasks"]
     for name, field in [
         ("stormish_executed_total", "executed"),
