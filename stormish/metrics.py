@@ -170,22 +170,16 @@ def families(samples: list[TopologySample]) -> list[Metric]:
                 g.add_metric(labels, getattr(t, attr))
             bp_status.add_metric(labels, 1 if congested(t) else 0)
             if t.execute_histogram and t.kind != "spout":
-                execute.add_metric(
-                    labels,
-                    _buckets(t.execute_histogram, EXECUTE_BUCKETS),
-                    t.execute_latency_ms / 1000.0 * sum(t.execute_histogram),
+                _histogram(
+                    execute, labels, t.execute_histogram, EXECUTE_BUCKETS, t.execute_latency_ms
                 )
             if t.process_histogram and t.kind == "bolt":
-                process.add_metric(
-                    labels,
-                    _buckets(t.process_histogram, EXECUTE_BUCKETS),
-                    t.process_latency_ms / 1000.0 * sum(t.process_histogram),
+                _histogram(
+                    process, labels, t.process_histogram, EXECUTE_BUCKETS, t.process_latency_ms
                 )
             if t.complete_histogram:
-                complete.add_metric(
-                    labels,
-                    _buckets(t.complete_histogram, COMPLETE_BUCKETS),
-                    t.complete_latency_ms / 1000.0 * sum(t.complete_histogram),
+                _histogram(
+                    complete, labels, t.complete_histogram, COMPLETE_BUCKETS, t.complete_latency_ms
                 )
         for link in s.links.values():
             for key, fam in link_counters.items():
@@ -216,6 +210,18 @@ def _edge_losses(e: Mapping) -> list[tuple[str, int]]:
         ("overwritten", e["overwritten"]),
         ("rejected", e["rejected"]),
     ]
+
+
+def _histogram(
+    fam: HistogramMetricFamily,
+    labels: list[str],
+    counts: tuple[int, ...],
+    bounds: tuple[float, ...],
+    mean_ms: float,
+) -> None:
+    """A task's latency histogram: its per-bucket `counts`, and the sum in seconds from
+    the statistics' mean over those counts."""
+    fam.add_metric(labels, _buckets(counts, bounds), mean_ms / 1000.0 * sum(counts))
 
 
 def _buckets(counts: tuple[int, ...], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
