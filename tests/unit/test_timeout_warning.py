@@ -71,6 +71,8 @@ def test_the_run_status_line_warns(monkeypatch):
 
     err = TTY()
     monkeypatch.setattr(cli.sys, "stderr", err)
+    # the status line is cut to the terminal's width (rich reads COLUMNS; 80 without it)
+    monkeypatch.setenv("COLUMNS", "250")
     stop = threading.Event()
     assert cli._watch(FakeRunning(stop), stop, 30.0, {}) == 0
     assert "WARNING trees of fast time out faster than they complete" in err.getvalue()
