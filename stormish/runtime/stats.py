@@ -7,8 +7,9 @@ added, never renamed or removed without a CHANGELOG entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .channel import EDGE_COUNTS
@@ -162,11 +163,13 @@ class TopologyStatistics:
         return json.dumps(self.to_dict(), **kw)
 
 
-def _weighted(tasks: list[TaskStats], attr: str, weight: str) -> float:
-    w = sum(getattr(t, weight) for t in tasks)
+def _weighted(tasks: list[TaskStats], attr: str, weight: Callable[[TaskStats], int]) -> float:
+    """The tasks' mean `attr`, each weighted by the tuples it was measured on."""
+    ws = [weight(t) for t in tasks]
+    w = sum(ws)
     if not w:
         return 0.0
-    return sum(getattr(t, attr) * getattr(t, weight) for t in tasks) / w
+    return sum(getattr(t, attr) * k for t, k in zip(tasks, ws, strict=True)) / w
 
 
 def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
@@ -185,25 +188,20 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             component=name,
             kind=ts[0].kind,
             tasks=len(ts),
-            execute_latency_ms=_weighted(ts, "execute_latency_ms", "executed"),
-            complete_latency_ms=_weighted(ts, "complete_latency_ms", "acked"),
+            execute_latency_ms=_weighted(ts, "execute_latency_ms", attrgetter("executed")),
+            complete_latency_ms=_weighted(ts, "complete_latency_ms", attrgetter("acked")),
             dropped=dropped,
             progress_done=progress[0],
             progress_total=progress[1],
             edges=_edges(ts),
-            process_latency_ms=_process_ms(ts),
+            process_latency_ms=_weighted(ts, "process_latency_ms", _process_count),
             **sums,
         )
     return out
 
 
-def _process_ms(ts: list[TaskStats]) -> float:
-    n = [sum(t.process_histogram) for t in ts]
-    return (
-        sum(t.process_latency_ms * k for t, k in zip(ts, n, strict=True)) / sum(n)
-        if any(n)
-        else 0.0
-    )
+def _process_count(t: TaskStats) -> int:
+    return sum(t.process_histogram)
 
 
 def _progress(ts: list[TaskStats]) -> tuple[int | None, int | None]:
