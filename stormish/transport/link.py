@@ -182,10 +182,7 @@ class WorkerLink:
             self._threads.append(t)
 
     def stop(self) -> None:
-        self._stop.set()
-        self.transfer.wake()
-        for t in self._threads:
-            t.join(5)
+        self._end_threads(self._stop)
         self._out.close(linger=200)
         self.pull.close(linger=0)
         self.security.release(self.ctx)
@@ -362,7 +359,8 @@ class WorkerLink:
         received batch is in its queue before the next turn, with no hand-off. A socket
         has one owner at a time: the threads are joined before this thread takes over.
         """
-        self._halt_threads()
+        self._end_threads(self._halt)
+        self._halt.clear()
         self._wakeup = wakeup
         self.transfer.share_wakeup(wakeup)  # a batch from a thread of its own, new peers
 
@@ -400,13 +398,14 @@ class WorkerLink:
         if ready:
             self._out.noticed(ready)
 
-    def _halt_threads(self) -> None:
-        self._halt.set()
+    def _end_threads(self, why: threading.Event) -> None:
+        """Set `why` (`_stop`, or `_halt`: a scheduler takes over) and join the receive
+        and transfer threads, which end on either."""
+        why.set()
         self.transfer.wake()
         for t in self._threads:
             t.join(5)
         self._threads = []
-        self._halt.clear()
 
     def _encode(self, part: list) -> list:
         """One TUPLES message (the transfer thread encodes when the peer can take it)."""
