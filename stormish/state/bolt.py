@@ -15,6 +15,7 @@ and the shell hands them on to the bolt it runs in `prepare`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,7 @@ from .protocol import (
     StatefulCore,
 )
 
+log = logging.getLogger("stormish.state")
 _HANDED_ON = ("emit", "emit_many", "emit_direct", "report_error", "reset_timeout")
 
 
@@ -194,6 +196,11 @@ class StatefulBoltExecutor(_Shell):
                 self._core.tuple_in(tup)
 
     def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
+        core = self._core
+        log.debug(
+            "%s %s: %d acks held, %d prepared, %d waiting",
+            action, txid, len(core.acked_since), len(core.prepared), len(core.waiting),
+        )  # fmt: skip
         try:
             steps = self._core.checkpoint(action, txid)
             for what, arg in steps:

@@ -28,10 +28,13 @@ def open_store(namespace: str, conf: Mapping[str, Any], topology: str) -> Store:
         return RedisStore(conf["topology.state.redis.url"], f"{topology}:{namespace}")
     from .sqlite import SqliteStore, db_path
 
-    directory = conf.get("topology.state.dir") or os.environ.get(DATA_ENV)
+    directory = conf.get("topology.state.dir")
     if not directory:
-        return SqliteStore(":memory:")
-    return SqliteStore(db_path(os.path.join(directory, "state"), topology, namespace))
+        data = os.environ.get(DATA_ENV)
+        if not data:
+            return SqliteStore(":memory:")
+        directory = os.path.join(data, "state")
+    return SqliteStore(db_path(directory, topology, namespace))
 
 
 def open_state(conf: Mapping[str, Any], context: Any) -> KeyValueState:

@@ -182,8 +182,10 @@ class StatefulCore:
 
     Rules kept: nothing is executed before the state is initialised (tuples wait in
     `waiting`; a PREPARE before INITSTATE is failed, which makes the spout recover); a
-    tuple the bolt acked is held (`acked`) until a PREPARE moves it to `prepared`, whose
-    COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them."""
+    tuple the bolt acked is held (`acked_since`) until a PREPARE moves it to `prepared`,
+    whose COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them, and
+    so does an INITSTATE that finds the bolt initialised (recovery: back to the last
+    commit)."""
 
     initialized: bool = False
     waiting: list[Any] = field(default_factory=list)
@@ -224,10 +226,15 @@ class StatefulCore:
         return out + [(FORWARD, txid), (ACK_BARRIER, txid)]
 
     def _initstate(self, txid: int) -> list[tuple[str, Any]]:
-        out: list[tuple[str, Any]] = []
-        if not self.initialized:  # a bolt that kept its state ignores a later INITSTATE
-            self.initialized = True
-            out.append((INIT_STATE, txid))
-            out += [(EXECUTE, t) for t in self.waiting]
-            self.waiting = []
+        if self.initialized:
+            # Recovery (a worker restarted, a checkpoint failed): every bolt goes back to
+            # the last committed checkpoint, as Storm's docs say. Storm's executor keeps
+            # a bolt's uncommitted work here, whose held tuples then time out while
+            # recovery lasts and are replayed on top of it; rolled back and failed now,
+            # they are replayed once.
+            return self._rollback(txid)
+        self.initialized = True
+        out: list[tuple[str, Any]] = [(INIT_STATE, txid)]
+        out += [(EXECUTE, t) for t in self.waiting]
+        self.waiting = []
         return out + [(FORWARD, txid), (ACK_BARRIER, txid)]

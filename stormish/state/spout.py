@@ -8,6 +8,7 @@ PREPARING transaction is rolled back, a COMMITTING one rolled forward.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..component import Spout
 from .factory import open_state
 from .protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointDriver, Emit, TxState
 
+log = logging.getLogger("stormish.state")
 CHECKPOINT_COMPONENT = "__checkpoint"
 INTERVAL = "topology.state.checkpoint.interval.ms"
 TX_KEY = "__state"
@@ -39,12 +41,15 @@ class CheckpointSpout(Spout):
         self._carry_out(self._driver.ack(msg_id))
 
     def fail(self, msg_id: Any, failure: Any = None) -> None:
+        log.info("checkpoint txid %s failed (%s): recovering", msg_id, failure)
         self._carry_out(self._driver.fail(msg_id))
 
     def close(self) -> None:
         self._state.close()
 
     def _carry_out(self, out: list[Any]) -> None:
+        if out:
+            log.debug("checkpoint: %s", out)
         for step in out:
             if isinstance(step, Emit):
                 self.emit((step.txid, step.action), CHECKPOINT_STREAM, msg_id=step.txid)

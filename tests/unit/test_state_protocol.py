@@ -205,8 +205,23 @@ def test_tuples_wait_for_initstate():
         (ACK_BARRIER, 0),
     ]
     assert c.tuple_in("t3") == [(EXECUTE, "t3")]
-    # a second INITSTATE (after another worker's restart) leaves the state as it is
-    assert c.checkpoint(INITSTATE, 0) == [(FORWARD, 0), (ACK_BARRIER, 0)]
+
+
+def test_initstate_in_recovery_rolls_an_initialised_bolt_back():
+    """Beyond Storm's executor (which keeps the state as it is): a worker restarted,
+    every bolt returns to the last commit, and what it held is failed (replayed once)."""
+    c = StatefulCore(initialized=True)
+    c.acked("t1")
+    c.checkpoint(PREPARE, 1)
+    c.checkpoint(COMMIT, 1)
+    c.acked("t2")
+    assert c.checkpoint(INITSTATE, 1) == [
+        (ROLLBACK_STATE, 1),
+        (FAIL, "t2"),
+        (FORWARD, 1),
+        (ACK_BARRIER, 1),
+    ]
+    assert c.initialized
 
 
 def test_prepare_before_initstate_fails_the_barrier():
