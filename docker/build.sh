@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the stormish images without a registry:
-#   stormish-base:bookworm  a Debian bookworm root made with debootstrap (python3, venv),
+#   stormish-base:bookworm  a Debian bookworm root made with debootstrap (python3, venv,
+#                           redis-server for the compose cluster's state store),
 #                           imported with `docker import` (built once, reused after);
 #   stormish:<version>      the base plus stormish and its dependencies, installed in a
 #   (and stormish:dev)      venv from wheels built on this host.
@@ -12,14 +13,18 @@ BUILD=docker/build
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 PY=${PYTHON:-python3}
 
-if [ "${1:-}" = "--rebuild-base" ] || ! docker image inspect stormish-base:bookworm >/dev/null 2>&1; then
+base_ok() {  # there, and with what compose.yaml runs from it (a base made before lacks redis)
+  docker image inspect stormish-base:bookworm >/dev/null 2>&1 \
+    && docker run --rm stormish-base:bookworm test -x /usr/bin/redis-server >/dev/null 2>&1
+}
+if [ "${1:-}" = "--rebuild-base" ] || ! base_ok; then
   # checked before anything is made: both are needed for the base image only
   [ "$(id -u)" = 0 ] || { echo "making the base image runs debootstrap, which needs root: run docker/build.sh with sudo (or as root)" >&2; exit 2; }
   command -v debootstrap >/dev/null || { echo "debootstrap is missing (apt-get install debootstrap)" >&2; exit 2; }
   echo "== debootstrap bookworm (minbase + python3) into $BUILD/rootfs"
   rm -rf "$BUILD/rootfs"
   mkdir -p "$BUILD"
-  debootstrap --variant=minbase --include=python3,python3-venv,procps \
+  debootstrap --variant=minbase --include=python3,python3-venv,procps,redis-server \
     bookworm "$BUILD/rootfs" "$MIRROR" > "$BUILD/debootstrap.log" 2>&1 \
     || { tail -20 "$BUILD/debootstrap.log" >&2; exit 1; }
   rm -rf "$BUILD/rootfs/var/cache/apt/archives/"*.deb "$BUILD/rootfs/var/lib/apt/lists/"*
@@ -30,7 +35,9 @@ fi
 
 echo "== wheels (stormish and its dependencies) for the image"
 rm -rf "$BUILD/wheels"
-$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" . 2>&1 | grep -v "Running pip as the 'root'" || true
+# async-timeout: redis-py needs it under Python < 3.11.3 (bookworm's 3.11.2), not here
+$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" ".[redis]" "async-timeout>=4.0.3" 2>&1 \
+  | grep -v "Running pip as the 'root'" || true
 ls "$BUILD/wheels" | grep -q '^stormish-' || { echo "no stormish wheel was built" >&2; exit 1; }
 
 VERSION=$($PY -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
