@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..component import BasicBolt, Bolt
-from ..tuple import Tuple, TupleBatch
+from ..tuple import TrackedTuple, Tuple, TupleBatch
 from .factory import open_state
 from .kv import KeyValueState
 from .protocol import (
@@ -219,10 +219,11 @@ class StatefulBoltExecutor(_Shell):
             self.fail(arg)
         elif what == PREPARE_STATE:
             bolt.pre_prepare(arg)
-            state.prepare_commit(arg)
+            state.prepare_commit(arg, self._held_acks())
         elif what == COMMIT_STATE:
             bolt.pre_commit(arg)
-            state.commit(arg)
+            for root, val in state.commit(arg):  # prepared by this task's last process
+                self.ack(TrackedTuple((), tup.source, ((root, val),)))
         elif what == ROLLBACK_STATE:
             bolt.pre_rollback()
             state.rollback()
@@ -234,6 +235,18 @@ class StatefulBoltExecutor(_Shell):
             self.ack(tup)
         elif what == FAIL_BARRIER:
             self.fail(tup)
+
+    def _held_acks(self) -> list[tuple[int, int]]:
+        """What acking the prepared tuples sends, folded per tree: kept with the prepared
+        transaction, so that a restarted task that rolls it forward can still send it
+        (its previous process held these acks and died before the commit)."""
+        folded: dict[int, int] = {}
+        for t in self._core.prepared:
+            meta = getattr(t, "meta", None)
+            if meta:
+                for root, edge in meta:
+                    folded[root] = folded.get(root, 0) ^ edge ^ t.ack_val
+        return list(folded.items())
 
     def cleanup(self) -> None:
         try:

@@ -14,22 +14,26 @@ ROLLBACK drops it), which always comes before INITSTATE lets the bolt run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 TOMBSTONE: Any = object()  # a deleted key, until the delete is committed
 _MISSING: Any = object()
 
 
+Acks = Sequence[tuple[int, int]]  # (root, ack value) pairs, as a bolt's acks go to ackers
+
+
 class Store(Protocol):
     """A backend (sqlite.py, redis.py, MemoryStore). `prepare` replaces any prepared
-    transaction; `commit` applies the prepared one of that txid (a no-op when it was
-    committed already: recovery may repeat a COMMIT); each is atomic."""
+    transaction (its writes, and the acks the bolt holds for them); `commit` applies the
+    prepared one of that txid and returns its acks (nothing when it was committed
+    already: recovery may repeat a COMMIT); each is atomic."""
 
-    def get(self, key: Any) -> Any: ...  # _MISSING-free: returns TOMBSTONE when absent
+    def get(self, key: Any) -> Any: ...  # TOMBSTONE when absent
     def items(self) -> Iterator[tuple[Any, Any]]: ...
-    def prepare(self, txid: int, writes: dict[Any, Any]) -> None: ...
-    def commit(self, txid: int) -> None: ...
+    def prepare(self, txid: int, writes: dict[Any, Any], acks: Acks = ()) -> None: ...
+    def commit(self, txid: int) -> Acks: ...  # the acks prepared with it, [] if none
     def rollback(self) -> None: ...
     def txids(self) -> tuple[int | None, int | None]: ...  # (committed, prepared)
     def close(self) -> None: ...
@@ -85,9 +89,10 @@ class KeyValueState:
         return sum(1 for _ in self)
 
     # -- the checkpoint protocol ---------------------------------------------------------------
-    def prepare_commit(self, txid: int) -> None:
+    def prepare_commit(self, txid: int, acks: Acks = ()) -> None:
         """Make the writes since the last prepare durable as transaction `txid`, not yet
-        visible to a restart. One prepared transaction at a time, as Storm's."""
+        visible to a restart. One prepared transaction at a time, as Storm's. `acks`:
+        what the bolt acks when it commits (the engine's; see `commit`)."""
         if self.prepared_txid is not None and txid != self.prepared_txid:
             raise RuntimeError(
                 f"state {self.namespace!r}: cannot prepare txid {txid} while txid "
@@ -95,19 +100,25 @@ class KeyValueState:
             )
         writes = dict(self.prepared)
         writes.update(self.pending)
-        self.store.prepare(txid, writes)
+        self.store.prepare(txid, writes, acks)
         self.prepared, self.pending, self.prepared_txid = writes, {}, txid
 
-    def commit(self, txid: int | None = None) -> None:
+    def commit(self, txid: int | None = None) -> Acks:
         """Commit prepared transaction `txid`; without a txid, prepare and commit the
-        writes so far at once (Storm's State.commit())."""
+        writes so far at once (Storm's State.commit()).
+
+        Returns the acks prepared with `txid` when an earlier process prepared it (a
+        restarted bolt rolling a commit forward): that process died before it could
+        send them, and they complete their trees now instead of a replay."""
         if txid is None:
             committed, _ = self.store.txids()
             txid = (committed or 0) + 1 if self.prepared_txid is None else self.prepared_txid
             self.prepare_commit(txid)
-        self.store.commit(txid)
+        acks = self.store.commit(txid)
         if self.prepared_txid == txid:
             self.prepared, self.prepared_txid = {}, None
+            return []
+        return list(acks)
 
     def rollback(self) -> None:
         """Back to the last committed state: the prepared transaction and every write
@@ -129,6 +140,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.data: dict[Any, Any] = {}
         self.pending: dict[Any, Any] | None = None
+        self.acks: Acks = ()
         self.committed_txid: int | None = None
         self.prepared_txid: int | None = None
 
@@ -138,18 +150,20 @@ class MemoryStore:
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(list(self.data.items()))
 
-    def prepare(self, txid: int, writes: dict[Any, Any]) -> None:
-        self.pending, self.prepared_txid = dict(writes), txid
+    def prepare(self, txid: int, writes: dict[Any, Any], acks: Acks = ()) -> None:
+        self.pending, self.prepared_txid, self.acks = dict(writes), txid, list(acks)
 
-    def commit(self, txid: int) -> None:
+    def commit(self, txid: int) -> Acks:
         if self.prepared_txid != txid or self.pending is None:
-            return  # committed already (a repeated COMMIT), or nothing was prepared
+            return []  # committed already (a repeated COMMIT), or nothing was prepared
         for k, v in self.pending.items():
             if v is TOMBSTONE:
                 self.data.pop(k, None)
             else:
                 self.data[k] = v
         self.pending, self.prepared_txid, self.committed_txid = None, None, txid
+        acks, self.acks = self.acks, ()
+        return acks
 
     def rollback(self) -> None:
         self.pending, self.prepared_txid = None, None

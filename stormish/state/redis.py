@@ -5,6 +5,7 @@ Keys, all under the namespace NS (TOPOLOGY:COMPONENT-TASK):
 - `NS` a hash of the committed data (pickled key -> pickled value);
 - `NS$prepare` a hash of the prepared transaction's writes, a delete as an empty value
   (a pickle is never empty);
+- `NS$acks` the acks held for the prepared writes (a pickled list);
 - `NS$txid` a hash with the committed and the prepared txid.
 Prepare and commit are each one MULTI/EXEC transaction, so the server applies all of
 it or none; a commit checks the prepared txid inside a WATCH, so a repeated COMMIT is
@@ -17,7 +18,7 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-from .kv import TOMBSTONE
+from .kv import TOMBSTONE, Acks
 
 _DELETED = b""
 
@@ -34,6 +35,7 @@ class RedisStore:
         self.ns = namespace
         self.prepare_key = f"{namespace}$prepare"
         self.tx_key = f"{namespace}$txid"
+        self.acks_key = f"{namespace}$acks"
 
     def get(self, key: Any) -> Any:
         v = self.client.hget(self.ns, _dump(key))
@@ -43,20 +45,26 @@ class RedisStore:
         for k, v in self.client.hscan_iter(self.ns):
             yield pickle.loads(k), pickle.loads(v)
 
-    def prepare(self, txid: int, writes: dict[Any, Any]) -> None:
+    def prepare(self, txid: int, writes: dict[Any, Any], acks: Acks = ()) -> None:
         mapping = {_dump(k): _DELETED if v is TOMBSTONE else _dump(v) for k, v in writes.items()}
         pipe = self.client.pipeline(transaction=True)
         pipe.delete(self.prepare_key)
         if mapping:
             pipe.hset(self.prepare_key, mapping=mapping)
+        pipe.set(self.acks_key, _dump(list(acks)))
         pipe.hset(self.tx_key, "prepared", txid)
         pipe.execute()
 
-    def commit(self, txid: int) -> None:
+    def commit(self, txid: int) -> Acks:
+        applied: list[Acks] = []
+
         def apply(pipe: Any) -> None:
+            applied.clear()
             if _int(pipe.hget(self.tx_key, "prepared")) != txid:
                 pipe.multi()
                 return  # committed already (a repeated COMMIT), or nothing was prepared
+            acks = pipe.get(self.acks_key)
+            applied.append([] if acks is None else pickle.loads(acks))
             writes = pipe.hgetall(self.prepare_key)
             gone = [k for k, v in writes.items() if v == _DELETED]
             kept = {k: v for k, v in writes.items() if v != _DELETED}
@@ -65,15 +73,16 @@ class RedisStore:
                 pipe.hdel(self.ns, *gone)
             if kept:
                 pipe.hset(self.ns, mapping=kept)
-            pipe.delete(self.prepare_key)
+            pipe.delete(self.prepare_key, self.acks_key)
             pipe.hdel(self.tx_key, "prepared")
             pipe.hset(self.tx_key, "committed", txid)
 
-        self.client.transaction(apply, self.tx_key, self.prepare_key)
+        self.client.transaction(apply, self.tx_key, self.prepare_key, self.acks_key)
+        return applied[0] if applied else []
 
     def rollback(self) -> None:
         pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self.prepare_key)
+        pipe.delete(self.prepare_key, self.acks_key)
         pipe.hdel(self.tx_key, "prepared")
         pipe.execute()
 

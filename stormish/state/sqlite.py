@@ -2,7 +2,8 @@
 checkpoint spout), in the worker's data directory.
 
 Tables: `kv` (the committed data), `prepared` (the one prepared transaction's writes,
-a NULL value for a delete) and `tx` (the committed and prepared txids). Prepare, commit
+a NULL value for a delete), `prepared_acks` (the acks held for them) and `tx` (the
+committed and prepared txids). Prepare, commit
 and rollback are each one SQLite transaction, so a process killed at any instant leaves
 either the old or the new state, never a mix. Keys and values are pickled; the journal
 is WAL with synchronous=FULL (a commit is on disk when it returns).
@@ -17,13 +18,14 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from .kv import TOMBSTONE
+from .kv import TOMBSTONE, Acks
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS prepared (k BLOB PRIMARY KEY, v BLOB);
 CREATE TABLE IF NOT EXISTS tx (name TEXT PRIMARY KEY, txid INTEGER);
+CREATE TABLE IF NOT EXISTS prepared_acks (one INTEGER PRIMARY KEY CHECK (one = 1), acks BLOB);
 """
 
 
@@ -51,26 +53,31 @@ class SqliteStore:
         rows = self.db.execute("SELECT k, v FROM kv").fetchall()
         return ((pickle.loads(k), pickle.loads(v)) for k, v in rows)
 
-    def prepare(self, txid: int, writes: dict[Any, Any]) -> None:
+    def prepare(self, txid: int, writes: dict[Any, Any], acks: Acks = ()) -> None:
         rows = [(_dump(k), None if v is TOMBSTONE else _dump(v)) for k, v in writes.items()]
         with self._transaction() as db:
             db.execute("DELETE FROM prepared")
             db.executemany("INSERT INTO prepared (k, v) VALUES (?, ?)", rows)
+            db.execute("INSERT OR REPLACE INTO prepared_acks VALUES (1, ?)", (_dump(list(acks)),))
             db.execute("INSERT OR REPLACE INTO tx (name, txid) VALUES ('prepared', ?)", (txid,))
 
-    def commit(self, txid: int) -> None:
+    def commit(self, txid: int) -> Acks:
         with self._transaction() as db:
             if self._txid(db, "prepared") != txid:
-                return  # committed already (a repeated COMMIT), or nothing was prepared
+                return []  # committed already (a repeated COMMIT), or nothing was prepared
+            row = db.execute("SELECT acks FROM prepared_acks").fetchone()
             db.execute("DELETE FROM kv WHERE k IN (SELECT k FROM prepared WHERE v IS NULL)")
             db.execute("INSERT OR REPLACE INTO kv SELECT k, v FROM prepared WHERE v IS NOT NULL")
             db.execute("DELETE FROM prepared")
+            db.execute("DELETE FROM prepared_acks")
             db.execute("DELETE FROM tx WHERE name = 'prepared'")
             db.execute("INSERT OR REPLACE INTO tx (name, txid) VALUES ('committed', ?)", (txid,))
+        return [] if row is None else pickle.loads(row[0])
 
     def rollback(self) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM prepared")
+            db.execute("DELETE FROM prepared_acks")
             db.execute("DELETE FROM tx WHERE name = 'prepared'")
 
     def txids(self) -> tuple[int | None, int | None]:

@@ -76,6 +76,22 @@ def test_a_prepared_transaction_is_invisible_after_a_restart_until_committed(mak
     assert dict(again) == {"a": 1}
 
 
+def test_a_commit_rolled_forward_after_a_restart_returns_the_held_acks(make):
+    """The acks a bolt held for a prepared transaction are kept with it: a restarted
+    process that commits it gets them (its predecessor died before sending them); the
+    process that prepared it, or a repeated commit, gets none."""
+    s = make()
+    s.put("a", 1)
+    s.prepare_commit(1, [(11, 5), (12, 6)])
+    assert s.commit(1) == []
+    s.put("a", 2)
+    s.prepare_commit(2, [(13, 7)])
+    again = make()
+    assert again.commit(2) == [(13, 7)]
+    assert again.commit(2) == []
+    assert again.get("a") == 2
+
+
 def test_a_prepared_transaction_rolled_back_after_a_restart_is_gone(make):
     s = make()
     s.put("a", 1)
