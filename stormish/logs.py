@@ -20,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 # Who runs on a thread: thread id -> a function giving the "component:task" of the
@@ -216,7 +216,7 @@ class RotatingFile:
         self.f.close()
 
 
-def read_log(path: str, at: Any, max_bytes: int) -> dict[str, Any]:
+def read_log(path: str, at: int | Sequence[int] | None, max_bytes: int) -> dict[str, Any]:
     """A piece of a log file for `stormish logs`: from `at` (None: its last `max_bytes`),
     whole lines, at most `max_bytes`. `next` is where the following read starts: the
     file's inode and an offset in it, so that a follower whose file was rolled since
