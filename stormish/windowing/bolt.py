@@ -206,7 +206,9 @@ class WindowedBolt(Bolt):
             windows.discard({id(tup)})  # the engine fails it: it must not stay windowed
             raise
 
-    def _add_tuple(self, windows: Any, tup: Tuple, ts: Any) -> list[Output]:
+    def _add_tuple(
+        self, windows: WindowManager | SessionManager, tup: Tuple, ts: Any
+    ) -> list[Output]:
         if isinstance(windows, SessionManager):
             return windows.add(tup, ts, self._key(tup))
         return windows.add(tup, ts)
