@@ -11,8 +11,10 @@ pendingEmitQ is flushed first, a parked executor reads no input (except on a cyc
 spout drains its own queue first and honours max.spout.pending.
 
 When a whole round found nothing to do, the thread parks on one wake-up shared by all
-its executors' queues, up to the shortest wait among their strategies, so new input ends
-the wait at once and timers (rotation, flushes, backpressure retries) still run.
+its executors' queues (with a link, in the link's poll, which watches that wake-up too),
+up to the shortest idle wait among their strategies, or the shortest backpressure wait
+in a round where one of them was parked, so new input ends the wait at once and timers
+(rotation, flushes, backpressure retries) still run.
 
 Executors whose user code blocks get a thread of their own, so a bolt stuck in I/O never
 stops its siblings: declared (`topology.executor.own.thread`, per component), or
