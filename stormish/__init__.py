@@ -19,6 +19,7 @@ from .failure import Failure
 from .local import LocalCluster
 from .schema import Schema
 from .settle import ACK, DEAD_LETTER, FAIL, Result
+from .state import KeyValueState, StatefulBolt
 from .topology import Topology
 from .tuple import Tuple
 
@@ -34,10 +35,12 @@ __all__ = [
     "Bolt",
     "ConfigError",
     "FailedException",
+    "KeyValueState",
     "Failure",
     "LocalCluster",
     "ReportedFailedException",
     "Spout",
+    "StatefulBolt",
     "StormishError",
     "Topology",
     "TopologyError",
