@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..clock import SYSTEM_CLOCK
 from ..component import BasicBolt, Bolt
 from ..tuple import TrackedTuple, Tuple, TupleBatch
 from .factory import open_state
@@ -175,7 +176,9 @@ class StatefulBoltExecutor(_Shell):
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         super().prepare(conf, context)
-        self._core = StatefulCore()
+        self._core = StatefulCore(float(conf.get("topology.message.timeout.secs", 30)))
+        clock = getattr(context, "clock", None)
+        self._now = SYSTEM_CLOCK.now if clock is None else clock.now
         self.bolt.ack = self._core.acked  # held until the commit after it
         self.bolt.ack_batch = self._hold_batch
         self.state = open_state(conf, context)
@@ -192,8 +195,9 @@ class StatefulBoltExecutor(_Shell):
             for tup in batch:
                 self._run(tup)
         else:
+            now = self._now()
             for tup in batch:
-                self._core.tuple_in(tup)
+                self._core.tuple_in(tup, now)
 
     def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
         core = self._core
@@ -202,7 +206,7 @@ class StatefulBoltExecutor(_Shell):
             action, txid, len(core.acked_since), len(core.prepared), len(core.waiting),
         )  # fmt: skip
         try:
-            steps = self._core.checkpoint(action, txid)
+            steps = self._core.checkpoint(action, txid, self._now())
             for what, arg in steps:
                 self._carry_out(what, arg, tup)
         except Exception as exc:  # noqa: BLE001 - Storm's: fail the barrier, report

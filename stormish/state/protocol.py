@@ -181,27 +181,31 @@ class StatefulCore:
     and `checkpoint(action, txid)` once aligned; each returns [(instruction, arg)].
 
     Rules kept: nothing is executed before the state is initialised (tuples wait in
-    `waiting`; a PREPARE before INITSTATE is failed, which makes the spout recover); a
+    `waiting`, then run at INITSTATE, or are failed if they waited a message timeout;
+    a PREPARE before INITSTATE is failed, which makes the spout recover); a
     tuple the bolt acked is held (`acked_since`) until a PREPARE moves it to `prepared`,
     whose COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them, and
     so does an INITSTATE that finds the bolt initialised (recovery: back to the last
     commit)."""
 
+    timeout: float = float("inf")  # the topology's message timeout, seconds
+    now: float = 0.0  # the time of the event being handled
     initialized: bool = False
-    waiting: list[Any] = field(default_factory=list)
+    waiting: list[tuple[Any, float]] = field(default_factory=list)  # (tuple, arrived)
     acked_since: list[Any] = field(default_factory=list)
     prepared: list[Any] = field(default_factory=list)
 
-    def tuple_in(self, tup: Any) -> list[tuple[str, Any]]:
+    def tuple_in(self, tup: Any, now: float = 0.0) -> list[tuple[str, Any]]:
         if self.initialized:
             return [(EXECUTE, tup)]
-        self.waiting.append(tup)
+        self.waiting.append((tup, now))
         return []
 
     def acked(self, tup: Any) -> None:
         self.acked_since.append(tup)
 
-    def checkpoint(self, action: str, txid: int) -> list[tuple[str, Any]]:
+    def checkpoint(self, action: str, txid: int, now: float = 0.0) -> list[tuple[str, Any]]:
+        self.now = now
         handler: Callable[[int], list[tuple[str, Any]]] = getattr(self, "_" + action.lower())
         return handler(txid)
 
@@ -233,8 +237,13 @@ class StatefulCore:
             # recovery lasts and are replayed on top of it; rolled back and failed now,
             # they are replayed once.
             return self._rollback(txid)
+        # The tuples that waited are executed, as Storm's executor does, except those
+        # that waited a message timeout or more: during a recovery their trees timed out
+        # and the spout replayed them into the same wait, and executing both copies
+        # counted them twice. They are failed (a tree that had not expired yet replays).
         self.initialized = True
         out: list[tuple[str, Any]] = [(INIT_STATE, txid)]
-        out += [(EXECUTE, t) for t in self.waiting]
+        old = self.now - self.timeout
+        out += [(FAIL if arrived <= old else EXECUTE, t) for t, arrived in self.waiting]
         self.waiting = []
         return out + [(FORWARD, txid), (ACK_BARRIER, txid)]

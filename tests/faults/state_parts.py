@@ -91,13 +91,19 @@ class Counter(StatefulBolt):
         self.ack(tup)
 
 
-def topology(name: str, count: int, state_dir: str, pause: float = 0.0, **conf) -> Topology:
+def topology(name: str, count: int, state: str, pause: float = 0.0, **conf) -> Topology:
+    """`state`: a directory (the embedded provider's topology.state.dir) or a Redis URL."""
+    where = (
+        {"topology.state.provider": "redis", "topology.state.redis.url": state}
+        if state.startswith("redis://")
+        else {"topology.state.dir": state}
+    )
     t = Topology(
         name,
         config={
             "topology.workers": 2,
-            "topology.state.dir": state_dir,
             "topology.state.checkpoint.interval.ms": 200,
+            **where,
             **conf,
         },
     )
@@ -109,15 +115,28 @@ def topology(name: str, count: int, state_dir: str, pause: float = 0.0, **conf) 
     return t
 
 
-def _open(path: str) -> KeyValueState:
-    return KeyValueState(SqliteStore(path), os.path.basename(path))
+def _states(state: str, name: str, component: str) -> list[KeyValueState]:
+    """The states of `component`'s tasks, read from where the topology keeps them."""
+    if state.startswith("redis://"):
+        import redis
+
+        from stormish.state.redis import RedisStore
+
+        client = redis.Redis.from_url(state)
+        try:
+            keys = [k.decode() for k in client.scan_iter(f"{name}:{component}-*")]
+        finally:
+            client.close()
+        spaces = [k for k in keys if "$" not in k]
+        return [KeyValueState(RedisStore(state, ns), ns) for ns in spaces]
+    paths = glob.glob(os.path.join(state, name, f"{component}-*.db"))
+    return [KeyValueState(SqliteStore(p), os.path.basename(p)) for p in paths]
 
 
-def committed_counts(state_dir: str, name: str) -> dict[str, int]:
+def committed_counts(state: str, name: str) -> dict[str, int]:
     """The counts every counter task committed, merged."""
     out: dict[str, int] = {}
-    for path in glob.glob(os.path.join(state_dir, name, "count-*.db")):
-        s = _open(path)
+    for s in _states(state, name, "count"):
         try:
             for w, n in s:
                 out[w] = out.get(w, 0) + n
@@ -126,13 +145,11 @@ def committed_counts(state_dir: str, name: str) -> dict[str, int]:
     return out
 
 
-def checkpoint_tx(state_dir: str, name: str) -> tuple[int, str] | None:
+def checkpoint_tx(state: str, name: str) -> tuple[int, str] | None:
     """The checkpoint spout's transaction (txid, phase) as it last saved it."""
-    paths = glob.glob(os.path.join(state_dir, name, "__checkpoint-*.db"))
-    if not paths:
-        return None
-    s = _open(paths[0])
+    found = _states(state, name, "__checkpoint")
     try:
-        return s.get("__state")
+        return found[0].get("__state") if found else None
     finally:
-        s.close()
+        for s in found:
+            s.close()

@@ -25,6 +25,7 @@ import time
 
 import psutil
 import pytest
+from redis_server import redis_server
 
 from stormish.state.protocol import COMMITTED, COMMITTING, PREPARING
 from stormish.testing import poll_for
@@ -38,11 +39,11 @@ CONF = {"topology.message.timeout.secs": 10, "topology.max.spout.pending": 2000}
 
 
 def run_with_kill(
-    c, watch, tmp_path, name: str, wanted: str, pause: float, timeout: int = 10
+    c, watch, state: str, name: str, wanted: str, pause: float, timeout: int = 10
 ) -> dict[str, int]:
     """Kill the worker without the word spout when the checkpoint spout is seen to
-    enter phase `wanted` (each prepare and commit taking `pause` s)."""
-    state = str(tmp_path / "state")
+    enter phase `wanted` (each prepare and commit taking `pause` s); `state`: where the
+    topology keeps its state, a directory or a Redis URL."""
     poll_for(lambda: len(c.call("supervisors")) == 2, 30, 0.1, "two supervisors")
     conf = {**CONF, "topology.message.timeout.secs": timeout}
     c.call("submit", (topology(name, WORDS, state, pause, **conf), {}))
@@ -89,14 +90,14 @@ def _at(c, index: int) -> list[psutil.Process]:
 def test_kill_9_between_checkpoints_counts_exactly(cluster, watch, tmp_path):
     """Right after a commit: what the victim did since is lost with it and replayed,
     what the other worker did since is rolled back (INITSTATE) and replayed."""
-    counts = run_with_kill(cluster, watch, tmp_path, "sb", COMMITTED, 0.0)
+    counts = run_with_kill(cluster, watch, str(tmp_path / "state"), "sb", COMMITTED, 0.0)
     assert counts == truth(WORDS)
 
 
 def test_kill_9_during_a_prepare_counts_exactly(cluster, watch, tmp_path):
     """A prepared checkpoint that never committed is rolled back everywhere (the
     victim's from its SQLite file), and what it held is replayed."""
-    counts = run_with_kill(cluster, watch, tmp_path, "sp", PREPARING, 0.03)
+    counts = run_with_kill(cluster, watch, str(tmp_path / "state"), "sp", PREPARING, 0.03)
     assert counts == truth(WORDS)
 
 
@@ -105,8 +106,19 @@ def test_kill_9_during_a_commit_never_counts_less(cluster, watch, tmp_path):
     its prepared words from its SQLite file after the restart and sends the acks kept
     with them, too late when recovery took a message timeout: the spout replayed
     them, counted again, never lost."""
-    counts = run_with_kill(cluster, watch, tmp_path, "sc", COMMITTING, 0.03)
+    counts = run_with_kill(cluster, watch, str(tmp_path / "state"), "sc", COMMITTING, 0.03)
     want = truth(WORDS)
     low = {w: (counts.get(w, 0), n) for w, n in want.items() if counts.get(w, 0) < n}
     assert not low, f"words counted less than the truth (got, truth): {low}"
     assert set(counts) == set(want)
+
+
+@pytest.fixture
+def redis_url():
+    yield from redis_server()
+
+
+def test_kill_9_between_checkpoints_with_redis_counts_exactly(cluster, watch, redis_url):
+    """The same on Redis (topology.state.provider: redis, a real redis-server)."""
+    counts = run_with_kill(cluster, watch, redis_url, "rb", COMMITTED, 0.0)
+    assert counts == truth(WORDS)

@@ -192,12 +192,12 @@ def test_a_bolt_needs_an_input_task():
 
 
 # -- the stateful bolt: ack deferral ------------------------------------------------------------
-def test_tuples_wait_for_initstate():
+def test_tuples_wait_for_initstate_then_run():
     """StatefulBoltExecutorTest: tuples before INITSTATE are held, then executed in order."""
-    c = StatefulCore()
-    assert c.tuple_in("t1") == []
-    assert c.tuple_in("t2") == []
-    assert c.checkpoint(INITSTATE, 0) == [
+    c = StatefulCore(timeout=30)
+    assert c.tuple_in("t1", now=0.0) == []
+    assert c.tuple_in("t2", now=1.0) == []
+    assert c.checkpoint(INITSTATE, 0, now=2.0) == [
         (INIT_STATE, 0),
         (EXECUTE, "t1"),
         (EXECUTE, "t2"),
@@ -205,6 +205,22 @@ def test_tuples_wait_for_initstate():
         (ACK_BARRIER, 0),
     ]
     assert c.tuple_in("t3") == [(EXECUTE, "t3")]
+
+
+def test_tuples_that_waited_a_message_timeout_are_replayed_not_run():
+    """Beyond Storm: in a long recovery a waiting tuple's tree times out and its replay
+    joins the wait; running both counted it twice. Clock: FakeClock seconds."""
+    clock = FakeClock()
+    c = StatefulCore(timeout=10)
+    c.tuple_in("old", clock.now())
+    clock.advance(9)
+    c.tuple_in("replay of old", clock.now())
+    clock.advance(1)
+    assert c.checkpoint(INITSTATE, 3, clock.now())[:3] == [
+        (INIT_STATE, 3),
+        (FAIL, "old"),
+        (EXECUTE, "replay of old"),
+    ]
 
 
 def test_initstate_in_recovery_rolls_an_initialised_bolt_back():
