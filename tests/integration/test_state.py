@@ -35,3 +35,32 @@ def test_stateful_wordcount_counts_every_word_once(workers):
     assert stats.components["sentences"].failed == 0
     # the checkpoint spout's trees: INITSTATE, then PREPARE and COMMIT pairs, all acked
     assert stats.components["__checkpoint"].acked >= 3
+
+
+def test_stateful_bolts_under_the_test_kit():
+    """complete_topology with a mock source, and a FeederSpout on a FakeClock: the fed
+    tuple is acked once simulated time passes a checkpoint interval (its ack is held
+    until the commit after it)."""
+    from stormish import Topology
+    from stormish.testing import FakeClock, FeederSpout, advance_time, complete_topology, poll_for
+
+    res = complete_topology(wc.topology, mock_sources={"sentences": [["the cow"], ["the moon"]]})
+    assert sorted(map(tuple, res.read_tuples("count"))) == [
+        ("cow", 1),
+        ("moon", 1),
+        ("the", 1),
+        ("the", 2),
+    ]
+    with FeederSpout(["sentence"]) as feeder, LocalCluster(clock=FakeClock()) as c:
+        t = Topology("fed", config={"topology.state.checkpoint.interval.ms": 1000})
+        t.set_spout("s", feeder)
+        t.set_bolt("split", wc.Split()).shuffle_grouping("s")
+        t.set_bolt("count", wc.Counter()).fields_grouping("split", ["word"])
+        c.submit(t)
+        feeder.feed(["a b a"], msg_id=1)
+
+        def acked() -> bool:
+            advance_time(c, 0.5)
+            return feeder.is_acked(1)
+
+        poll_for(acked, 20, 0.0, "the fed sentence acked after a commit")
