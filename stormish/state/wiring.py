@@ -97,6 +97,13 @@ def _check(
             f"config key 'topology.acker.executors' is 0 in topology {name!r}, but stateful "
             f"bolt(s) {stateful} need acking: checkpoints are acked tuple trees"
         )
+    interval, timeout = conf[INTERVAL], conf["topology.message.timeout.secs"]
+    if max(interval, 100) >= timeout * 1000:
+        raise ConfigError(
+            f"config key {INTERVAL!r} ({interval} ms) must be below "
+            f"'topology.message.timeout.secs' ({timeout} s) in topology {name!r}: a stateful "
+            "bolt's tuples are acked at the commit after them, so they would time out first"
+        )
     for n, spec in components.items():
         if CHECKPOINT_STREAM in spec.streams:
             raise TopologyError(

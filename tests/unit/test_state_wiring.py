@@ -134,3 +134,9 @@ def test_the_checkpoint_stream_name_is_reserved():
     t.set_bolt("count", Counter()).shuffle_grouping("s")
     with pytest.raises(TopologyError, match="reserved"):
         plan(t)
+
+
+def test_the_checkpoint_interval_must_be_below_the_message_timeout():
+    conf = {"topology.state.checkpoint.interval.ms": 5000, "topology.message.timeout.secs": 5}
+    with pytest.raises(ConfigError, match="checkpoint.interval.ms.*5000.*timeout.secs"):
+        plan(wordcount(), **conf)
