@@ -129,7 +129,7 @@ class _Shell(Bolt):
         try:
             self.bolt.execute(tup)
         except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
-            self.fail(tup)
+            self.fail(tup, f"{type(exc).__name__}: {exc}"[:500])
             self.report_error(exc)
 
 
@@ -156,14 +156,19 @@ class CheckpointForwarder(_Shell):
 
 
 class BasicCheckpointForwarder(CheckpointForwarder, BasicBolt):
-    """A BasicBolt upstream of a stateful bolt: the executor acks (or, when the bolt
-    raises, fails) the whole batch, barriers included, as it does the bolt's own."""
+    """A BasicBolt upstream of a stateful bolt: the executor acks the whole batch,
+    barriers included, when this returns. A tuple whose execute raises is failed
+    (its tree fails, whatever else acks it), and only that one, as the executor's
+    own per-tuple path does; a bolt's own execute_batch keeps its batch semantics."""
 
     def execute_batch(self, batch: TupleBatch) -> None:
         if batch.stream == CHECKPOINT_STREAM:
             self._barriers(batch, auto_ack=True)
-        else:
+        elif self._own_batch:
             self.bolt.execute_batch(batch)
+        else:
+            for tup in batch:  # iterating sets the tuple emits are anchored to
+                self._run(tup)
 
     def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
         self._forward(tup)

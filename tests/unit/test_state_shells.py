@@ -184,3 +184,23 @@ def test_a_restarted_task_rolling_a_commit_forward_sends_the_acks_kept_with_it(m
     shell.execute_batch(batch(CHECKPOINT_STREAM, 1, (1, COMMIT), root0=1))
     assert col.take() == [("ack", 100), ("emit", CHECKPOINT_STREAM, (1, COMMIT)), ("ack", 1)]
     assert store.data == {"a": 1}
+
+
+def test_a_basic_bolt_that_raises_fails_only_that_tuple():
+    class Picky(BasicBolt):
+        def execute(self, tup):
+            if tup.values[0] == "bad":
+                raise ValueError("no")
+            self.emit(tup.values)
+
+    shell = wrap(Picky(), input_tasks=1)
+    col = Collector()
+    col.bind(shell)
+    shell.prepare({}, None)
+    shell.execute_batch(batch("default", 1, ("a",), ("bad",), ("b",), root0=100))
+    assert col.take() == [
+        ("emit", "default", ("a",)),
+        ("fail", 101),
+        ("error", "no"),
+        ("emit", "default", ("b",)),
+    ]
