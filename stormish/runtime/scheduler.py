@@ -21,7 +21,10 @@ stops its siblings: declared (`topology.executor.own.thread`, per component), or
 detected: a watchdog thread sees a turn that has run longer than
 `topology.scheduler.blocking.millis`; that executor keeps the thread it is blocked on
 (which, once the turn returns, runs only that executor's loop) and a new scheduler thread
-takes over the others. Nothing is moved under a running turn.
+takes over the others. Nothing is moved under a running turn. The same watchdog lends
+a served ZeroMQ link to its own threads while a turn runs long (`LEND_AFTER`), so other
+workers' statuses and batches are read during a slow bolt's turn; the next round takes
+the link back.
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ if TYPE_CHECKING:
     from ..transport.link import WorkerLink
 
 WATCH_EVERY = 0.02  # the watchdog's period, seconds
+# A turn this long lends the link to its own threads until it ends (Scheduler.lend_link):
+# while a slow bolt's turn runs, statuses and batches from other workers are still read.
+# The watchdog looks this often while a scheduler serves a link: what other workers can
+# send meanwhile is bounded by the link's buffers, but the later it is read the more of
+# it lands in an overflowQ before the upstream hears (the halt-lag)
+LEND_AFTER = 0.005
 log = logging.getLogger("stormish.scheduler")
 
 
@@ -102,6 +111,20 @@ class Scheduler:
             self.handed_link, self.link = self.link, None
             return rest
 
+    def lend_link(self, ex: Executor, started: float) -> bool:
+        """From the watchdog: `ex` has been in one turn since `started`; the link this
+        thread serves goes to its own threads until the next round takes it back (the
+        thread is in a turn, so it is not touching a socket). False: nothing to lend,
+        or the turn ended meanwhile."""
+        with self.lock:
+            link = self.link
+            if self.current is not ex or self.since != started or link is None:
+                return False
+            if not link.served:
+                return False
+            link.unserve()
+            return True
+
     def _main(self) -> None:
         # log records and prints on this thread name the executor whose turn it is
         logs.register(lambda: None if (ex := self.current) is None else ex.log_tag)
@@ -123,8 +146,11 @@ class Scheduler:
         lock = self.lock
         link = self.link
         while True:
-            if link is not None and link.service():
-                rounds_idle = 0
+            if link is not None:
+                if not link.served:  # lent to its threads for a long turn: back
+                    link.serve(self.wakeup)  # type: ignore[arg-type]  # an FdWakeup
+                if link.service():
+                    rounds_idle = 0
             if waiting:
                 for ex in list(waiting):
                     if not ex.running:
@@ -244,12 +270,20 @@ class Watchdog:
         self.thread.start()
 
     def _run(self) -> None:
-        while not self.stop.wait(WATCH_EVERY):
+        every = WATCH_EVERY
+        while not self.stop.wait(every):
             self.rounds += 1
             now = time.monotonic()
+            every = WATCH_EVERY  # idle schedulers: no hurry
             for s in list(self.schedulers):
                 ex, since = s.current, s.since
-                if ex is None or now - since < self.limit_s or len(s.executors) < 2:
+                if ex is None:
+                    continue
+                if s.link is not None:  # in a turn: look again soon, to lend the link
+                    every = LEND_AFTER
+                    if now - since >= LEND_AFTER:
+                        s.lend_link(ex, since)
+                if self.limit_s <= 0 or now - since < self.limit_s or len(s.executors) < 2:
                     continue
                 rest = s.evict(ex, since)
                 if rest:

@@ -233,7 +233,9 @@ class Worker:
             self.schedulers.append(first)
             first.start()
             limit = conf["topology.scheduler.blocking.millis"] / 1000.0
-            if limit > 0 and len(shared) > 1:
+            # the watchdog moves blocked executors, and lends a served link during long
+            # turns (scheduler.LEND_AFTER)
+            if (limit > 0 and len(shared) > 1) or self.link is not None:
                 self._watchdog = Watchdog(self.schedulers, limit, make)
                 self._watchdog.start()
         # the schedule starts now, not when the timer thread first runs

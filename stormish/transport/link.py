@@ -198,8 +198,13 @@ class WorkerLink:
             self._check(time.monotonic())
 
     def _receive(self) -> int:
-        """Up to RECV_BURST messages already received, without waiting."""
-        pull, n = self.pull, 0
+        """Up to RECV_BURST messages already received, without waiting; it stops early
+        when one gave a status (or a HELLO) to send: a task that overflows is announced
+        before more is read for it. Served by the scheduler, sending waits for the end of
+        this pass: reading on, one pass took up to 64 messages (~64k tuples) into the
+        overflowQ before the upstream heard of it (the halt-lag test: 87k against ~12k
+        with the link's own threads)."""
+        pull, n, control = self.pull, 0, self._control
         while n < RECV_BURST:
             try:
                 parts = pull.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -207,6 +212,8 @@ class WorkerLink:
                 break
             self._on_message([p.buffer for p in parts], parts[0])
             n += 1
+            if control:
+                break
         return n
 
     def _check(self, now: float) -> None:
@@ -364,9 +371,16 @@ class WorkerLink:
         self._wakeup = wakeup
         self.transfer.share_wakeup(wakeup)  # a batch from a thread of its own, new peers
 
+    @property
+    def served(self) -> bool:
+        """A scheduler thread serves the link now (not its threads)."""
+        return self._wakeup is not None
+
     def unserve(self) -> None:
-        """The serving thread is done (its executors ended): the threads take over again,
-        to send what the executors' ends flushed and to answer peers until `stop`."""
+        """The threads take over again: the serving thread is done (its executors ended:
+        they send what the executors' ends flushed and answer peers until `stop`), or
+        it is lent for a long turn (the watchdog, `Scheduler.lend_link`: a status or a
+        batch must not wait for a slow bolt's turn to end). `serve` takes it back."""
         if self._wakeup is None:
             return
         self._wakeup = None

@@ -54,3 +54,25 @@ class CountingSpout(Spout):
         for _ in range(self.per_call):
             self.emit([self.n])
             self.n += 1
+
+
+def halt_lag_bound(row: tuple, conf_batch: int = 128, transfer: int = 50) -> int:
+    """What can be past a backpressure flag when it lands, in tuples the size of `row`:
+    the transfer queue (`transfer` batches of `conf_batch`), the peer's outbox (up to its
+    hold mark, `transfer` batches, and one drained transfer queue more), the ZeroMQ
+    queues on both sides (messages of at most MESSAGE_TUPLES tuples, or one batch) and
+    the kernel buffers on both sides (Linux doubles what is asked). A receiving worker's
+    scheduler reads its link between turns, and lends it to the link's threads only
+    once a turn has run scheduler.LEND_AFTER: a fast upstream can fill all of it in
+    that time, which then lands in the overflowQ at once."""
+    from stormish.transport import frames as fr
+    from stormish.transport import link as lk
+
+    rows = [row] * 1000
+    one = fr.encode_tuples(0, 0, [(2, 1, "default", rows, None)])
+    per_tuple = len(one[1]) / 1000
+    return int(
+        3 * transfer * conf_batch
+        + 2 * lk.HWM_MESSAGES * max(lk.MESSAGE_TUPLES, conf_batch)
+        + 2 * 2 * lk.SOCKET_BUFFER_BYTES / per_tuple
+    )

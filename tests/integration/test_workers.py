@@ -17,7 +17,7 @@ from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
 from stormish.loader import load_topology
 from stormish.testing import ListSpout, poll_for, run_topology
 
-from .parts import Count, Split, sentences
+from .parts import Count, Split, halt_lag_bound, sentences
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCES = sentences(50, 7, 5, 3000)
@@ -159,27 +159,8 @@ def _flagged(cluster, name, worker="worker-0"):
     return cluster.statistics(name).links[worker]["remote_tasks_flagged"] > 0
 
 
-def halt_lag_bound(conf_batch=128, transfer=50):
-    """What can be past a backpressure flag when it lands: the transfer queue, the
-    peer's outbox (up to `hold_at` = the transfer buffer size in batches before it is
-    held), the ZeroMQ queues on both sides (messages of at most MESSAGE_TUPLES tuples, or
-    one batch) and the kernel buffers on both sides (Linux doubles what is asked),
-    counted in tuples of this test's size."""
-    from stormish.transport import frames as fr
-    from stormish.transport import link as lk
-
-    rows = [(100_000 + i, "p" * 16) for i in range(1000)]  # as FastSpout emits them
-    one = fr.encode_tuples(0, 0, [(2, 1, "default", rows, None)])
-    per_tuple = len(one[1]) / 1000
-    return int(
-        2 * transfer * conf_batch
-        + 2 * lk.HWM_MESSAGES * max(lk.MESSAGE_TUPLES, conf_batch)
-        + 2 * 2 * lk.SOCKET_BUFFER_BYTES / per_tuple
-    )
-
-
 def test_spout_stalls_on_remote_backpressure_and_resumes():
-    n = 200_000
+    n = 300_000
     with LocalCluster(workers=2) as c:
         c.submit(bp_topology("bp", n))
         poll_for(lambda: _flagged(c, "bp"), timeout=30, what="slow task flagged upstream")
@@ -196,7 +177,7 @@ def test_spout_stalls_on_remote_backpressure_and_resumes():
     # spout and the slow task can hold), not by the 200,000-tuple stream
     slow_task = next(t for t in final.tasks.values() if t.component == "slow")
     # (x1.5: ZeroMQ's high-water marks and the kernel's buffer sizes are approximate)
-    bound = 1.5 * halt_lag_bound()
+    bound = 1.5 * halt_lag_bound((100_000, "p" * 16))  # as FastSpout emits them
     assert bound < n / 4
     assert 0 < slow_task.overflow_high <= bound
     w1 = final.links["worker-1"]
