@@ -10,10 +10,10 @@ replayed by its spout until acked (tests/faults/state_parts.py).
 - Killed while a commit is under way: the commit is rolled forward (some bolts have
   committed) and the victim commits its prepared words from its SQLite file, with the
   acks it held for them (kept with the prepared transaction). Those complete their
-  trees only if recovery beats the message timeout; here the first recovery
-  checkpoint to the restarted worker is lost and times out, so the spout has replayed
-  them by then: counted again, never lower than the truth (at least once;
-  `duplicates` in the fault figures).
+  trees only if recovery beats the message timeout; when the first recovery
+  checkpoint to the restarted worker is lost and times out (most runs here), the
+  spout has replayed them by then: counted again, never lower than the truth (at
+  least once; `duplicates` in the fault figures: 1,024, or 0 when it went through).
 The victim is the worker without the word spout (a spout restarted from nothing would
 emit everything again); it runs the checkpoint spout or not, as placed."""
 
