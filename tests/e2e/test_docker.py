@@ -16,11 +16,11 @@ from contextlib import closing
 
 import cloudpickle
 import pytest
+from faults import state_parts  # tests/ is on sys.path (pytest rootdir-relative packages)
 
 from stormish import BasicBolt, Spout, Topology
 from stormish.cluster.client import NimbusClient
 from stormish.loader import load_topology
-from stormish.state import StatefulBolt
 from stormish.testing import poll_for
 from stormish.transport.keys import create
 from stormish.transport.security import Curve
@@ -267,46 +267,10 @@ def test_workers_run_on_while_the_nimbus_container_restarts(deployment):
 
 
 # -- stateful bolts on the compose cluster, their state in its Redis (issue 15, part 2) ----
+# the components of the kill -9 fault tests (tests/faults/state_parts.py), sent to the
+# containers by value like this module's
 STATE_WORDS = 100_000
-VOCABULARY = 997
-
-
-class WordSpout(Spout):
-    """Word i as its own tree (msg id i); replays what fails; finishes when all acked."""
-
-    outputs = ["word"]
-
-    def open(self, conf, context):
-        self.todo = list(range(STATE_WORDS - 1, -1, -1))
-        self.inflight = set()
-
-    def next_tuple(self):
-        for _ in range(64):
-            if not self.todo:
-                if not self.inflight:
-                    self.finish()
-                return
-            i = self.todo.pop()
-            self.inflight.add(i)
-            self.emit([f"w{i % VOCABULARY}"], msg_id=i)
-
-    def ack(self, msg_id):
-        self.inflight.discard(msg_id)
-
-    def fail(self, msg_id, failure=None):
-        if msg_id in self.inflight:
-            self.inflight.discard(msg_id)
-            self.todo.append(msg_id)
-
-
-class Counter(StatefulBolt):
-    def init_state(self, state):
-        self.counts = state
-
-    def execute(self, tup):
-        w = tup.values[0]
-        self.counts.put(w, self.counts.get(w, 0) + 1)
-        self.ack(tup)
+cloudpickle.register_pickle_by_value(state_parts)
 
 
 def _redis_counts(r, name: str) -> dict[str, int]:
@@ -345,8 +309,8 @@ def test_a_stateful_count_in_redis_survives_a_killed_worker_exactly(deployment):
         "topology.message.timeout.secs": 10,
         "topology.max.spout.pending": 2000,
     })  # fmt: skip
-    t.set_spout("words", WordSpout())
-    t.set_bolt("count", Counter(), parallelism=4).fields_grouping("words", ["word"])
+    t.set_spout("words", state_parts.WordSpout(STATE_WORDS))
+    t.set_bolt("count", state_parts.Counter(), parallelism=4).fields_grouping("words", ["word"])
     deployment.call("submit", (t, {}))
     poll_for(lambda: deployment.status(name) == "running", 120, 0.5, "running")
     poll_for(lambda: (ids := _committed_txids(r, name)) and min(ids) >= 2, 120, 0.05,
@@ -368,8 +332,6 @@ def test_a_stateful_count_in_redis_survives_a_killed_worker_exactly(deployment):
     assert 0 < before < STATE_WORDS, "the kill must land mid-run"
     poll_for(lambda: deployment.status(name) == "complete", 240, 0.5, "complete")
     counts = _redis_counts(r, name)
-    truth: dict[str, int] = {}
-    for i in range(STATE_WORDS):
-        truth[f"w{i % VOCABULARY}"] = truth.get(f"w{i % VOCABULARY}", 0) + 1
+    truth = state_parts.truth(STATE_WORDS)
     assert counts == truth, {w: (counts.get(w), n) for w, n in truth.items() if counts.get(w) != n}
     assert "restarting it on port" in deployment.logs()
