@@ -30,7 +30,7 @@ from . import wait
 from .acker import AckerBolt
 from .batcher import Batcher
 from .channel import LaneChannel, StampedRows
-from .emitters import UntrackedCollector
+from .emitters import BasicCollector, UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor, noop
 from .grouping import lane_of
 from .lane_pool import LanePool
@@ -77,7 +77,7 @@ class BoltExecutor(Executor):
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
         obj.emit, obj.emit_many = col.emit, col.emit_many  # the role's collector
-        if isinstance(col, UntrackedCollector):
+        if isinstance(col, (UntrackedCollector, BasicCollector)):
             obj.emit = col.bound_emit()
         if not col.acking:
             obj.ack = self._count_ack
