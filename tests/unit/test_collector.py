@@ -534,3 +534,89 @@ def test_emit_many_by_key_in_bulk_matches_emit_row_by_row(keys):
         assert all(len(b[2]) <= 4 for b in got)
         assert [v for b in got for v in b[2]] == [v for b in drain(qs[t]) for v in b[2]]
     assert bulk.emitted().get("default", 0) == single.emitted().get("default", 0) == len(rows)
+
+
+# -- bound_emit of a BasicBolt with acking on: the anchored closure
+class Mid(Bolt):
+    outputs = ["w"]
+
+    def execute(self, tup):
+        pass
+
+
+def basic_mid(grouping: str, sinks: int):
+    from stormish.tuple import Source, TrackedTuple, Tuple
+
+    t = Topology("basic")
+    t.set_spout("src", Words())
+    t.set_bolt("mid", Mid()).shuffle_grouping("src")
+    d = t.set_bolt("sink", Sink(), parallelism=sinks)
+    if grouping == "fields":
+        d.fields_grouping("mid", ["w"])
+    else:
+        d.shuffle_grouping("mid")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (mid,) = plan.tasks["mid"]
+    queues = {t: ReceiveQueue(256) for t in plan.task_component}
+    coll = collector_for(plan, mid, queues, set(queues), 4, basic=True)
+    src = Source("src", plan.tasks["src"][0], "default", ["w"])
+
+    def tracked(meta):
+        return TrackedTuple(("in",), src, meta)
+
+    return coll, queues, plan, tracked, lambda: Tuple(("in",), src)
+
+
+def sent(queues, plan):
+    """(values, meta) of every row the sink tasks got."""
+    return [
+        (v, m)
+        for t in plan.tasks["sink"]
+        for _src, _stream, values, metas in drain(queues[t])
+        for v, m in zip(values, metas or [None] * len(values), strict=True)
+    ]
+
+
+@pytest.mark.parametrize("grouping,sinks", [("shuffle", 1), ("fields", 2), ("fields", 1)])
+def test_the_anchored_fast_emit_makes_the_edges_the_method_makes(grouping, sinks):
+    coll, queues, plan, tracked, _ = basic_mid(grouping, sinks)
+    emit = coll.bound_emit()
+    assert emit.__qualname__.startswith("BasicCollector.bound_emit.")
+    root = 12345
+    cur = tracked(((root, 99),))
+    coll.current = cur
+    words = [f"w{i % 5}" for i in range(40)]
+    for w in words:
+        emit((w,))
+    coll.flush_all()
+    rows = sent(queues, plan)
+    assert sorted(v for v, _ in rows) == sorted((w,) for w in words)
+    edges = [m[0][1] for _, m in rows]
+    assert all(len(m) == 1 and m[0][0] == root for _, m in rows)
+    assert len(set(edges)) == len(edges)  # a fresh edge id per delivery
+    x = 0
+    for e in edges:
+        x ^= e
+    assert cur.ack_val == x  # acking the input accounts for every edge it anchored
+    assert coll.emitted() == {"default": 40}
+
+
+def test_the_anchored_fast_emit_leaves_the_unusual_to_the_method():
+    coll, queues, plan, tracked, untracked = basic_mid("fields", 2)
+    emit = coll.bound_emit()
+    two = tracked(((1, 10), (2, 20)))  # an input in two trees: an edge in each
+    coll.current = two
+    emit(("a",))
+    other = tracked(((3, 30),))
+    emit(("b",), anchors=[other])  # an explicit anchor, not the input
+    coll.current = untracked()  # an untracked input: the emit is untracked
+    emit(("c",))
+    coll.current = None  # outside execute: untracked
+    emit(("d",))
+    with pytest.raises(TopologyError, match="2 values on stream 'default'"):
+        emit(("e", "f"))
+    coll.flush_all()
+    rows = dict(sent(queues, plan))
+    assert sorted(r for r, _ in rows[("a",)]) == [1, 2]
+    assert [r for r, _ in rows[("b",)]] == [3] and two.ack_val != 0 and other.ack_val != 0
+    assert rows[("c",)] is None and rows[("d",)] is None
