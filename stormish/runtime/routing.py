@@ -113,8 +113,12 @@ def build_routes(
             route.single = route.pickers[0]
             if len(route.shuffles) == 1:
                 route.shuffle1 = route.shuffles[0]
-            if route.count_boxes and len(route.count_boxes) == 1 and not route.direct:
-                route.only = route.count_boxes[0]
+            if not route.direct:
+                if route.count_boxes and len(route.count_boxes) == 1:
+                    route.only = route.count_boxes[0]
+                elif route.shuffle1 is not None and len(route.shuffle1.outboxes) == 1:
+                    # local-or-shuffle with one task in this worker: it takes every tuple
+                    route.only = route.shuffle1.outboxes[0]
             fg: g.Fields | None = getattr(route.single, "fields_grouping", None)
             if fg is not None and len(fg.indices) == 1:
                 route.fcache, route.fidx = fg.cache, fg.indices[0]

@@ -620,3 +620,35 @@ def test_the_anchored_fast_emit_leaves_the_unusual_to_the_method():
     assert sorted(r for r, _ in rows[("a",)]) == [1, 2]
     assert [r for r, _ in rows[("b",)]] == [3] and two.ack_val != 0 and other.ack_val != 0
     assert rows[("c",)] is None and rows[("d",)] is None
+
+
+# -- local-or-shuffle with one task in this worker: that task takes every tuple
+@pytest.mark.parametrize("api", ["emit", "emit_many"])
+def test_local_or_shuffle_with_one_local_task_sends_everything_there(api):
+    t = Topology("los", config={"topology.acker.executors": 0})
+    t.set_spout("src", Words())
+    t.set_bolt("sink", Sink(), parallelism=3).local_or_shuffle_grouping("src")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (src,) = plan.tasks["src"]
+    sinks = plan.tasks["sink"]
+    queues = {t: ReceiveQueue(256) for t in plan.task_component}
+    local = {src, sinks[1]}  # the other sink tasks live in other workers
+    coll = collector_for(plan, src, queues, local, 4)
+    emit = coll.bound_emit()
+    assert emit.__qualname__.endswith(".emit_one")  # the one-outbox path, no pick a tuple
+    rows = [(f"w{i}",) for i in range(30)]
+    if api == "emit":
+        for r in rows:
+            emit(r)
+    else:
+        coll.emit_many(rows)
+    coll.flush_all()
+    assert values_of(drain(queues[sinks[1]])) == rows  # all of them, in order
+    assert not queues[sinks[0]].has_data() and not queues[sinks[2]].has_data()
+    assert coll.emitted() == {"default": 30}
+    # no local task: shuffled over all of them, as Storm
+    coll = collector_for(plan, src, queues, {src}, 4)
+    for r in rows:
+        coll.bound_emit()(r)
+    coll.flush_all()
+    assert all(len(values_of(drain(queues[s]))) == 10 for s in sinks)
