@@ -22,6 +22,7 @@ with a message.
 Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax,...]
      python bench/peers.py --startup       (10-sentence topology: start-up, whole command)
      python bench/peers.py --acking        (adds stormish with acking on)
+     python bench/peers.py --bound         (adds 2 workers with nothing crossing: a bound)
 """
 
 from __future__ import annotations
@@ -163,7 +164,12 @@ topology.set_spout("sentences", Sentences(), parallelism=PAR)
 split = topology.set_bolt("split", SplitBatch() if BATCH else Split(), parallelism=PAR)
 split.local_or_shuffle_grouping("sentences")
 count = topology.set_bolt("count", CountBatch() if BATCH else Count(), parallelism=PAR)
-count.fields_grouping("split", ["word"])
+if os.environ.get("PEERS_GROUPING") == "local":
+    # --bound: each word counted in the worker that split it, nothing crosses; the total
+    # is right, the per-word counts are not: an upper bound for 2 workers, not a word count
+    count.local_or_shuffle_grouping("split")
+else:
+    count.fields_grouping("split", ["word"])
 topology.config["topology.acker.executors"] = 1 if ACKING else 0
 """
 
@@ -245,6 +251,11 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
             for api in apis:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API=api)
                 out.append(Config(f"stormish w{w} {api}", sm + ["-w", str(w)], env, "stats"))
+        if args.bound and not args.no_two:
+            for api in apis:
+                env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_GROUPING="local")
+                name = f"stormish w2 {api} uncrossed"
+                out.append(Config(name, sm + ["-w", "2"], env, "stats"))
         if args.acking:
             for w in workers:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
@@ -261,6 +272,12 @@ def main() -> None:
     ap.add_argument("--acking", action="store_true", help="stormish with acking on too")
     ap.add_argument("--no-two", action="store_true", help="one worker/process only")
     ap.add_argument("--no-batch", action="store_true", help="stormish per-tuple API only")
+    ap.add_argument(
+        "--bound",
+        action="store_true",
+        help="adds stormish on 2 workers with nothing crossing between them (each word "
+        "counted where it was split): what 2 workers could reach with free transfer",
+    )
     ap.add_argument("--startup", action="store_true", help="10 sentences: start-up cost")
     ap.add_argument(
         "--bytewax-batch",
@@ -316,6 +333,13 @@ def report(cfgs: list[Config], words: int) -> None:
         one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
         if one and two:
             print(f"stormish {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command)")
+    for api in ("tuple", "batch"):
+        one, free = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api} uncrossed")
+        if one and free:
+            print(
+                f"stormish {api}: 2 workers with nothing crossing / 1 worker = "
+                f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+            )
     one, ack = med.get("stormish w1 tuple"), med.get("stormish w1 tuple acking")
     if one and ack:
         print(f"stormish w1 acking on / off = {one / ack:.2f} (whole command)")
