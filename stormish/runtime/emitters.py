@@ -205,6 +205,52 @@ class SpoutCollector(Collector):
             if len(ob) >= self.batch_size:
                 self.flush(ob)
 
+    def bound_emit(self) -> Callable[..., None]:
+        """`emit` as a reliable spout gets it: a closure over its one route when the spout
+        declares one stream whose tuples go to one task or are shuffled (Storm's usual
+        spout), so that an emit with a message id (a new tree: root, first edge, the
+        executor's record, the acker's init) reads no attribute it can hold in the
+        closure. Call once `reliable` is bound. Anything else takes the method."""
+        slow = self.emit
+        user = [r for r in self.routes.values() if not r.system]
+        if len(user) != 1:
+            return slow
+        route = user[0]
+        only, sh = route.only, route.shuffle1
+        if only is None and sh is None:
+            return slow
+        own, arity, size, flush = route.stream, route.arity, self.batch_size, self.flush
+        rand, track, boxes, task = self.rand, self.reliable, self._init_boxes, self.task
+        acks = self.acks
+        root_n, root_k, nboxes = acks.root_n, acks.root_k, len(boxes)
+
+        def emit_tree(
+            values: Sequence[Any],
+            stream: str = "default",
+            anchors: Any = None,
+            msg_id: Any = None,
+        ) -> None:
+            if msg_id is None or stream != own or len(values) != arity:
+                slow(values, stream, anchors, msg_id)
+                return
+            root = rand(63)
+            if root_n:
+                root += root_k - root % root_n
+            ob = only if only is not None else sh.pick_next()  # type: ignore[union-attr]
+            xor = rand(63)
+            ob.append(values)
+            ob.metas.append(((root, xor),))
+            if len(ob) >= size:
+                flush(ob)
+            track(root, msg_id, 1, values, stream)
+            if nboxes:
+                ib = boxes[root % nboxes]
+                ib.append((root, xor, task))
+                if len(ib) >= size:
+                    flush(ib)
+
+        return emit_tree
+
     def emit_many(
         self, rows: Rows, stream: str = "default", anchors: Any = None, msg_id: Any = None
     ) -> None:

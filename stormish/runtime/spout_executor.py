@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
+from ..component import Spout
 from ..errors import TopologyError
 from ..failure import FAILED, TIMED_OUT, Failure
 from ..tuple import TICK_STREAM
@@ -69,6 +70,7 @@ class SpoutExecutor(Executor):
         obj.finish = self.finish
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
+            obj.emit = col.bound_emit()
 
     def finish(self) -> None:
         self.finished = True
@@ -221,18 +223,39 @@ class SpoutExecutor(Executor):
             t = self.clock.now()
             counts = self.fail_counts
             hist = self.complete_hist
+            ack = self.obj.ack
+            if getattr(ack, "__func__", None) is Spout.ack:
+                ack = None  # the spout keeps no ack of its own: a call per tree less
+            buckets = self.inflight._buckets  # RotatingMap.pop, inlined: newest first
+            done = rows = 0
+            seconds = 0.0
             for (root,) in values:
-                entry = self.inflight.pop(root)
-                if entry is not None:
-                    self.pending_trees -= 1
-                    self.completed += 1
-                    took = t - entry[1]
-                    self.complete_seconds += took
-                    hist[bisect_right(COMPLETE_BUCKETS, took)] += 1
-                    self.acked += entry[2]
-                    if counts:
-                        counts.pop(entry[0], None)
-                    self.obj.ack(entry[0])
+                for b in buckets:
+                    entry = b.pop(root, None)
+                    if entry is not None:
+                        break
+                else:
+                    continue  # timed out already, or failed: its ack comes too late
+                done += 1
+                took = t - entry[1]
+                seconds += took
+                hist[bisect_right(COMPLETE_BUCKETS, took)] += 1
+                rows += entry[2]
+                if counts:
+                    counts.pop(entry[0], None)
+                if ack is not None:
+                    # what the spout's ack sees (statistics, pending) is up to date
+                    self.pending_trees -= done
+                    self.completed += done
+                    self.complete_seconds += seconds
+                    self.acked += rows
+                    done = rows = 0
+                    seconds = 0.0
+                    ack(entry[0])
+            self.pending_trees -= done
+            self.completed += done
+            self.complete_seconds += seconds
+            self.acked += rows
         elif stream == ACK_FAIL:
             for root, why in values:
                 entry = self.inflight.pop(root)

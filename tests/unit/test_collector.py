@@ -652,3 +652,62 @@ def test_local_or_shuffle_with_one_local_task_sends_everything_there(api):
         coll.bound_emit()(r)
     coll.flush_all()
     assert all(len(values_of(drain(queues[s]))) == 10 for s in sinks)
+
+
+# -- bound_emit of a reliable spout: the new-tree closure
+def reliable_words(grouping: str, sinks: int):
+    t = Topology("rel")
+    t.set_spout("src", Words())
+    d = t.set_bolt("sink", Sink(), parallelism=sinks)
+    if grouping == "fields":
+        d.fields_grouping("src", ["w"])
+    else:
+        d.shuffle_grouping("src")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (src,) = plan.tasks["src"]
+    queues = {t: ReceiveQueue(256) for t in plan.task_component}
+    coll = collector_for(plan, src, queues, set(queues), 4)
+    return coll, queues, plan, src
+
+
+@pytest.mark.parametrize("grouping,sinks", [("shuffle", 2), ("shuffle", 1), ("fields", 1)])
+def test_the_reliable_spout_emit_closure_starts_trees_as_the_method_does(grouping, sinks):
+    coll, queues, plan, src = reliable_words(grouping, sinks)
+    trees = []
+    coll.reliable = lambda root, msg_id, rows, values, stream: trees.append((root, msg_id))
+    emit = coll.bound_emit()
+    assert emit.__qualname__.startswith("SpoutCollector.bound_emit.")
+    for i in range(20):
+        emit((f"w{i}",), msg_id=i)
+    emit(("untracked",))  # no message id: no tree (the method's path)
+    coll.flush_all()
+    per_task = {
+        t: [
+            (v, m)
+            for _s, _st, values, metas in drain(queues[t])
+            for v, m in zip(values, metas or [None] * len(values), strict=True)
+        ]
+        for t in plan.tasks["sink"]
+    }
+    rows = [r for got in per_task.values() for r in got]
+    assert sorted(v for v, _ in rows) == sorted([(f"w{i}",) for i in range(20)] + [("untracked",)])
+    if sinks == 2:  # shuffled: round robin over both tasks
+        assert sorted(len(got) for got in per_task.values()) == [10, 11]
+    edge = {m[0][0]: m[0][1] for v, m in rows if m}  # root -> its first edge
+    (acker,) = plan.tasks["__acker"]
+    inits = [row for _s, st, values, _m in drain(queues[acker]) if st == ACK_INIT for row in values]
+    assert [msg for _, msg in trees] == list(range(20))
+    assert {r for r, _ in trees} == set(edge) and len(edge) == 20
+    # the acker learns each tree with the XOR of its edges (one edge: that edge) and the
+    # spout task that is to hear the verdict
+    assert sorted(inits) == sorted((root, edge[root], src) for root, _ in trees)
+
+
+def test_the_reliable_spout_emit_closure_refuses_what_the_method_refuses():
+    coll, _, _, _ = reliable_words("shuffle", 1)
+    coll.reliable = lambda *a: None
+    emit = coll.bound_emit()
+    with pytest.raises(TopologyError, match="2 values on stream 'default'"):
+        emit(("a", "b"), msg_id=1)
+    with pytest.raises(TopologyError, match="undeclared stream 'other'"):
+        emit(("a",), stream="other", msg_id=1)
