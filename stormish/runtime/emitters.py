@@ -239,7 +239,7 @@ class SpoutCollector(Collector):
             ob = only if only is not None else sh.pick_next()  # type: ignore[union-attr]
             xor = rand(63)
             ob.append(values)
-            ob.metas.append(((root, xor),))
+            ob.metas.append(((root, xor),))  # type: ignore[union-attr]
             if len(ob) >= size:
                 flush(ob)
             track(root, msg_id, 1, values, stream)
@@ -435,9 +435,9 @@ class BasicCollector(BoltCollector):
                     slow(values, stream, anchors, msg_id)
                     return
             e = rand(63)
-            cur.ack_val ^= e  # type: ignore[attr-defined]  # meta: cur is tracked
+            cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
             ob.append(values)
-            ob.metas.append(((meta[0][0], e),))
+            ob.metas.append(((meta[0][0], e),))  # type: ignore[union-attr]
             if len(ob) >= size:
                 flush(ob)
 
