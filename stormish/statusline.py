@@ -16,20 +16,11 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.progress import TaskID
 
 # (component, items done, total or None: unknown)
 Progressed = tuple[str, int, int | None]
@@ -37,6 +28,22 @@ Progressed = tuple[str, int, int | None]
 
 class StatusLine:
     def __init__(self, stream: TextIO):
+        # rich is imported here, by the one run that draws on a terminal: importing it
+        # costs ~30 ms, which every run with its output piped (and every worker process
+        # of a run, which imports this module for `write_above`) would pay for nothing
+        from rich.console import Console, Group
+        from rich.live import Live
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+        from rich.text import Text
+
+        self._group, self._text = Group, Text
         self.console = Console(file=stream, highlight=False)
         self.text = Text()
         self.progress = Progress(
@@ -61,14 +68,14 @@ class StatusLine:
         self.partial: dict[int, str] = {}  # by id() of its stream: a line not ended
 
     def _renderable(self) -> RenderableType:
-        return Group(self.text, self.progress) if self.bars else self.text
+        return self._group(self.text, self.progress) if self.bars else self.text
 
     def show(self, text: str | None, progress: Iterable[Progressed] = ()) -> None:
         """Draw `text` (cut to the terminal's width; None: the last one) and a bar per
         spout in `progress`."""
         with self.lock:
             if text is not None:
-                self.text = Text(text, no_wrap=True, overflow="ellipsis")
+                self.text = self._text(text, no_wrap=True, overflow="ellipsis")
             for name, done, total in progress:
                 bar = self.bars.get(name)
                 if bar is None:
@@ -92,13 +99,13 @@ class StatusLine:
             if rest:
                 self.partial[id(stream)] = rest
             if lines:
-                self.console.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
+                self.console.print(self._text.from_ansi("\n".join(lines)), soft_wrap=True)
 
     def end(self) -> None:
         """Leave the last status in place, on its own line(s)."""
         with self.lock:
             for rest in self.partial.values():
-                self.console.print(Text.from_ansi(rest), soft_wrap=True)
+                self.console.print(self._text.from_ansi(rest), soft_wrap=True)
             self.partial.clear()
             if self.shown:
                 self.live.stop()
