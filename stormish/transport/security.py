@@ -24,9 +24,7 @@ backpressure statuses count only on the connection it said HELLO on.
 from __future__ import annotations
 
 import ipaddress
-import itertools
 import json
-import logging
 import os
 import sys
 import threading
@@ -88,21 +86,13 @@ _KEYS_FORMAT = "stormish-curve-1"
 
 
 def _zap(ctx: Any, allowed: _Allowed) -> Any:
-    """Start a context's ZAP handler: it lets in the peers whose public key `allowed`
-    holds and gives each connection it lets in a User-Id of its own, `"<n> <key>"` with n
-    counting handshakes, so every message says which connection it came on."""
-    from zmq.auth.thread import ThreadAuthenticator
+    """Start a context's ZAP handler (`zap.ZapHandler`): it lets in the peers whose
+    public key `allowed` holds and gives each connection it lets in a User-Id of its own,
+    `"<n> <key>"` with n counting handshakes, so every message says which connection it
+    came on."""
+    from . import zap
 
-    counter = itertools.count(1)
-
-    class Zap(ThreadAuthenticator):
-        def curve_user_id(self, client_public_key: bytes) -> str:
-            return f"{next(counter)} {super().curve_user_id(client_public_key)}"
-
-    auth = Zap(ctx, log=logging.getLogger("stormish.zap"))
-    auth.start()
-    auth.configure_curve_callback("*", allowed)
-    return auth
+    return zap.start(ctx, allowed.keys.__contains__)
 
 
 class _Allowed:
@@ -115,9 +105,6 @@ class _Allowed:
 
             keys = frozenset(load_certificates(keys_dir))
         self.keys = keys
-
-    def callback(self, _domain: str, key: bytes) -> bool:
-        return key in self.keys
 
 
 class Curve:

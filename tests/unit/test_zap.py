@@ -1,0 +1,103 @@
+"""The ZAP handler: its answers (pure) and real CURVE handshakes on loopback."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+from zmq.utils import z85
+
+from stormish.transport import zap
+
+
+def handler(keys: set[bytes]) -> tuple[zmq.Context, zap.ZapHandler]:
+    ctx = zmq.Context()
+    return ctx, zap.ZapHandler(ctx, keys.__contains__)
+
+
+def request(mechanism: bytes, *credentials: bytes, version: bytes = b"1.0") -> list[bytes]:
+    return [version, b"7", b"", b"127.0.0.1", b"", mechanism, *credentials]
+
+
+def test_a_known_curve_key_is_let_in_with_a_connection_name_of_its_own():
+    public, _secret = zmq.curve_keypair()
+    ctx, h = handler({public})
+    try:
+        raw = z85.decode(public)
+        first = h.answer(request(b"CURVE", raw))
+        second = h.answer(request(b"CURVE", raw))
+        assert first[:4] == [b"1.0", b"7", b"200", b"OK"]
+        assert first[4] == b"1 " + public and second[4] == b"2 " + public
+    finally:
+        h.stop()
+        ctx.term()
+
+
+def test_unknown_keys_other_mechanisms_and_malformed_requests_are_refused():
+    public, _ = zmq.curve_keypair()
+    other, _ = zmq.curve_keypair()
+    ctx, h = handler({public})
+    try:
+        refused = [
+            h.answer(request(b"CURVE", z85.decode(other))),  # not a key of ours
+            h.answer(request(b"PLAIN", b"user", b"password")),
+            h.answer(request(b"GSSAPI")),
+            h.answer(request(b"CURVE")),  # no key
+            h.answer(request(b"CURVE", b"short")),
+            h.answer(request(b"CURVE", z85.decode(public), version=b"2.0")),
+        ]
+        for reply in refused:
+            assert reply[2] == b"400" and reply[4] == b""  # no User-Id when refused
+        assert h.answer([b"1.0"])[2] == b"400"  # too few frames: still one reply
+        assert h.answer(request(b"NULL"))[2] == b"200"  # as pyzmq's: no socket of ours is NULL
+    finally:
+        h.stop()
+        ctx.term()
+
+
+def test_real_handshakes_a_keyed_client_is_heard_an_unkeyed_one_is_not():
+    server_pub, server_sec = zmq.curve_keypair()
+    client_pub, client_sec = zmq.curve_keypair()
+    stranger_pub, stranger_sec = zmq.curve_keypair()
+    ctx = zmq.Context()
+    h = zap.start(ctx, {client_pub}.__contains__)
+    pull = ctx.socket(zmq.PULL)
+    pull.linger = 0
+    pull.curve_server = True
+    pull.curve_publickey, pull.curve_secretkey = server_pub, server_sec
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    pushes = []
+
+    def client(pub: bytes, sec: bytes) -> zmq.Socket:
+        push = ctx.socket(zmq.PUSH)
+        push.linger = 0
+        push.sndtimeo = 1000
+        push.immediate = True  # queue only on a connection whose handshake completed
+        push.curve_serverkey = server_pub
+        push.curve_publickey, push.curve_secretkey = pub, sec
+        push.connect(f"tcp://127.0.0.1:{port}")
+        pushes.append(push)
+        return push
+
+    try:
+        # refused at the handshake: the push never has a peer to send to
+        with pytest.raises(zmq.Again):
+            client(stranger_pub, stranger_sec).send(b"forged")
+        client(client_pub, client_sec).send(b"ok")
+        assert pull.poll(5000), "the keyed client's message never came"
+        frame = pull.recv(copy=False)
+        assert frame.bytes == b"ok"
+        assert frame.get("User-Id").endswith(client_pub.decode())
+        assert not pull.poll(100)
+    finally:
+        for s in pushes:
+            s.close()
+        pull.close()
+        h.stop()
+        assert not h.is_alive()
+        ctx.term()
+
+
+def test_stopping_a_handler_that_never_started_closes_its_sockets():
+    ctx, h = handler(set())
+    h.stop()
+    ctx.term()  # returns: no socket of the handler is left open
