@@ -58,7 +58,9 @@ RECV_BURST = 64  # messages received in one go before the timer and sending get 
 # sender and let the overflowQ grow by whatever they held (the halt-lag).
 HWM_MESSAGES = 4
 SOCKET_BUFFER_BYTES = 64 * 1024
-MESSAGE_TUPLES = 1024  # a message holds whole batches up to about this many tuples
+MESSAGE_TUPLES = 2048  # a message holds whole batches up to about this many tuples (1,024:
+# the batch word count across 2 workers 6% slower, ~2,300 messages a way instead of
+# ~1,150, each a wake-up of both sides' ZeroMQ threads and a pre-emption of a busy one)
 
 
 class WorkerLink:
