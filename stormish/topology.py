@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import config as _config
+from . import pickling
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .edges import EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
@@ -391,13 +392,12 @@ def _check_in_topology(spec: ComponentSpec, conf: Mapping[str, Any]) -> None:
 def check_config_picklable(conf: Mapping[str, Any], where: str) -> None:
     """Config travels to worker processes with the topology: an application's value
     that cannot be pickled is named here, not in a worker's log."""
-    import cloudpickle
 
     for k, v in conf.items():
         if k in _config.KEYS:
             continue
         try:
-            cloudpickle.dumps(v)
+            pickling.dumps(v)
         except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to see
             raise ConfigError(
                 f"config key {k!r} (in {where}) cannot be pickled to worker processes: "
@@ -407,16 +407,15 @@ def check_config_picklable(conf: Mapping[str, Any], where: str) -> None:
 
 def check_picklable(name: str, obj: Any) -> None:
     """Components travel to workers with cloudpickle; name the attribute that cannot."""
-    import cloudpickle
 
     try:
-        cloudpickle.dumps(obj)
+        pickling.dumps(obj)
         return
     except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to see
         top_error = exc
     for attr, value in vars(obj).items():
         try:
-            cloudpickle.dumps(value)
+            pickling.dumps(value)
         except Exception as exc:  # noqa: BLE001
             raise TopologyError(
                 f"component {name!r} cannot be pickled: attribute {attr!r} "

@@ -14,8 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
-
+from .. import pickling
 from ..errors import WorkerError
 from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
@@ -147,7 +146,7 @@ class Deployment:
         for key in [k for k in self.control.hellos if k[0] == self.name]:
             del self.control.hellos[key]
         self.plan = build_plan(self.topology, self.conf, acker_bolt())
-        self.blob = cloudpickle.dumps((self.topology, self.conf, dict(self.plan.assignment)))
+        self.blob = pickling.dumps((self.topology, self.conf, dict(self.plan.assignment)))
         self.handles = [ClusterWorker(self.name, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)
         self.running.group = self

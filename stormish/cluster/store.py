@@ -17,6 +17,8 @@ from typing import Any
 
 import cloudpickle
 
+from .. import pickling
+
 log = logging.getLogger("stormish.nimbus")
 
 
@@ -30,7 +32,7 @@ class Store:
 
     def save_topology(self, name: str, topology: Any, conf: dict[str, Any]) -> None:
         os.makedirs(self._dir(name), exist_ok=True)
-        self._write(name, "topology.pkl", cloudpickle.dumps((topology, conf)))
+        self._write(name, "topology.pkl", pickling.dumps((topology, conf)))
 
     def save_state(self, name: str, state: dict[str, Any]) -> None:
         self._write(name, "state.json", json.dumps(state, sort_keys=True).encode())

@@ -23,6 +23,7 @@ from typing import Any
 import cloudpickle
 import zmq
 
+from .. import pickling
 from ..transport import control as ct
 from ..transport.security import LOOPBACK, security_for
 from . import gctune
@@ -162,7 +163,7 @@ def _portable(value: Any) -> Any:
     """A task's result() crosses the process boundary; one that cannot be pickled is
     reported by its repr rather than losing the others."""
     try:
-        cloudpickle.dumps(value)
+        pickling.dumps(value)
         return value
     except Exception as exc:
         return f"<unpicklable result {type(value).__name__}: {exc}>"

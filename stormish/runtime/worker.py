@@ -18,6 +18,7 @@ from typing import Any
 import cloudpickle
 
 from .. import config as _config
+from .. import pickling
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
 from ..state.spout import CHECKPOINT_COMPONENT as CHECKPOINT
@@ -83,7 +84,7 @@ class Worker:
         self._timer: threading.Thread | None = None
         self.schedulers: list[Scheduler] = []
         self._watchdog: Watchdog | None = None
-        blobs = blobs or {n: cloudpickle.dumps(s.obj) for n, s in plan.components.items()}
+        blobs = blobs or {n: pickling.dumps(s.obj) for n, s in plan.components.items()}
         self.executors: dict[int, Executor] = {}
         for t in sorted(self.local_tasks):
             batch = emit_batch(plan, plan.task_component[t], confs)

@@ -25,9 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import cloudpickle
-
-from .. import statusline
+from .. import pickling, statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, start_line, worker_log_name
 from ..state.factory import DATA_ENV
@@ -327,7 +325,7 @@ class WorkerGroup:
         self.topology = topology
         self.plan = plan
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
-        self.blob = cloudpickle.dumps((topology, dict(conf), dict(plan.assignment)))
+        self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
         # the workers' data directory (stateful bolts' embedded state): kept across the

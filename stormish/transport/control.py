@@ -20,6 +20,7 @@ from typing import Any
 
 import cloudpickle
 
+from .. import pickling
 from ..errors import StormishError
 
 ID = struct.Struct("!Q")
@@ -38,11 +39,11 @@ def request(
 ) -> list[bytes]:
     if verb not in verbs:
         raise ControlError(f"unknown control verb {verb!r}")
-    return [verb.encode(), ID.pack(req_id), cloudpickle.dumps(payload)]
+    return [verb.encode(), ID.pack(req_id), pickling.dumps(payload)]
 
 
 def reply(req_id: int, payload: Any, ok: bool = True) -> list[bytes]:
-    return [OK if ok else ERROR, ID.pack(req_id), cloudpickle.dumps(payload)]
+    return [OK if ok else ERROR, ID.pack(req_id), pickling.dumps(payload)]
 
 
 def decode_request(frames: list[bytes], verbs: frozenset[str] = VERBS) -> tuple[str, int, Any]:
