@@ -430,13 +430,11 @@ def _watch_lines(
     next_status = start + every
     while not stop.is_set():
         try:
-            running.wait_complete(0.05)
-            reason["why"] = "complete"
-            if tty:  # the bars as they end (what the last status line saw may be older)
-                status.show(None, _progress_bars(running.statistics()))
-            break
-        except TimeoutError:
-            pass
+            if running.poll_complete(0.05):
+                reason["why"] = "complete"
+                if tty:  # the bars as they end (what the last status line saw may be older)
+                    status.show(None, _progress_bars(running.statistics()))
+                break
         except WorkerError as exc:
             reason["why"] = "failed"
             reason["error"] = str(exc)  # shown after the summary

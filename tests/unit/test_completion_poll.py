@@ -18,3 +18,33 @@ def test_once_the_spouts_finished_the_end_is_looked_for_every_other_poll():
     assert next_poll(backed_off, quiet=False, spouts_finished=True) == 2 * POLL
     assert next_poll(backed_off, quiet=True, spouts_finished=True) == POLL
     assert next_poll(backed_off, quiet=True, spouts_finished=False) == POLL
+
+
+class BusyWorker:
+    """A worker view that is always busy, and counts how often it was asked."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def quiescence(self):
+        self.asked += 1
+        return {"spouts_done": False, "idle": False, "transferred": self.asked, "consumed": 0,
+                "dropped": 0}  # fmt: skip
+
+    def failure(self):
+        return None
+
+
+def test_polling_keeps_its_back_off_from_one_call_to_the_next():
+    """`stormish run` polls every 50 ms: a fresh rule per call looked five times in each
+    call, a request to every worker each time."""
+    from stormish import Topology
+    from stormish.runtime.running import RunningTopology
+
+    worker = BusyWorker()
+    running = RunningTopology(Topology("busy"), plan=None, workers=[worker])
+    for _ in range(10):  # calls in quick succession: the next look is >= 5 ms away
+        assert running.poll_complete(0) is False
+    assert worker.asked <= 2
+    running.poll_complete(0.2)  # busy: the looks back off (5, 7.5, 11, 17, 25 ms, ...)
+    assert worker.asked <= 2 + 8

@@ -56,8 +56,8 @@ class FakeRunning:
         self.calls = 0
         self.stop = stop
 
-    def wait_complete(self, timeout):
-        raise TimeoutError
+    def poll_complete(self, timeout):
+        return False
 
     def statistics(self):
         self.calls += 1
