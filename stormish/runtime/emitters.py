@@ -82,10 +82,9 @@ class UntrackedCollector(Collector):
         per-tuple API's largest cost. Anything unusual (another stream, a wrong width, a
         message id, a key not seen yet) takes the method, which checks and raises."""
         slow = self.emit
-        user = [r for r in self.routes.values() if not r.system]
-        if len(user) != 1:
+        route = _one_user_route(self)
+        if route is None:
             return slow
-        route = user[0]
         own, arity, size, flush = route.stream, route.arity, self.batch_size, self.flush
         only, fc, fidx = route.only, route.fcache, route.fidx
         if only is not None:
@@ -212,10 +211,9 @@ class SpoutCollector(Collector):
         executor's record, the acker's init) reads no attribute it can hold in the
         closure. Call once `reliable` is bound. Anything else takes the method."""
         slow = self.emit
-        user = [r for r in self.routes.values() if not r.system]
-        if len(user) != 1:
+        route = _one_user_route(self)
+        if route is None:
             return slow
-        route = user[0]
         only, sh = route.only, route.shuffle1
         if only is None and sh is None:
             return slow
@@ -396,10 +394,9 @@ class BasicCollector(BoltCollector):
         explicit anchor, another stream, an input in several trees or none, a key not
         seen yet) takes the method."""
         slow = self.emit
-        user = [r for r in self.routes.values() if not r.system]
-        if len(user) != 1:
+        route = _one_user_route(self)
+        if route is None:
             return slow
-        route = user[0]
         only, fc, fidx = route.only, route.fcache, route.fidx
         if only is None and (fc is None or route.shuffle1 is not None):
             return slow
@@ -485,6 +482,13 @@ def _put_tree(col: Collector, route: Route, rows: Sequence[Any], roots: tuple[in
         metas = [tuple((r, e) for r in roots) for e in edges]
     col._spread(sh, rows, metas)
     return xor
+
+
+def _one_user_route(col: Collector) -> Route | None:
+    """The route of a component that declares one stream (most do): what the bound emit
+    closures are made over. None with several streams, whose order needs the method."""
+    user = [r for r in col.routes.values() if not r.system]
+    return user[0] if len(user) == 1 else None
 
 
 def _listed(anchors: Any) -> Sequence[Tuple]:

@@ -8,50 +8,45 @@ from zmq.utils import z85
 
 from stormish.transport import zap
 
+KEY, _ = zmq.curve_keypair()  # the one key the handlers below let in
 
-def handler(keys: set[bytes]) -> tuple[zmq.Context, zap.ZapHandler]:
+
+@pytest.fixture
+def handler():
+    """A handler (not started: `answer` is pure) that lets in KEY; stopped after."""
     ctx = zmq.Context()
-    return ctx, zap.ZapHandler(ctx, keys.__contains__)
+    h = zap.ZapHandler(ctx, {KEY}.__contains__)
+    yield h
+    h.stop()
+    ctx.term()
 
 
 def request(mechanism: bytes, *credentials: bytes, version: bytes = b"1.0") -> list[bytes]:
     return [version, b"7", b"", b"127.0.0.1", b"", mechanism, *credentials]
 
 
-def test_a_known_curve_key_is_let_in_with_a_connection_name_of_its_own():
-    public, _secret = zmq.curve_keypair()
-    ctx, h = handler({public})
-    try:
-        raw = z85.decode(public)
-        first = h.answer(request(b"CURVE", raw))
-        second = h.answer(request(b"CURVE", raw))
-        assert first[:4] == [b"1.0", b"7", b"200", b"OK"]
-        assert first[4] == b"1 " + public and second[4] == b"2 " + public
-    finally:
-        h.stop()
-        ctx.term()
+def test_a_known_curve_key_is_let_in_with_a_connection_name_of_its_own(handler):
+    raw = z85.decode(KEY)
+    first = handler.answer(request(b"CURVE", raw))
+    second = handler.answer(request(b"CURVE", raw))
+    assert first[:4] == [b"1.0", b"7", b"200", b"OK"]
+    assert first[4] == b"1 " + KEY and second[4] == b"2 " + KEY
 
 
-def test_unknown_keys_other_mechanisms_and_malformed_requests_are_refused():
-    public, _ = zmq.curve_keypair()
+def test_unknown_keys_other_mechanisms_and_malformed_requests_are_refused(handler):
     other, _ = zmq.curve_keypair()
-    ctx, h = handler({public})
-    try:
-        refused = [
-            h.answer(request(b"CURVE", z85.decode(other))),  # not a key of ours
-            h.answer(request(b"PLAIN", b"user", b"password")),
-            h.answer(request(b"GSSAPI")),
-            h.answer(request(b"CURVE")),  # no key
-            h.answer(request(b"CURVE", b"short")),
-            h.answer(request(b"CURVE", z85.decode(public), version=b"2.0")),
-        ]
-        for reply in refused:
-            assert reply[2] == b"400" and reply[4] == b""  # no User-Id when refused
-        assert h.answer([b"1.0"])[2] == b"400"  # too few frames: still one reply
-        assert h.answer(request(b"NULL"))[2] == b"200"  # as pyzmq's: no socket of ours is NULL
-    finally:
-        h.stop()
-        ctx.term()
+    refused = [
+        handler.answer(request(b"CURVE", z85.decode(other))),  # not a key of ours
+        handler.answer(request(b"PLAIN", b"user", b"password")),
+        handler.answer(request(b"GSSAPI")),
+        handler.answer(request(b"CURVE")),  # no key
+        handler.answer(request(b"CURVE", b"short")),
+        handler.answer(request(b"CURVE", z85.decode(KEY), version=b"2.0")),
+    ]
+    for reply in refused:
+        assert reply[2] == b"400" and reply[4] == b""  # no User-Id when refused
+    assert handler.answer([b"1.0"])[2] == b"400"  # too few frames: still one reply
+    assert handler.answer(request(b"NULL"))[2] == b"200"  # as pyzmq's: no socket of ours is NULL
 
 
 def test_real_handshakes_a_keyed_client_is_heard_an_unkeyed_one_is_not():
@@ -98,6 +93,6 @@ def test_real_handshakes_a_keyed_client_is_heard_an_unkeyed_one_is_not():
 
 
 def test_stopping_a_handler_that_never_started_closes_its_sockets():
-    ctx, h = handler(set())
-    h.stop()
+    ctx = zmq.Context()
+    zap.ZapHandler(ctx, set().__contains__).stop()
     ctx.term()  # returns: no socket of the handler is left open
