@@ -34,6 +34,21 @@ class NoAnswer(StormishError):
     pass
 
 
+def keys_hint(keyed: bool) -> str:
+    """What to check when a nimbus stays silent: a keyed nimbus (the default) drops a
+    client without its keys during the handshake, and nothing comes back to say so."""
+    if keyed:
+        return (
+            "This client used CURVE keys (--keys or STORMISH_KEYS): they must be the "
+            "nimbus's (its data directory's keys/, or the --keys it was given)."
+        )
+    return (
+        "This client has no keys, and a nimbus is keyed unless started with --insecure: "
+        "give the cluster's keys directory with --keys DIR or STORMISH_KEYS (nimbus makes "
+        "it as DATA/keys on its first start)."
+    )
+
+
 class NimbusClient:
     def __init__(self, spec: str, security: Any, timeout: float = 30.0):
         self.address = nimbus_address(spec)
@@ -43,6 +58,9 @@ class NimbusClient:
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # queue a request only on a connection whose handshake completed, so a refused
+        # handshake (a keyed nimbus, a client without its keys) is told apart
+        self.sock.setsockopt(zmq.IMMEDIATE, 1)
         security.client(self.sock)
         self.sock.connect(self.address)
         self._ids = itertools.count(1)
@@ -52,21 +70,39 @@ class NimbusClient:
             topology, conf = payload[0], payload[1]
             topology.validate(conf)
         req_id = next(self._ids)
-        self.sock.send_multipart(ct.request(verb, req_id, payload, API_VERBS))
-        deadline = time.monotonic() + (timeout or self.timeout)
+        frames = ct.request(verb, req_id, payload, API_VERBS)
+        within = timeout or self.timeout
+        deadline = time.monotonic() + within
+        # a DEALER with no connection (nimbus down, or its handshake refused our keys)
+        # blocks a send for ever: wait for room under the same deadline as the answer
+        while not self.sock.poll(self._left_ms(deadline), zmq.POLLOUT):
+            if time.monotonic() >= deadline:
+                raise NoAnswer(self._silent(verb, within, "completed no handshake"))
+        self.sock.send_multipart(frames, zmq.NOBLOCK)
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.sock.poll(int(left * 1000) + 1):
-                raise NoAnswer(
-                    f"nimbus at {self.address} did not answer {verb} within "
-                    f"{timeout or self.timeout:g}s (is it running, with the same keys?)"
-                )
-            ok, rid, value = ct.decode_reply(self.sock.recv_multipart())
+            if not self.sock.poll(self._left_ms(deadline)):
+                if time.monotonic() >= deadline:
+                    raise NoAnswer(self._silent(verb, within, "did not answer"))
+                continue
+            try:
+                ok, rid, value = ct.decode_reply(self.sock.recv_multipart())
+            except ct.ControlError as exc:
+                raise StormishError(f"nimbus at {self.address}: unreadable answer: {exc}") from None
             if rid != req_id:
                 continue  # a late reply to a request we gave up on
             if not ok:
                 raise StormishError(f"nimbus refused {verb}: {value}")
             return value
+
+    @staticmethod
+    def _left_ms(deadline: float) -> int:
+        return max(0, int((deadline - time.monotonic()) * 1000)) + 1
+
+    def _silent(self, verb: str, within: float, what: str) -> str:
+        return (
+            f"nimbus at {self.address} {what} ({verb}) within {within:g}s: is it running "
+            f"there? {keys_hint(self.keyed)}"
+        )
 
     def probe(self, within: float = CONNECT_TIMEOUT) -> int:
         """Make sure a nimbus answers before the real request: a few cheap requests with
@@ -91,9 +127,8 @@ class NimbusClient:
         except NoAnswer:
             raise NoAnswer(
                 f"no answer from a nimbus at {self.address} within {within:g}s ({tries} "
-                f"{'try' if tries == 1 else 'tries'}, "
-                f"{'with CURVE keys' if self.keyed else 'without keys'}): is it "
-                "running there, with the same keys? (--connect-timeout to wait longer)"
+                f"{'try' if tries == 1 else 'tries'}): is it running there? "
+                f"{keys_hint(self.keyed)} (--connect-timeout to wait longer)"
             ) from None
         return tries
 

@@ -21,6 +21,12 @@ def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -
         ctx.meta["stormish.connect_timeout"] = value
 
 
+INSECURE_HELP = (
+    "run without CURVE keys: loopback addresses only, and any local user can talk to it "
+    "(submit code that runs as this user): for a laptop, never a shared host"
+)
+
+
 PORT = click.IntRange(min=0, max=65535)  # 0: any free port (the address is printed)
 LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
 
@@ -518,7 +524,13 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
 @click.option("--control-port", type=int, default=6628, help="worker control port")
 @click.option("--advertise", default=None, help="host name workers reach nimbus by")
 @click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
-@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option(
+    "--keys",
+    envvar="STORMISH_KEYS",
+    default=None,
+    help="CURVE keys directory (default: DATA/keys, made on the first start)",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.option(
     "--task-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -552,6 +564,7 @@ def nimbus(
     advertise: str | None,
     data_dir: str,
     keys: str | None,
+    insecure: bool,
     task_timeout: float | None,
     worker_timeout: float,
     metrics_port: int | None,
@@ -562,12 +575,12 @@ def nimbus(
     verbose: bool,
 ) -> None:
     """Run nimbus: accepts topologies and assigns their workers to supervisors."""
-    from ..transport.security import security_for
     from .nimbus import Nimbus
 
     _logging(log_level, verbose)
-
     conf = guard(lambda: daemon_conf("nimbus", pairs, config_file))
+    guard(lambda: private_data_dir(data_dir))
+    security = guard(lambda: daemon_security("nimbus", keys, insecure, data_dir))
     if task_timeout is None:
         task_timeout = conf["nimbus.task.timeout.secs"]
 
@@ -576,7 +589,7 @@ def nimbus(
             f"tcp://{host}:{port}",
             f"tcp://{host}:{control_port}",
             data_dir,
-            security_for(keys),
+            security,
             advertise_host=advertise,
             supervisor_timeout=task_timeout,
             worker_timeout=worker_timeout,
@@ -592,7 +605,13 @@ def nimbus(
 @click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
 @click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
-@click.option("--keys", envvar="STORMISH_KEYS", default=None, help="CURVE keys directory")
+@click.option(
+    "--keys",
+    envvar="STORMISH_KEYS",
+    default=None,
+    help="the cluster's CURVE keys directory (a copy of nimbus's DATA/keys)",
+)
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.option(
     "--log-dir",
     default=None,
@@ -645,6 +664,7 @@ def supervisor(
     host: str,
     supervisor_id: str | None,
     keys: str | None,
+    insecure: bool,
     log_dir: str | None,
     worker_timeout: float | None,
     restart_backoff: float | None,
@@ -659,12 +679,12 @@ def supervisor(
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
     level = _logging(log_level, verbose)
-    from ..transport.security import security_for
     from .client import nimbus_address
     from .restarts import RestartPolicy
     from .supervisor import Supervisor
 
     conf = guard(lambda: daemon_conf("supervisor", pairs, config_file))
+    security = guard(lambda: daemon_security("supervisor", keys, insecure))
     if worker_timeout is None:
         worker_timeout = conf["supervisor.worker.timeout.secs"]
     if restart_backoff is None:
@@ -681,7 +701,7 @@ def supervisor(
             nimbus_address(nimbus_spec),
             slot_ports,
             host,
-            security_for(keys),
+            security,
             keys_dir=keys,
             supervisor_id=supervisor_id,
             log_dir=log_dir,
@@ -695,6 +715,59 @@ def supervisor(
 
     sup = guard(make)
     _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
+
+
+def daemon_security(
+    role: str, keys: str | None, insecure: bool, data_dir: str | None = None
+) -> Any:
+    """A daemon is keyed unless told `--insecure` (DESIGN section 6): nimbus makes the
+    cluster's keys in DATA/keys on its first start; a supervisor must be given them."""
+    import os
+
+    from ..transport.keys import ensure
+    from ..transport.security import LOOPBACK, Curve
+
+    if insecure:
+        if keys:
+            raise StormishError(f"{role}: --insecure and --keys {keys!r}: choose one")
+        click.echo(
+            f"warning: {role} runs --insecure: no keys, loopback only, and any local user "
+            "can talk to it, submit a topology and run code as this user",
+            err=True,
+        )
+        return LOOPBACK
+    if keys:
+        return Curve(keys)
+    if data_dir is None:
+        raise StormishError(
+            f"{role}: no CURVE keys: a cluster is keyed unless started --insecure; give "
+            "--keys DIR (or STORMISH_KEYS) with a copy of nimbus's DATA/keys directory"
+        )
+    keys_dir = os.path.join(data_dir, "keys")
+    if ensure(keys_dir):
+        click.echo(f"{role}: made the cluster's CURVE keys in {keys_dir}", err=True)
+    click.echo(
+        f"{role}: keyed; give supervisors and clients --keys {keys_dir} "
+        "(or STORMISH_KEYS; copy the directory, private, to other hosts)",
+        err=True,
+    )
+    return Curve(keys_dir)
+
+
+def private_data_dir(data_dir: str) -> None:
+    """Nimbus unpickles the topologies in its data directory when it restarts: a
+    directory others can write would let them plant code. Made 0700; an existing one
+    that others can write is refused, naming its mode."""
+    import os
+    import stat
+
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    mode = stat.S_IMODE(os.stat(data_dir).st_mode)
+    if mode & 0o022:
+        raise StormishError(
+            f"nimbus data directory {data_dir!r} is mode {mode:04o}: others can write it, "
+            f"and nimbus loads topologies' code from it (chmod 700 {data_dir})"
+        )
 
 
 def _serve(daemon: Any, banner: str) -> None:

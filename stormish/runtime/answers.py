@@ -78,7 +78,8 @@ class WorkerAnswers:
         return list(final["stuck"])
 
     def results(self) -> dict[str, list[tuple[int, Any]]]:
-        return {} if self.final is None else self.final["results"]
+        # absent when an unkeyed controller would not unpickle them (control.CODE_FIELDS)
+        return {} if self.final is None else self.final.get("results", {})
 
     def errors(self) -> list[dict[str, Any]]:
         return [] if self.final is None else self.final["errors"]

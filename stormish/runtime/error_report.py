@@ -21,9 +21,11 @@ import time
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from traceback import FrameSummary
 from typing import Any
+
+from ..transport.wire import record
 
 ENGINE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 LIBRARY = tuple(
@@ -68,6 +70,7 @@ def user_frame(frames: Sequence[FrameSummary]) -> FrameSummary | None:
     return frames[-1] if frames else None
 
 
+@partial(record, skip=("captured",), extra=("trace",))
 @dataclass(frozen=True)
 class ErrorReport:
     """One error. The traceback is kept as frame summaries and formatted when first read

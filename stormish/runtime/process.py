@@ -222,12 +222,14 @@ def serve(
                 continue
             last_heard = time.monotonic()
             try:
-                verb, req_id, payload = ct.decode_request(sock.recv_multipart())
+                # the controller is trusted: keyed, its server key was checked; unkeyed,
+                # it is the address this worker was started to obey
+                verb, req_id, payload = ct.decode_request(sock.recv_multipart(), code_ok=True)
             except ct.ControlError as exc:
                 log.warning("worker %d: dropped a control message: %s", index, exc)
                 continue
             try:
-                out = ct.reply(req_id, server.handle(verb, payload))
+                out = ct.answer(verb, req_id, server.handle(verb, payload))
             except Exception as exc:
                 detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 traceback.print_exc()

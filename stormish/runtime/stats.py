@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ..transport.wire import record
 from .channel import EDGE_COUNTS
 
 # Latency histogram buckets, upper bounds in seconds (Prometheus's base unit; the last
@@ -52,6 +53,7 @@ SUMMED = (
 )
 
 
+@record
 @dataclass(frozen=True)
 class TaskStats:
     task: int
@@ -94,6 +96,7 @@ class TaskStats:
     process_histogram: tuple[int, ...] = ()
 
 
+@record
 @dataclass(frozen=True)
 class ComponentStats:
     component: str
@@ -139,6 +142,7 @@ def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
     return out
 
 
+@record
 @dataclass(frozen=True)
 class TopologyStatistics:
     name: str

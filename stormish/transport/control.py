@@ -1,16 +1,22 @@
 """The control channel between a worker process and whoever runs it.
 
-The local cluster today (a supervisor later) binds one ROUTER socket; each worker process
-connects a DEALER whose identity names its index and process, says HELLO, and then
-answers requests one at a time: assign (the pickled topology and configuration), peers
-(where the other workers listen), start, quiescence, stats, active, stop. A request is
-`[verb, id, payload]`, a reply `[status, id, payload]` with status `ok` or `error`; ids let
-the caller drop a late reply to a request it gave up on. Payloads are cloudpickled (the
-topology is code), so this socket is secured like every socket that carries a pickle
-(`transport.security`).
+The local cluster (or nimbus) binds one ROUTER socket; each worker process connects a
+DEALER whose identity names its index and process, says HELLO, and then answers
+requests one at a time: assign (the pickled topology and configuration), peers (where
+the other workers listen), start, quiescence, stats, active, stop. A request is `[verb,
+id, payload]`, a reply `[status, id, payload]` with status `ok` or `error`; ids let the
+caller drop a late reply to a request it gave up on. Nimbus's API (`cluster/api.py`)
+uses the same framing with its own verbs.
+
+A payload is the safe format (`transport/wire.py`: JSON and a table of known records),
+so reading a message runs no code whoever sent it. Code travels in a fourth frame, a
+pickle, only where a verb needs it (`CODE`: the topology of `submit` and `assign`, the
+results of `stop`), and is unpickled only when the receiver says its peer is
+authenticated (`code_ok`: a CURVE-keyed socket) and after the verb is known: an unknown
+verb, or code on a verb that takes none, is refused before anything is decoded.
 
 The message shapes are pure functions here; the sockets live in `process.py` (worker
-side) and `workers.py` (cluster side).
+side), `control_server.py`, nimbus and its client.
 """
 
 from __future__ import annotations
@@ -22,16 +28,22 @@ import cloudpickle
 
 from .. import pickling
 from ..errors import StormishError
+from . import wire
 
 ID = struct.Struct("!Q")
 VERBS = frozenset(
     {"hello", "assign", "peers", "start", "quiescence", "stats", "active", "stop", "ping"}
 )
+# verbs whose request is code (a pickle in the fourth frame): nothing else may carry one
+CODE = frozenset({"assign", "submit"})
+# reply fields that only a pickle can carry (a task's results are the user's objects)
+CODE_FIELDS = {"stop": ("results",)}
 OK, ERROR = b"ok", b"error"
+_NONE = b"null"
 
 
 class ControlError(StormishError):
-    """A control message that cannot be read."""
+    """A control message that cannot be read, or that carries what it may not."""
 
 
 def request(
@@ -39,33 +51,87 @@ def request(
 ) -> list[bytes]:
     if verb not in verbs:
         raise ControlError(f"unknown control verb {verb!r}")
-    return [verb.encode(), ID.pack(req_id), pickling.dumps(payload)]
+    if verb in CODE:
+        return [verb.encode(), ID.pack(req_id), _NONE, pickling.dumps(payload)]
+    return [verb.encode(), ID.pack(req_id), _safe(payload, verb)]
 
 
-def reply(req_id: int, payload: Any, ok: bool = True) -> list[bytes]:
-    return [OK if ok else ERROR, ID.pack(req_id), pickling.dumps(payload)]
+def reply(req_id: int, payload: Any, ok: bool = True, code: Any = None) -> list[bytes]:
+    """`code`: a dict of fields that only a pickle can carry (a task's results), merged
+    into the payload dict by a receiver that trusts its peer, dropped by one that does
+    not."""
+    out = [OK if ok else ERROR, ID.pack(req_id), _safe(payload, "reply")]
+    if code is not None:
+        out.append(pickling.dumps(code))
+    return out
 
 
-def decode_request(frames: list[bytes], verbs: frozenset[str] = VERBS) -> tuple[str, int, Any]:
-    verb, req_id, payload = _three(frames, "request")
-    name = verb.decode("ascii", "replace")
+def answer(verb: str, req_id: int, value: Any) -> list[bytes]:
+    """The reply to `verb`: its `CODE_FIELDS` travel in the code frame."""
+    fields = CODE_FIELDS.get(verb)
+    if fields and isinstance(value, dict):
+        value = dict(value)
+        return reply(req_id, value, code={f: value.pop(f) for f in fields if f in value})
+    return reply(req_id, value)
+
+
+def decode_request(
+    frames: list[bytes], verbs: frozenset[str] = VERBS, code_ok: bool = False
+) -> tuple[str, int, Any]:
+    """(verb, id, payload). The verb is checked first; code is unpickled only for a
+    verb in `CODE` and only when `code_ok` (the peer is authenticated)."""
+    if len(frames) not in (3, 4) or len(frames[1]) != ID.size:
+        raise ControlError("a control request has 3 or 4 frames with an 8-byte id")
+    name = bytes(frames[0]).decode("ascii", "replace")
     if name not in verbs:
-        raise ControlError(f"unknown control verb {name!r}")
-    return name, req_id, payload
+        raise ControlError(f"unknown control verb {name[:40]!r}")
+    req_id = ID.unpack(frames[1])[0]
+    if (len(frames) == 4) != (name in CODE):
+        what = "carries no code" if name not in CODE else "carries code in its fourth frame"
+        raise ControlError(f"control request {name!r}: the verb {what}")
+    if name in CODE:
+        if not code_ok:
+            raise ControlError(
+                f"refusing {name!r}: it carries code, and the peer is not authenticated "
+                "(a keyed socket lets in only holders of the cluster's keys)"
+            )
+        return name, req_id, _unpickle(frames[3], name)
+    return name, req_id, _load(frames[2], f"request {name!r}")
 
 
-def decode_reply(frames: list[bytes]) -> tuple[bool, int, Any]:
-    status, req_id, payload = _three(frames, "reply")
+def decode_reply(frames: list[bytes], code_ok: bool = False) -> tuple[bool, int, Any]:
+    """(ok, id, payload); a code frame is merged into a dict payload when `code_ok`,
+    and never unpickled otherwise."""
+    if len(frames) not in (3, 4) or len(frames[1]) != ID.size:
+        raise ControlError("a control reply has 3 or 4 frames with an 8-byte id")
+    status = bytes(frames[0])
     if status not in (OK, ERROR):
-        raise ControlError(f"control reply status must be ok or error, got {status!r}")
-    return status == OK, req_id, payload
+        raise ControlError(f"control reply status must be ok or error, got {status[:20]!r}")
+    payload = _load(frames[2], "reply")
+    if len(frames) == 4 and code_ok and isinstance(payload, dict):
+        extra = _unpickle(frames[3], "reply")
+        if not isinstance(extra, dict):
+            raise ControlError("a control reply's code frame must hold a dict of fields")
+        payload.update(extra)
+    return status == OK, ID.unpack(frames[1])[0], payload
 
 
-def _three(frames: list[bytes], what: str) -> tuple[bytes, int, Any]:
-    if len(frames) != 3 or len(frames[1]) != ID.size:
-        raise ControlError(f"a control {what} has 3 frames with an 8-byte id")
+def _safe(payload: Any, what: str) -> bytes:
     try:
-        payload = cloudpickle.loads(frames[2])
+        return wire.dumps(payload)
+    except wire.WireError as exc:
+        raise ControlError(f"control {what}: {exc}") from None
+
+
+def _load(frame: bytes, what: str) -> Any:
+    try:
+        return wire.loads(bytes(frame))
+    except wire.WireError as exc:
+        raise ControlError(f"control {what} payload cannot be read: {exc}") from None
+
+
+def _unpickle(frame: bytes, what: str) -> Any:
+    try:
+        return cloudpickle.loads(frame)
     except Exception as exc:
-        raise ControlError(f"control {what} payload cannot be unpickled: {exc}") from exc
-    return bytes(frames[0]), ID.unpack(frames[1])[0], payload
+        raise ControlError(f"control {what}: its code cannot be unpickled: {exc}") from exc

@@ -7,6 +7,7 @@ it lives below both (the layering test: tests/unit/test_layers.py).
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ import zmq
 from ..errors import WorkerError
 from . import control as ct
 from .security import LOOPBACK
+
+log = logging.getLogger("stormish.control")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class ControlServer:
         self.lock = threading.RLock()
         self._ids = itertools.count(1)
         self.hellos: dict[tuple[str | None, int], Hello] = {}
+        # a worker's answer may carry code (a task's results) only on a keyed socket
+        self.code_ok = getattr(security, "public", None) is not None
 
     def _pump(self, timeout_ms: int) -> list[tuple[bytes, list[bytes]]]:
         out = []
@@ -67,8 +72,8 @@ class ControlServer:
                         _, _, info = ct.decode_request(rest)
                         hello = Hello(ident, int(info["pid"]), info, time.monotonic())
                         self.hellos[(info.get("topology"), int(info["index"]))] = hello
-                    except (ct.ControlError, KeyError, TypeError, ValueError):
-                        pass
+                    except (ct.ControlError, KeyError, TypeError, ValueError) as exc:
+                        log.info("control: dropped a hello: %s", exc)
                     continue
                 out.append((ident, rest))
         return out
@@ -107,7 +112,7 @@ class ControlServer:
                     if src != ident:
                         continue
                     try:
-                        ok, rid, value = ct.decode_reply(frames)
+                        ok, rid, value = ct.decode_reply(frames, self.code_ok)
                     except ct.ControlError:
                         continue
                     if rid != req_id:
@@ -137,7 +142,7 @@ class ControlServer:
             while want:
                 for src, frames in self._pump(20):
                     try:
-                        ok, rid, value = ct.decode_reply(frames)
+                        ok, rid, value = ct.decode_reply(frames, self.code_ok)
                     except ct.ControlError:
                         continue
                     i = want.pop((src, rid), -1)

@@ -48,3 +48,14 @@ def load(directory: str) -> tuple[bytes, bytes]:
     if not sec:
         raise ConfigError(f"{secret!r} holds no secret key")
     return public, sec
+
+
+def ensure(directory: str) -> bool:
+    """Load-or-make: the cluster's keys in `directory`, made now if there are none there
+    (nimbus's first start). True when they were made."""
+    public, secret = paths(directory)
+    if os.path.exists(public) or os.path.exists(secret):
+        load(directory)  # fails, naming the file, if they are broken
+        return False
+    create(directory)
+    return True

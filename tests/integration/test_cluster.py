@@ -44,7 +44,10 @@ def free_ports(n: int) -> list[int]:
 
 
 class Cluster:
-    """nimbus + supervisors as child processes, on loopback (or with CURVE keys)."""
+    """nimbus + supervisors as child processes on loopback, keyed as they are by default:
+    nimbus makes the cluster's keys in its data directory on its first start and the
+    supervisors and clients are given that directory (or `keys`: a directory made
+    before; or `insecure`: every daemon started --insecure)."""
 
     def __init__(
         self,
@@ -54,18 +57,27 @@ class Cluster:
         worker_timeout=30,
         supervisor_args: tuple[str, ...] = (),
         nimbus_args: tuple[str, ...] = (),
+        insecure: bool = False,
     ):
         self.tmp = tmp
-        self.keys = keys
         self.env = _child_env()
+        self.env.pop("STORMISH_KEYS", None)
         if keys:
             self.env["STORMISH_KEYS"] = keys
         self.api, self.control, *slots = free_ports(2 + 2 * supervisors)
         self.slots = [slots[i : i + 2] for i in range(0, len(slots), 2)]
         self.nimbus: subprocess.Popen | None = None
-        self.nimbus_args = nimbus_args
+        insecure_args = ("--insecure",) if insecure else ()
+        self.nimbus_args = (*insecure_args, *nimbus_args)
         self.supervisors: list[subprocess.Popen] = []
         self.start_nimbus()
+        if keys is None and not insecure:  # the keys nimbus made on its first start
+            keys = os.path.join(self.data, "keys")
+            made = os.path.join(keys, "cluster.key_secret")
+            poll_for(lambda: os.path.exists(made), 30, 0.05, "nimbus made its keys")
+            self.env["STORMISH_KEYS"] = keys
+        self.keys = keys
+        supervisor_args = (*insecure_args, *supervisor_args)
         for i, ports in enumerate(self.slots):
             self.supervisors.append(
                 self._spawn(
@@ -95,10 +107,14 @@ class Cluster:
                 stderr=subprocess.STDOUT,
             )
 
+    @property
+    def data(self) -> str:
+        return os.path.join(self.tmp, "nimbus-data")
+
     def start_nimbus(self) -> None:
         self.nimbus = self._spawn(
             "nimbus", "--port", str(self.api), "--control-port", str(self.control),
-            "--data", os.path.join(self.tmp, "nimbus-data"), "--task-timeout", "5",
+            "--data", self.data, "--task-timeout", "5",
             *self.nimbus_args, log="nimbus.log",
         )  # fmt: skip
 
@@ -422,13 +438,13 @@ def test_a_cluster_with_keys_runs_and_refuses_clients_without_them(keyed_cluster
     assert c.call("stats", "secure").components["count"].executed == WORDS
     with closing(c.client(keys=None)) as plain:  # no keys: the handshake never completes
         plain.timeout = 2
-        with pytest.raises(StormishError, match="did not answer list"):
+        with pytest.raises(StormishError, match="completed no handshake .* no keys"):
             plain.call("list")
     other = str(tmp_path / "other")
     create(other)
     with closing(c.client(keys=other)) as stranger:  # another cluster's keys
         stranger.timeout = 2
-        with pytest.raises(StormishError, match="did not answer list"):
+        with pytest.raises(StormishError, match="completed no handshake .* used CURVE keys"):
             stranger.call("list")
     assert "dropped an API message" not in c.log("nimbus.log")  # nothing reached a decoder
 

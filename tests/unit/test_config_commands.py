@@ -16,8 +16,11 @@ from stormish.cluster import commands as cc
 
 
 @pytest.fixture
-def daemons(monkeypatch):
-    """The nimbus and supervisor commands up to the daemon they build (not served)."""
+def daemons(monkeypatch, tmp_path):
+    """The nimbus and supervisor commands up to the daemon they build (not served), in
+    a directory of their own (nimbus makes its data directory and keys there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STORMISH_KEYS", raising=False)
     made: dict[str, dict] = {}
 
     class Fake:
@@ -59,7 +62,7 @@ def test_nimbus_task_timeout_from_c_and_config_file_flag_wins(daemons, tmp_path)
 
 
 def test_supervisor_worker_timeout_from_c_and_config_file_flag_wins(daemons, tmp_path):
-    base = ["supervisor", "--nimbus", "127.0.0.1:6627"]
+    base = ["supervisor", "--nimbus", "127.0.0.1:6627", "--insecure"]
     assert invoke(*base).exit_code == 0
     assert daemons["supervisor"]["worker_timeout"] == 30
     assert invoke(*base, "-c", "supervisor.worker.timeout.secs=5").exit_code == 0
