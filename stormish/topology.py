@@ -8,7 +8,6 @@ that must exist, fields, picklability) once the graph is complete.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from . import pickling
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .edges import EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
+from .names import check_name
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
 
 GROUPINGS = (
@@ -32,7 +32,6 @@ GROUPINGS = (
     "custom",
     "lanes",
 )
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 @dataclass(frozen=True)
@@ -201,9 +200,7 @@ class Topology:
     """The graph and its config. `config` keys are validated as given (errors name them)."""
 
     def __init__(self, name: str, config: Mapping[str, Any] | None = None):
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise TopologyError(f"topology name {name!r} must be letters, digits, '_', '-' or '.'")
-        self.name = name
+        self.name = check_name(name, "topology name")
         self.config: dict[str, Any] = {}
         for k, v in (config or {}).items():
             _config.check_value(k, v, f"topology {name!r}", "topology")
@@ -229,10 +226,10 @@ class Topology:
         return self._set(name, bolt, parallelism, False)
 
     def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> _Declarer:
-        if not isinstance(name, str) or not _NAME.match(name) or name.startswith("__"):
+        check_name(name, "component id")
+        if name.startswith("__"):
             raise TopologyError(
-                f"component id {name!r} must be letters, digits, '_', '-' or '.', and may "
-                "not start with '__' (reserved for system components)"
+                f"component id {name!r} may not start with '__' (reserved for system components)"
             )
         if name in self.components:
             raise TopologyError(f"duplicate component id {name!r} in topology {self.name!r}")
@@ -290,7 +287,9 @@ class Topology:
 
     # -- whole-graph checks ---------------------------------------------------------------
     def validate(self, extra_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Check the complete graph and return the resolved config (errors name the place)."""
+        """Check the complete graph and return the resolved config (errors name the place).
+        The name again: a topology that came off the wire was not built by `__init__`."""
+        check_name(self.name, "topology name")
         if not any(c.is_spout for c in self.components.values()):
             raise TopologyError(f"topology {self.name!r} has no spout")
         for spec in self.components.values():

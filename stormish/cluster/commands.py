@@ -724,7 +724,7 @@ def daemon_security(
     cluster's keys in DATA/keys on its first start; a supervisor must be given them."""
     import os
 
-    from ..transport.keys import ensure
+    from ..transport.keys import ensure, paths
     from ..transport.security import LOOPBACK, Curve
 
     if insecure:
@@ -744,7 +744,9 @@ def daemon_security(
             "--keys DIR (or STORMISH_KEYS) with a copy of nimbus's DATA/keys directory"
         )
     keys_dir = os.path.join(data_dir, "keys")
-    if ensure(keys_dir):
+    fresh = not os.path.exists(paths(keys_dir)[1])
+    ensure(keys_dir)
+    if fresh:
         click.echo(f"{role}: made the cluster's CURVE keys in {keys_dir}", err=True)
     click.echo(
         f"{role}: keyed; give supervisors and clients --keys {keys_dir} "
@@ -783,12 +785,50 @@ def _serve(daemon: Any, banner: str) -> None:
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="replace existing keys")
-def keys(directory: str, force: bool) -> None:
-    """Create the cluster's CURVE key pair in DIRECTORY (give it to every daemon)."""
-    from ..transport.keys import create
+@click.option(
+    "--authorize",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="let a client's public key (a ZeroMQ certificate, e.g. its client.key) into the "
+    "cluster whose keys are in DIRECTORY",
+)
+@click.option(
+    "--client-of",
+    "cluster_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="make a client's keys in DIRECTORY (a pair of its own and the cluster's public "
+    "key) and authorise them in this cluster keys directory",
+)
+def keys(directory: str, force: bool, key_file: str | None, cluster_dir: str | None) -> None:
+    """Create the cluster's CURVE key pair in DIRECTORY (give it to every daemon), or
+    authorise a client's key there (--authorize), or make a client's keys (--client-of).
 
-    public, secret = guard(lambda: create(directory, force))
-    click.echo(f"wrote {public} and {secret} (keep the secret file private)")
+    DIRECTORY is made 0700 and every file in it 0600; an existing DIRECTORY that its
+    group or others can use is refused. Only the cluster's key and the keys authorised
+    in DIRECTORY/authorized_keys are let in (nimbus reads them when it starts)."""
+    import os
+
+    from ..transport import keys as k
+
+    if key_file and cluster_dir:
+        raise click.UsageError("give --authorize or --client-of, not both")
+    if key_file:
+        key = guard(lambda: k.authorize(directory, key_file))
+        path = os.path.join(directory, k.AUTHORIZED)
+        click.echo(f"authorised {key.decode()} in {path} (restart nimbus to let it in)")
+        return
+    if cluster_dir:
+        public, secret = guard(lambda: k.create_client(directory, cluster_dir))
+        click.echo(
+            f"wrote {secret}, {public} and the cluster's public key in {directory}, and "
+            f"authorised {public} in {os.path.join(cluster_dir, k.AUTHORIZED)}: give "
+            f"{directory} to the client (--keys {directory}); restart nimbus to let it in"
+        )
+    else:
+        public, secret = guard(lambda: k.create(directory, force))
+        click.echo(f"wrote {public} and {secret} (keep the secret file private)")
     if _tracked_by_git(secret):
         click.echo(
             f"warning: {secret} is inside a git checkout and not ignored: add "

@@ -4,6 +4,12 @@
 (cloudpickled, written once); `state.json` its status and worker slots, replaced
 atomically on every change; `final.json` the final statistics once it ended. A nimbus
 that restarts reloads every topology and adopts the workers that still run.
+
+Names come from the wire (a submit), so every method checks the name (`names.check_name`)
+and that the directory it makes of it stays inside `topologies/` (`names.inside`) before
+it writes or removes anything: a topology named `..` must not take the data directory
+with it. Each topology's directory is 0700 and its files 0600 (they hold its code and
+config).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 import cloudpickle
 
 from .. import pickling
+from ..errors import StormishError
+from ..names import check_name, inside
 
 log = logging.getLogger("stormish.nimbus")
 
@@ -28,10 +36,13 @@ class Store:
         os.makedirs(self.root, exist_ok=True)
 
     def _dir(self, name: str) -> str:
-        return os.path.join(self.root, name)
+        """The directory of topology `name`, a checked name strictly inside the root."""
+        return inside(self.root, check_name(name, "topology name"))
 
     def save_topology(self, name: str, topology: Any, conf: dict[str, Any]) -> None:
-        os.makedirs(self._dir(name), exist_ok=True)
+        d = self._dir(name)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)  # whatever the umask
         self._write(name, "topology.pkl", pickling.dumps((topology, conf)))
 
     def save_state(self, name: str, state: dict[str, Any]) -> None:
@@ -41,19 +52,20 @@ class Store:
         self._write(name, "final.json", json.dumps(final).encode())
 
     def forget(self, name: str) -> None:
+        """Remove topology `name`'s directory (nothing else: the name is checked first)."""
         shutil.rmtree(self._dir(name), ignore_errors=True)
 
     def load_all(self) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
         """(name, topology, conf, state) of every stored topology that still runs."""
         out = []
         for name in sorted(os.listdir(self.root)):
-            d = self._dir(name)
             try:
+                d = self._dir(name)
                 with open(os.path.join(d, "state.json")) as fh:
                     state = json.load(fh)
                 with open(os.path.join(d, "topology.pkl"), "rb") as fh:
                     topology, conf = cloudpickle.load(fh)
-            except (OSError, ValueError, EOFError) as exc:
+            except (OSError, ValueError, EOFError, StormishError) as exc:
                 log.warning(f"nimbus: skipping stored topology {name!r}: {exc}")
                 continue
             out.append((name, topology, conf, state))

@@ -7,6 +7,11 @@ committed and prepared txids). Prepare, commit
 and rollback are each one SQLite transaction, so a process killed at any instant leaves
 either the old or the new state, never a mix. Keys and values are pickled; the journal
 is WAL with synchronous=FULL (a commit is on disk when it returns).
+
+The files are the owner's alone: a database is created 0600 before SQLite opens it (its
+WAL and shared-memory files take its mode) and the directories made for it 0700,
+whatever the umask; the path made of a topology's name is checked to stay inside the
+state directory (`names`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from .. import private
+from ..names import check_name, inside
 from .kv import TOMBSTONE, Acks
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -30,15 +37,18 @@ CREATE TABLE IF NOT EXISTS prepared_acks (one INTEGER PRIMARY KEY CHECK (one = 1
 
 
 def db_path(directory: str, topology: str, namespace: str) -> str:
-    """Where namespace `namespace` of `topology` keeps its database file."""
-    return os.path.join(directory, _SAFE.sub("_", topology), _SAFE.sub("_", namespace) + ".db")
+    """Where namespace `namespace` of `topology` keeps its database file: inside
+    `directory`, whatever the names (an error naming them otherwise)."""
+    name = check_name(topology, "topology name")
+    return inside(directory, name, _SAFE.sub("_", namespace) + ".db")
 
 
 class SqliteStore:
     def __init__(self, path: str):
         """`path`: a database file (its directory is created), or ":memory:"."""
         if path != ":memory:":
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            private.make_dir(os.path.dirname(path) or ".")
+            private.open_file(path, 0o600)
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")

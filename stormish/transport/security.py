@@ -10,8 +10,11 @@ hold a key of the cluster, during the handshake, so an unauthenticated peer neve
 reaches a decoder.
 
 Keys: on a cluster, one key pair (`cluster.key`, `cluster.key_secret`, from `stormish keys
-DIR`) that every daemon and worker is given; any further `*.key` public key in the
-directory is also let in (a client machine with a key of its own). A local run of several
+DIR`) that every daemon and worker is given, checked private before it is used
+(`keys.py`); the public keys of clients an operator authorised (`authorized_keys` in the
+directory) are let in too, and nothing else: a `*.key` dropped in the directory is not.
+A client with a key pair of its own (`stormish keys CLIENTDIR --client-of DIR`) connects
+with it and the cluster's public key, and cannot serve. A local run of several
 worker processes makes a key pair of its own (`Curve.ephemeral`) that lives in memory
 and reaches each worker on its stdin (`--keys -`): never on a command line or in the
 environment (both readable in /proc), never in a file.
@@ -96,14 +99,16 @@ def _zap(ctx: Any, allowed: _Allowed) -> Any:
 
 
 class _Allowed:
-    """The public keys let in (z85): a keys directory's `*.key` files, read when a
-    context's handler starts, or the one key of a local run."""
+    """The public keys let in (z85): `keys` (the cluster's own, or the one key of a local
+    run) and, with a keys directory, the clients an operator authorised there
+    (`authorized_keys`, read when a context's handler starts). Only those: a key file is
+    not trusted for lying in the directory."""
 
     def __init__(self, keys_dir: str | None, keys: frozenset[bytes]):
         if keys_dir is not None:
-            from zmq.auth import load_certificates
+            from .keys import authorized
 
-            keys = frozenset(load_certificates(keys_dir))
+            keys = keys | authorized(keys_dir)
         self.keys = keys
 
 
@@ -114,16 +119,18 @@ class Curve:
     name = "curve"
 
     def __init__(self, keys_dir: str | None, pair: tuple[bytes, bytes] | None = None):
-        """`keys_dir`: a cluster's keys (`stormish keys DIR`). Without it, `pair`: the
+        """`keys_dir`: a cluster's keys (`stormish keys DIR`), or a client's (its own
+        pair and the cluster's public key, `server_public`). Without it, `pair`: the
         (public, secret) z85 key pair of a local run, the only key let in."""
         if keys_dir is not None:
-            from .keys import load
+            from .keys import load_any
 
             self.keys_dir: str | None = os.path.abspath(keys_dir)
-            self.public, self.secret = load(self.keys_dir)
+            self.public, self.secret, self.server_public = load_any(self.keys_dir)
         elif pair is not None:
             self.keys_dir = None
             self.public, self.secret = pair
+            self.server_public = self.public
         else:
             raise ValueError("Curve needs a keys directory or a key pair")
         self._auth: dict[int, Any] = {}
@@ -172,6 +179,11 @@ class Curve:
         """Any address: peers must hold a cluster key."""
 
     def server(self, sock: Any) -> None:
+        if self.server_public != self.public:
+            raise ConfigError(
+                f"the keys in {self.keys_dir!r} are a client's (client.key_secret): a process "
+                "that listens needs the cluster's keys (cluster.key_secret)"
+            )
         self._authenticator(sock.context)
         sock.curve_secretkey = self.secret
         sock.curve_publickey = self.public
@@ -180,7 +192,7 @@ class Curve:
     def client(self, sock: Any) -> None:
         sock.curve_secretkey = self.secret
         sock.curve_publickey = self.public
-        sock.curve_serverkey = self.public
+        sock.curve_serverkey = self.server_public
 
     def _authenticator(self, ctx: Any) -> None:
         with self._lock:
