@@ -151,6 +151,8 @@ def run_scraped(tmp_path, source: str, *args: str):
         env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     line = proc.stderr.readline()
+    while " WARNING " in line:  # a loaded machine's slow-turn warning may come first
+        line = proc.stderr.readline()
     if not line.startswith("metrics: http://127.0.0.1:"):
         proc.kill()
         out, err = proc.communicate(timeout=10)
