@@ -301,7 +301,8 @@ def test_stormish_run_reports_the_dead_worker_and_exits_non_zero(tmp_path):
 
 def test_a_worker_started_on_its_own_serves_its_controller():
     """What a supervisor will do: start `stormish worker` pointed at a control address,
-    hand it a topology, start it, ask for statistics and stop it."""
+    hand it a topology, start it, ask for statistics and stop it. Keyed, as a controller
+    must be for a worker's results (user objects, pickled) to be read."""
     import shutil
     import subprocess
 
@@ -311,11 +312,13 @@ def test_a_worker_started_on_its_own_serves_its_controller():
     from stormish.runtime.worker import acker_bolt
     from stormish.runtime.workers import _child_env
     from stormish.transport.control_server import ControlServer
+    from stormish.transport.security import Curve
 
     t = wordcount("solo", acking=False)
     conf = t.validate({})
     plan = build_plan(t, conf, acker_bolt())
-    server = ControlServer()
+    security = Curve.ephemeral()
+    server = ControlServer(security=security)
     exe = shutil.which("stormish") or sys.executable
     cmd = [exe, "worker"] if exe != sys.executable else [exe, "-m", "stormish.cli", "worker"]
     proc = subprocess.Popen(
@@ -329,9 +332,14 @@ def test_a_worker_started_on_its_own_serves_its_controller():
             str(os.getpid()),
             "--topology",
             "solo",
+            "--keys",
+            "-",
         ],  # fmt: skip
         env=_child_env(),  # the test module's classes travel by reference
+        stdin=subprocess.PIPE,
     )
+    proc.stdin.write(security.export())
+    proc.stdin.close()
     try:
         ident = server.wait_hello("solo", 0, proc.pid, lambda: proc.poll() is None, 30)
 
