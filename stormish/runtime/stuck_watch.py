@@ -73,9 +73,13 @@ class StuckWatch:
             self.thread.start()
 
     def close(self) -> None:
+        """After the executors stopped: one last look, so that a stuck call that
+        returned since the last one is not left in the final statistics as stuck."""
         self.stop.set()
         if self.thread.is_alive():
             self.thread.join(1.0)
+        if self.every > 0:
+            self.look(time.monotonic())
 
     def _run(self) -> None:
         while not self.stop.wait(self.every):
