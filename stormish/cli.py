@@ -23,9 +23,10 @@ from .errors import StormishError, WorkerError
 from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
-from .runtime.stats import edge_table, timeout_warning, timing_out
+from .runtime.stats import edge_table, stuck_tasks, timeout_warning, timing_out
 
 FAIL_FAST = "topology.fail.fast"
+EXIT_SIGTERM = 143
 
 
 def _overrides(pairs: tuple[str, ...], profile: str | None, workers: int | None) -> dict:
@@ -307,11 +308,24 @@ def _run_local(
     real_stdout = sys.stdout
     if as_json:  # stdout is for the JSON alone: what the topology prints goes to stderr
         sys.stdout = sys.stderr
+    stop = threading.Event()
+    reason = {"why": "complete"}
+
+    def on_term(signum: int, frame: Any) -> None:
+        reason["why"] = "terminated"
+        stop.set()
+
+    # SIGTERM stops the run as Ctrl-C does (workers stopped, temporary directories
+    # removed), then exits 143 (DESIGN section 12); the default handler left both behind
+    old_term = signal.signal(signal.SIGTERM, on_term)
     try:
-        return _run_local_inner(
-            path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout
-        )
+        code = _run_local_inner(
+            path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout,
+            stop, reason,
+        )  # fmt: skip
+        return EXIT_SIGTERM if reason["why"] == "terminated" else code
     finally:
+        signal.signal(signal.SIGTERM, old_term)
         sys.stdout = real_stdout
 
 
@@ -325,14 +339,15 @@ def _run_local_inner(
     metrics: tuple[str, int] | None,
     ui_port: int | None,
     json_to: Any,
+    stop: threading.Event,
+    reason: dict[str, str],
 ) -> int:
-    """`_run_local`'s run; `json_to`: where the summary goes as JSON (None: a table)."""
+    """`_run_local`'s run; `json_to`: where the summary goes as JSON (None: a table);
+    `stop` ends it (a signal), `reason` says why it ended."""
     from .loader import load_topology_file
     from .local import LocalCluster
 
     as_json = json_to is not sys.stdout
-    stop = threading.Event()
-    reason = {"why": "complete"}
 
     def on_signal(signum: int, frame: Any) -> None:
         reason["why"] = "interrupted"
@@ -453,11 +468,13 @@ def _watch_lines(
             roots = backpressure_roots(s.tasks.values())
             if roots:  # the task it comes from, as `monitor` names it
                 bp.append("root " + ", ".join(f"{r.task.component}[{r.task.task}]" for r in roots))
-            warning = timeout_warning(timing_out(last_stats, s))
+            warnings = [
+                w for w in (timeout_warning(timing_out(last_stats, s)), stuck_tasks(s)) if w
+            ]
             last_stats = s
             status.show(
                 f"{running.name}: {rate:,.0f} tuples/s, {inflight:,} queued, "
-                f"backpressure: {', '.join(bp) or 'none'}{'; ' + warning if warning else ''}",
+                f"backpressure: {', '.join(bp) or 'none'}" + "".join(f"; {w}" for w in warnings),
                 _progress_bars(s),
             )
             next_status = now + every

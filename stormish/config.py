@@ -327,6 +327,15 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.executor.stuck.secs",
+            None,
+            _num(0, optional=True),
+            "a call into a task's user code (execute, next_tuple, ack, fail, prepare...) "
+            "that has not returned for this long is reported as stuck: an error with the "
+            "stack of its thread, once per episode; with topology.fail.fast the run stops "
+            "with it. None: topology.message.timeout.secs; 0: never (docs/reliability.md)",
+        ),
+        Key(
             "topology.worker.gc.threshold",
             50_000,
             _int(0),

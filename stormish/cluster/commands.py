@@ -294,11 +294,12 @@ def slots_short(
 @click.option("--json", "as_json", is_flag=True, help="a JSON object per line, for scripts")
 @nimbus_options
 def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: str | None) -> None:
-    """Live rates, latencies, queue fill, backpressure (BP) and errors (E, and each
-    component's new errors with the last one's method and line) of NAME, until it ends;
-    a warning when a spout's trees time out faster than they complete, and the root of
-    backpressure (ROOT): the full task that is not itself parked, where the parked ones
-    wait."""
+    """Live rates, latencies, queue fill, backpressure (BP), errors (E, and each
+    component's new errors with the last one's method and line) and stuck tasks (STUCK:
+    user code that has not returned past topology.executor.stuck.secs) of NAME, until it
+    ends; a warning when a spout's trees time out faster than they complete, and the
+    root of backpressure (ROOT): the full task that is not itself parked, where the
+    parked ones wait."""
     from ..runtime.bp_root import backpressure_roots, cycle_note
     from ..runtime.bp_root import describe as describe_root
     from ..runtime.error_report import new_errors
@@ -343,6 +344,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
                     (" ROOT" if c.component in root_components else "")
                     + (" BP" if c.pending_emits else "")
                     + (f" E{c.errors}" if c.errors else "")
+                    + (f" STUCK{c.stuck_seconds:.0f}s" if c.stuck_seconds else "")
                 )
                 parts.append(
                     f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
@@ -351,6 +353,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
                     "executed_per_second": round(rate, 1), "queue_fill": round(fill, 4),
                     "complete_latency_ms": c.complete_latency_ms, "pending_emits": c.pending_emits,
                     "errors": c.errors, "root": c.component in root_components,
+                    "stuck_seconds": round(c.stuck_seconds, 1),
                 }  # fmt: skip
             last_t = now
             warning = timeout_warning(timing_out(last_stats, s))

@@ -11,6 +11,10 @@ raised by `emit` at the user's `emit`.
 An entry of `TaskStats.last_errors` is `ErrorReport.text`: the first line is the error
 (`ValueError: bad row 50`), the second where it was raised and what it cost, then the
 traceback from the method called into (the engine's frames above it are left out).
+
+A stuck executor (runtime/stuck.py) is reported the same way with no exception: its
+thread's stack, read from outside (`stuck_report`), in the shape of a traceback whose
+last line is the error, so that what shows an error's last line shows this one too.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ OUTCOME = {
     "execute": "the tuple failed",
     "reported": "reported; the run goes on",
     "fatal": "the task stopped",
+    "stuck": "it has not returned; the run goes on",
+    "stuck-fatal": "it has not returned; topology.fail.fast: the run stops",
 }
+STUCK_ERROR = "ExecutorStuck"
 
 
 def is_engine(filename: str) -> bool:
@@ -76,7 +83,9 @@ class ErrorReport:
     """One error. The traceback is kept as frame summaries and formatted when first read
     (most of an error's cost; a run failing every tuple keeps only the last few)."""
 
-    kind: str  # "execute" (the tuple failed) | "reported" | "fatal" (the task stopped)
+    # "execute" (the tuple failed) | "reported" | "fatal" (the task stopped) | "stuck" |
+    # "stuck-fatal" (a call into user code has not returned; with fail-fast)
+    kind: str
     component: str
     task: int
     error: str  # "ValueError: bad row 50"
@@ -86,19 +95,24 @@ class ErrorReport:
     line: int | None
     time: float
     captured: traceback.TracebackException | None = field(default=None, repr=False)
+    stack: traceback.StackSummary | None = field(default=None, repr=False)  # a stuck thread's
 
     @cached_property
     def trace(self) -> str:
-        if self.captured is None:
+        if self.captured is not None:
+            text = "".join(self.captured.format()).rstrip("\n")
+        elif self.stack is not None:
+            head = "Stack of the thread that has not returned (most recent call last):\n"
+            text = head + "".join(self.stack.format()) + self.error
+        else:
             return ""
-        text = "".join(self.captured.format()).rstrip("\n")
         return "...\n" + text[-TRACE_CHARS:] if len(text) > TRACE_CHARS else text
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a worker process's final report) as text: the capture refers to the
         exception's class, which the other side may not be able to import."""
         state = dict(self.__dict__, trace=self.trace)
-        state["captured"] = None
+        state["captured"] = state["stack"] = None
         return state
 
     @property
@@ -147,6 +161,42 @@ def report(
         line=inner.lineno if inner else None,
         time=time.time(),
         captured=te,
+    )
+
+
+def stuck_report(
+    stack: Sequence[FrameSummary],
+    topology: str,
+    component: str,
+    task: int,
+    owner: str,
+    seconds: float,
+    limit: float,
+    fatal: bool,
+) -> ErrorReport:
+    """A call into user code that has not returned for `seconds`: `stack` is its
+    thread's, outermost first (traceback.extract_stack of the thread's frame)."""
+    frames = list(stack)
+    start = called_into(frames)
+    method = frames[start].name if start is not None else None
+    shown = frames[start:] if start is not None else frames
+    inner = user_frame(shown)
+    what = f"{owner}.{method}" if method else "its user code"
+    return ErrorReport(
+        kind="stuck-fatal" if fatal else "stuck",
+        component=component,
+        task=task,
+        error=(
+            f"{STUCK_ERROR}: component {component!r} task {task} of topology {topology!r}: "
+            f"{what} has not returned for {seconds:.{0 if seconds >= 10 else 1}f} s "
+            f"(topology.executor.stuck.secs: {limit:g})"
+        ),
+        owner=owner,
+        method=method,
+        file=inner.filename if inner else None,
+        line=inner.lineno if inner else None,
+        time=time.time(),
+        stack=traceback.StackSummary.from_list(shown),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import FailedException, ReportedFailedException, TopologyError
@@ -74,6 +75,10 @@ class Executor:
         self.error_count = 0
         self.fatal: str | None = None
         self.fail_fast = bool(self.conf["topology.fail.fast"])
+        # a call into its user code that has not returned past this (s; 0: never
+        # reported) and since when, once reported (time.monotonic; runtime/stuck.py)
+        self.stuck_limit = stuck_limit(self.conf)
+        self.stuck_since: float | None = None
         self.done = False
         # loop iterations: what simulated-time settling reads (stormish.testing's
         # advance_time): two more turns mean a whole iteration ran after a given instant
@@ -176,10 +181,26 @@ class Executor:
     def last_errors(self) -> tuple[str, ...]:
         return tuple(e.text for e in self.errors)
 
+    def report_stuck(self, rep: ErrorReport, since: float) -> None:
+        """From the stuck watch (runtime/stuck_watch.py): a call has not returned since
+        `since`. Recorded and shown as an error; with fail-fast the worker fails with it
+        (the run stops), as it does when an exception ends a task."""
+        self.stuck_since = since
+        self._keep(rep)
+        if rep.kind == "stuck-fatal" and self.fatal is None:
+            self.fatal = rep.headline  # it names the component and task
+            self.worker.executor_failed(self)
+
     def _record_error(self, exc: BaseException, kind: str, stack: Any = ()) -> ErrorReport:
-        """Keep the last MAX_ERRORS_KEPT; write the first SHOWN of this component in
-        this worker to the log in full (fatal ones always), and count the rest."""
         rep = report(exc, kind, self.component, self.task, type(self.obj).__name__, stack)
+        self._keep(rep)
+        return rep
+
+    def _keep(self, rep: ErrorReport) -> None:
+        """Keep the last MAX_ERRORS_KEPT; write the first SHOWN of this component in
+        this worker to the log in full (fatal and stuck ones always), and count the
+        rest."""
+        kind = rep.kind
         with _ERRORS_LOCK:
             self.error_count += 1
             if len(self.errors) >= MAX_ERRORS_KEPT:
@@ -190,7 +211,7 @@ class Executor:
                 for ex in self.worker.executors.values()
                 if ex.component == self.component
             )
-        if n <= SHOWN or kind == "fatal":
+        if n <= SHOWN or kind not in ("execute", "reported"):
             more = ""
             if n == SHOWN:
                 more = (
@@ -198,7 +219,6 @@ class Executor:
                     f"{self.worker.index} are counted, not shown (statistics: errors, last_errors)"
                 )
             log.error("component %r task %d: %s%s", self.component, self.task, rep.text, more)
-        return rep
 
     def _enter_bp(self, now: float) -> None:
         if self.bp_since is None:
@@ -212,3 +232,10 @@ class Executor:
 
 def noop(*args: Any) -> None:
     return None
+
+
+def stuck_limit(conf: Mapping[str, Any]) -> float:
+    """`topology.executor.stuck.secs`, unset: the message timeout (a call that long has
+    timed out every tree it holds); 0: off."""
+    v = conf.get("topology.executor.stuck.secs")
+    return float(conf["topology.message.timeout.secs"] if v is None else v)

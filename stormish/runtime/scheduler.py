@@ -82,6 +82,9 @@ class Scheduler:
         # what the watchdog reads: the executor in a turn (None between turns), since when
         self.current: Executor | None = None
         self.since = 0.0
+        # what the stuck watch reads (runtime/stuck_watch.py): the executor in
+        # prepare/open, since when (not a turn: nothing is moved from under a begin)
+        self.beginning: tuple[Executor, float] | None = None
         self.evicted: Executor | None = None
         self.handed_link: WorkerLink | None = None
         for ex in executors:
@@ -159,7 +162,10 @@ class Scheduler:
                         ex.done = True
                     elif ex.wants_to_begin():
                         waiting.remove(ex)
-                        if self._guard(ex, ex.begin):
+                        self.beginning = (ex, monotonic())
+                        began = self._guard(ex, ex.begin)
+                        self.beginning = None
+                        if began:
                             ex.begun = True
                             begun.append(ex)
                         else:  # prepare/open failed: the task is dead, as with a thread
@@ -291,7 +297,8 @@ class Watchdog:
                         "component %r task %d: a turn has run %.0f ms (blocking user code?); "
                         "it goes on on a thread of its own, the other executors on a new "
                         "scheduler thread (topology.scheduler.blocking.millis, "
-                        "topology.executor.own.thread)",
+                        "topology.executor.own.thread); past topology.executor.stuck.secs "
+                        "it is reported as stuck",
                         ex.component,
                         ex.task,
                         (now - since) * 1000,

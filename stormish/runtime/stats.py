@@ -94,6 +94,9 @@ class TaskStats:
     # batch (runtime/process_latency.py); per bucket of EXECUTE_BUCKETS, as execute's
     process_latency_ms: float = 0.0
     process_histogram: tuple[int, ...] = ()
+    # how long a call into its user code has gone on without returning, once reported
+    # as stuck (past topology.executor.stuck.secs); 0: not stuck
+    stuck_seconds: float = 0.0
 
 
 @record
@@ -122,6 +125,7 @@ class ComponentStats:
     dead_lettered: int = 0
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # summed over tasks
     process_latency_ms: float = 0.0  # weighted by each task's measured tuples
+    stuck_seconds: float = 0.0  # the longest of its tasks' (0: none is stuck)
 
 
 def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
@@ -199,6 +203,7 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             progress_total=progress[1],
             edges=_edges(ts),
             process_latency_ms=_weighted(ts, "process_latency_ms", _process_count),
+            stuck_seconds=max(t.stuck_seconds for t in ts),
             **sums,
         )
     return out
@@ -233,6 +238,15 @@ def timing_out(before: TopologyStatistics | None, now: TopologyStatistics) -> li
         if timed_out > c.acked - (b.acked if b else 0):
             out.append(name)
     return out
+
+
+def stuck_tasks(stats: TopologyStatistics) -> str:
+    """What `stormish run`'s status line and `stormish monitor` say of stuck tasks
+    (runtime/stuck.py): "STUCK split[3] 42 s, ..." or nothing."""
+    stuck = [t for t in stats.tasks.values() if t.stuck_seconds > 0]
+    if not stuck:
+        return ""
+    return "STUCK " + ", ".join(f"{t.component}[{t.task}] {t.stuck_seconds:.0f} s" for t in stuck)
 
 
 def timeout_warning(spouts: list[str]) -> str:

@@ -37,6 +37,7 @@ from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
 from .spout_executor import SpoutExecutor
 from .stats import TaskStats
+from .stuck_watch import StuckWatch
 from .ticks import TickSchedule
 from .typecheck import checked_emits
 
@@ -84,6 +85,7 @@ class Worker:
         self._timer: threading.Thread | None = None
         self.schedulers: list[Scheduler] = []
         self._watchdog: Watchdog | None = None
+        self._stuck_watch: StuckWatch | None = None
         blobs = blobs or {n: pickling.dumps(s.obj) for n, s in plan.components.items()}
         self.executors: dict[int, Executor] = {}
         for t in sorted(self.local_tasks):
@@ -239,6 +241,10 @@ class Worker:
             if (limit > 0 and len(shared) > 1) or self.link is not None:
                 self._watchdog = Watchdog(self.schedulers, limit, make)
                 self._watchdog.start()
+        self._stuck_watch = StuckWatch(
+            self.plan.name, list(self.executors.values()), self.schedulers
+        )
+        self._stuck_watch.start()
         # the schedule starts now, not when the timer thread first runs
         sched = TickSchedule(self._tick_freqs(), self.clock.now())
         self._timer = threading.Thread(
@@ -248,17 +254,24 @@ class Worker:
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         """Stop every executor (close/cleanup run on their threads); returns the names of
-        executors that did not stop in time (a bolt stuck in I/O, say)."""
+        executors that did not stop in time (a bolt stuck in I/O, say). A thread known
+        to be stuck in user code (runtime/stuck_watch.py) is not waited for: it is a
+        daemon thread, abandoned, and the process may exit under it."""
         self._stop.set()
         for ex in self.executors.values():
             ex.stop()
+        held = {ex.thread for ex in self.executors.values() if ex.stuck_since is not None}
         stuck = []
-        deadline = self.clock.now() + timeout
+        deadline = time.monotonic() + timeout
         for ex in self.executors.values():
             if ex.thread is not None:
-                ex.thread.join(max(0.0, deadline - self.clock.now()))
+                if ex.thread not in held:
+                    ex.thread.join(max(0.0, deadline - time.monotonic()))
                 if ex.thread.is_alive():
-                    stuck.append(f"{ex.component}[{ex.task}]")
+                    note = _stuck_note(ex)
+                    stuck.append(f"{ex.component}[{ex.task}]{note}")
+        if self._stuck_watch is not None:
+            self._stuck_watch.close()
         if self._watchdog is not None:
             self._watchdog.stop.set()
             self._watchdog.thread.join(1.0)
@@ -364,6 +377,7 @@ class Worker:
             edges.setdefault(st.task, {})[st.edge] = st.as_dict()
         announced = frozenset() if self.link is None else self.link.tracker.statistics().bp_tasks
         now = self.clock.now()
+        real_now = time.monotonic()  # stuck is measured in real time, whatever the clock
         for t, ex in self.executors.items():
             col, q = ex.collector, ex.queue
             emitted = col.emitted()
@@ -416,6 +430,7 @@ class Worker:
                     complete_histogram=tuple(getattr(ex, "complete_hist", ())),
                     process_latency_ms=process_ms,
                     process_histogram=process_hist,
+                    stuck_seconds=_stuck_seconds(ex, real_now),
                     **_progress(ex.obj),
                 )
             )
@@ -433,6 +448,16 @@ class Worker:
 
     def errors(self) -> list[ErrorReport]:
         return [e for ex in self.executors.values() for e in ex.errors]
+
+
+def _stuck_note(ex: Executor) -> str:
+    since = ex.stuck_since
+    return "" if since is None else f" (stuck for {time.monotonic() - since:.0f} s: not waited for)"
+
+
+def _stuck_seconds(ex: Executor, now: float) -> float:
+    since = ex.stuck_since  # read once: the watch clears it
+    return 0.0 if since is None else max(0.0, now - since)
 
 
 def _process(ex: Any) -> tuple[float, tuple[int, ...]]:

@@ -195,6 +195,7 @@ def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
                 "pendingEmits": t.pending_emits,
                 "overflow": t.overflow,
                 "backpressure": congested(t),
+                "stuckSeconds": round(t.stuck_seconds, 1),  # topology.executor.stuck.secs
             }
             for t in tasks
         ],
