@@ -77,7 +77,7 @@ def user_frame(frames: Sequence[FrameSummary]) -> FrameSummary | None:
     return frames[-1] if frames else None
 
 
-@partial(record, skip=("captured",), extra=("trace",))
+@partial(record, skip=("captured", "stack"), extra=("trace",))
 @dataclass(frozen=True)
 class ErrorReport:
     """One error. The traceback is kept as frame summaries and formatted when first read

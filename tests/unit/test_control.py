@@ -48,6 +48,17 @@ def test_records_round_trip_as_their_own_classes():
     assert back["errors"][0].headline == e.headline and back["errors"][0].trace == e.trace
 
 
+def test_a_stuck_threads_stack_travels_as_its_text():
+    import traceback
+
+    stack = traceback.extract_stack()
+    e = ErrorReport(
+        "stuck", "s", 1, "ExecutorStuck: x", "S", "execute", "a.py", 3, 1.0, None, stack
+    )
+    back = wire.loads(wire.dumps(e))
+    assert back.stack is None and back.trace == e.trace and "has not returned" in back.trace
+
+
 def test_code_travels_only_for_code_verbs_from_an_authenticated_peer():
     frames = ct.request("assign", 1, lambda x: x + 1)
     assert ct.decode_request(frames, code_ok=True)[2](1) == 2
