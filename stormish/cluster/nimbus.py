@@ -205,6 +205,10 @@ class Nimbus:
         ident, rest = frames[0], frames[1:]
         try:
             verb, req_id, payload = ct.decode_request(rest, API_VERBS, code_ok=True)
+        except ct.PayloadError as exc:  # a known verb: its sender is told why
+            log.info(f"nimbus: refused {exc.verb}: {exc}")
+            self.api.send_multipart([ident, *ct.reply(exc.req_id, str(exc), ok=False)])
+            return
         except ct.ControlError as exc:
             log.info(f"nimbus: dropped an API message: {exc}")
             return

@@ -46,6 +46,15 @@ class ControlError(StormishError):
     """A control message that cannot be read, or that carries what it may not."""
 
 
+class PayloadError(ControlError):
+    """A request whose verb and id were read but whose payload was not: the sender can
+    be told why (nimbus answers a submit whose code does not unpickle here)."""
+
+    def __init__(self, message: str, verb: str, req_id: int):
+        super().__init__(message)
+        self.verb, self.req_id = verb, req_id
+
+
 def request(
     verb: str, req_id: int, payload: Any = None, verbs: frozenset[str] = VERBS
 ) -> list[bytes]:
@@ -89,14 +98,17 @@ def decode_request(
     if (len(frames) == 4) != (name in CODE):
         what = "carries no code" if name not in CODE else "carries code in its fourth frame"
         raise ControlError(f"control request {name!r}: the verb {what}")
-    if name in CODE:
-        if not code_ok:
-            raise ControlError(
-                f"refusing {name!r}: it carries code, and the peer is not authenticated "
-                "(a keyed socket lets in only holders of the cluster's keys)"
-            )
-        return name, req_id, _unpickle(frames[3], name)
-    return name, req_id, _load(frames[2], f"request {name!r}")
+    try:
+        if name in CODE:
+            if not code_ok:
+                raise ControlError(
+                    f"refusing {name!r}: it carries code, and the peer is not authenticated "
+                    "(a keyed socket lets in only holders of the cluster's keys)"
+                )
+            return name, req_id, _unpickle(frames[3], name)
+        return name, req_id, _load(frames[2], f"request {name!r}")
+    except ControlError as exc:
+        raise PayloadError(str(exc), name, req_id) from exc.__cause__
 
 
 def decode_reply(frames: list[bytes], code_ok: bool = False) -> tuple[bool, int, Any]:
@@ -133,5 +145,10 @@ def _load(frame: bytes, what: str) -> Any:
 def _unpickle(frame: bytes, what: str) -> Any:
     try:
         return cloudpickle.loads(frame)
+    except ModuleNotFoundError as exc:
+        raise ControlError(
+            f"{what}: its code cannot be unpickled here: {exc} (a module a topology "
+            "imports must be installed where nimbus and the workers run)"
+        ) from exc
     except Exception as exc:
         raise ControlError(f"control {what}: its code cannot be unpickled: {exc}") from exc

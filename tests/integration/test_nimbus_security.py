@@ -281,3 +281,31 @@ def test_every_client_command_has_a_deadline(tmp_path, peer_kind):
     assert out.returncode == 2, out.stderr
     assert "within 1s" in out.stderr and "--keys DIR or STORMISH_KEYS" in out.stderr
     assert took < 30, f"the command took {took:.1f}s with --connect-timeout 1"
+
+
+def test_a_submit_whose_code_does_not_unpickle_on_nimbus_is_answered_with_why(
+    tmp_path, monkeypatch
+):
+    """Issue 31, defect 3: a topology importing a module nimbus's host lacks was dropped
+    unanswered (the client waited 30 s and blamed the keys); nimbus answers at once,
+    naming the module."""
+    from stormish import StormishError, Topology
+
+    n = NimbusProcess(str(tmp_path))  # started before the helper is on our path
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "helper_mod_31.py").write_text(
+        "from stormish.testing import ListSpout\n\nclass Lines(ListSpout):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    import helper_mod_31
+
+    t = Topology("needs-helper")
+    t.set_spout("s", helper_mod_31.Lines([["a"]], fields=["line"]))
+    try:
+        with closing(n.client()) as c:
+            start = time.monotonic()
+            with pytest.raises(StormishError, match="No module named 'helper_mod_31'"):
+                c.call("submit", (t, {}))
+            assert time.monotonic() - start < 5  # answered, not timed out (timeout=5)
+    finally:
+        n.close()
