@@ -14,14 +14,16 @@ logs --component C` filters on that tag.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import os
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 # Who runs on a thread: thread id -> a function giving the "component:task" of the
 # executor it runs now (None: none). Registered once per thread, read only when a record
@@ -182,14 +184,42 @@ def start_line(topology: str, index: int, pid: int, details: str) -> bytes:
     return f"=== {stamp} worker {topology}/{index} started: pid {pid}, {details} ===\n".encode()
 
 
+# A worker's log holds what its code prints and logs (data, tracebacks with values): only
+# the user that runs it reads it, whatever the umask (issue 24: they were 0644 in 0755).
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_dir(path: str) -> str:
+    """Make the log directory `path` (and its parents) if it is missing: made here, it is
+    0700 whatever the umask (makedirs' mode is masked by the umask, so it is never wider
+    on the way, and set exactly after). One that exists keeps its mode: it is the
+    operator's, and may be shared (/tmp); the files stormish writes in it are 0600."""
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+def _open_private(path: str, truncate: bool = False) -> BinaryIO:
+    """`path` for appending (or afresh), 0600 from its first byte; an older file of ours
+    that was wider is narrowed."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    with contextlib.suppress(OSError):  # not ours to change: it stays as it is
+        os.fchmod(fd, FILE_MODE)
+    return os.fdopen(fd, "wb" if truncate else "ab")
+
+
 class RotatingFile:
     """A worker's log file, kept under `max_bytes` by rolling it to `path.1`, `path.2`,
-    ... up to `backups` (Storm's worker.log rolling); written whole lines at a time."""
+    ... up to `backups` (Storm's worker.log rolling); written whole lines at a time.
+    Every file it makes is 0600 (`FILE_MODE`)."""
 
     def __init__(self, path: str, max_bytes: int = 100 << 20, backups: int = 9):
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
-        self.f = open(path, "ab")  # noqa: SIM115 - kept open while the worker writes
-        self.size = self.f.tell()
+        self.f = _open_private(path)  # kept open while the worker writes
+        self.size = self.f.seek(0, os.SEEK_END)
 
     def write(self, data: bytes) -> None:
         if self.max_bytes and self.size and self.size + len(data) > self.max_bytes:
@@ -199,17 +229,15 @@ class RotatingFile:
         self.size += len(data)
 
     def rotate(self) -> None:
-        import os
-
         self.f.close()
         if self.backups > 0:
             for i in range(self.backups - 1, 0, -1):
                 if os.path.exists(f"{self.path}.{i}"):
                     os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
             os.replace(self.path, f"{self.path}.1")
-            self.f = open(self.path, "ab")  # noqa: SIM115
+            self.f = _open_private(self.path)
         else:
-            self.f = open(self.path, "wb")  # noqa: SIM115
+            self.f = _open_private(self.path, truncate=True)
         self.size = 0
 
     def close(self) -> None:
@@ -223,8 +251,6 @@ def read_log(path: str, at: int | Sequence[int] | None, max_bytes: int) -> dict[
     (`RotatingFile`: it is `path.1` now) first reads the rest of it there, then goes on
     in the new file from its start; a bare offset (older callers) past the end starts
     again at 0."""
-    import os
-
     try:
         st = os.stat(path)
     except OSError:
@@ -252,8 +278,6 @@ def read_log(path: str, at: int | Sequence[int] | None, max_bytes: int) -> dict[
 def _read_piece(
     path: str, ino: int, offset: int, max_bytes: int, skip_partial: bool = False
 ) -> dict[str, Any]:
-    import os
-
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         f.seek(offset)

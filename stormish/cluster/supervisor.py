@@ -34,10 +34,11 @@ from typing import Any
 
 import zmq
 
-from ..logs import RotatingFile, read_log, start_line, worker_log_name
+from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
 from .api import API_VERBS
+from .listen import listen_address
 from .restarts import RestartPolicy, describe_exit, last_line
 
 log = logging.getLogger("stormish.supervisor")
@@ -133,7 +134,7 @@ class Supervisor:
         self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
         self.ports = list(ports)
         self.host = host
-        self.bind_host = bind_host or ("127.0.0.1" if security.name == "loopback" else "0.0.0.0")
+        self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
         security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
         self.security = security
         self.keys_dir = keys_dir
@@ -363,7 +364,7 @@ class Supervisor:
             s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
             s.finished = False
             return
-        os.makedirs(self.log_dir, exist_ok=True)
+        private_dir(self.log_dir)
         s.log_path = self.log_path(s.topology, s.index)
         s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
         s.proc = subprocess.Popen(

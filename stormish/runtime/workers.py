@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import pickling, statusline
 from ..errors import WorkerError
-from ..logs import RotatingFile, start_line, worker_log_name
+from ..logs import RotatingFile, private_dir, start_line, worker_log_name
 from ..state.factory import DATA_ENV
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
@@ -313,7 +313,7 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
     backups = conf["stormish.local.log.backups"]
     where = conf["stormish.local.log.dir"]
     if where:
-        os.makedirs(where, exist_ok=True)
+        private_dir(where)  # 0700 when made here (its files are 0600)
         return os.path.abspath(where), False, (max_bytes, backups)
     return tempfile.mkdtemp(prefix=f"stormish-{name}-"), True, (max_bytes, min(backups, 1))
 

@@ -38,6 +38,9 @@ class LocalBackend:
         self._graph: dict[str, Any] | None = None
         self.on_kill = on_kill  # a kill from the page: the run command stops, as on Ctrl-C
         self.killed = False
+        # whether the spouts run: a local run starts active (`run` has no --inactive) and
+        # only this page changes it; a kill deactivates them first
+        self.active = True
 
     def topologies(self) -> list[dict[str, Any]]:
         r = self.running
@@ -45,7 +48,7 @@ class LocalBackend:
         return [
             {"name": r.name, "status": status, "workers": r.plan.workers,
              "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
-             "active": getattr(r, "active", True)}
+             "active": self.active and not self.killed}
         ]  # fmt: skip
 
     def supervisors(self) -> list[dict[str, Any]]:
@@ -72,6 +75,7 @@ class LocalBackend:
         elif verb in ("activate", "deactivate"):
             with self.lock:
                 self.running.set_active(verb == "activate")
+                self.active = verb == "activate"
         else:
             raise StormishError(f"{verb} needs a cluster: the local run has one fixed plan")
 

@@ -16,15 +16,21 @@ request; a window the server has not been up for is as long as its samples reach
 window) is over the window asked (600 s by default, Storm's), the page's rates over the
 last 10 s.
 
-Loopback only, like a daemon without keys: a request whose Host is not a loopback name is
-refused (a DNS-rebinding page cannot read it), and a POST must carry the header
+Loopback only, like a daemon without keys: the server (httpd.HttpServer, on 127.0.0.1)
+refuses a request whose Host is not a loopback name on every path, this API, the page and
+/metrics alike (a DNS-rebinding page cannot read them), and a POST must carry the header
 `X-Stormish-UI: 1`, which a cross-site form cannot send (a browser would need a CORS
 preflight this server never grants), so no other web page can kill a topology.
+
+Numbers in a query or a path (`window`, a kill's wait, a rebalance's workers) are checked
+here: one that is not a finite number in its range (`inf`, `1e400`, `nan`, `-1`) is a 400
+naming the parameter.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -39,7 +45,6 @@ from .backend import Backend
 
 RECENT = 10.0  # seconds the page's rates are measured over
 KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 HEADER = "HTTP_X_STORMISH_UI"
 
 
@@ -287,9 +292,6 @@ class RestApp:
 
     # -- WSGI -------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        host = environ.get("HTTP_HOST", "").rsplit(":", 1)[0]
-        if host not in LOOPBACK:
-            return _reply(start_response, 403, {"error": f"host {host!r}: loopback only"})
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "/")
         if not path.startswith("/api/"):
@@ -325,7 +327,7 @@ class RestApp:
             verb = parts[2]
             if verb not in ("activate", "deactivate", "kill", "rebalance"):
                 raise KeyError(path)
-            arg = float(parts[3]) if len(parts) == 4 else None
+            arg = _path_number(verb, parts[3]) if len(parts) == 4 else None
             self.backend.act(name, verb, arg)
             return {"topologyOperation": verb, "topologyId": name, "status": "success"}
         if method != "GET":
@@ -338,9 +340,7 @@ class RestApp:
             if w == ":all-time":
                 win = window(stats, None, now) | {"all_time": True}
             else:
-                secs = float(w)
-                if secs <= 0:
-                    raise ValueError(f"window {w!r}: seconds > 0 or :all-time")
+                secs = _number("window", w, "seconds > 0 or :all-time", above=0.0)
                 # a topology younger than the window: its whole life is in it
                 young = stats.uptime_seconds <= secs
                 win = window(stats, None if young else self.histories[name].since(now, secs), now)
@@ -395,6 +395,30 @@ class RestApp:
                                   ("Content-Length", str(len(body))),
                                   ("Cache-Control", "no-store")])  # fmt: skip
         return [body]
+
+
+def _number(name: str, text: str, wanted: str, above: float = -1.0) -> float:
+    """`text` as a finite number greater than `above`; otherwise a ValueError (a 400)
+    naming the parameter: `float()` takes 'inf', 'nan' and '1e400' (inf), which would
+    reach a `round()` or an `int()` and fail there as a 500."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= above:
+        raise ValueError(f"{name} {text!r}: {wanted}")
+    return value
+
+
+def _path_number(verb: str, text: str) -> float:
+    """The number after a verb: a kill's wait (seconds >= 0), a rebalance's workers."""
+    if verb == "rebalance":
+        n = _number("rebalance workers", text, "a whole number > 0", above=0.0)
+        if n != int(n):
+            raise ValueError(f"rebalance workers {text!r}: a whole number > 0")
+        return n
+    what = "kill wait" if verb == "kill" else f"{verb} argument"
+    return _number(what, text, "seconds >= 0, a finite number")
 
 
 def _query(environ: dict) -> dict[str, str]:

@@ -81,6 +81,25 @@ def test_run_log_dir_keeps_rolled_worker_logs_with_a_line_per_start(tmp_path):
     assert not [p for p in logs.iterdir() if not p.name.startswith("chatter-worker-")]
 
 
+def test_run_log_files_are_0600_in_a_0700_directory_under_umask_0(tmp_path):
+    """Issue 24 finding 8: they were 0644 in 0755 (the umask's)."""
+    import os
+    import stat
+
+    topo = tmp_path / "chatter.py"
+    topo.write_text(TOPOLOGY)
+    logs = tmp_path / "nested" / "logs"
+    out = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2", "--log-dir",
+         str(logs), "-c", f"stormish.local.log.max.bytes={MAX_BYTES}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, umask=0,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in logs.iterdir()}
+    assert len(modes) >= 4 and set(modes.values()) == {0o600}, modes  # rolled ones too
+    assert stat.S_IMODE(os.stat(logs).st_mode) == 0o700
+
+
 class Talk(BasicBolt):
     def execute(self, tup):
         print(f"talk line {tup.values[0]:04d} " + "x" * 80)

@@ -158,6 +158,9 @@ def test_storms_rest_shapes_from_a_local_run(run_with_ui):
     assert get(api + "/topology/ghost")[0] == 404
     assert get(api + "/topology/restful/component/ghost")[0] == 404
     assert get(api + "/topology/restful?window=-1")[0] == 400
+    for w in ("inf", "1e400", "nan"):  # issue 24: these were a 500
+        code, body = get(api + f"/topology/restful?window={w}")
+        assert code == 400 and body["error"].startswith(f"window '{w}'"), body
     assert proc.poll() is None
 
 
@@ -166,6 +169,12 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     api = url + "/api/v1"
     code, body = get(api + "/topology/summary", host="attacker.example:80")
     assert code == 403 and "loopback only" in body["error"]
+    # issue 24: /metrics on the UI port too (it skipped the check)
+    code, body = get(url + "/metrics", host="attacker.example:80")
+    assert code == 403 and "loopback only" in body["error"]
+    req = urllib.request.Request(url + "/metrics")
+    with urllib.request.urlopen(req, timeout=20) as r:
+        assert r.status == 200 and b"stormish_" in r.read()
     code, body = post(api + "/topology/restful/kill/0", header=False)  # a cross-site form
     assert code == 403 and "X-Stormish-UI" in body["error"]
     assert proc.poll() is None
@@ -178,3 +187,22 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "topology 'restful': killed from the web UI after" in out
+
+
+def test_the_summary_says_whether_the_topology_is_active(run_with_ui):
+    """Issue 24: a local run's summary said `"active": true` after a deactivate."""
+    proc, url, _release = run_with_ui
+    api = url + "/api/v1"
+
+    def active() -> bool:
+        (row,) = get(api + "/topology/summary")[1]["topologies"]
+        return row["active"]
+
+    assert active() is True
+    assert post(api + "/topology/restful/deactivate")[0] == 200
+    assert active() is False
+    assert post(api + "/topology/restful/activate")[0] == 200
+    assert active() is True
+    assert post(api + "/topology/restful/kill/0")[0] == 200
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0

@@ -21,6 +21,44 @@ def test_a_rotating_file_rolls_past_its_size_and_keeps_its_backups(tmp_path):
     assert (tmp_path / "w.log.2").read_text().startswith("line 03 ")  # older ones dropped
 
 
+def test_log_files_are_0600_in_a_0700_directory_whatever_the_umask(tmp_path):
+    """Issue 24 finding 8: worker logs were 0644 in 0755 directories."""
+    import os
+    import stat
+
+    def mode(p) -> int:
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    old = os.umask(0)
+    try:
+        where = logs.private_dir(str(tmp_path / "a" / "logs"))
+        f = logs.RotatingFile(os.path.join(where, "w.log"), max_bytes=50, backups=1)
+        for _ in range(4):
+            f.write(b"x" * 40 + b"\n")  # rolled: w.log.1 and a new w.log
+        f.close()
+        once = logs.RotatingFile(os.path.join(where, "o.log"), max_bytes=50, backups=0)
+        once.write(b"y" * 60 + b"\n")
+        once.write(b"y\n")  # rolled without a backup: the file afresh
+        once.close()
+        old_file = tmp_path / "older.log"  # written by an earlier version, 0644
+        old_file.write_bytes(b"before\n")
+        old_file.chmod(0o644)
+        logs.RotatingFile(str(old_file)).close()
+        shared = tmp_path / "shared"  # an operator's directory keeps its mode
+        shared.mkdir(mode=0o755)
+        logs.private_dir(str(shared))
+    finally:
+        os.umask(old)
+    assert mode(where) == 0o700
+    assert sorted(os.listdir(where)) == ["o.log", "w.log", "w.log.1"]
+    assert {n: mode(os.path.join(where, n)) for n in os.listdir(where)} == {
+        "o.log": 0o600, "w.log": 0o600, "w.log.1": 0o600
+    }  # fmt: skip
+    assert (tmp_path / "a" / "logs" / "o.log").read_bytes() == b"y\n"
+    assert mode(old_file) == 0o600 and old_file.read_bytes() == b"before\n"
+    assert mode(shared) == 0o755
+
+
 def test_read_log_gives_whole_lines_a_tail_and_starts_over_after_a_roll(tmp_path):
     path = tmp_path / "w.log"
     path.write_text("".join(f"line {i}\n" for i in range(100)))

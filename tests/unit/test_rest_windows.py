@@ -32,3 +32,60 @@ def test_without_a_sample_the_window_is_the_whole_life_and_old_samples_are_dropp
     h.add(0.0, stats(0, 1))
     h.add(KEEP + 100.0, stats(1, KEEP + 101))
     assert len(h.samples) == 1
+
+
+class _Backend:
+    """One topology, 'wc', and what was asked of it."""
+
+    def __init__(self) -> None:
+        self.acts: list[tuple[str, float | None]] = []
+
+    def topologies(self):
+        return [{"name": "wc", "status": "running"}]
+
+    def supervisors(self):
+        return []
+
+    def stats(self, name):
+        if name != "wc":
+            raise KeyError(name)
+        return stats(10, 5.0)
+
+    def graph(self, name):
+        return {"components": {}, "edges": []}
+
+    def act(self, name, verb, arg):
+        self.acts.append((verb, arg))
+
+
+def ask(app, method: str, path: str) -> tuple[str, dict]:
+    import json
+
+    got = {}
+    path, _, query = path.partition("?")
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query,
+               "HTTP_HOST": "127.0.0.1:8080", "HTTP_X_STORMISH_UI": "1"}  # fmt: skip
+    body = b"".join(app(environ, lambda status, headers: got.setdefault("status", status)))
+    return got["status"], json.loads(body)
+
+
+def test_numbers_that_are_not_finite_or_out_of_range_are_a_400_naming_the_parameter():
+    """Issue 24 finding 8: window=inf / 1e400 reached round() and gave a 500."""
+    from stormish.ui.rest import RestApp
+
+    backend = _Backend()
+    app = RestApp(backend)
+    for w in ("inf", "1e400", "-inf", "nan", "-1", "0", "abc"):
+        status, body = ask(app, "GET", f"/api/v1/topology/wc?window={w}")
+        assert status.startswith("400") and body["error"].startswith(f"window {w!r}:"), body
+    assert ask(app, "GET", "/api/v1/topology/wc?window=30")[0].startswith("200")
+    assert ask(app, "GET", "/api/v1/topology/wc?window=:all-time")[0].startswith("200")
+    bad = [("kill/inf", "kill wait"), ("kill/nan", "kill wait"), ("kill/-1", "kill wait")]
+    bad += [(f"rebalance/{n}", "rebalance workers") for n in ("1e400", "0", "2.5", "inf")]
+    for path, name in bad:
+        status, body = ask(app, "POST", f"/api/v1/topology/wc/{path}")
+        assert status.startswith("400") and body["error"].startswith(name), (path, body)
+    assert backend.acts == []
+    assert ask(app, "POST", "/api/v1/topology/wc/kill/0")[0].startswith("200")
+    assert ask(app, "POST", "/api/v1/topology/wc/rebalance/3")[0].startswith("200")
+    assert backend.acts == [("kill", 0.0), ("rebalance", 3.0)]
