@@ -95,7 +95,7 @@ class WorkerLink:
         else:
             self.security.check_bind(bind)
             self.pull.bind(bind)
-            self.address = advertise or bind  # bound on 0.0.0.0, reached by host name
+            self.address = advertise or bind  # bound on an address, reached by the name peers know
         self.transfer = TransferQueue(conf["topology.transfer.buffer.size"])
         self.remote = RemoteBackpressure()
         self.remote.now = time.monotonic
