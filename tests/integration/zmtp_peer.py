@@ -5,7 +5,7 @@ pyzmq): it connects, sends the frames it is given, and says on stdout what came 
     python3 zmtp_peer.py HOST PORT [--reply] HEX_FRAME[,HEX_FRAME...] [...]
 
 Each argument after the port is one message (frames hex-encoded, comma-separated).
-With --reply it waits for one reply to the last message and prints its frames as hex.
+With --reply it prints every reply (frames as hex) up to the one to the last message.
 It prints `refused <mechanism>` when the server wants another security mechanism (a
 keyed daemon: CURVE), `closed` when the server hung up, `sent` after sending.
 """
@@ -69,16 +69,18 @@ def main(argv: list[str]) -> int:
             parts = [bytes.fromhex(p) for p in m.split(",")]
             s.sendall(b"".join(frame(p, i < len(parts) - 1) for i, p in enumerate(parts)))
         print("sent", flush=True)
-        if want_reply:
+        last_id = bytes.fromhex(messages[-1].split(",")[1]) if messages else b""
+        while want_reply:  # every reply, up to the one to the last message (its id)
             got = []
             while True:
                 flags, body = read_frame(s)
                 if flags & 0x04:
                     continue  # a command (PING, say)
-                got.append(body.hex())
+                got.append(body)
                 if not flags & 0x01:
                     break
-            print("reply " + ",".join(got), flush=True)
+            print("reply " + ",".join(g.hex() for g in got), flush=True)
+            want_reply = len(got) < 2 or got[1] != last_id
     except (ConnectionError, OSError):
         print("closed", flush=True)
     finally:
