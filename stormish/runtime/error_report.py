@@ -154,7 +154,7 @@ def report(
         kind=kind,
         component=component,
         task=task,
-        error=f"{type(exc).__name__}: {exc}",
+        error=f"{type(exc).__name__}: {exc}{hint(exc, inner)}",
         owner=owner,
         method=method,
         file=inner.filename if inner else None,
@@ -162,6 +162,23 @@ def report(
         time=time.time(),
         captured=te,
     )
+
+
+IS_TICK_CALLED = "; tup.is_tick is a property (a bool), not a method: write `if tup.is_tick:`"
+
+
+def hint(exc: BaseException, inner: FrameSummary | None) -> str:
+    """What the bare message does not say, for a mistake it names badly: the call
+    `tup.is_tick()` (Storm's `isTick()` is a method) raises "'bool' object is not
+    callable" on the user's line."""
+    if (
+        isinstance(exc, TypeError)
+        and "'bool' object is not callable" in str(exc)
+        and inner is not None
+        and ".is_tick(" in (inner.line or "")
+    ):
+        return IS_TICK_CALLED
+    return ""
 
 
 def stuck_report(
