@@ -553,31 +553,16 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
         f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
         f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
     )
-    cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "exec ms",
-            "compl ms", "bp s", "errors"]  # fmt: skip
-    rows = [
-        [c.component, f"{c.tasks}", f"{c.emitted:,}", f"{c.executed:,}", f"{c.acked:,}",
-         f"{c.failed:,}", f"{c.execute_latency_ms:.3f}", f"{c.complete_latency_ms:.2f}",
-         f"{c.backpressure_seconds:.2f}", f"{c.errors}"]
-        for c in stats.components.values()
-    ]  # fmt: skip
+    from . import summary_table
+
+    components = list(stats.components.values())
     if sys.stdout.isatty():
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table(*cols, box=None, header_style="bold")
-        for col in table.columns[1:]:
-            col.justify = "right"
-        for r in rows:
-            table.add_row(*r)
-        Console().print(table)
-    else:  # plain columns for pipes and scripts
-        widths = [16, 6, 12, 12, 10, 8, 9, 9, 7, 7]
-        for r in [cols, *rows]:
-            cells = zip(r, widths, strict=True)
-            click.echo(
-                "".join(f"{v:<{w}}" if i == 0 else f"{v:>{w}}" for i, (v, w) in enumerate(cells))
-            )
+        summary_table.render_rich(components, Console())
+    else:  # plain columns for pipes and scripts: all of them, exact numbers
+        for line in summary_table.plain(components):
+            click.echo(line)
     for line in edge_table(stats):
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):
