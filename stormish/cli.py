@@ -546,15 +546,15 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
     """The closing table (rich's on a terminal); then, per component with errors, how
     many were not `shown` in full as they happened (per component and worker) and the
     last of them. `as_json`: the statistics as JSON on stdout, nothing else."""
+    from . import summary_table
+
     if as_json:
         click.echo(json.dumps(dict(stats.to_dict(), ended=why), indent=2))
         return
     click.echo(
-        f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
+        f"topology {stats.name!r}: {why} after {summary_table.duration(stats.uptime_seconds)} "
         f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
     )
-    from . import summary_table
-
     components = list(stats.components.values())
     if sys.stdout.isatty():
         from rich.console import Console

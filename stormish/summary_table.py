@@ -50,6 +50,14 @@ def short(n: int) -> str:
     return f"{n:,}"  # pragma: no cover
 
 
+def duration(seconds: float) -> str:
+    """A run's length for the summary's first line: `2.07s`, or in milliseconds below a
+    second (a run that failed at its first tuples said `failed after 0.00s`)."""
+    if seconds >= 1:
+        return f"{seconds:.2f}s"
+    return f"{seconds * 1000:.{1 if seconds < 0.01 else 0}f} ms"
+
+
 def _cell(c: Any, header: str, attr: str, exact: bool) -> str:
     if header == "executed" and c.kind == "spout":
         return "-"
