@@ -148,11 +148,13 @@ def run(
         os.environ["STORMISH_LOG_LEVEL"] = level  # the worker processes read it
         logs.configure("run", level)
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
-    sys.exit(
-        _run_local(
+    from .logs import tagged_streams
+
+    with tagged_streams():  # a component's prints in this process (-w 1) carry its tag
+        code = _run_local(
             topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port, as_json
         )
-    )
+    sys.exit(code)
 
 
 @main.command()

@@ -85,6 +85,9 @@ class Scheduler:
         # what the stuck watch reads (runtime/stuck_watch.py): the executor in
         # prepare/open, since when (not a turn: nothing is moved from under a begin)
         self.beginning: tuple[Executor, float] | None = None
+        # the executor in prepare/open or cleanup/close, named by this thread's log lines
+        # and prints as `current` is in a turn
+        self.naming: Executor | None = None
         self.evicted: Executor | None = None
         self.handed_link: WorkerLink | None = None
         for ex in executors:
@@ -130,7 +133,7 @@ class Scheduler:
 
     def _main(self) -> None:
         # log records and prints on this thread name the executor whose turn it is
-        logs.register(lambda: None if (ex := self.current) is None else ex.log_tag)
+        logs.register(lambda: None if (ex := self.current or self.naming) is None else ex.log_tag)
         try:
             self._turns()
         finally:
@@ -163,8 +166,9 @@ class Scheduler:
                     elif ex.wants_to_begin():
                         waiting.remove(ex)
                         self.beginning = (ex, monotonic())
+                        self.naming = ex
                         began = self._guard(ex, ex.begin)
-                        self.beginning = None
+                        self.beginning = self.naming = None
                         if began:
                             ex.begun = True
                             begun.append(ex)
@@ -250,14 +254,21 @@ class Scheduler:
             return False
 
     def _finish(self, ex: Executor) -> None:
-        self._guard(ex, ex.end)
+        self.naming = ex  # cleanup/close's prints and records name it (issue 31)
+        try:
+            self._guard(ex, ex.end)
+        finally:
+            self.naming = None
         ex.done = True
 
     def _end_quietly(self, ex: Executor) -> None:
+        self.naming = ex
         try:
             ex.end()
         except BaseException:  # noqa: BLE001 - already failed; its first error is kept
             pass
+        finally:
+            self.naming = None
         ex.done = True
 
 
