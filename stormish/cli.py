@@ -458,7 +458,7 @@ def _watch_lines(
             return 1
         now = time.monotonic()
         if seconds is not None and now - start >= seconds:
-            reason["why"] = f"stopped after --time {seconds:g}s"
+            reason["why"] = f"stopped by --time {seconds:g}s"
             break
         if tty and now >= next_status:
             s = running.statistics()
@@ -553,10 +553,7 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
     if as_json:
         click.echo(json.dumps(dict(stats.to_dict(), ended=why), indent=2))
         return
-    click.echo(
-        f"topology {stats.name!r}: {why} after {summary_table.duration(stats.uptime_seconds)} "
-        f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
-    )
+    click.echo(summary_table.headline(stats.name, why, stats.uptime_seconds, stats.workers))
     components = list(stats.components.values())
     if sys.stdout.isatty():
         from rich.console import Console

@@ -58,6 +58,15 @@ def duration(seconds: float) -> str:
     return f"{seconds * 1000:.{1 if seconds < 0.01 else 0}f} ms"
 
 
+def headline(name: str, why: str, seconds: float, workers: int) -> str:
+    """The summary's first line: `topology 'wc': complete after 2.07s (1 worker)`; a
+    run `--time` stopped says so once: `stopped by --time 2s (ran 2.07s, 1 worker)`."""
+    n = f"{workers} worker{'s' if workers > 1 else ''}"
+    if "--time" in why:
+        return f"topology {name!r}: {why} (ran {duration(seconds)}, {n})"
+    return f"topology {name!r}: {why} after {duration(seconds)} ({n})"
+
+
 def _cell(c: Any, header: str, attr: str, exact: bool) -> str:
     if header == "executed" and c.kind == "spout":
         return "-"

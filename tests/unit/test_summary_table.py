@@ -96,3 +96,13 @@ def test_a_spout_row_shows_no_executed_count():
     i = f.headers.index("executed")
     assert f.rows[0][i] == "-"
     assert f.rows[2][i] == "12,345,678"
+
+
+def test_the_first_line_says_the_time_once_and_in_ms_below_a_second():
+    from stormish.summary_table import headline
+
+    assert headline("wc", "stopped by --time 2s", 2.071, 1) == (
+        "topology 'wc': stopped by --time 2s (ran 2.07s, 1 worker)"
+    )
+    assert headline("wc", "failed", 0.0123, 2) == "topology 'wc': failed after 12 ms (2 workers)"
+    assert headline("wc", "failed", 0.0004, 1) == "topology 'wc': failed after 0.4 ms (1 worker)"
