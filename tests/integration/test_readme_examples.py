@@ -43,6 +43,8 @@ EXAMPLES = [
 def test_the_examples_are_found():
     ids = [p.id for p in EXAMPLES]
     assert sum(i.startswith("README.md") for i in ids) >= 5, ids
+    for doc in ("config.md", "edges.md", "state.md", "windows.md"):
+        assert any(i.startswith(doc) for i in ids), (doc, ids)
 
 
 @pytest.mark.timeout(240)
@@ -64,6 +66,6 @@ def test_an_example_runs_as_written(tmp_path, code):
         assert re.search(r"^topology '[\w-]+': (complete|stopped by --time)", r.stdout, re.M)
         data = json.loads(stats.read_text())
         for name, c in data["components"].items():
-            assert c["errors"] == 0 and c["failed"] == 0, (name, c)
+            assert c["errors"] == 0, (name, c)  # failed: an edge policy's drops may fail
             if c["kind"] == "spout":
                 assert c["emitted"] > 0, (name, c)
