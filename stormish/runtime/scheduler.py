@@ -346,8 +346,8 @@ class Watchdog:
                     every = LEND_AFTER
                     if now - since >= LEND_AFTER:
                         s.lend_link(ex, since)
-                if self.limit_s <= 0 or len(s.executors) < 2:
-                    continue
+                if self.limit_s <= 0 or len(s.executors) < 2 or now - since < WATCH_EVERY:
+                    continue  # a short turn (most are: 2 ms) is not looked into
                 ran, call = self._call_time(s, since, now)
                 if ran < self.limit_s:
                     continue
