@@ -148,11 +148,13 @@ def run(
         os.environ["STORMISH_LOG_LEVEL"] = level  # the worker processes read it
         logs.configure("run", level)
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
-    sys.exit(
-        _run_local(
+    from .logs import tagged_streams
+
+    with tagged_streams():  # a component's prints in this process (-w 1) carry its tag
+        code = _run_local(
             topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port, as_json
         )
-    )
+    sys.exit(code)
 
 
 @main.command()
@@ -456,7 +458,7 @@ def _watch_lines(
             return 1
         now = time.monotonic()
         if seconds is not None and now - start >= seconds:
-            reason["why"] = f"stopped after --time {seconds:g}s"
+            reason["why"] = f"stopped by --time {seconds:g}s"
             break
         if tty and now >= next_status:
             s = running.statistics()
@@ -546,38 +548,20 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
     """The closing table (rich's on a terminal); then, per component with errors, how
     many were not `shown` in full as they happened (per component and worker) and the
     last of them. `as_json`: the statistics as JSON on stdout, nothing else."""
+    from . import summary_table
+
     if as_json:
         click.echo(json.dumps(dict(stats.to_dict(), ended=why), indent=2))
         return
-    click.echo(
-        f"topology {stats.name!r}: {why} after {stats.uptime_seconds:.2f}s "
-        f"({stats.workers} worker{'s' if stats.workers > 1 else ''})"
-    )
-    cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "exec ms",
-            "compl ms", "bp s", "errors"]  # fmt: skip
-    rows = [
-        [c.component, f"{c.tasks}", f"{c.emitted:,}", f"{c.executed:,}", f"{c.acked:,}",
-         f"{c.failed:,}", f"{c.execute_latency_ms:.3f}", f"{c.complete_latency_ms:.2f}",
-         f"{c.backpressure_seconds:.2f}", f"{c.errors}"]
-        for c in stats.components.values()
-    ]  # fmt: skip
+    click.echo(summary_table.headline(stats.name, why, stats.uptime_seconds, stats.workers))
+    components = list(stats.components.values())
     if sys.stdout.isatty():
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table(*cols, box=None, header_style="bold")
-        for col in table.columns[1:]:
-            col.justify = "right"
-        for r in rows:
-            table.add_row(*r)
-        Console().print(table)
-    else:  # plain columns for pipes and scripts
-        widths = [16, 6, 12, 12, 10, 8, 9, 9, 7, 7]
-        for r in [cols, *rows]:
-            cells = zip(r, widths, strict=True)
-            click.echo(
-                "".join(f"{v:<{w}}" if i == 0 else f"{v:>{w}}" for i, (v, w) in enumerate(cells))
-            )
+        summary_table.render_rich(components, Console())
+    else:  # plain columns for pipes and scripts: all of them, exact numbers
+        for line in summary_table.plain(components):
+            click.echo(line)
     for line in edge_table(stats):
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):

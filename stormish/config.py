@@ -322,8 +322,9 @@ KEYS: dict[str, Key] = {
             "topology.scheduler.blocking.millis",
             100,
             _num(0),
-            "a scheduler turn that runs longer than this moves its executor to a thread of "
-            "its own (it blocks; the others go on on a new scheduler thread); 0: never",
+            "one call into user code (in a scheduler turn) that runs longer than this "
+            "moves its executor to a thread of its own (it blocks; the others go on on a "
+            "new scheduler thread); a long turn of quick calls does not; 0: never",
             "topology",
         ),
         Key(

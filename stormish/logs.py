@@ -22,7 +22,8 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, BinaryIO, TextIO
 
 # Who runs on a thread: thread id -> a function giving the "component:task" of the
@@ -120,6 +121,8 @@ class TaggedOutput(io.TextIOBase):
         return True
 
     def write(self, s: str) -> int:
+        if not isinstance(s, str):  # a text stream: click probes with b"" for a binary one
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         if not s:
             return 0
         tag = current_tag()
@@ -149,6 +152,22 @@ class TaggedOutput(io.TextIOBase):
     @property
     def encoding(self) -> Any:  # type: ignore[override]
         return getattr(self.raw, "encoding", "utf-8")
+
+
+@contextmanager
+def tagged_streams() -> Iterator[None]:
+    """While it lasts, this process's stdout and stderr tag each line a component's
+    code writes (`stormish run` with executors in this process: `-w 1`); lines of
+    threads that run no component pass unchanged, so the summary is not touched."""
+    out, err = sys.stdout, sys.stderr
+    if not isinstance(out, TaggedOutput):
+        sys.stdout = TaggedOutput(out)  # type: ignore[assignment]
+    if not isinstance(err, TaggedOutput):
+        sys.stderr = TaggedOutput(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def component_lines(text: str, component: str) -> list[str]:

@@ -146,7 +146,7 @@ def shown(status: StatusLine) -> Iterator[StatusLine]:
     ]
     for h, stream in swapped:
         h.setStream(AboveStatus(stream))
-    sys.stdout, sys.stderr = AboveStatus(out), AboveStatus(err)
+    sys.stdout, sys.stderr = _above(out), _above(err)
     current = status
     try:
         yield status
@@ -156,6 +156,17 @@ def shown(status: StatusLine) -> Iterator[StatusLine]:
             h.setStream(stream)
         current = None
         status.end()
+
+
+def _above(stream: Any) -> Any:
+    """`stream` going above the status line; a stream that tags a component's lines
+    (logs.TaggedOutput) still does: the tag is read on the writing thread, before the
+    line is handed to the display."""
+    from .logs import TaggedOutput
+
+    if isinstance(stream, TaggedOutput):
+        return TaggedOutput(AboveStatus(stream.raw))  # type: ignore[arg-type]
+    return AboveStatus(stream)
 
 
 class AboveStatus:

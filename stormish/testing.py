@@ -138,7 +138,7 @@ class CaptureBolt(Bolt):
         self.captured: list[tuple[Any, ...]] = []
 
     def execute(self, tup: Any) -> None:
-        if tup.is_tick():
+        if tup.is_tick:
             return
         self.captured.append(tuple(tup.values))
         if self.outputs is not None:

@@ -54,7 +54,7 @@ class _Capture(Bolt):
         self.seen: list[tuple[str, str, list[Any]]] = []
 
     def execute(self, tup: Any) -> None:
-        if tup.is_tick():
+        if tup.is_tick:
             return
         self.seen.append((tup.source_component, tup.stream, list(tup.values)))
         self.ack(tup)

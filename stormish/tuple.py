@@ -106,7 +106,12 @@ class Tuple(_FromSource):
     def as_dict(self) -> dict[str, Any]:
         return dict(zip(self.source.fields, self.values, strict=False))
 
+    @property
     def is_tick(self) -> bool:
+        """True for a tick tuple (`topology.tick.tuple.freq.secs`), as Storm's
+        `TupleUtils.isTick`. A property, so `if tup.is_tick:` reads right; the call
+        `tup.is_tick()` raises TypeError (a bool is not callable, and the error report
+        says why) instead of a bound method that is always true."""
         return self.source.stream == TICK_STREAM
 
     def __repr__(self) -> str:

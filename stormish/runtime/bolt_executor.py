@@ -465,7 +465,7 @@ class BoltExecutor(Executor):
                     real(*args, **kw)
                 n += 1
                 if exc is not None:
-                    self._on_error(exc, t)
+                    self._on_error(exc, t, [r[0] for r in result], t)
                 elif self.basic:
                     self.acked += 1
                     if t.meta:
@@ -578,7 +578,7 @@ class BoltExecutor(Executor):
                     try:
                         execute(t)
                     except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
-                        self._on_error(exc, None)
+                        self._on_error(exc, None, values, v)
                 self.acked += n
             else:
                 col = self.collector
@@ -590,7 +590,7 @@ class BoltExecutor(Executor):
                     try:
                         execute(t)
                     except Exception as exc:  # noqa: BLE001
-                        self._on_error(exc, t)
+                        self._on_error(exc, t, values, v)
         elif self.basic:
             col = self.collector
             folder = col.acks
@@ -612,7 +612,7 @@ class BoltExecutor(Executor):
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
                     failed += 1
-                    self._uncaught(exc)
+                    self._uncaught_at(exc, values, v, failed - 1)
                     fail(t, _error_text(exc))
                     continue
                 if m:  # AckFolder.ack, inlined: a call per reliable tuple less
@@ -636,7 +636,7 @@ class BoltExecutor(Executor):
                 try:
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
-                    self._on_error(exc, t)
+                    self._on_error(exc, t, values, v)
         if stream != TICK_STREAM:
             self.consumed += n
         self.executed += n
@@ -663,7 +663,11 @@ class BoltExecutor(Executor):
         try:
             self.obj.execute_batch(tb)
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
-            self._uncaught(exc)
+            try:
+                self._uncaught(exc)
+            except BaseException:
+                self.executed += len(tb._made) or n  # as their emits are counted
+                raise
             if self.basic:
                 self.failed += n
                 if metas is not None:
@@ -680,8 +684,24 @@ class BoltExecutor(Executor):
         if self.basic and self.lane_keys and (src_task, stream) in self.lane_keys:
             self.queue.settle((src_task, stream), n)
 
-    def _on_error(self, exc: Exception, tup: Tuple | None) -> None:
-        self._uncaught(exc)
+    def _uncaught_at(
+        self, exc: Exception, values: list, row: Any, failed_before: int | None = None
+    ) -> None:
+        """`_uncaught` for the tuple of `row` in a batch of `values`: an exception that
+        ends the task ends the batch too, and the tuples executed up to it (it included)
+        are counted as executed, as their emits were (a run that failed at a batch's 19th
+        tuple showed `emitted 18, executed 0`). The error path alone pays for it."""
+        try:
+            self._uncaught(exc)
+        except BaseException:
+            i = next((i for i, r in enumerate(values) if r is row), 0)
+            self.executed += i + 1
+            if failed_before is not None:  # a BasicBolt's batch: the rest were acked
+                self.acked += i - failed_before
+            raise
+
+    def _on_error(self, exc: Exception, tup: Tuple | None, values: list, row: Any) -> None:
+        self._uncaught_at(exc, values, row)
         if tup is not None and not self.basic:
             self._fail(tup, _error_text(exc))
             if self.lane_keys:  # a Bolt's lane tuple that raised is settled (failed)

@@ -154,7 +154,7 @@ def report(
         kind=kind,
         component=component,
         task=task,
-        error=f"{type(exc).__name__}: {exc}",
+        error=f"{type(exc).__name__}: {exc}{hint(exc, inner)}",
         owner=owner,
         method=method,
         file=inner.filename if inner else None,
@@ -162,6 +162,23 @@ def report(
         time=time.time(),
         captured=te,
     )
+
+
+IS_TICK_CALLED = "; tup.is_tick is a property (a bool), not a method: write `if tup.is_tick:`"
+
+
+def hint(exc: BaseException, inner: FrameSummary | None) -> str:
+    """What the bare message does not say, for a mistake it names badly: the call
+    `tup.is_tick()` (Storm's `isTick()` is a method) raises "'bool' object is not
+    callable" on the user's line."""
+    if (
+        isinstance(exc, TypeError)
+        and "'bool' object is not callable" in str(exc)
+        and inner is not None
+        and ".is_tick(" in (inner.line or "")
+    ):
+        return IS_TICK_CALLED
+    return ""
 
 
 def stuck_report(
@@ -225,18 +242,40 @@ def _by_component(tasks: Iterable[Any]) -> tuple[dict, dict, dict]:
     return count, per_worker, last
 
 
+def _distinct(tasks: Iterable[Any]) -> dict[str, dict[str, tuple[int, set[int]]]]:
+    """Per component, each distinct error (its headline) with its count and tasks; a
+    task's errors beyond those it kept are counted as its last one."""
+    out: dict[str, dict[str, tuple[int, set[int]]]] = {}
+    for t in tasks:
+        if not t.errors or not t.last_errors:
+            continue
+        heads = [headline(e) for e in t.last_errors]
+        extra = t.errors - len(heads)
+        per = out.setdefault(t.component, {})
+        for i, h in enumerate(heads):
+            n, ids = per.get(h, (0, set()))
+            per[h] = (n + 1 + (extra if i == len(heads) - 1 else 0), ids | {t.task})
+    return out
+
+
 def summary(tasks: Iterable[Any], shown: int) -> list[str]:
     """Closing lines for a terminal, one per component with errors. `shown`: errors per
     component and worker already written in full as they happened (the executors write
     the first SHOWN; 0 when nothing was shown, as for a topology on a remote cluster)."""
+    tasks = list(tasks)
     count, per_worker, last = _by_component(tasks)
     seen: dict[str, int] = {}
     for (comp, _), n in per_worker.items():
         seen[comp] = seen.get(comp, 0) + min(shown, n)
     lines = []
+    distinct = _distinct(tasks)
     for comp in sorted(count):
         more = count[comp] - seen[comp]
-        if not more:
+        if not more:  # all written in full, once per distinct error: each with its tasks
+            for head, (n, ids) in distinct.get(comp, {}).items():
+                if len(ids) > 1:
+                    tids = ", ".join(str(i) for i in sorted(ids))
+                    lines.append(f"component {comp!r}: {n:,} errors in tasks {tids}: {head}")
             continue
         s = "" if more == 1 else "s"
         last_one = headline(last[comp]) if comp in last else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,8 @@ MAX_ERRORS_KEPT = 10
 # Error records of all executors in this process change under it (the error path
 # only): which errors a worker writes in full to the terminal is then exact.
 _ERRORS_LOCK = threading.Lock()
+# per worker: each distinct error written in full, and the task that wrote it
+_WRITTEN: weakref.WeakKeyDictionary[Any, dict[tuple, int]] = weakref.WeakKeyDictionary()
 
 
 class Executor:
@@ -212,6 +215,16 @@ class Executor:
                 if ex.component == self.component
             )
         if n <= SHOWN or kind not in ("execute", "reported"):
+            key = (self.component, rep.error, rep.file, rep.line, kind)
+            with _ERRORS_LOCK:
+                written = _WRITTEN.setdefault(self.worker, {})
+                first = written.setdefault(key, self.task)
+            if first != self.task:  # the same error of another task: one line, no traceback
+                log.error(
+                    "component %r task %d: the same error as task %d: %s",
+                    self.component, self.task, first, rep.headline,
+                )  # fmt: skip
+                return
             more = ""
             if n == SHOWN:
                 more = (

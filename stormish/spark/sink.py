@@ -123,7 +123,7 @@ class SparkSink(Bolt):
 
     # -- input --------------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
-        if tup.is_tick():
+        if tup.is_tick:
             self.on_tick()
             return
         if tup.fields != self._in_fields and not self._check_fields(tup.fields, [tup]):

@@ -190,7 +190,7 @@ class WindowedBolt(Bolt):
             raise TopologyError(
                 f"{type(self).__name__}.prepare() must call super().prepare(conf, context)"
             ) from None
-        if tup.is_tick():
+        if tup.is_tick:
             self._carry_out(self._on_time())
             return
         if self._event_time:

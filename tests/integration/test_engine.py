@@ -353,7 +353,7 @@ class Ticked(BasicBolt):
         self.ticks = 0
 
     def execute(self, tup):
-        if tup.is_tick():
+        if tup.is_tick:
             self.ticks += 1
 
     def result(self):
@@ -496,7 +496,7 @@ class Holder(Bolt):
         self.ticks = 0
 
     def execute(self, tup):
-        if not tup.is_tick():
+        if not tup.is_tick:
             self.held.append(tup)
             return
         self.ticks += 1

@@ -145,7 +145,7 @@ class Ticks(Bolt):
         self.clock = context.clock
 
     def execute(self, tup):
-        if tup.is_tick():
+        if tup.is_tick:
             Ticks.seen.append(self.clock.now())
         else:
             self.ack(tup)

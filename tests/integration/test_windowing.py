@@ -46,7 +46,7 @@ class Lines(Bolt):
         self.path = str(path)
 
     def execute(self, tup):
-        if tup.is_tick():
+        if tup.is_tick:
             return
         with open(self.path, "a") as f:
             f.write(json.dumps([tup.stream, list(tup.values)], default=str) + "\n")

@@ -1,0 +1,101 @@
+"""The scheduler's watchdog judges a long turn by its calls into user code (issue 31
+defect 8): a turn of many quick calls (a batch of 500 tuples at 0.2 ms) is not blocking
+code and moves nothing; one call that runs past the limit is, and the warning names it.
+The engine is a loop compiled under a file name inside stormish/runtime, which is all
+the watchdog looks at; the thread is real."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from stormish.runtime.error_report import ENGINE
+from stormish.runtime.scheduler import Watchdog
+from stormish.testing import poll_for
+
+ENGINE_SRC = """
+def turn(sched, call, n):
+    sched.since = now()
+    sched.current = sched.ex
+    for _ in range(n):
+        call()
+    sched.current = None
+"""
+engine: dict = {"now": time.monotonic}
+exec(compile(ENGINE_SRC, ENGINE + "fake_turns.py", "exec"), engine)
+
+
+class Ex:
+    component, task = "slow", 3
+
+
+class FakeScheduler:
+    def __init__(self):
+        self.ex = Ex()
+        self.current = None
+        self.since = 0.0
+        self.link = None
+        self.handed_link = None
+        self.executors = [self.ex, object()]
+        self.thread: threading.Thread | None = None
+        self.evicted = threading.Event()
+
+    def evict(self, ex, since):
+        if self.current is ex and self.since == since:
+            self.evicted.set()
+            return [object()]
+        return None
+
+
+def spin(ms: float) -> None:  # user code busy on the CPU for `ms`
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+
+def watch(sched: FakeScheduler, target) -> Watchdog:
+    dog = Watchdog(
+        [sched], 0.1, lambda rest: type("S", (), {"start": lambda self: None, "link": None})()
+    )  # type: ignore[arg-type]
+    sched.thread = threading.Thread(target=target, daemon=True)
+    sched.thread.start()
+    dog.start()
+    return dog
+
+
+def test_a_long_turn_of_quick_calls_is_not_blocking(caplog):
+    sched = FakeScheduler()
+    done = threading.Event()
+
+    def run():
+        engine["turn"](sched, lambda: spin(0.2), 1500)  # ~300 ms in one turn
+        done.set()
+
+    dog = watch(sched, run)  # type: ignore[arg-type]
+    try:
+        poll_for(done.is_set, timeout=20, what="the turn to end")
+        assert dog.rounds >= 5  # it looked during the turn
+    finally:
+        dog.stop.set()
+    assert not sched.evicted.is_set()
+    assert "has run" not in caplog.text
+
+
+def test_one_call_past_the_limit_is_moved_and_named(caplog):
+    sched = FakeScheduler()
+    release = threading.Event()
+
+    def blocking_call():  # the user's blocking I/O
+        release.wait(20)
+
+    dog = watch(sched, lambda: engine["turn"](sched, blocking_call, 1))  # type: ignore[arg-type]
+    try:
+        with caplog.at_level(logging.WARNING, "stormish.scheduler"):
+            poll_for(sched.evicted.is_set, timeout=10, what="the blocked call to be moved")
+            poll_for(lambda: "has run" in caplog.text, timeout=5, what="the warning")
+    finally:
+        release.set()
+        dog.stop.set()
+    assert "component 'slow' task 3: one call into its code (" in caplog.text
+    assert "blocking_call at test_watchdog.py:" in caplog.text
