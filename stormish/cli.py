@@ -26,6 +26,7 @@ from .runtime.error_report import summary as error_summary
 from .runtime.stats import edge_table, stuck_tasks, timeout_warning, timing_out
 
 FAIL_FAST = "topology.fail.fast"
+EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
 EXIT_SIGTERM = 143
 
 
@@ -138,7 +139,12 @@ def run(
     log_dir: str | None,
     ui_port: int | None,
 ) -> None:
-    """Run TOPOLOGY_FILE on the embedded local cluster."""
+    """Run TOPOLOGY_FILE on the embedded local cluster.
+
+    \b
+    Exit status: 0 complete or stopped by --time; 1 failed; 2 bad input;
+    130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM). Both signals stop
+    the run cleanly (close/cleanup run, the summary printed) first."""
     if log_dir:  # a config key, so that LocalCluster users have it too
         pairs += (f"stormish.local.log.dir={json.dumps(os.path.abspath(log_dir))}",)
     if verbose or log_level:
@@ -316,14 +322,16 @@ def _run_local(
         stop.set()
 
     # SIGTERM stops the run as Ctrl-C does (workers stopped, temporary directories
-    # removed), then exits 143 (DESIGN section 12); the default handler left both behind
+    # removed), then exits 143 (DESIGN section 12); the default handler left both behind.
+    # Ctrl-C exits 130: a script must tell an interrupted run from a complete one
     old_term = signal.signal(signal.SIGTERM, on_term)
     try:
         code = _run_local_inner(
             path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout,
             stop, reason,
         )  # fmt: skip
-        return EXIT_SIGTERM if reason["why"] == "terminated" else code
+        signalled = {"terminated": EXIT_SIGTERM, "interrupted": EXIT_SIGINT}
+        return signalled.get(reason["why"], code)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         sys.stdout = real_stdout
