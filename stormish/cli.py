@@ -169,6 +169,12 @@ def run(
 @click.option(
     "--inactive", is_flag=True, help="submit with spouts inactive (not opened) until activate"
 )
+@click.option(
+    "--no-ship",
+    is_flag=True,
+    help="do not ship the modules the topology file imports from its own directory "
+    "(they must then be installed where nimbus and the workers run)",
+)
 @_run_options
 def submit(
     topology_file: str,
@@ -177,6 +183,7 @@ def submit(
     wait: bool,
     timeout: float | None,
     inactive: bool,
+    no_ship: bool,
     pairs: tuple[str, ...],
     profile: str | None,
     seconds: float | None,
@@ -184,7 +191,11 @@ def submit(
     workers: int | None,
     as_json: bool,
 ) -> None:
-    """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
+    """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured.
+
+    The modules TOPOLOGY_FILE imports from its own directory (a helper module next to
+    it, a package there) travel with the topology, as Storm ships the topology jar, up
+    to 4 MiB of source; --no-ship sends the file's own code alone."""
     if not nimbus and inactive:
         raise click.UsageError(
             "--inactive needs a nimbus (--nimbus or STORMISH_NIMBUS): a topology submitted "
@@ -200,16 +211,25 @@ def submit(
             topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json
         )
         sys.exit(code)
-    from .loader import load_topology_file
+    from .loader import load_topology_module, ship_local_modules
 
     conf = guard(lambda: _overrides(pairs, profile, workers))
-    topology, _after = guard(lambda: load_topology_file(topology_file))
+    topology, _after, local = guard(lambda: load_topology_module(topology_file))
+    if local and not no_ship:  # before validate: it pickles the components
+        size = guard(lambda: ship_local_modules(local))
+        names = ", ".join(m.name for m in local)
+        click.echo(
+            f"shipping with the topology the modules it imports from "
+            f"{os.path.dirname(os.path.abspath(topology_file))}: {names} ({size:,} bytes; "
+            "--no-ship: do not)",
+            err=True,
+        )
     # the checks a local run makes (picklable components, config, the graph), here before
     # anything is sent: the same message and exit 2 on every path (issue 14 item 6)
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
-        name = guard(lambda: client.call("submit", (topology, conf, not inactive)))
+        name = guard(lambda: _submit_call(client, (topology, conf, not inactive), no_ship, local))
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
         # with --json, stdout is for one JSON document alone: what a person reads goes
         # to stderr
@@ -231,6 +251,21 @@ def submit(
         sys.exit(code)
     finally:
         client.close()
+
+
+def _submit_call(client: Any, payload: tuple, no_ship: bool, local: list) -> str:
+    """The submit; when nimbus could not unpickle what --no-ship left out, its error
+    says which modules were not shipped."""
+    try:
+        return str(client.call("submit", payload))
+    except StormishError as exc:
+        if no_ship and local and "No module named" in str(exc):
+            names = ", ".join(m.name for m in local)
+            raise StormishError(
+                f"{exc}; submitted --no-ship, so {names} from the topology file's directory "
+                "did not travel with it (submit without --no-ship ships them)"
+            ) from exc
+        raise
 
 
 def _submitted(name: str, address: str, row: dict[str, Any]) -> dict[str, Any]:
