@@ -43,6 +43,7 @@ import zmq
 
 from ..errors import StormishError
 from ..logs import RotatingFile, read_log, start_line, worker_log_name
+from ..runtime.process import PORT_TAKEN_EXIT
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
 from .api import API_VERBS
@@ -289,6 +290,17 @@ class Supervisor:
         self.failed_ports[s.port] = f"taken by another program: {why}"
         return False
 
+    def _slot_failed(self, s: Slot, why: str) -> None:
+        """Worker `s` exited for its port (taken between our check and its bind): the
+        slot failed; the worker is let go, for nimbus to place elsewhere."""
+        log.warning(
+            f"supervisor {self.id}: worker {s.topology}/{s.index}: slot port {s.port} is "
+            f"taken ({why}); nimbus places it elsewhere"
+        )
+        self.failed_ports[s.port] = f"taken by another program: {why}"
+        self._close_log(s)
+        self.slots.pop((s.topology, s.index), None)
+
     def _send_heartbeat(self) -> None:
         try:
             self.sock.send_multipart(
@@ -347,6 +359,9 @@ class Supervisor:
                 s.proc.wait(10)
             elif code == 0:
                 s.finished = True  # stopped by nimbus: its topology ended
+                continue
+            elif code == PORT_TAKEN_EXIT:  # its port was taken after our check
+                self._slot_failed(s, "the worker could not listen: Address already in use")
                 continue
             else:
                 why = describe_exit(code)

@@ -12,7 +12,7 @@ import sys
 import psutil
 import pytest
 
-from stormish import BasicBolt, Topology
+from stormish import BasicBolt, Topology, WorkerError
 from stormish.testing import ListSpout, poll_for
 
 from .test_cluster import SENTENCES, WORDS, Cluster, _cli, free_ports, wordcount
@@ -145,3 +145,75 @@ def test_kill_of_a_failed_topology_removes_it(tmp_path, procs_checked):
         c.wait_status("broken", "complete")
     finally:
         c.close()
+
+
+def test_a_worker_whose_port_is_taken_after_the_check_exits_98_not_answering(procs_checked):
+    """The instant between the supervisor's check and the worker's bind: the worker does
+    not answer `assign` with an error (which failed the topology) but exits 98, which its
+    supervisor takes as a failed slot (the next test)."""
+    import shutil
+
+    import cloudpickle
+
+    from stormish.runtime.plan import build_plan
+    from stormish.runtime.process import PORT_TAKEN_EXIT
+    from stormish.runtime.worker import acker_bolt
+    from stormish.runtime.workers import _child_env
+    from stormish.transport.control_server import ControlServer
+    from stormish.transport.security import Curve
+
+    t = wordcount("solo", workers=1)
+    conf = t.validate({})
+    plan = build_plan(t, conf, acker_bolt())
+    security = Curve.ephemeral()
+    server = ControlServer(security=security)
+    (port,) = free_ports(1)
+    squatter = listen(port)
+    exe = shutil.which("stormish") or sys.executable
+    cmd = [exe, "worker"] if exe != sys.executable else [exe, "-m", "stormish.cli", "worker"]
+    proc = subprocess.Popen(
+        [*cmd, "--control", server.address, "--index", "0", "--parent", str(os.getpid()),
+         "--topology", "solo", "--keys", "-", "--bind", f"tcp://0.0.0.0:{port}"],
+        env=_child_env(), stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdin.write(security.export())
+    proc.stdin.close()
+    try:
+        ident = server.wait_hello("solo", 0, proc.pid, lambda: proc.poll() is None, 30)
+        blob = cloudpickle.dumps((t, conf, dict(plan.assignment)))
+        with pytest.raises(WorkerError):  # no answer: it is gone
+            server.request(ident, "assign", blob, lambda: proc.poll() is None, 30, "solo")
+        assert proc.wait(30) == PORT_TAKEN_EXIT
+        assert f"cannot listen on tcp://0.0.0.0:{port}" in proc.stderr.read().decode()
+    finally:
+        squatter.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        server.close()
+
+
+def test_a_supervisor_takes_a_worker_exiting_98_as_a_failed_slot(procs_checked):
+    from stormish.cluster.supervisor import Slot, Supervisor
+    from stormish.runtime.process import PORT_TAKEN_EXIT
+    from stormish.transport.security import LOOPBACK
+
+    (port,) = free_ports(1)
+    sup = Supervisor("tcp://127.0.0.1:9", [port], "127.0.0.1", LOOPBACK)
+    try:
+        squatter = listen(port)  # taken after the supervisor started
+        proc = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({PORT_TAKEN_EXIT})"])
+        proc.wait(30)
+        sup.slots[("t", 0)] = Slot("t", 0, port, "tcp://127.0.0.1:9", proc=proc)
+        sup._watch()
+        assert ("t", 0) not in sup.slots  # not restarted on the taken port: let go
+        report = sup.report()
+        assert "Address already in use" in report["failed_ports"][str(port)], report
+        assert report["workers"] == {}
+        # nimbus still wants it there (it has not heard yet): not started on the taken port
+        sup.reconcile([{"topology": "t", "index": 0, "port": port, "control": "tcp://x:1"}])
+        assert sup.slots == {}
+        squatter.close()
+        assert sup.report()["failed_ports"] == {}  # free again: a slot again
+    finally:
+        sup.close()
