@@ -9,7 +9,9 @@ of one topology share a host only when no other host has room.
 A port is a host's, not a supervisor's: two supervisors on one host that offer the same
 port (both left at the default 6700,6701, say) share it, so a worker holding it on one
 makes it taken on the other, and one placing never gives it twice (`hosts`). A port its
-supervisor reported failed (another program holds it) is not offered (`failed`).
+supervisor reported failed (another program holds it) is not offered (`failed`). A host
+is a supervisor's `--host`, the name peers reach its workers by: two workers advertising
+one host and port could not be told apart by their peers either.
 """
 
 from __future__ import annotations
