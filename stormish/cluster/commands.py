@@ -615,7 +615,12 @@ def nimbus(
 
 @click.command()
 @click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
-@click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
+@click.option(
+    "--ports",
+    default="6700,6701",
+    help="worker slot ports, comma-separated: free on this host (checked at start), and "
+    "each supervisor on one host its own",
+)
 @click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
 @click.option(
