@@ -26,6 +26,7 @@ from .runtime.error_report import summary as error_summary
 from .runtime.stats import edge_table, stuck_tasks, timeout_warning, timing_out
 
 FAIL_FAST = "topology.fail.fast"
+EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
 EXIT_SIGTERM = 143
 
 
@@ -138,7 +139,12 @@ def run(
     log_dir: str | None,
     ui_port: int | None,
 ) -> None:
-    """Run TOPOLOGY_FILE on the embedded local cluster."""
+    """Run TOPOLOGY_FILE on the embedded local cluster.
+
+    \b
+    Exit status: 0 complete or stopped by --time; 1 failed; 2 bad input;
+    130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM). Both signals stop
+    the run cleanly (close/cleanup run, the summary printed) first."""
     if log_dir:  # a config key, so that LocalCluster users have it too
         pairs += (f"stormish.local.log.dir={json.dumps(os.path.abspath(log_dir))}",)
     if verbose or log_level:
@@ -165,6 +171,12 @@ def run(
 @click.option(
     "--inactive", is_flag=True, help="submit with spouts inactive (not opened) until activate"
 )
+@click.option(
+    "--no-ship",
+    is_flag=True,
+    help="do not ship the modules the topology file imports from its own directory "
+    "(they must then be installed where nimbus and the workers run)",
+)
 @_run_options
 def submit(
     topology_file: str,
@@ -173,6 +185,7 @@ def submit(
     wait: bool,
     timeout: float | None,
     inactive: bool,
+    no_ship: bool,
     pairs: tuple[str, ...],
     profile: str | None,
     seconds: float | None,
@@ -180,7 +193,11 @@ def submit(
     workers: int | None,
     as_json: bool,
 ) -> None:
-    """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured."""
+    """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured.
+
+    The modules TOPOLOGY_FILE imports from its own directory (a helper module next to
+    it, a package there) travel with the topology, as Storm ships the topology jar, up
+    to 4 MiB of source; --no-ship sends the file's own code alone."""
     if not nimbus and inactive:
         raise click.UsageError(
             "--inactive needs a nimbus (--nimbus or STORMISH_NIMBUS): a topology submitted "
@@ -196,16 +213,25 @@ def submit(
             topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json
         )
         sys.exit(code)
-    from .loader import load_topology_file
+    from .loader import load_topology_module, ship_local_modules
 
     conf = guard(lambda: _overrides(pairs, profile, workers))
-    topology, _after = guard(lambda: load_topology_file(topology_file))
+    topology, _after, local = guard(lambda: load_topology_module(topology_file))
+    if local and not no_ship:  # before validate: it pickles the components
+        size = guard(lambda: ship_local_modules(local))
+        names = ", ".join(m.name for m in local)
+        click.echo(
+            f"shipping with the topology the modules it imports from "
+            f"{os.path.dirname(os.path.abspath(topology_file))}: {names} ({size:,} bytes; "
+            "--no-ship: do not)",
+            err=True,
+        )
     # the checks a local run makes (picklable components, config, the graph), here before
     # anything is sent: the same message and exit 2 on every path (issue 14 item 6)
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
-        name = guard(lambda: client.call("submit", (topology, conf, not inactive)))
+        name = guard(lambda: _submit_call(client, (topology, conf, not inactive), no_ship, local))
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
         # with --json, stdout is for one JSON document alone: what a person reads goes
         # to stderr
@@ -227,6 +253,21 @@ def submit(
         sys.exit(code)
     finally:
         client.close()
+
+
+def _submit_call(client: Any, payload: tuple, no_ship: bool, local: list) -> str:
+    """The submit; when nimbus could not unpickle what --no-ship left out, its error
+    says which modules were not shipped."""
+    try:
+        return str(client.call("submit", payload))
+    except StormishError as exc:
+        if no_ship and local and "No module named" in str(exc):
+            names = ", ".join(m.name for m in local)
+            raise StormishError(
+                f"{exc}; submitted --no-ship, so {names} from the topology file's directory "
+                "did not travel with it (submit without --no-ship ships them)"
+            ) from exc
+        raise
 
 
 def _submitted(name: str, address: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -318,14 +359,16 @@ def _run_local(
         stop.set()
 
     # SIGTERM stops the run as Ctrl-C does (workers stopped, temporary directories
-    # removed), then exits 143 (DESIGN section 12); the default handler left both behind
+    # removed), then exits 143 (DESIGN section 12); the default handler left both behind.
+    # Ctrl-C exits 130: a script must tell an interrupted run from a complete one
     old_term = signal.signal(signal.SIGTERM, on_term)
     try:
         code = _run_local_inner(
             path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout,
             stop, reason,
         )  # fmt: skip
-        return EXIT_SIGTERM if reason["why"] == "terminated" else code
+        signalled = {"terminated": EXIT_SIGTERM, "interrupted": EXIT_SIGINT}
+        return signalled.get(reason["why"], code)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         sys.stdout = real_stdout

@@ -1,4 +1,5 @@
-"""Loading a topology file: a plain Python module with a module-level `topology`."""
+"""Loading a topology file: a plain Python module with a module-level `topology`, and
+shipping the modules of its own directory that it imports (`ship_local_modules`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.util
 import json
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,42 @@ from .topology import Topology
 # built-in ones ship in the package (stormish/profiles/*.json, read as resources, so a
 # wheel or a docker image has them too)
 PROFILE_DIRS = (Path("workers/profiles"),)
+SHIP_LIMIT = 4 << 20  # bytes of source `submit` ships with a topology at most
+
+
+@dataclass(frozen=True)
+class LocalModule:
+    """A module the topology file imported from its own directory (or a package there)."""
+
+    name: str
+    files: tuple[str, ...]  # its source files that were imported
+    size: int  # their bytes
+
+
+def load_topology_module(path: str | Path) -> tuple[Topology, Any, list[LocalModule]]:
+    """`load_topology_file`, and the modules of the file's own directory that it imported
+    (directly or not): what `submit` ships with the topology."""
+    return _load(Path(path))
+
+
+def ship_local_modules(modules: list[LocalModule], limit: int = SHIP_LIMIT) -> int:
+    """Make `modules` travel with the topology, by value (cloudpickle pickles their code
+    with it, as Storm ships the topology jar), so that nimbus's and the workers' hosts
+    need not have them; returns their size. Past `limit` bytes, refuses, naming the
+    largest: shipping that much with every submit is a sign they belong installed."""
+    size = sum(m.size for m in modules)
+    if size > limit:
+        biggest = ", ".join(
+            f"{m.name} ({m.size:,} bytes)" for m in sorted(modules, key=lambda m: -m.size)[:3]
+        )
+        raise TopologyFileError(
+            f"the modules the topology file imports from its directory are {size:,} bytes, "
+            f"more than submit ships ({limit:,} bytes): {biggest}; install them where nimbus and "
+            "the workers run and submit with --no-ship"
+        )
+    for m in modules:
+        cloudpickle.register_pickle_by_value(sys.modules[m.name])
+    return size
 
 
 def load_topology(path: str | Path) -> Topology:
@@ -28,7 +66,11 @@ def load_topology(path: str | Path) -> Topology:
 def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
     """The file's `topology` and an optional module-level `after_run(stats)` (run by
     `stormish run` once the topology stopped: a Spark query over a sink's output, say)."""
-    p = Path(path)
+    topo, after, _ = _load(Path(path))
+    return topo, after
+
+
+def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
     if not p.exists():
         raise TopologyFileError(f"topology file {str(p)!r} does not exist")
     if p.is_dir() or p.suffix != ".py":
@@ -42,6 +84,7 @@ def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
     # its classes travel to worker processes by value: no worker can import this name
     cloudpickle.register_pickle_by_value(module)
     sys.path.insert(0, str(p.resolve().parent))
+    before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
@@ -54,6 +97,7 @@ def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
         ) from exc
     finally:
         sys.path.remove(str(p.resolve().parent))
+    local = _local_modules(p.resolve().parent, [n for n in sys.modules if n not in before])
     topo = getattr(module, "topology", None)
     if topo is None:
         raise TopologyFileError(
@@ -69,7 +113,28 @@ def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
         raise TopologyFileError(
             f"topology file {str(p)!r}: `after_run` must be a function of the final statistics"
         )
-    return topo, after
+    return topo, after, local
+
+
+def _local_modules(directory: Path, imported: list[str]) -> list[LocalModule]:
+    """Of the modules `imported` while the topology file ran, those found in its
+    `directory` (a module `NAME.py` or a package `NAME/` there), by top-level name: not
+    what was installed (a virtualenv inside the directory is under site-packages, not
+    a top-level name there)."""
+    files: dict[str, list[str]] = {}
+    for name in imported:
+        top = name.split(".", 1)[0]
+        where = getattr(sys.modules.get(name), "__file__", None)
+        if where is None or name.startswith("_stormish_topology_"):
+            continue
+        f = Path(where).resolve()
+        if f == directory / f"{top}.py" or (directory / top) in f.parents:
+            files.setdefault(top, []).append(str(f))
+    out = []
+    for top, fs in sorted(files.items()):
+        size = sum(Path(f).stat().st_size for f in fs if Path(f).is_file())
+        out.append(LocalModule(top, tuple(sorted(fs)), size))
+    return out
 
 
 def load_profile(name: str) -> dict[str, Any]:

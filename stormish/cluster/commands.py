@@ -125,6 +125,8 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
             f"supervisor {sup['id']} ({sup['host']}, ports {sup['ports']}): "
             f"{len(sup['running'])} workers, heard {sup['heard_seconds_ago']}s ago"
         )
+        for port, why in (sup.get("failed_ports") or {}).items():
+            click.echo(f"  slot port {port} failed: {why}")
     if not rows:
         click.echo("no topologies")
     for r in rows:
@@ -196,6 +198,10 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
     return out
 
 
+def _ended_word(status: str) -> str:
+    return {"complete": "completed"}.get(status, status)
+
+
 @click.command()
 @click.argument("name")
 @click.option(
@@ -209,8 +215,12 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
 )
 @nimbus_options
 def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
-    """Deactivate NAME's spouts, wait, then stop its workers."""
-    call(nimbus, keys, "kill", (name, wait_secs))
+    """Deactivate NAME's spouts, wait, then stop its workers; a topology that ended
+    (failed, complete, killed) is removed from nimbus's list."""
+    ended = call(nimbus, keys, "kill", (name, wait_secs))
+    if ended:
+        click.echo(f"removed topology {name!r} (it had {_ended_word(ended)})")
+        return
     when = f"in {wait_secs:g}s" if wait_secs else "now"
     click.echo(f"killing topology {name!r}: spouts deactivated, workers stop {when}")
 
@@ -605,7 +615,12 @@ def nimbus(
 
 @click.command()
 @click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
-@click.option("--ports", default="6700,6701", help="worker slot ports, comma-separated")
+@click.option(
+    "--ports",
+    default="6700,6701",
+    help="worker slot ports, comma-separated: free on this host (checked at start), and "
+    "each supervisor on one host its own",
+)
 @click.option("--host", default="127.0.0.1", help="host name peers reach this host's workers by")
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: host-pid)")
 @click.option(

@@ -4,7 +4,8 @@ Nimbus's loop gathers what it knows into a `View` (each topology's status, plan 
 slots, kill time and the workers it has brought up; the supervisors and when each was
 last heard; the workers' latest hellos), asks `decide`, and carries the actions out:
 the talking to workers (assign, peers, start, stop) stays in nimbus, the choosing is
-here, pure, so that scenarios (a lost supervisor, a slow worker, too few slots, a nimbus
+here, pure, so that scenarios (a lost supervisor, a slot whose port another program
+took, a slow worker, too few slots, a nimbus
 restart under running workers, a worker restarted by its supervisor) are tested without
 a process (tests/unit/test_nimbus_decide.py), as `supervisor.changes` is for the
 supervisor.
@@ -33,6 +34,7 @@ class TopologyView:
     slots: dict[int, str]  # worker index -> supervisor id
     kill_at: float | None = None
     known_pids: dict[int, int | None] = field(default_factory=dict)  # brought up, by index
+    ports: dict[int, int] = field(default_factory=dict)  # worker index -> its slot's port
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class View:
     supervisors: dict[str, float]  # id -> when last heard
     topologies: list[TopologyView]
     hellos: dict[tuple[str, int], HelloSeen]
+    failed: dict[str, frozenset[int]] = field(default_factory=dict)  # supervisor -> ports
 
 
 # -- actions ---------------------------------------------------------------------------------
@@ -50,6 +53,15 @@ class ForgetSupervisor:
     """Silent too long: gone; its workers are to be placed elsewhere."""
 
     supervisor: str
+
+
+@dataclass(frozen=True)
+class Move:
+    """Workers whose slot failed (its supervisor found the port taken by another
+    program): let go of that slot, to be placed on another, not the topology failed."""
+
+    topology: str
+    indices: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,7 @@ class CheckCompletion:
     topology: str
 
 
-Action = ForgetSupervisor | Place | Start | Adopt | BringUp | End | CheckCompletion
+Action = ForgetSupervisor | Move | Place | Start | Adopt | BringUp | End | CheckCompletion
 
 
 def decide(view: View) -> list[Action]:
@@ -115,6 +127,12 @@ def decide(view: View) -> list[Action]:
             out.append(End(t.name, "killed"))  # never ran: nothing to drain
             continue
         slots = {i: s for i, s in t.slots.items() if s not in gone}
+        moved = tuple(
+            i for i, s in sorted(slots.items()) if t.ports.get(i) in view.failed.get(s, ())
+        )
+        if moved:
+            out.append(Move(t.name, moved))
+            slots = {i: s for i, s in slots.items() if i not in moved}
         missing = tuple(i for i in range(t.workers) if i not in slots)
         if missing:
             out.append(Place(t.name, missing))

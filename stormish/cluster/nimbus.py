@@ -42,7 +42,7 @@ from . import decide as dc
 from .api import API_VERBS
 from .decide import ENDED
 from .deployment import ClusterWorker, Deployment
-from .scheduler import free_slots, schedule
+from .scheduler import free_slots, schedule, shared_ports
 from .store import Store
 
 log = logging.getLogger("stormish.nimbus")
@@ -60,6 +60,7 @@ class SupervisorInfo:
     heard: float
     running: dict[str, int] = field(default_factory=dict)
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # "topology/index" -> report
+    failed: dict[int, str] = field(default_factory=dict)  # port -> why (another program has it)
 
 
 class Nimbus:
@@ -100,6 +101,7 @@ class Nimbus:
         self.log_asks: dict[str, list[tuple]] = {}  # supervisor -> asks for its next beat
         self.log_requests: dict[int, dict[str, Any]] = {}
         self._log_ids = itertools.count(1)
+        self._shared: set[tuple[str, int]] = set()  # (host, port) offered twice: warned
         self._restore()
         self.metrics = None
         if metrics_port is not None:
@@ -227,15 +229,39 @@ class Nimbus:
         info = self.supervisors.get(sid)
         if info is None:
             log.info(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
+        failed = {int(p): str(why) for p, why in (report.get("failed_ports") or {}).items()}
+        for port, why in failed.items():
+            if info is None or port not in info.failed:
+                log.warning(
+                    f"nimbus: supervisor {sid}: slot port {port} failed ({why}): not used "
+                    "until it is free again; its workers are placed on other slots"
+                )
         self.supervisors[sid] = SupervisorInfo(
             sid, str(report["host"]), [int(p) for p in report["ports"]], time.monotonic(),
-            dict(report.get("running", {})), _worker_reports(report.get("workers")),
+            dict(report.get("running", {})), _worker_reports(report.get("workers")), failed,
         )  # fmt: skip
+        if info is None or info.ports != self.supervisors[sid].ports:
+            self._warn_shared_ports()
         for piece in report.get("logs") or ():
             req = self.log_requests.get(piece.get("rid"))
             if req is not None:
                 req["pieces"][f"{piece['index']}@{sid}"] = dict(piece, supervisor=sid)
         return {"wanted": self.wanted(sid), "logs": self.log_asks.pop(sid, [])}
+
+    def _warn_shared_ports(self) -> None:
+        """Two supervisors on one host offering one port can run one worker there at a
+        time (the scheduler gives it once): said once per (host, port), with the fix."""
+        offered = {sid: i.ports for sid, i in self.supervisors.items()}
+        hosts = {sid: i.host for sid, i in self.supervisors.items()}
+        shared = shared_ports(offered, hosts)
+        for (host, port), sids in shared.items():
+            if (host, port) not in self._shared:
+                log.warning(
+                    f"nimbus: supervisors {', '.join(sids)} on host {host} all offer port "
+                    f"{port}: only one worker can use it at a time (give each supervisor "
+                    "its own --ports)"
+                )
+        self._shared = set(shared)
 
     # -- logs (stormish logs): asked of the supervisors at their next heartbeat -------------
     def api_logs(self, payload: tuple) -> int:
@@ -334,7 +360,8 @@ class Nimbus:
         now = time.monotonic()
         return [
             {"id": i.id, "host": i.host, "ports": i.ports, "running": sorted(i.running),
-             "heard_seconds_ago": round(now - i.heard, 2)}
+             "heard_seconds_ago": round(now - i.heard, 2),
+             "failed_ports": {str(p): why for p, why in sorted(i.failed.items())}}
             for i in sorted(self.supervisors.values(), key=lambda i: i.id)
         ]  # fmt: skip
 
@@ -347,14 +374,21 @@ class Nimbus:
             out.append(row)
         return out
 
-    def api_kill(self, payload: tuple[str, float]) -> None:
+    def api_kill(self, payload: tuple[str, float]) -> str | None:
+        """Kill a live topology (after `wait` seconds); an ended one (failed, say) is
+        removed from this nimbus, so that `list` no longer shows it: the answer is then
+        the status it had."""
         name, wait = payload
         d = self._get(name)
         if d.status in ENDED:
-            return
+            del self.deployments[name]
+            self.store.forget(name)
+            log.info(f"nimbus: {name}: removed (it was {d.status})")
+            return d.status
         if d.status == "running":
             d.running.set_active(False)
         d.kill_at = time.monotonic() + max(0.0, float(wait))
+        return None
 
     def api_activate(self, name: str) -> str:
         """Running or starting (as in Storm, where activate only sets the topology's
@@ -429,6 +463,16 @@ class Nimbus:
                 log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
                 self._save(d)
 
+    def _move(self, d: Deployment, indices: tuple[int, ...]) -> None:
+        """Workers whose slot failed let go of it: `decide` places them next."""
+        for i in indices:
+            sid, port = d.slots.pop(i)
+            log.warning(
+                f"nimbus: {d.name}: worker {i} leaves supervisor {sid} port {port} "
+                f"({self.supervisors[sid].failed.get(port, 'failed')}): placing it elsewhere"
+            )
+        self._save(d)
+
     def _place(self, d: Deployment) -> None:
         missing = [i for i in range(d.plan.workers) if i not in d.slots]
         if not missing:
@@ -436,9 +480,12 @@ class Nimbus:
             return
         used = [s for dep in self.deployments.values() for s in dep.slots.values()]
         offered = {sid: info.ports for sid, info in self.supervisors.items()}
-        free = free_slots(offered, used)
-        placed = schedule(missing, free)
-        left = sum(len(p) for p in free.values()) - len(placed)
+        hosts = {sid: info.host for sid, info in self.supervisors.items()}
+        failed = {sid: list(info.failed) for sid, info in self.supervisors.items()}
+        free = free_slots(offered, used, hosts, failed)
+        placed = schedule(missing, free, hosts)
+        # a port two supervisors on one host share is one slot
+        left = len({(hosts[s], p) for s, ports in free.items() for p in ports}) - len(placed)
         if placed:
             d.slots.update(placed)
             d.note_hosts()
@@ -447,7 +494,7 @@ class Nimbus:
         if still <= 0:
             d.waiting = None
             return
-        total = sum(len(p) for p in offered.values())
+        total = len({(hosts[s], p) for s, ports in offered.items() for p in ports})
         why = (
             f"waiting for {still} free worker slot{'s' if still != 1 else ''}: it needs "
             f"{d.plan.workers} and has {len(d.slots)}; {left} free of {total} on "
@@ -477,11 +524,13 @@ class Nimbus:
                 {i: sid for i, (sid, _) in d.slots.items()},
                 d.kill_at,
                 {w.index: w.worker_pid for w in d.handles},
+                {i: port for i, (_, port) in d.slots.items()},
             )  # fmt: skip
             for d in self.deployments.values()
         ]
         heard = {sid: i.heard for sid, i in self.supervisors.items()}
-        return dc.View(time.monotonic(), self.supervisor_timeout, heard, tops, hellos)
+        failed = {sid: frozenset(i.failed) for sid, i in self.supervisors.items() if i.failed}
+        return dc.View(time.monotonic(), self.supervisor_timeout, heard, tops, hellos, failed)
 
     def tick(self) -> None:
         """One step of every topology: what `decide` says, carried out. A worker's
@@ -504,7 +553,9 @@ class Nimbus:
                 self._end(d, "failed")
 
     def _act(self, d: Deployment, a: dc.Action, brought: dict[str, list]) -> None:
-        if isinstance(a, dc.Place):
+        if isinstance(a, dc.Move):
+            self._move(d, a.indices)
+        elif isinstance(a, dc.Place):
             self._place(d)
         elif isinstance(a, dc.Start):
             self._start(d, a)

@@ -13,6 +13,13 @@ restarted the same way. Each heartbeat reports every worker's state, restart cou
 last death (how it ended, when, and its log's last line), which nimbus shows in `list`
 and `monitor`. When nimbus is down the supervisor keeps the last answer, and keeps its
 workers running and restarted.
+
+Its slot ports must be free: at start it binds each (where its workers will) and lets
+go, and refuses to start, naming the port, when one is taken. A port another program
+takes later is a failed slot: before starting a worker there the supervisor tries the
+port again, and when it is taken does not start the worker but reports the port to
+nimbus (`failed_ports`), which places the worker on another slot; the port is offered
+again once it is free.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from typing import Any
 
 import zmq
 
+from ..errors import StormishError
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
+from ..runtime.process import PORT_TAKEN_EXIT
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
 from .api import API_VERBS
@@ -65,6 +74,20 @@ def changes(
     stop = [k for k, spec in have.items() if want.get(k) != spec]
     start = {k: spec for k, spec in want.items() if have.get(k) != spec}
     return stop, start
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why a worker could not listen on `host:port` (None: it can). A bind, let go at
+    once, with SO_REUSEADDR as ZeroMQ binds: a port in TIME_WAIT is free, one a process
+    listens on is not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 @dataclass
@@ -136,6 +159,15 @@ class Supervisor:
         self.host = host
         self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
         security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
+        for port in self.ports:
+            why = port_taken(self.bind_host, port)
+            if why is not None:
+                raise StormishError(
+                    f"supervisor: slot port {port} on {self.bind_host} is taken ({why}): "
+                    f"another program or supervisor listens there; give this supervisor "
+                    f"free ports with --ports (now {','.join(map(str, self.ports))})"
+                )
+        self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
         self.security = security
         self.keys_dir = keys_dir
         self.heartbeat = heartbeat
@@ -227,6 +259,7 @@ class Supervisor:
         now = time.monotonic()
         workers = {f"{t}/{i}": s.report(now) for (t, i), s in self.slots.items()}
         pieces, self._log_pieces = self._log_pieces, []
+        self._recheck_failed()
         return {
             "id": self.id,
             "host": self.host,
@@ -234,7 +267,40 @@ class Supervisor:
             "running": running,
             "workers": workers,
             "logs": pieces,
+            "failed_ports": {str(p): why for p, why in self.failed_ports.items()},
         }
+
+    def _recheck_failed(self) -> None:
+        """A failed port that is free again is a slot again."""
+        for port in list(self.failed_ports):
+            if port_taken(self.bind_host, port) is None:
+                del self.failed_ports[port]
+                log.info(f"supervisor {self.id}: slot port {port} is free again")
+
+    def _port_free(self, s: Slot) -> bool:
+        """Before a worker starts on its port: True when it can listen there; otherwise
+        the slot failed (said once), to be reported to nimbus."""
+        why = port_taken(self.bind_host, s.port)
+        if why is None:
+            return True
+        if s.port not in self.failed_ports:
+            log.warning(
+                f"supervisor {self.id}: slot port {s.port} is taken ({why}): worker "
+                f"{s.topology}/{s.index} not started there; nimbus places it elsewhere"
+            )
+        self.failed_ports[s.port] = f"taken by another program: {why}"
+        return False
+
+    def _slot_failed(self, s: Slot, why: str) -> None:
+        """Worker `s` exited for its port (taken between our check and its bind): the
+        slot failed; the worker is let go, for nimbus to place elsewhere."""
+        log.warning(
+            f"supervisor {self.id}: worker {s.topology}/{s.index}: slot port {s.port} is "
+            f"taken ({why}); nimbus places it elsewhere"
+        )
+        self.failed_ports[s.port] = f"taken by another program: {why}"
+        self._close_log(s)
+        self.slots.pop((s.topology, s.index), None)
 
     def _send_heartbeat(self) -> None:
         try:
@@ -269,13 +335,15 @@ class Supervisor:
         for key in stop:
             self._terminate(self.slots.pop(key))
         for key, spec in start.items():
-            self.slots[key] = s = Slot(key[0], key[1], *spec)
-            self._launch(s)
+            s = Slot(key[0], key[1], *spec)
+            if self._port_free(s):  # else not started: reported, nimbus moves it
+                self.slots[key] = s
+                self._launch(s)
 
     # -- worker processes -----------------------------------------------------------------------
     def _watch(self) -> None:
         now, mono = time.time(), time.monotonic()
-        for s in self.slots.values():
+        for s in list(self.slots.values()):
             if s.proc is None or s.finished:
                 continue
             if s.restart_at is not None:  # dead, waiting out its backoff
@@ -292,6 +360,9 @@ class Supervisor:
                 s.proc.wait(10)
             elif code == 0:
                 s.finished = True  # stopped by nimbus: its topology ended
+                continue
+            elif code == PORT_TAKEN_EXIT:  # its port was taken after our check
+                self._slot_failed(s, "the worker could not listen: Address already in use")
                 continue
             else:
                 why = describe_exit(code)
@@ -317,6 +388,10 @@ class Supervisor:
 
     def _restart(self, s: Slot) -> None:
         s.restart_at = None
+        if not self._port_free(s):  # another program took its port meanwhile
+            self._close_log(s)
+            del self.slots[(s.topology, s.index)]
+            return
         s.restarts += 1
         self._launch(s)
 
@@ -368,7 +443,10 @@ class Supervisor:
         s.log_path = self.log_path(s.topology, s.index)
         s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
         s.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             env=env,
         )
         details = f"port {s.port}, restart {s.restarts}, supervisor {self.id}"

@@ -36,6 +36,14 @@ POLL_MS = 100
 SWITCH_INTERVAL = 0.0005
 
 log = logging.getLogger("stormish.worker")
+# exit status of a worker whose --bind port another program holds (98: Linux's
+# EADDRINUSE): its supervisor reports the slot failed and nimbus places it elsewhere,
+# where an error answer to `assign` would have failed the topology
+PORT_TAKEN_EXIT = 98
+
+
+class PortTaken(Exception):
+    """The worker's --bind address is taken: it cannot serve this slot."""
 
 
 class WorkerServer:
@@ -79,16 +87,21 @@ class WorkerServer:
                 f"worker {self.index} planned a different task assignment than its "
                 "controller (a topology whose plan is not deterministic?)"
             )
-        link = WorkerLink(
-            self.index,
-            plan.name,
-            plan.assignment,
-            plan.conf,
-            host=plan.conf["stormish.local.host"],  # used when no --bind was given
-            bind=self.bind,
-            security=self.security,
-            advertise=self.advertise,
-        )
+        try:
+            link = WorkerLink(
+                self.index,
+                plan.name,
+                plan.assignment,
+                plan.conf,
+                host=plan.conf["stormish.local.host"],  # used when no --bind was given
+                bind=self.bind,
+                security=self.security,
+                advertise=self.advertise,
+            )
+        except zmq.ZMQError as exc:
+            if self.bind and exc.errno == zmq.EADDRINUSE:
+                raise PortTaken(f"{self.bind}: {exc.strerror}") from exc
+            raise
         try:
             worker = Worker(plan, self.index, remote_target=link.remote_target)
         except BaseException:
@@ -230,6 +243,9 @@ def serve(
                 continue
             try:
                 out = ct.answer(verb, req_id, server.handle(verb, payload))
+            except PortTaken as exc:  # no answer: the exit status says it (PORT_TAKEN_EXIT)
+                log.error("worker %d: cannot listen on %s; exiting for its slot", index, exc)
+                return PORT_TAKEN_EXIT
             except Exception as exc:
                 detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 traceback.print_exc()

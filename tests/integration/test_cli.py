@@ -154,7 +154,9 @@ def test_unknown_profile_is_named():
 def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path, workers):
     """Ctrl-C as a terminal sends it: SIGINT to the whole process group (issue 14 item
     1). With worker processes they must leave it to their parent, which stops them and
-    prints the summary: no KeyboardInterrupt traceback, no 'killed by signal', exit 0."""
+    prints the summary: no KeyboardInterrupt traceback, no 'killed by signal', and exit
+    130 as Python and shell tools do on SIGINT (issue 31 item 4: it exited 0, so a
+    script could not tell an interrupted run from a complete one)."""
     import os
     import signal
     import time
@@ -192,10 +194,30 @@ def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path, workers):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     assert "topology 'forever': interrupted" in out
     assert "KeyboardInterrupt" not in err and "killed by signal" not in err, err
     assert cleaned.exists()
+
+
+def test_time_stops_on_purpose_with_exit_0_and_help_names_the_exit_codes(tmp_path):
+    """`--time N` ends a run as asked: 0, not an interruption's 130 (issue 31 item 4)."""
+    topo = tmp_path / "forever.py"
+    topo.write_text(
+        "from stormish import Spout, BasicBolt, Topology\n"
+        "class S(Spout):\n    outputs=['x']\n"
+        "    def next_tuple(self): self.emit([1])\n"
+        "class B(BasicBolt):\n    def execute(self, t): pass\n"
+        "topology = Topology('forever')\n"
+        "topology.set_spout('s', S())\n"
+        "topology.set_bolt('b', B()).shuffle_grouping('s')\n"
+    )
+    r = stormish("run", str(topo), "--time", "1")
+    assert r.returncode == 0, r.stderr
+    helptext = " ".join(stormish("run", "--help").stdout.split())
+    assert "130 interrupted (Ctrl-C, SIGINT)" in helptext
+    assert "143 terminated (SIGTERM)" in helptext
+    assert "0 complete or stopped by --time" in helptext
 
 
 def test_worker_output_reaches_the_terminal_with_several_workers():
@@ -253,8 +275,10 @@ def test_keys_are_written_once(tmp_path):
     ("args", "message"),
     [
         (["nimbus", "--insecure", "--host", "0.0.0.0"], "refusing to bind 'tcp://0.0.0.0:6627'"),
-        (["supervisor", "--insecure", "--nimbus", "h", "--host", "h", "--ports", "x"],
-         "--ports 'x'"),
+        (
+            ["supervisor", "--insecure", "--nimbus", "h", "--host", "h", "--ports", "x"],
+            "--ports 'x'",
+        ),
         (["nimbus", "--keys", "/nonexistent"], "no cluster key in '/nonexistent'"),
         (["nimbus", "--host", "0.0.0.0", "--keys", "KEYS"], "give the host name they reach"),
         (["list", "--nimbus", "h:port"], "port 'port' is not a number"),

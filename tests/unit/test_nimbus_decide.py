@@ -70,3 +70,18 @@ def test_a_stale_hello_announces_nothing_and_kills_end_at_their_time():
     never_ran = dc.TopologyView("wc", "starting", 1, {}, kill_at=0.0)
     assert dc.decide(view([never_ran])) == [dc.End("wc", "killed")]
     assert dc.decide(view([dc.TopologyView("wc", "complete", 1, {})])) == []
+
+
+def test_a_worker_whose_slot_port_failed_moves_and_is_placed_again_not_failed():
+    """Issue 31 defect 1: another program took the port of worker 1's slot on s1 (its
+    supervisor reported it): the worker lets go of that slot and is placed again."""
+    t = dc.TopologyView("wc", "starting", 2, {0: "s0", 1: "s1"}, ports={0: 6700, 1: 6700})
+    v = dc.View(100.0, 30.0, {"s0": 99.0, "s1": 99.0}, [t], {}, {"s1": frozenset({6700})})
+    assert dc.decide(v) == [dc.Move("wc", (1,)), dc.Place("wc", (1,))]
+    # a running one the same way; another port failing on s1 moves nothing
+    r = dc.TopologyView("wc", "running", 2, {0: "s0", 1: "s1"}, known_pids={0: 1, 1: 2},
+                        ports={0: 6700, 1: 6701})  # fmt: skip
+    v = dc.View(100.0, 30.0, {"s0": 99.0, "s1": 99.0}, [r], {}, {"s1": frozenset({6700})})
+    assert dc.decide(v) == [dc.CheckCompletion("wc")]
+    v = dc.View(100.0, 30.0, {"s0": 99.0, "s1": 99.0}, [r], {}, {"s1": frozenset({6701})})
+    assert dc.decide(v) == [dc.Move("wc", (1,)), dc.Place("wc", (1,)), dc.CheckCompletion("wc")]

@@ -39,3 +39,29 @@ def test_no_slot_is_given_twice_and_placement_is_maximal(indices, free):
     assert len(slots) == len(set(slots))
     assert all(port in free[sid] for sid, port in slots)
     assert len(placed) == min(len(indices), sum(len(p) for p in free.values()))
+
+
+def test_two_supervisors_on_one_host_share_its_ports():
+    """Issue 31 defect 1: both left at the default ports, two supervisors on one host
+    were each given port 6700, and the second worker could not listen. A port is the
+    host's: one placing gives it once, and a worker holding it takes it from both."""
+    from stormish.cluster.scheduler import shared_ports
+
+    offered = {"a": [6700, 6701], "b": [6700, 6701], "c": [6700]}
+    hosts = {"a": "h1", "b": "h1", "c": "h2"}
+    placed = schedule([0, 1, 2], free_slots(offered, [], hosts), hosts)
+    on_host = [(hosts[sid], port) for sid, port in placed.values()]
+    assert len(set(on_host)) == 3, placed
+    free = free_slots(offered, [("a", 6700)], hosts)
+    assert free == {"a": [6701], "b": [6701], "c": [6700]}
+    assert schedule([0, 1], free, hosts) in (
+        {0: ("a", 6701), 1: ("c", 6700)}, {0: ("b", 6701), 1: ("c", 6700)},
+        {0: ("c", 6700), 1: ("a", 6701)}, {0: ("c", 6700), 1: ("b", 6701)},
+    )  # fmt: skip
+    assert shared_ports(offered, hosts) == {("h1", 6700): ["a", "b"], ("h1", 6701): ["a", "b"]}
+    assert shared_ports(offered, {"a": "h1", "b": "h2", "c": "h3"}) == {}
+
+
+def test_a_failed_port_is_not_offered():
+    offered = {"a": [6700, 6701], "b": [6700]}
+    assert free_slots(offered, [], failed={"a": [6700]}) == {"a": [6701], "b": [6700]}
