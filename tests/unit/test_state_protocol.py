@@ -167,23 +167,47 @@ def test_a_late_ack_of_another_txid_changes_nothing_but_frees_the_slot():
 # -- barrier alignment --------------------------------------------------------------------------
 def test_acts_once_every_input_task_sent_the_barrier():
     a = BarrierAligner(3)
-    assert [a.arrive(PREPARE, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
-    assert [a.arrive(COMMIT, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(PREPARE, 1, task) for task in (7, 8, 9)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(COMMIT, 1, task) for task in (8, 9, 7)] == [WAIT, WAIT, PROCESS]
 
 
-def test_barriers_of_different_transactions_are_counted_apart():
+def test_a_task_is_blocked_from_its_copy_until_the_last_copy():
+    """Its later tuples are held meanwhile: the cut of each input is at its copy."""
     a = BarrierAligner(2)
-    assert a.arrive(PREPARE, 1) == WAIT
-    assert a.arrive(ROLLBACK, 1) == WAIT
-    assert a.arrive(ROLLBACK, 1) == PROCESS
-    assert a.arrive(PREPARE, 1) == PROCESS  # the rollback lowered the mark to 0
+    assert not a.blocked(1)
+    assert a.arrive(PREPARE, 1, task=1) == WAIT
+    assert a.blocked(1) and not a.blocked(2)
+    assert a.arrive(PREPARE, 1, task=2) == PROCESS
+    assert not a.blocked(1) and not a.blocked(2)
+
+
+def test_a_copy_of_another_checkpoint_drops_the_alignment_whose_copy_was_lost():
+    """Task 2 sent a ROLLBACK: the PREPARE it had been sent is lost (its worker died),
+    so the PREPARE can never be aligned; task 1 is unblocked and the ROLLBACK aligned."""
+    a = BarrierAligner(2)
+    assert a.arrive(PREPARE, 1, task=1) == WAIT
+    assert a.arrive(ROLLBACK, 1, task=2) == WAIT
+    assert a.abandoned == 1
+    assert not a.blocked(1) and a.blocked(2)
+    assert a.arrive(ROLLBACK, 1, task=1) == PROCESS
+    assert a.arrive(PREPARE, 1, task=1) == WAIT  # the rollback lowered the mark to 0
+    assert a.arrive(PREPARE, 1, task=2) == PROCESS
+
+
+def test_two_emissions_of_one_checkpoint_are_not_aligned_together():
+    """The spout sends INITSTATE 5 again after the first timed out: a copy of the first
+    and a copy of the second do not make a checkpoint."""
+    a = BarrierAligner(2)
+    assert a.arrive(INITSTATE, 5, task=1, emission="first") == WAIT
+    assert a.arrive(INITSTATE, 5, task=2, emission="second") == WAIT
+    assert a.arrive(INITSTATE, 5, task=1, emission="second") == PROCESS
 
 
 def test_an_old_transaction_is_not_acted_on():
     a = BarrierAligner(1)
-    assert a.arrive(COMMIT, 5) == PROCESS
-    assert a.arrive(PREPARE, 4) == OLD
-    assert a.arrive(INITSTATE, 5) == PROCESS
+    assert a.arrive(COMMIT, 5, 1) == PROCESS
+    assert a.arrive(PREPARE, 4, 1) == OLD
+    assert a.arrive(INITSTATE, 5, 1) == PROCESS
 
 
 def test_a_bolt_needs_an_input_task():
@@ -192,35 +216,28 @@ def test_a_bolt_needs_an_input_task():
 
 
 # -- the stateful bolt: ack deferral ------------------------------------------------------------
-def test_tuples_wait_for_initstate_then_run():
-    """StatefulBoltExecutorTest: tuples before INITSTATE are held, then executed in order."""
-    c = StatefulCore(timeout=30)
-    assert c.tuple_in("t1", now=0.0) == []
-    assert c.tuple_in("t2", now=1.0) == []
-    assert c.checkpoint(INITSTATE, 0, now=2.0) == [
+def test_tuples_before_a_fresh_initstate_wait_then_are_replayed():
+    """Unlike Storm's executor, which runs them: INITSTATE rolls every bolt back to the
+    last commit, so what came before it is failed in every bolt, a fresh one too (else
+    a tree rolled back in one bolt was counted in this one, and its replay again)."""
+    c = StatefulCore()
+    assert c.tuple_in("t1") == []
+    assert c.tuple_in("t2") == []
+    assert c.checkpoint(INITSTATE, 0) == [
         (INIT_STATE, 0),
-        (EXECUTE, "t1"),
-        (EXECUTE, "t2"),
+        (FAIL, "t1"),
+        (FAIL, "t2"),
         (FORWARD, 0),
         (ACK_BARRIER, 0),
     ]
     assert c.tuple_in("t3") == [(EXECUTE, "t3")]
 
 
-def test_tuples_that_waited_a_message_timeout_are_replayed_not_run():
-    """Beyond Storm: in a long recovery a waiting tuple's tree times out and its replay
-    joins the wait; running both counted it twice. Clock: FakeClock seconds."""
-    clock = FakeClock()
-    c = StatefulCore(timeout=10)
-    c.tuple_in("old", clock.now())
-    clock.advance(9)
-    c.tuple_in("replay of old", clock.now())
-    clock.advance(1)
-    assert c.checkpoint(INITSTATE, 3, clock.now())[:3] == [
-        (INIT_STATE, 3),
-        (FAIL, "old"),
-        (EXECUTE, "replay of old"),
-    ]
+def test_a_rollback_before_initstate_keeps_the_waiting_tuples_waiting():
+    c = StatefulCore()
+    c.tuple_in("t1")
+    assert c.checkpoint(ROLLBACK, 3) == [(ROLLBACK_STATE, 3), (FORWARD, 3), (ACK_BARRIER, 3)]
+    assert (FAIL, "t1") in c.checkpoint(INITSTATE, 2)
 
 
 def test_initstate_in_recovery_rolls_an_initialised_bolt_back():
