@@ -145,8 +145,8 @@ class _Shell(Bolt):
         acted on (and acked by `_on_barrier`). A copy that blocks its task holds the
         rest of the batch."""
         for i, tup in enumerate(tuples):
-            txid, action = tup.values
-            verdict = self._aligner.arrive(action, txid, task, _emission(tup))
+            txid, action, emission = tup.values
+            verdict = self._aligner.arrive(action, txid, task, emission)
             if verdict == PROCESS:
                 self._on_barrier(tup, action, txid)
             else:
@@ -353,13 +353,6 @@ class StatefulBoltExecutor(_Shell):
             super().cleanup()
         finally:
             self.state.close()
-
-
-def _emission(tup: Tuple) -> Any:
-    """Which emission of the checkpoint spout a copy belongs to: its tree's root (copies
-    forwarded downstream are anchored to it, so they keep it)."""
-    meta = tup.meta
-    return meta[0][0] if meta else None
 
 
 def wrap(bolt: Bolt, input_tasks: int) -> _Shell:

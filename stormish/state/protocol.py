@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHECKPOINT_STREAM = "$checkpoint"
-CHECKPOINT_FIELDS = ("txid", "action")
+# Storm's (txid, action), and which emission of the checkpoint spout it is: a number
+# that grows with every emission, across restarts of the spout (`emission_number`)
+CHECKPOINT_FIELDS = ("txid", "action", "emission")
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 ACTIONS = (PREPARE, COMMIT, ROLLBACK, INITSTATE)
 COMMITTED, COMMITTING, PREPARING = "COMMITTED", "COMMITTING", "PREPARING"
@@ -127,7 +129,14 @@ class CheckpointDriver:
 
 
 # -- bolts ---------------------------------------------------------------------------------
-PROCESS, WAIT, OLD = "process", "wait", "old"
+PROCESS, WAIT, OLD, STALE = "process", "wait", "old", "stale"
+_EMISSION_BITS = 32
+
+
+def emission_number(incarnation: int, n: int) -> int:
+    """The number of the checkpoint spout's `n`th emission in its `incarnation`th process
+    (incarnations are counted in its state): larger for every later emission."""
+    return (incarnation << _EMISSION_BITS) | (n & ((1 << _EMISSION_BITS) - 1))
 
 
 class BarrierAligner:
@@ -146,14 +155,17 @@ class BarrierAligner:
     after it in another, and a rollback then failed a tree whose other half was
     committed, which its replay counted again (issue 24).
 
-    A copy is known by (action, txid, emission): `emission` tells apart two emissions of
-    the same action and txid (the checkpoint spout sends one again after a fail: its
-    root id). A copy of another checkpoint from a task that is not blocked means that a
-    copy of the one being aligned was lost (a worker died with it): that alignment is
-    dropped (its tasks are unblocked; the spout's checkpoint fails and is retried) and
-    the new one starts. A whole checkpoint older than the last one acted on is OLD:
-    acked and not acted on (a rollback lowers that mark to txid - 1, so the txid that
-    was rolled back can be prepared again)."""
+    Copies are known by their emission number (the checkpoint spout sends the same
+    action and txid again after a fail; its emissions are numbered in order). Every
+    task forwards emissions in that order, so a copy of a later emission than the one
+    being aligned, from a task that is not blocked, means a copy of that one was lost
+    (a worker died with it): that alignment is dropped (its tasks are unblocked; the
+    spout's checkpoint fails and is sent again) and the later one starts. A copy of an
+    earlier emission, or of one already acted on, is STALE (a copy held for a
+    restarting worker, delivered after newer ones went round): acked, not counted. A
+    whole checkpoint older than the last one acted on is OLD: acked and not acted on
+    (Storm's; a rollback lowers that mark to txid - 1, so the txid that was rolled back
+    can be prepared again)."""
 
     def __init__(self, input_tasks: int):
         if input_tasks < 1:
@@ -161,25 +173,30 @@ class BarrierAligner:
                 f"a bolt reads the checkpoint stream from >= 1 task, not {input_tasks}"
             )
         self.input_tasks = input_tasks
-        self.pending: tuple[str, int, Any] | None = None  # the checkpoint being aligned
+        self.pending: int | None = None  # the emission being aligned
         self.arrived: set[Any] = set()  # input tasks whose copy of it came: blocked
+        self.last_emission = -1  # the last emission acted on (or found old)
         self.last_txid: int | None = None
         self.abandoned = 0  # alignments dropped because a copy was lost
+        self.stale = 0  # copies of earlier emissions, ignored
 
     def blocked(self, task: Any) -> bool:
         return task in self.arrived
 
-    def arrive(self, action: str, txid: int, task: Any, emission: Any = None) -> str:
+    def arrive(self, action: str, txid: int, task: Any, emission: int) -> str:
         """A copy from input task `task` (not blocked: a blocked task's tuples are held)."""
-        key = (action, txid, emission)
-        if self.pending is not None and key != self.pending:
+        pending = self.pending
+        if emission <= self.last_emission or (pending is not None and emission < pending):
+            self.stale += 1
+            return STALE
+        if pending is not None and emission > pending:
             self.abandoned += 1
             self.arrived = set()
-        self.pending = key
+        self.pending = emission
         self.arrived.add(task)
         if len(self.arrived) < self.input_tasks:
             return WAIT
-        self.pending, self.arrived = None, set()
+        self.pending, self.arrived, self.last_emission = None, set(), emission
         if self.last_txid is not None and txid < self.last_txid:
             return OLD
         self.last_txid = txid - 1 if action == ROLLBACK else txid
@@ -220,7 +237,7 @@ class StatefulCore:
     the topology starting) fails what waited for the INITSTATE. Storm's executor runs
     what waited instead, and keeps an initialised bolt's work: the same tree was then
     rolled back and failed in one bolt and counted in another, and its replay counted
-    it twice (issue 24: 4,531 words of one kill run, of trees of 8 words)."""
+    it twice."""
 
     initialized: bool = False
     waiting: list[Any] = field(default_factory=list)

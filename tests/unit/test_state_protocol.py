@@ -26,6 +26,7 @@ from stormish.state.protocol import (
     PROCESS,
     ROLLBACK,
     ROLLBACK_STATE,
+    STALE,
     WAIT,
     BarrierAligner,
     CheckpointDriver,
@@ -33,6 +34,7 @@ from stormish.state.protocol import (
     Save,
     StatefulCore,
     TxState,
+    emission_number,
 )
 from stormish.testing import FakeClock
 
@@ -167,47 +169,54 @@ def test_a_late_ack_of_another_txid_changes_nothing_but_frees_the_slot():
 # -- barrier alignment --------------------------------------------------------------------------
 def test_acts_once_every_input_task_sent_the_barrier():
     a = BarrierAligner(3)
-    assert [a.arrive(PREPARE, 1, task) for task in (7, 8, 9)] == [WAIT, WAIT, PROCESS]
-    assert [a.arrive(COMMIT, 1, task) for task in (8, 9, 7)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(PREPARE, 1, task, 1) for task in (7, 8, 9)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(COMMIT, 1, task, 2) for task in (8, 9, 7)] == [WAIT, WAIT, PROCESS]
 
 
 def test_a_task_is_blocked_from_its_copy_until_the_last_copy():
     """Its later tuples are held meanwhile: the cut of each input is at its copy."""
     a = BarrierAligner(2)
     assert not a.blocked(1)
-    assert a.arrive(PREPARE, 1, task=1) == WAIT
+    assert a.arrive(PREPARE, 1, task=1, emission=1) == WAIT
     assert a.blocked(1) and not a.blocked(2)
-    assert a.arrive(PREPARE, 1, task=2) == PROCESS
+    assert a.arrive(PREPARE, 1, task=2, emission=1) == PROCESS
     assert not a.blocked(1) and not a.blocked(2)
 
 
-def test_a_copy_of_another_checkpoint_drops_the_alignment_whose_copy_was_lost():
-    """Task 2 sent a ROLLBACK: the PREPARE it had been sent is lost (its worker died),
-    so the PREPARE can never be aligned; task 1 is unblocked and the ROLLBACK aligned."""
+def test_a_copy_of_a_later_emission_drops_the_alignment_whose_copy_was_lost():
+    """Task 2 sent emission 2 (ROLLBACK): its copy of emission 1 (PREPARE) is lost (its
+    worker died), so emission 1 can never be aligned; task 1 is let go."""
     a = BarrierAligner(2)
-    assert a.arrive(PREPARE, 1, task=1) == WAIT
-    assert a.arrive(ROLLBACK, 1, task=2) == WAIT
+    assert a.arrive(PREPARE, 1, task=1, emission=1) == WAIT
+    assert a.arrive(ROLLBACK, 1, task=2, emission=2) == WAIT
     assert a.abandoned == 1
     assert not a.blocked(1) and a.blocked(2)
-    assert a.arrive(ROLLBACK, 1, task=1) == PROCESS
-    assert a.arrive(PREPARE, 1, task=1) == WAIT  # the rollback lowered the mark to 0
-    assert a.arrive(PREPARE, 1, task=2) == PROCESS
+    assert a.arrive(ROLLBACK, 1, task=1, emission=2) == PROCESS
+    assert a.arrive(PREPARE, 1, task=1, emission=3) == WAIT  # the rollback lowered the mark
+    assert a.arrive(PREPARE, 1, task=2, emission=3) == PROCESS
 
 
-def test_two_emissions_of_one_checkpoint_are_not_aligned_together():
-    """The spout sends INITSTATE 5 again after the first timed out: a copy of the first
-    and a copy of the second do not make a checkpoint."""
+def test_a_late_copy_of_an_earlier_emission_is_stale():
+    """Held for a worker while it restarted, a copy of the emission before arrives after
+    a newer one started (or went round): ignored, it neither blocks nor drops anything."""
     a = BarrierAligner(2)
-    assert a.arrive(INITSTATE, 5, task=1, emission="first") == WAIT
-    assert a.arrive(INITSTATE, 5, task=2, emission="second") == WAIT
-    assert a.arrive(INITSTATE, 5, task=1, emission="second") == PROCESS
+    assert a.arrive(ROLLBACK, 5, task=2, emission=8) == WAIT
+    assert a.arrive(PREPARE, 5, task=1, emission=7) == STALE
+    assert not a.blocked(1) and a.blocked(2) and a.abandoned == 0
+    assert a.arrive(ROLLBACK, 5, task=1, emission=8) == PROCESS
+    assert a.arrive(PREPARE, 5, task=1, emission=7) == STALE  # nothing pending: still stale
+    assert not a.blocked(1) and a.stale == 2
+
+
+def test_emissions_are_numbered_in_order_across_the_spouts_restarts():
+    assert emission_number(1, 2**32 - 1) < emission_number(2, 1) < emission_number(2, 2)
 
 
 def test_an_old_transaction_is_not_acted_on():
     a = BarrierAligner(1)
-    assert a.arrive(COMMIT, 5, 1) == PROCESS
-    assert a.arrive(PREPARE, 4, 1) == OLD
-    assert a.arrive(INITSTATE, 5, 1) == PROCESS
+    assert a.arrive(COMMIT, 5, 1, 1) == PROCESS
+    assert a.arrive(PREPARE, 4, 1, 2) == OLD
+    assert a.arrive(INITSTATE, 5, 1, 3) == PROCESS
 
 
 def test_a_bolt_needs_an_input_task():

@@ -14,7 +14,7 @@ from stormish.state import CHECKPOINT_STREAM, StatefulBolt
 from stormish.state import bolt as shells
 from stormish.state.bolt import wrap
 from stormish.state.kv import KeyValueState, MemoryStore
-from stormish.state.protocol import COMMIT, INITSTATE, PREPARE, ROLLBACK
+from stormish.state.protocol import CHECKPOINT_FIELDS, COMMIT, INITSTATE, PREPARE, ROLLBACK
 from stormish.tuple import Source, TupleBatch
 
 
@@ -64,10 +64,14 @@ def _id(t):
 
 
 def batch(stream: str, task: int, *rows, root0: int = 100) -> TupleBatch:
-    """Rows from input task `task`; row i's tree is root0 + i (a checkpoint's copies from
-    every task are of one emission: give them one root)."""
-    src = Source("up", task, stream, ("txid", "action") if stream == CHECKPOINT_STREAM else ("w",))
+    """Rows from input task `task`; row i's tree is root0 + i. A checkpoint row is
+    (txid, action), numbered as an emission by its root (give a checkpoint's copies from
+    every task one root, and later emissions larger ones)."""
+    fields = CHECKPOINT_FIELDS if stream == CHECKPOINT_STREAM else ("w",)
     metas = [((root0 + i, 1),) for i in range(len(rows))]
+    if stream == CHECKPOINT_STREAM:
+        rows = tuple((*r, root0 + i) for i, r in enumerate(rows))
+    src = Source("up", task, stream, fields)
     return TupleBatch([tuple(r) for r in rows], src, metas, SimpleNamespace(current=None))
 
 
@@ -99,7 +103,7 @@ def test_tuples_before_initstate_wait_then_are_failed(counter):
     assert col.take() == [
         ("fail", 100),
         ("fail", 101),
-        ("emit", CHECKPOINT_STREAM, (-1, INITSTATE)),
+        ("emit", CHECKPOINT_STREAM, (-1, INITSTATE, 1)),
         ("ack", "1@2"),
     ]
     assert dict(shell.bolt.counts) == {}
@@ -167,7 +171,7 @@ def test_acks_wait_for_the_commit_after_them(counter):
     assert col.take() == [
         ("ack", "20@1"),
         ("ack", 100),
-        ("emit", CHECKPOINT_STREAM, (1, COMMIT)),
+        ("emit", CHECKPOINT_STREAM, (1, COMMIT, 20)),
         ("ack", "20@2"),
     ]
     assert store.data == {"a": 1} and store.committed_txid == 1
@@ -181,6 +185,30 @@ def test_rollback_fails_what_was_held_and_restores_the_commit(counter):
     barrier(shell, ROLLBACK, 1, root=30)
     assert ("fail", 100) in col.take()
     assert dict(shell.bolt.counts) == {}
+
+
+@pytest.mark.parametrize("stale_first", [True, False])
+def test_a_restarted_bolt_is_not_stalled_by_a_late_copy_of_the_last_process_checkpoint(
+    counter, stale_first
+):
+    """The hang the kill runs found: task 1's copy of the PREPARE the dead checkpoint
+    spout sent (emission 5) was held for this restarting worker and delivered after the
+    restarted spout's ROLLBACK (emission 9) had started aligning. Counted as a newer
+    checkpoint, it dropped the ROLLBACK's alignment and blocked task 1 waiting for a
+    copy no task would send: no checkpoint went through again."""
+    shell, col, store = counter
+    stale = batch(CHECKPOINT_STREAM, 1, (4, PREPARE), root0=5)
+    if stale_first:
+        shell.execute_batch(stale)  # aligning emission 5: task 1 blocked
+    shell.execute_batch(batch(CHECKPOINT_STREAM, 2, (4, ROLLBACK), root0=9))
+    if not stale_first:
+        shell.execute_batch(stale)  # stale: acked, ignored
+    shell.execute_batch(batch("default", 1, ("a",), root0=100))  # held behind its copy
+    shell.execute_batch(batch(CHECKPOINT_STREAM, 1, (4, ROLLBACK), root0=9))
+    barrier(shell, INITSTATE, 3, root=10)
+    assert ("fail", 100) in col.take()  # before the INITSTATE: replayed
+    shell.execute_batch(batch("default", 1, ("b",), root0=200))
+    assert dict(shell.bolt.counts) == {"b": 1}
 
 
 def test_prepare_before_initstate_fails_the_barrier(counter):
@@ -208,7 +236,7 @@ def test_a_forwarder_runs_the_bolt_and_forwards_aligned_barriers():
     barrier(shell, PREPARE, 3, root=1)
     assert col.take() == [
         ("ack", "1@1"),
-        ("emit", CHECKPOINT_STREAM, (3, PREPARE)),
+        ("emit", CHECKPOINT_STREAM, (3, PREPARE, 1)),
         ("ack", "1@2"),
     ]
 
@@ -225,7 +253,7 @@ def test_a_forwarder_holds_a_blocked_tasks_tuples_and_forwards_the_barrier_first
     shell.execute_batch(batch(CHECKPOINT_STREAM, 2, (3, PREPARE), root0=1))
     assert [e for e in col.take() if e[0] == "emit"] == [
         ("emit", "default", ("before",)),
-        ("emit", CHECKPOINT_STREAM, (3, PREPARE)),
+        ("emit", CHECKPOINT_STREAM, (3, PREPARE, 1)),
         ("emit", "default", ("after",)),
     ]
 
@@ -250,7 +278,7 @@ def test_a_basic_bolts_forwarder_anchors_and_acks_as_the_executor_would():
     assert col.take() == [
         ("emit", "default", ("a",)),
         ("ack", 100),
-        ("emit", CHECKPOINT_STREAM, (3, COMMIT)),
+        ("emit", CHECKPOINT_STREAM, (3, COMMIT, 1)),
         ("ack", "1@1"),
     ]
     assert anchored == [[100], ["1@1"]]
@@ -276,7 +304,7 @@ def test_a_restarted_task_rolling_a_commit_forward_sends_the_acks_kept_with_it(m
     # the kept ack goes out as a tuple of the barrier's source (only its root and value count)
     assert col.take() == [
         ("ack", "100@1"),
-        ("emit", CHECKPOINT_STREAM, (1, COMMIT)),
+        ("emit", CHECKPOINT_STREAM, (1, COMMIT, 1)),
         ("ack", "1@1"),
     ]
     assert store.data == {"a": 1}

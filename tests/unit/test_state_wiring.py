@@ -75,7 +75,7 @@ def test_the_checkpoint_spout_and_the_barriers_follow_the_user_edges():
     p = plan(wordcount())
     spec = p.components[CHECKPOINT_COMPONENT]
     assert spec.is_spout and spec.parallelism == 1 and isinstance(spec.obj, CheckpointSpout)
-    assert p.streams[CHECKPOINT_COMPONENT][CHECKPOINT_STREAM] == ("txid", "action")
+    assert p.streams[CHECKPOINT_COMPONENT][CHECKPOINT_STREAM] == ("txid", "action", "emission")
     assert checkpoint_sources(p, "split") == [(CHECKPOINT_COMPONENT, "all")]
     assert checkpoint_sources(p, "relay") == [("split", "all")]
     assert checkpoint_sources(p, "count") == [("relay", "all")]
