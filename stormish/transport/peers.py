@@ -9,8 +9,8 @@ socket can take them, into messages of about `message_tuples` tuples, so that a 
 that is behind gets fewer, fuller messages (not one per drain). A peer's connection is
 `connecting` (never up yet), `up`, or `down` (it was up and was lost: the process died,
 or its host went away and closed the port); the socket's monitor events tell which. The
-rules, Storm's (its Netty client drops what it cannot deliver to a worker that is gone;
-backpressure covers a worker that is slow):
+rules (backpressure covers a worker that is slow, as in Storm; a worker that is gone is
+waited for, bounded, where Storm's Netty client drops what it cannot deliver):
 
 - up or connecting: tuples wait in the outbox (while connecting, tuples wait for the
   connection; HELLO goes first). An outbox holding `hold_at` batches or more is *held*:
@@ -23,9 +23,9 @@ backpressure covers a worker that is slow):
   `down_secs` seconds (the message timeout: past it the trees of what is held have
   timed out and been replayed). Past either bound the rest is dropped, counted
   (`peer_lost`), and so is what comes until the connection is back, so those trees
-  fail and replay through acking. Dropping instead (Storm's Netty client drops what it
-  cannot deliver) lost the first checkpoint a restarted worker was sent, so recovery
-  waited a message timeout, and dropped tree inits that state had counted (issue 24).
+  fail and replay through acking. Dropping from the start lost the first checkpoint a
+  restarted worker was sent, so a stateful topology's recovery waited a whole message
+  timeout (issue 24).
   Senders are not parked while it is down (nobody is there to push back, and parking
   would stop their traffic to healthy peers too), but load-aware shuffles steer away
   (the peer's tasks report load 1.0). Control messages wait, at most `CONTROL_BACKLOG`
