@@ -167,6 +167,15 @@ KEYS: dict[str, Key] = {
             "capacity of a worker's transfer queue to other workers, in batches",
             "topology",
         ),
+        Key(
+            "topology.transfer.down.hold.tuples",
+            100000,
+            _int(0),
+            "tuples a worker holds for a peer worker whose connection was lost (taken as "
+            "restarting) and sends when it is back; past this, or past the message "
+            "timeout, they are dropped and counted (peer_lost) and their trees replay",
+            "topology",
+        ),
         # Storm's level 2 is 1,000 yields; ours is 0 (DESIGN section 3): measured, a
         # yielding Python thread keeps taking back the GIL the working threads need (a
         # third of a core per worker, twice the p99 across workers: bench/README.md)

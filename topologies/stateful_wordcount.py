@@ -1,16 +1,31 @@
-"""Word count whose counts survive a crash: sentences -> split -> count, where count is a
-StatefulBolt (Storm's IStatefulBolt) keeping its counts in a KeyValueState.
+"""Word count whose counts survive a crash, each word counted once: sentences -> split ->
+count, where split and count are StatefulBolts (Storm's IStatefulBolt) keeping their
+state in a KeyValueState.
 
 The engine adds the checkpoint spout: every `topology.state.checkpoint.interval.ms` the
-counts are prepared and committed (a SQLite file per task in the worker's data
-directory), and each word is acked only once the checkpoint after it has committed. A
-worker killed mid-run comes back with the counts of the last commit, and the spout
-replays every sentence not fully acked: counts are never lower than the truth.
+state of both is prepared and committed (a SQLite file per task in the worker's data
+directory), and each tuple is acked only once the checkpoint after it has committed. A
+worker killed mid-run comes back with the state of the last commit, every bolt rolls
+back to it, and the spout replays every sentence whose tree had not completed.
+
+The source is replayable, as a Kafka topic is: sentence `o` of the corpus is offset `o`,
+and the offsets whose trees completed are journaled where the topology keeps its state.
+A spout restarted in a new process (its worker died) reads the journal and emits only
+the rest (one that started again from the first sentence counted a quarter of the words
+twice). What it cannot know is a sentence whose words were committed while the news of
+it (its tree's acks) died with the spout's worker: the spout emits it again. Split
+remembers, in its state, the offsets it has split; those are committed in the same
+checkpoints as the counts, so such a sentence is acked and not split again, and every
+word is counted exactly once (docs/state.md).
+
 Run it with `stormish run -w 2 topologies/stateful_wordcount.py`.
 """
 
-from stormish import BasicBolt, Spout, Topology
+import os
+
+from stormish import Spout, Topology
 from stormish.state import StatefulBolt
+from stormish.state.factory import DATA_ENV
 
 CORPUS = [
     "the cow jumped over the moon",
@@ -21,42 +36,105 @@ CORPUS = [
 ]
 
 
-class Sentences(Spout):
-    """A finite, reliable spout: replays what fails, finishes once everything is acked."""
+class OffsetJournal:
+    """The offsets whose trees completed, one line each, appended with one `write` (a
+    process killed -9 keeps what it wrote: the kernel has it). In `directory`, or in
+    memory only when there is none (a single in-process worker: nothing restarts)."""
 
-    outputs = ["sentence"]
+    def __init__(self, directory, name):
+        self.path = None if directory is None else os.path.join(directory, name + ".offsets")
+        self.fd = None
+
+    def read(self):
+        if self.path is None or not os.path.exists(self.path):
+            return set()
+        with open(self.path) as fh:
+            return {int(line) for line in fh if line.strip().isdigit()}
+
+    def add(self, offset):
+        if self.path is None:
+            return
+        if self.fd is None:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(self.fd, b"%d\n" % offset)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def state_directory(conf, context):
+    """Where the topology keeps its state (docs/state.md): `topology.state.dir`, else the
+    worker's data directory; None for a worker that cannot restart."""
+    base = conf.get("topology.state.dir")
+    if not base:
+        data = os.environ.get(DATA_ENV)
+        if not data:
+            return None
+        base = os.path.join(data, "state")
+    return os.path.join(base, context.topology_name)
+
+
+class Sentences(Spout):
+    """A finite, replayable source: sentence `o` (its offset) of `repeat` rounds of the
+    corpus; a failed tree is replayed; finishes once every offset's tree completed."""
+
+    outputs = ["sentence", "offset"]
 
     def __init__(self, repeat: int = 1000):
         self.repeat = repeat
 
     def open(self, conf, context):
-        self.todo = list(range(self.repeat * len(CORPUS)))
+        name = f"{context.component_id}-{context.task_id}"
+        self.journal = OffsetJournal(state_directory(conf, context), name)
+        done = self.journal.read()  # what an earlier process of this task completed
+        self.todo = [o for o in range(self.repeat * len(CORPUS)) if o not in done]
         self.todo.reverse()
         self.unacked = set()
 
     def next_tuple(self):
-        if not self.todo:
-            if not self.unacked:
-                self.finish()
-            return
-        i = self.todo.pop()
-        self.unacked.add(i)
-        self.emit([CORPUS[i % len(CORPUS)]], msg_id=i)
+        for _ in range(32):
+            if not self.todo:
+                if not self.unacked:
+                    self.finish()
+                return
+            o = self.todo.pop()
+            self.unacked.add(o)
+            self.emit([CORPUS[o % len(CORPUS)], o], msg_id=o)
 
-    def ack(self, msg_id):
-        self.unacked.discard(msg_id)
+    def ack(self, offset):
+        self.unacked.discard(offset)
+        self.journal.add(offset)
 
-    def fail(self, msg_id):
-        self.unacked.discard(msg_id)
-        self.todo.append(msg_id)
+    def fail(self, offset):
+        self.unacked.discard(offset)
+        self.todo.append(offset)
+
+    def close(self):
+        self.journal.close()
 
 
-class Split(BasicBolt):
+class Split(StatefulBolt):
+    """Each offset's sentence split once: a sentence emitted again after its words were
+    committed is acked without a word. The offsets split since the last commit are
+    rolled back with the counts (the state is one checkpoint), so a sentence replayed
+    because its words were rolled back is split again. Offsets come by fields grouping:
+    an offset goes to the same task every time."""
+
     outputs = ["word"]
 
+    def init_state(self, state):
+        self.split = state  # offset -> True, as of the last committed checkpoint
+
     def execute(self, tup):
-        for word in tup.values[0].split():
-            self.emit([word])
+        sentence, offset = tup.values
+        if offset not in self.split:
+            self.split.put(offset, True)
+            for word in sentence.split():
+                self.emit([word], anchors=[tup])
+        self.ack(tup)
 
 
 class Counter(StatefulBolt):
@@ -81,10 +159,15 @@ class Counter(StatefulBolt):
         return self.final
 
 
-topology = Topology("stateful-wordcount", config={"topology.state.checkpoint.interval.ms": 200})
-topology.set_spout("sentences", Sentences(), parallelism=1)
-topology.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
-topology.set_bolt("count", Counter(), parallelism=2).fields_grouping("split", ["word"])
+def make(name: str = "stateful-wordcount", repeat: int = 1000, **config) -> Topology:
+    t = Topology(name, config={"topology.state.checkpoint.interval.ms": 200, **config})
+    t.set_spout("sentences", Sentences(repeat), parallelism=1)
+    t.set_bolt("split", Split(), parallelism=2).fields_grouping("sentences", ["offset"])
+    t.set_bolt("count", Counter(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
+
+topology = make()
 
 
 def expected_counts(repeat: int) -> dict[str, int]:

@@ -8,18 +8,23 @@ in bolts: the engine wraps each bolt that takes part (wiring.py) in one of them.
   came from every input task it is forwarded downstream, anchored to it, and acked
   (Storm's CheckpointTupleForwarder).
 
+In both, an input task whose copy of a checkpoint came is blocked until the last copy
+came: its later tuples are held, so every bolt cuts each task's input at the same point
+(the aligned cut that makes a tuple tree fall on one side of a checkpoint everywhere).
+
 Both are Bolts whose `execute_batch` the executor calls (a batch holds one upstream
 task's tuples of one stream); the executor binds the collector's methods on the shell,
-and the shell hands them on to the bolt it runs in `prepare`.
+and the shell hands them on to the bolt it runs in `prepare`. A shell acks and fails its
+inputs itself, a BasicBolt's included.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from ..clock import SYSTEM_CLOCK
 from ..component import BasicBolt, Bolt
 from ..tuple import TrackedTuple, Tuple, TupleBatch
 from .factory import open_state
@@ -39,6 +44,7 @@ from .protocol import (
     PREPARE_STATE,
     PROCESS,
     ROLLBACK_STATE,
+    WAIT,
     BarrierAligner,
     StatefulCore,
 )
@@ -79,7 +85,15 @@ class StatefulBolt(Bolt):
 
 
 class _Shell(Bolt):
-    """What both shells share: the bolt they run, the alignment of barriers, forwarding."""
+    """What the shells share: the bolt they run, the aligned cut of the checkpoint
+    stream, forwarding.
+
+    The executor hands the shell one upstream task's batch of one stream at a time. The
+    shell keeps each batch of a *blocked* input task (one whose copy of the checkpoint
+    being aligned came: `BarrierAligner`) in `_held`, unexecuted, in arrival order, and
+    runs it once the task is unblocked, before anything that came after it. The shell
+    acks and fails every input itself (an executor acking a BasicBolt's batch on return
+    would ack tuples still held)."""
 
     def __init__(self, bolt: Bolt, input_tasks: int):
         self.bolt = bolt
@@ -98,6 +112,8 @@ class _Shell(Bolt):
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         self._aligner = BarrierAligner(self.input_tasks)
+        self._held: deque[tuple[int, Any]] = deque()  # (task, batch or barrier tuples)
+        self._todo: deque[tuple[int, Any]] = deque()
         bolt = self.bolt
         for name in _HANDED_ON:
             setattr(bolt, name, getattr(self, name))
@@ -107,30 +123,69 @@ class _Shell(Bolt):
     def cleanup(self) -> None:
         self.bolt.cleanup()
 
-    def _forward(self, tup: Tuple) -> None:
-        self.emit(tup.values, CHECKPOINT_STREAM, anchors=[tup])
+    def held_tuples(self) -> int:
+        """Tuples held behind a checkpoint being aligned (for tests and statistics)."""
+        return sum(len(item) for _, item in self._held)
 
-    def _barriers(self, batch: TupleBatch, auto_ack: bool) -> None:
-        """Each copy is acked (by the executor when `auto_ack`, a BasicBolt's); the last
-        one of an (action, txid) is acted on first."""
-        for tup in batch:
-            txid, action = tup.values
-            verdict = self._aligner.arrive(action, txid)
+    def execute_batch(self, batch: TupleBatch) -> None:
+        task = batch.source.task
+        todo = self._todo
+        todo.append((task, list(batch) if batch.stream == CHECKPOINT_STREAM else batch))
+        while todo:
+            task, item = todo.popleft()
+            if self._aligner.blocked(task):
+                self._held.append((task, item))
+            elif isinstance(item, list):
+                self._barriers(task, item)
+            else:
+                self._data(item)
+
+    def _barriers(self, task: int, tuples: list[Tuple]) -> None:
+        """Each copy not acted on is acked at once; the last copy of a checkpoint is
+        acted on (and acked by `_on_barrier`). A copy that blocks its task holds the
+        rest of the batch."""
+        for i, tup in enumerate(tuples):
+            txid, action, emission = tup.values
+            verdict = self._aligner.arrive(action, txid, task, emission)
             if verdict == PROCESS:
                 self._on_barrier(tup, action, txid)
-            elif not auto_ack:
+            else:
                 self.ack(tup)
+            self._release()
+            if verdict == WAIT:
+                if i + 1 < len(tuples):
+                    self._held.append((task, tuples[i + 1 :]))
+                return
+
+    def _release(self) -> None:
+        """What unblocked tasks had held goes first: it came before anything still to do."""
+        if not self._held:
+            return
+        keep: deque[tuple[int, Any]] = deque()
+        free: list[tuple[int, Any]] = []
+        for entry in self._held:
+            (keep if self._aligner.blocked(entry[0]) else free).append(entry)
+        self._held = keep
+        self._todo.extendleft(reversed(free))
+
+    def _data(self, batch: TupleBatch) -> None:
+        raise NotImplementedError
 
     def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
         raise NotImplementedError
 
-    def _run(self, tup: Tuple) -> None:
+    def _forward(self, tup: Tuple) -> None:
+        self.emit(tup.values, CHECKPOINT_STREAM, anchors=[tup])
+
+    def _run(self, tup: Tuple) -> bool:
         """Execute one tuple as the executor would a Bolt's: an exception fails it."""
         try:
             self.bolt.execute(tup)
         except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
             self.fail(tup, f"{type(exc).__name__}: {exc}"[:500])
             self.report_error(exc)
+            return False
+        return True
 
 
 class CheckpointForwarder(_Shell):
@@ -141,10 +196,8 @@ class CheckpointForwarder(_Shell):
         self.bolt.prepare(conf, context)
         self._own_batch = type(self.bolt).execute_batch is not Bolt.execute_batch
 
-    def execute_batch(self, batch: TupleBatch) -> None:
-        if batch.stream == CHECKPOINT_STREAM:
-            self._barriers(batch, auto_ack=False)
-        elif self._own_batch:
+    def _data(self, batch: TupleBatch) -> None:
+        if self._own_batch:
             self.bolt.execute_batch(batch)
         else:
             for tup in batch:
@@ -155,23 +208,66 @@ class CheckpointForwarder(_Shell):
         self.ack(tup)
 
 
-class BasicCheckpointForwarder(CheckpointForwarder, BasicBolt):
-    """A BasicBolt upstream of a stateful bolt: the executor acks the whole batch,
-    barriers included, when this returns. A tuple whose execute raises is failed
-    (its tree fails, whatever else acks it), and only that one, as the executor's
-    own per-tuple path does; a bolt's own execute_batch keeps its batch semantics."""
+class BasicCheckpointForwarder(CheckpointForwarder):
+    """A BasicBolt upstream of a stateful bolt, run as the executor runs one: its emits
+    are anchored to the tuple being executed, which is acked when `execute` returns and
+    failed when it raises (only that one); a bolt's own execute_batch keeps its batch
+    semantics (the batch acked when it returns, failed when it raises). The shell does
+    this itself, not the executor: a batch it holds is not executed yet."""
 
-    def execute_batch(self, batch: TupleBatch) -> None:
-        if batch.stream == CHECKPOINT_STREAM:
-            self._barriers(batch, auto_ack=True)
-        elif self._own_batch:
-            self.bolt.execute_batch(batch)
-        else:
-            for tup in batch:  # iterating sets the tuple emits are anchored to
-                self._run(tup)
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        super().prepare(conf, context)
+        self._current: Any = None  # the input being executed: emits anchor to it
+        bolt = self.bolt
+        bolt.emit, bolt.emit_many = self._emit_anchored, self._emit_many_anchored
+        bolt.emit_direct = self._emit_direct_anchored
 
-    def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
-        self._forward(tup)
+    def _data(self, batch: TupleBatch) -> None:
+        if self._own_batch:
+            self._current = batch  # iterating it names the input (its collector's current)
+            try:
+                self.bolt.execute_batch(batch)
+            except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives
+                self.fail_batch(batch)
+                self.report_error(exc)
+            else:
+                self.ack_batch(batch)
+            finally:
+                self._current = None
+            return
+        for tup in batch:
+            self._current = tup
+            if self._run(tup):
+                self.ack(tup)
+        self._current = None
+
+    def _anchor(self, anchors: Any) -> Any:
+        if anchors is not None:
+            return anchors
+        cur = self._current
+        if isinstance(cur, TupleBatch):
+            cur = cur._collector.current
+        return None if cur is None else [cur]
+
+    def _emit_anchored(
+        self, values: Any, stream: str = "default", anchors: Any = None, msg_id: Any = None
+    ) -> None:
+        self.emit(values, stream, anchors=self._anchor(anchors))
+
+    def _emit_many_anchored(
+        self, rows: Any, stream: str = "default", anchors: Any = None, msg_id: Any = None
+    ) -> None:
+        self.emit_many(rows, stream, anchors=self._anchor(anchors))
+
+    def _emit_direct_anchored(
+        self,
+        task: int,
+        values: Any,
+        stream: str = "default",
+        anchors: Any = None,
+        msg_id: Any = None,
+    ) -> None:
+        self.emit_direct(task, values, stream, anchors=self._anchor(anchors))
 
 
 class StatefulBoltExecutor(_Shell):
@@ -181,9 +277,7 @@ class StatefulBoltExecutor(_Shell):
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         super().prepare(conf, context)
-        self._core = StatefulCore(float(conf.get("topology.message.timeout.secs", 30)))
-        clock = getattr(context, "clock", None)
-        self._now = SYSTEM_CLOCK.now if clock is None else clock.now
+        self._core = StatefulCore()
         self.bolt.ack = self._core.acked  # held until the commit after it
         self.bolt.ack_batch = self._hold_batch
         self.state = open_state(conf, context)
@@ -193,16 +287,13 @@ class StatefulBoltExecutor(_Shell):
         for tup in batch.tracked():
             self._core.acked(tup)
 
-    def execute_batch(self, batch: TupleBatch) -> None:
-        if batch.stream == CHECKPOINT_STREAM:
-            self._barriers(batch, auto_ack=False)
-        elif self._core.initialized:
+    def _data(self, batch: TupleBatch) -> None:
+        if self._core.initialized:
             for tup in batch:
                 self._run(tup)
         else:
-            now = self._now()
             for tup in batch:
-                self._core.tuple_in(tup, now)
+                self._core.tuple_in(tup)
 
     def _on_barrier(self, tup: Tuple, action: str, txid: int) -> None:
         core = self._core
@@ -211,7 +302,7 @@ class StatefulBoltExecutor(_Shell):
             action, txid, len(core.acked_since), len(core.prepared), len(core.waiting),
         )  # fmt: skip
         try:
-            steps = self._core.checkpoint(action, txid, self._now())
+            steps = self._core.checkpoint(action, txid)
             for what, arg in steps:
                 self._carry_out(what, arg, tup)
         except Exception as exc:  # noqa: BLE001 - Storm's: fail the barrier, report

@@ -14,9 +14,10 @@ Three parts, each driven by events and answering with what to do:
   time and the acks and fails of the previous one. At most one checkpoint tuple is in
   flight; its message id is its txid.
 - `BarrierAligner` and `StatefulCore` (Storm's BaseStatefulBoltExecutor and
-  StatefulBoltExecutor): a bolt acts on a checkpoint once the same (action, txid) came
-  from every input task, and the acks of the tuples it executed are held until the
-  checkpoint that includes their effect commits.
+  StatefulBoltExecutor): a bolt acts on a checkpoint once its copy came from every
+  input task, holding each task's later tuples meanwhile (an aligned cut), and the acks
+  of the tuples it executed are held until the checkpoint that includes their effect
+  commits.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHECKPOINT_STREAM = "$checkpoint"
-CHECKPOINT_FIELDS = ("txid", "action")
+# Storm's (txid, action), and which emission of the checkpoint spout it is: a number
+# that grows with every emission, across restarts of the spout (`emission_number`)
+CHECKPOINT_FIELDS = ("txid", "action", "emission")
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 ACTIONS = (PREPARE, COMMIT, ROLLBACK, INITSTATE)
 COMMITTED, COMMITTING, PREPARING = "COMMITTED", "COMMITTING", "PREPARING"
@@ -126,15 +129,43 @@ class CheckpointDriver:
 
 
 # -- bolts ---------------------------------------------------------------------------------
-PROCESS, WAIT, OLD = "process", "wait", "old"
+PROCESS, WAIT, OLD, STALE = "process", "wait", "old", "stale"
+_EMISSION_BITS = 32
+
+
+def emission_number(incarnation: int, n: int) -> int:
+    """The number of the checkpoint spout's `n`th emission in its `incarnation`th process
+    (incarnations are counted in its state): larger for every later emission."""
+    return (incarnation << _EMISSION_BITS) | (n & ((1 << _EMISSION_BITS) - 1))
 
 
 class BarrierAligner:
-    """Counts each (action, txid) per input task of the checkpoint stream: the bolt acts
-    on it (PROCESS) when the last input task's copy arrives, and every earlier copy is
-    only acked (WAIT). A whole (action, txid) older than the last one acted on is OLD: acked
-    and not acted on (a rollback lowers that mark to txid - 1, so the txid that was
-    rolled back can be prepared again)."""
+    """Aligns a checkpoint's copies, one per input task of the checkpoint stream, and says
+    which input tasks are *blocked*: those whose copy came, until the last copy does.
+
+    The shell holds every later tuple of a blocked task (any stream) unexecuted, and the
+    bolt acts on the checkpoint when the last copy arrives (PROCESS), then runs what it
+    held. So each checkpoint cuts every task's input at one point, its copy, and the cut
+    is the same in every bolt downstream of that task (its tuples and its copies reach
+    them in the order it sent them). A tuple tree is then on one side of each
+    checkpoint in every stateful bolt: never prepared or rolled back in one bolt and
+    kept in another (Chandy-Lamport's aligned snapshot; Flink's aligned checkpoints).
+    Storm's executor counts copies without holding anything: a tuple that came after
+    one copy and before the last was executed before the checkpoint in one bolt and
+    after it in another, and a rollback then failed a tree whose other half was
+    committed, which its replay counted again (issue 24).
+
+    Copies are known by their emission number (the checkpoint spout sends the same
+    action and txid again after a fail; its emissions are numbered in order). Every
+    task forwards emissions in that order, so a copy of a later emission than the one
+    being aligned, from a task that is not blocked, means a copy of that one was lost
+    (a worker died with it): that alignment is dropped (its tasks are unblocked; the
+    spout's checkpoint fails and is sent again) and the later one starts. A copy of an
+    earlier emission, or of one already acted on, is STALE (a copy held for a
+    restarting worker, delivered after newer ones went round): acked, not counted. A
+    whole checkpoint older than the last one acted on is OLD: acked and not acted on
+    (Storm's; a rollback lowers that mark to txid - 1, so the txid that was rolled back
+    can be prepared again)."""
 
     def __init__(self, input_tasks: int):
         if input_tasks < 1:
@@ -142,16 +173,30 @@ class BarrierAligner:
                 f"a bolt reads the checkpoint stream from >= 1 task, not {input_tasks}"
             )
         self.input_tasks = input_tasks
-        self.counts: dict[tuple[str, int], int] = {}
+        self.pending: int | None = None  # the emission being aligned
+        self.arrived: set[Any] = set()  # input tasks whose copy of it came: blocked
+        self.last_emission = -1  # the last emission acted on (or found old)
         self.last_txid: int | None = None
+        self.abandoned = 0  # alignments dropped because a copy was lost
+        self.stale = 0  # copies of earlier emissions, ignored
 
-    def arrive(self, action: str, txid: int) -> str:
-        key = (action, txid)
-        n = self.counts.get(key, 0) + 1
-        if n < self.input_tasks:
-            self.counts[key] = n
+    def blocked(self, task: Any) -> bool:
+        return task in self.arrived
+
+    def arrive(self, action: str, txid: int, task: Any, emission: int) -> str:
+        """A copy from input task `task` (not blocked: a blocked task's tuples are held)."""
+        pending = self.pending
+        if emission <= self.last_emission or (pending is not None and emission < pending):
+            self.stale += 1
+            return STALE
+        if pending is not None and emission > pending:
+            self.abandoned += 1
+            self.arrived = set()
+        self.pending = emission
+        self.arrived.add(task)
+        if len(self.arrived) < self.input_tasks:
             return WAIT
-        self.counts.pop(key, None)
+        self.pending, self.arrived, self.last_emission = None, set(), emission
         if self.last_txid is not None and txid < self.last_txid:
             return OLD
         self.last_txid = txid - 1 if action == ROLLBACK else txid
@@ -181,31 +226,34 @@ class StatefulCore:
     and `checkpoint(action, txid)` once aligned; each returns [(instruction, arg)].
 
     Rules kept: nothing is executed before the state is initialised (tuples wait in
-    `waiting`, then run at INITSTATE, or are failed if they waited a message timeout;
-    a PREPARE before INITSTATE is failed, which makes the spout recover); a
+    `waiting`; a PREPARE before INITSTATE is failed, which makes the spout recover); a
     tuple the bolt acked is held (`acked_since`) until a PREPARE moves it to `prepared`,
-    whose COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them, and
-    so does an INITSTATE that finds the bolt initialised (recovery: back to the last
-    commit)."""
+    whose COMMIT acks it for real; a ROLLBACK fails both, so the spout replays them.
 
-    timeout: float = float("inf")  # the topology's message timeout, seconds
-    now: float = 0.0  # the time of the event being handled
+    INITSTATE means the same in every bolt: the state is the last commit's, and every
+    tuple that reached the bolt before the INITSTATE (before its cut, `BarrierAligner`)
+    and is not in that commit is failed, so its tree is replayed once. A bolt already
+    initialised rolls back (fails what it held); a fresh one (its worker restarted, or
+    the topology starting) fails what waited for the INITSTATE. Storm's executor runs
+    what waited instead, and keeps an initialised bolt's work: the same tree was then
+    rolled back and failed in one bolt and counted in another, and its replay counted
+    it twice."""
+
     initialized: bool = False
-    waiting: list[tuple[Any, float]] = field(default_factory=list)  # (tuple, arrived)
+    waiting: list[Any] = field(default_factory=list)
     acked_since: list[Any] = field(default_factory=list)
     prepared: list[Any] = field(default_factory=list)
 
-    def tuple_in(self, tup: Any, now: float = 0.0) -> list[tuple[str, Any]]:
+    def tuple_in(self, tup: Any) -> list[tuple[str, Any]]:
         if self.initialized:
             return [(EXECUTE, tup)]
-        self.waiting.append((tup, now))
+        self.waiting.append(tup)
         return []
 
     def acked(self, tup: Any) -> None:
         self.acked_since.append(tup)
 
-    def checkpoint(self, action: str, txid: int, now: float = 0.0) -> list[tuple[str, Any]]:
-        self.now = now
+    def checkpoint(self, action: str, txid: int) -> list[tuple[str, Any]]:
         handler: Callable[[int], list[tuple[str, Any]]] = getattr(self, "_" + action.lower())
         return handler(txid)
 
@@ -231,19 +279,9 @@ class StatefulCore:
 
     def _initstate(self, txid: int) -> list[tuple[str, Any]]:
         if self.initialized:
-            # Recovery (a worker restarted, a checkpoint failed): every bolt goes back to
-            # the last committed checkpoint, as Storm's docs say. Storm's executor keeps
-            # a bolt's uncommitted work here, whose held tuples then time out while
-            # recovery lasts and are replayed on top of it; rolled back and failed now,
-            # they are replayed once.
             return self._rollback(txid)
-        # The tuples that waited are executed, as Storm's executor does, except those
-        # that waited a message timeout or more: during a recovery their trees timed out
-        # and the spout replayed them into the same wait, and executing both copies
-        # counted them twice. They are failed (a tree that had not expired yet replays).
         self.initialized = True
         out: list[tuple[str, Any]] = [(INIT_STATE, txid)]
-        old = self.now - self.timeout
-        out += [(FAIL if arrived <= old else EXECUTE, t) for t, arrived in self.waiting]
+        out += [(FAIL, t) for t in self.waiting]
         self.waiting = []
         return out + [(FORWARD, txid), (ACK_BARRIER, txid)]

@@ -9,8 +9,8 @@ Ownership (one socket, one owner thread at a time):
   into the outboxes grouped by destination worker, and hands each peer what it can take
   without blocking, encoded as TUPLES messages of up to about MESSAGE_TUPLES tuples
   (batched transfer). A peer that cannot take more puts its tasks under backpressure
-  here; one that is gone has its tuples dropped and counted; neither holds up the other
-  peers or a new address (peers.py).
+  here; one whose connection was lost has its tuples held for it (bounded), then
+  dropped and counted; neither holds up the other peers or a new address (peers.py).
 While the worker's scheduler runs its executors it serves both sides itself, between
 turns (`serve`, `service`, `park`); the two threads run before that, after it, and in
 the `threads` execution model. Either way each socket has one owner at a time.
@@ -115,6 +115,8 @@ class WorkerLink:
             drop=self._drop,
             hwm=HWM_MESSAGES,
             sndbuf=SOCKET_BUFFER_BYTES,
+            down_tuples=conf["topology.transfer.down.hold.tuples"],
+            down_secs=float(conf["topology.message.timeout.secs"]),
         )
         self._peers: dict[int, str] = {}
         self.reconnects = 0

@@ -9,19 +9,27 @@ socket can take them, into messages of about `message_tuples` tuples, so that a 
 that is behind gets fewer, fuller messages (not one per drain). A peer's connection is
 `connecting` (never up yet), `up`, or `down` (it was up and was lost: the process died,
 or its host went away and closed the port); the socket's monitor events tell which. The
-rules, Storm's (its Netty client drops what it cannot deliver to a worker that is gone;
-backpressure covers a worker that is slow):
+rules (backpressure covers a worker that is slow, as in Storm; a worker that is gone is
+waited for, bounded, where Storm's Netty client drops what it cannot deliver):
 
 - up or connecting: tuples wait in the outbox (while connecting, tuples wait for the
   connection; HELLO goes first). An outbox holding `hold_at` batches or more is *held*:
   the peer's tasks are under backpressure on this worker (`RemoteTarget` refuses, the
   executor parks its emits, never blocks) until it is down to half;
-- down: tuples for the peer are dropped as they come, counted (`peer_lost`), so their
-  trees fail and replay through acking; senders are not parked (nobody is there to push
-  back, and parking would stop their traffic to healthy peers too), but load-aware
-  shuffles steer away (the peer's tasks report load 1.0). Control messages wait, at
-  most `CONTROL_BACKLOG` (a status supersedes the ones before it). When the connection
-  is up again (the worker restarted on the same address) tuples flow again;
+- down: the connection was lost; the worker is taken as restarting (its supervisor
+  restarts a killed worker on the same address at once; a worker that moves gets a new
+  address, below). What waits for it and what comes is *held* for it, in order, and
+  sent when the connection is up again: at most `down_tuples` tuples, for at most
+  `down_secs` seconds (the message timeout: past it the trees of what is held have
+  timed out and been replayed). Past either bound the rest is dropped, counted
+  (`peer_lost`), and so is what comes until the connection is back, so those trees
+  fail and replay through acking. Dropping from the start lost the first checkpoint a
+  restarted worker was sent, so a stateful topology's recovery waited a whole message
+  timeout (issue 24).
+  Senders are not parked while it is down (nobody is there to push back, and parking
+  would stop their traffic to healthy peers too), but load-aware shuffles steer away
+  (the peer's tasks report load 1.0). Control messages wait, at most `CONTROL_BACKLOG`
+  (a status supersedes the ones before it);
 - a new address for a worker (its tasks moved, `Peers.open`): the old socket is closed
   with linger 0 and every tuple still in its outbox is dropped, counted (`peer_moved`);
   a fresh outbox starts connecting with our HELLO first.
@@ -45,6 +53,7 @@ import zmq
 
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 CONTROL_BACKLOG = 64
+DOWN_TUPLES = 100_000  # what is held for a peer whose connection is down, at most
 # Reading a monitor costs ~10 us (a getsockopt or a failed recv), and the transfer thread
 # loops thousands of times a second under load, with the GIL, beside the executors: the
 # monitors are read when a wait saw an event, or at most this often otherwise (s).
@@ -59,7 +68,8 @@ class Outbox:
     `data` holds the tuple batches not yet handed to ZeroMQ, in order; `ready` is the
     message encoded from the first of them that the socket could not take yet (frames,
     the batches it holds, their tuples), sent before anything else. `n_batches` counts
-    both (tuples are counted only when sent or dropped: no per-batch work on the way).
+    both (tuples are counted only when sent or dropped: no per-batch work on the way,
+    except while the connection is down: `down_held` counts the tuples held for it).
     Methods that drop return the batches dropped. Not thread-safe: the transfer thread
     owns it (other threads may read `n_batches`).
     """
@@ -67,25 +77,45 @@ class Outbox:
     __slots__ = (
         "worker",
         "hold_at",
+        "down_tuples",
+        "down_secs",
         "state",
         "control",
         "data",
         "ready",
         "n_batches",
         "held",
+        "down_since",
+        "gone",
+        "down_held",
+        "held_while_down",
     )
 
-    def __init__(self, worker: int, hold_at: int):
+    def __init__(
+        self,
+        worker: int,
+        hold_at: int,
+        down_tuples: int = DOWN_TUPLES,
+        down_secs: float = 30.0,
+    ):
         if hold_at < 1:
             raise ValueError(f"hold_at must be >= 1, got {hold_at}")
+        if down_tuples < 0:
+            raise ValueError(f"down_tuples must be >= 0, got {down_tuples}")
         self.worker = worker
         self.hold_at = hold_at
+        self.down_tuples = down_tuples
+        self.down_secs = down_secs
         self.state = CONNECTING
         self.control: deque[list] = deque()
         self.data: deque[Batch] = deque()
         self.ready: tuple[list, list[Batch], int] | None = None
         self.n_batches = 0
         self.held = False
+        self.down_since = 0.0
+        self.gone = False  # down past `down_secs`: what comes is dropped until it is back
+        self.down_held = 0  # tuples held now while down
+        self.held_while_down = 0  # tuples ever held for this peer while it was down
 
     def put_control(self, frames: list) -> bool:
         """Queue a control message; False when the backlog was full (the oldest status
@@ -97,13 +127,33 @@ class Outbox:
         return not full
 
     def put(self, batches: list[Batch]) -> list[Batch]:
-        """Queue tuple batches; returns them as dropped when the peer is down."""
+        """Queue tuple batches; returns those dropped (the peer down too long, or what
+        it holds at its bound)."""
         if self.state == DOWN:
-            return batches
+            return self._hold(batches)
         self.data.extend(batches)
         self.n_batches += len(batches)
         self._update()
         return []
+
+    def _hold(self, batches: list[Batch]) -> list[Batch]:
+        if self.gone:
+            return batches
+        room = self.down_tuples - self.down_held
+        for i, b in enumerate(batches):
+            n = len(b[3])
+            if n > room:
+                self._keep(batches[:i])
+                return batches[i:]
+            room -= n
+            self.down_held += n
+            self.held_while_down += n
+        self._keep(batches)
+        return []
+
+    def _keep(self, batches: list[Batch]) -> None:
+        self.data.extend(batches)
+        self.n_batches += len(batches)
 
     def sendable(self) -> bool:
         """Tuples may go to ZeroMQ now (control messages always may)."""
@@ -135,10 +185,31 @@ class Outbox:
 
     def connected(self) -> None:
         self.state = UP
+        self.gone = False
+        self.down_held = 0
+        self._update()
 
-    def disconnected(self) -> list[Batch]:
-        """The connection was lost: everything waiting is dropped."""
+    def disconnected(self, now: float = 0.0) -> list[Batch]:
+        """The connection was lost: what waits is held for it, up to the bound (the
+        rest is returned, dropped); the peer's tasks are no longer under backpressure."""
         self.state = DOWN
+        self.down_since = now
+        self.gone = False
+        waiting = [*(self.ready[1] if self.ready is not None else ()), *self.data]
+        self.ready = None
+        self.data.clear()
+        self.n_batches = 0
+        self.down_held = 0
+        dropped = self._hold(waiting)
+        self.held = False
+        return dropped
+
+    def expire(self, now: float) -> list[Batch]:
+        """Down for more than `down_secs`: the peer is taken as gone; what it holds is
+        returned, dropped, and so is what comes until the connection is back."""
+        if self.state != DOWN or self.gone or now - self.down_since <= self.down_secs:
+            return []
+        self.gone = True
         return self.clear()
 
     def clear(self) -> list[Batch]:
@@ -147,6 +218,7 @@ class Outbox:
         self.ready = None
         self.data.clear()
         self.n_batches = 0
+        self.down_held = 0
         self._update()
         return dropped
 
@@ -154,7 +226,9 @@ class Outbox:
         return bool(self.control or self.data or self.ready is not None)
 
     def _update(self) -> None:
-        if self.held:
+        if self.state == DOWN:
+            self.held = False  # nobody is there to push back: senders are not parked
+        elif self.held:
             self.held = self.n_batches > self.hold_at // 2
         else:
             self.held = self.n_batches >= self.hold_at
@@ -187,6 +261,8 @@ class Peers:
         drop: Callable[[str, int, dict[int, int]], None],
         hwm: int,
         sndbuf: int,
+        down_tuples: int = DOWN_TUPLES,
+        down_secs: float = 30.0,
     ):
         self.ctx = ctx
         self.security = security
@@ -195,6 +271,7 @@ class Peers:
         self.encode = encode
         self.drop = drop
         self.hwm, self.sndbuf = hwm, sndbuf
+        self.down_tuples, self.down_secs = down_tuples, down_secs
         self.held: set[int] = set()
         self.down: set[int] = set()
         self.boxes: dict[int, Outbox] = {}
@@ -221,7 +298,7 @@ class Peers:
         s.connect(address)
         self._sock[w], self._monitor[w] = s, mon
         self._by_monitor[mon] = w
-        box = self.boxes[w] = Outbox(w, self.hold_at)
+        box = self.boxes[w] = Outbox(w, self.hold_at, self.down_tuples, self.down_secs)
         box.put_control(hello)
         self._mirror(box)
         self._events_due = True
@@ -238,10 +315,14 @@ class Peers:
             self._close(w, linger)
 
     def events(self, now: float) -> None:
-        """Read the monitors (connections up and down), when due (`EVENTS_EVERY`)."""
+        """Read the monitors (connections up and down), when due (`EVENTS_EVERY`); a
+        peer down for longer than `down_secs` drops what it held."""
         if not self._events_due and now < self._next_events:
             return
         self._events_due, self._next_events = False, now + EVENTS_EVERY
+        for box in self.boxes.values():
+            if box.state == DOWN and not box.gone:
+                self._dropped("peer_lost", box.expire(now))
         for mon, w in list(self._by_monitor.items()):
             while True:
                 try:
@@ -252,7 +333,7 @@ class Peers:
                 if event == zmq.EVENT_CONNECTED:
                     box.connected()
                 elif event == zmq.EVENT_DISCONNECTED:
-                    self._dropped("peer_lost", box.disconnected())
+                    self._dropped("peer_lost", box.disconnected(now))
                 self._mirror(box)
 
     # -- messages ----------------------------------------------------------------------------
@@ -343,6 +424,7 @@ class Peers:
                 "state": box.state,
                 "held": box.held,
                 "waiting_batches": box.n_batches,
+                "held_while_down": box.held_while_down,
                 "messages_sent": self.sent_messages.get(w, 0),
                 "tuples_sent": self.sent_tuples.get(w, 0),
             }

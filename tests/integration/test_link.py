@@ -300,3 +300,76 @@ def test_a_lost_peer_never_holds_up_a_healthy_one_and_its_new_address_is_used(lo
         for p in (healthy, stalled, fresh):
             p.sock.close()
         ctx.term()
+
+
+def test_what_is_sent_to_a_peer_while_it_restarts_reaches_it_when_it_is_back():
+    """Issue 24: a peer whose connection was lost is taken as restarting; what is sent
+    to it meanwhile is held (not dropped) and delivered, in order, once a process listens
+    on its address again. Held past the message timeout, it is dropped and counted."""
+    import zmq
+
+    from stormish.testing import poll_for
+
+    t = Topology("back")
+    t.set_spout("s", CountingSpout(1))
+    conf = t.validate({"topology.workers": 2, "topology.message.timeout.secs": 3})
+    ctx = zmq.Context()
+    peer = Peer(ctx)
+    link = WorkerLink(0, "back", {1: 1}, conf)
+    link.attach({})
+    link.connect({1: peer.address})
+    link.start()
+    target = link.remote_target(1)
+
+    def state() -> str:
+        return link.statistics()["peers"]["1"]["state"]
+
+    def send(first: int, n: int) -> None:
+        rows = [(i,) for i in range(first, first + n)]
+        poll_for(lambda: target.try_publish((7, "default", rows, None), n), 10, 0.001)
+
+    try:
+        poll_for(lambda: state() == "up", 20, 0.01, "the peer connected")
+        send(0, 100)
+        poll_for(lambda: peer.read() == 100, 20, 0.01, "100 tuples at the peer")
+        peer.sock.close(linger=0)  # the process died
+        poll_for(lambda: state() == "down", 20, 0.01, "the connection seen lost")
+        for k in range(10):
+            send(100 + 50 * k, 50)  # accepted: nobody is parked for a down peer
+        poll_for(lambda: not link._draining and len(link.transfer) == 0, 20, 0.01)
+        assert link.statistics()["peers"]["1"]["held_while_down"] == 500
+        back = Peer.__new__(Peer)  # a new process on the same address
+        back.sock = ctx.socket(zmq.PULL)
+        back.sock.setsockopt(zmq.LINGER, 0)
+        back.sock.bind(peer.address)
+        back.tuples, back.kinds = 0, []
+        seen: list[int] = []
+
+        def read_values() -> int:
+            from stormish.transport import frames as fr
+
+            while True:
+                try:
+                    parts = back.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    return len(seen)
+                msg = fr.decode([p.buffer for p in parts])
+                back.kinds.append(msg.kind.name)
+                if msg.kind == fr.Kind.TUPLES:
+                    seen.extend(v[0] for b in msg.body for v in b[3])
+
+        poll_for(lambda: read_values() == 500, 20, 0.01, "the 500 held tuples delivered")
+        assert seen == list(range(100, 600))  # in order, none lost
+        assert "peer_lost" not in link.dropped
+        assert link.statistics()["peers"]["1"]["state"] == "up"
+        # down again, and not back within the message timeout: what it held is dropped
+        back.sock.close(linger=0)
+        poll_for(lambda: state() == "down", 20, 0.01, "the connection seen lost again")
+        send(600, 40)
+        poll_for(lambda: link.dropped.get("peer_lost", 0) == 40, 20, 0.05,
+                 "the held tuples dropped past the message timeout")  # fmt: skip
+        assert not link.busy()
+    finally:
+        link.stop()
+        peer.sock.close()
+        ctx.term()

@@ -55,21 +55,53 @@ def test_a_message_takes_whole_batches_up_to_the_limit():
     assert not box.data and box.n_batches == 5  # counted until sent
 
 
-def test_a_lost_connection_drops_what_waits_and_what_comes_until_it_is_back():
+def test_a_lost_connection_holds_what_waits_and_what_comes_until_it_is_back():
+    """The peer is taken as restarting: nothing is dropped, and nobody is parked."""
     box = Outbox(1, hold_at=2)
     box.connected()
     box.put(batches(3, 5))
     box.ready = (["encoded, the socket was full"], *box.take(1024))
     box.put(batches(4, 7))
     assert box.held
-    lost = box.disconnected()  # dropped: their trees fail and replay
-    assert by_source(lost) == (12, {3: 5, 4: 7})
-    assert box.state == DOWN and not box.held and not box.waiting()
-    late = box.put(batches(3, 4, 5))  # dropped as it comes: nobody is parked
-    assert by_source(late) == (9, {3: 9}) and not box.held
+    assert box.disconnected(now=10.0) == []
+    assert box.state == DOWN and not box.held and box.n_batches == 2
+    assert box.put(batches(3, 4, 5)) == [] and not box.held  # held, in order
     assert box.put_control([b"status"])  # control waits for the connection
+    assert not box.sendable()
     box.connected()
-    assert box.put(batches(3, 1)) == [] and box.n_batches == 1
+    assert box.held  # 5 batches wait for a peer that is up: backpressure again
+    sent = []
+    while box.sendable():
+        box.ready = (["frames"], *box.take(6))
+        sent += [(b[1], len(b[3])) for b in box.ready[1]]
+        box.sent()
+    assert sent == [(3, 5), (4, 7), (3, 4), (3, 5)]
+    assert box.held_while_down == 21 and box.down_held == 0
+
+
+def test_what_is_held_for_a_down_peer_is_bounded_in_tuples():
+    box = Outbox(1, hold_at=100, down_tuples=10)
+    box.connected()
+    box.put(batches(1, 4))
+    assert box.disconnected(now=0.0) == []
+    dropped = box.put(batches(2, 4, 3, 1))  # 4 + 4 held; 3 is past the bound, and after
+    assert by_source(dropped) == (4, {2: 4}) and box.n_batches == 2
+    assert by_source(box.put(batches(2, 2))) == (0, {})  # room for 2 is left
+    assert by_source(box.put(batches(2, 1))) == (1, {2: 1})
+
+
+def test_a_peer_down_past_the_message_timeout_is_taken_as_gone():
+    """What it held is dropped (its trees have timed out by now) and so is what comes,
+    until the connection is back."""
+    box = Outbox(1, hold_at=100, down_secs=30.0)
+    box.connected()
+    box.disconnected(now=100.0)
+    box.put(batches(1, 5))
+    assert box.expire(now=130.0) == []  # not past it yet
+    assert by_source(box.expire(now=130.5)) == (5, {1: 5})
+    assert by_source(box.put(batches(1, 2))) == (2, {1: 2}) and not box.waiting()
+    box.connected()
+    assert box.put(batches(1, 2)) == [] and box.n_batches == 1
 
 
 def test_a_move_clears_the_outbox():
@@ -99,7 +131,7 @@ def test_hold_at_must_be_positive():
     st.lists(
         st.one_of(
             st.tuples(st.just("put"), st.lists(st.integers(0, 20), min_size=1, max_size=3)),
-            st.tuples(st.sampled_from(["send", "encode", "up", "down", "clear"])),
+            st.tuples(st.sampled_from(["send", "encode", "up", "down", "expire", "clear"])),
         ),
         max_size=60,
     ),
@@ -109,7 +141,7 @@ def test_hold_at_must_be_positive():
 def test_every_tuple_is_sent_waiting_or_dropped_in_order(events, hold_at, max_tuples):
     """Whatever happens to the connection, no tuple is lost uncounted in the outbox,
     what is sent keeps its order, and the peer is held exactly by the hysteresis rule."""
-    box = Outbox(0, hold_at)
+    box = Outbox(0, hold_at, down_tuples=40)
     put, sent, dropped = [], [], 0
     for ev in events:
         if ev[0] == "put":
@@ -128,6 +160,8 @@ def test_every_tuple_is_sent_waiting_or_dropped_in_order(events, hold_at, max_tu
             box.connected()
         elif ev[0] == "down":
             dropped += by_source(box.disconnected())[0]
+        elif ev[0] == "expire":
+            dropped += by_source(box.expire(1e9))[0]
         elif ev[0] == "clear":
             dropped += by_source(box.clear())[0]
         waiting = [*(box.ready[1] if box.ready else ()), *box.data]
@@ -135,7 +169,10 @@ def test_every_tuple_is_sent_waiting_or_dropped_in_order(events, hold_at, max_tu
         assert box.n_batches == len(waiting)
         order = {id(b): i for i, b in enumerate(put)}
         assert [order[id(b)] for b in sent] == sorted(order[id(b)] for b in sent)
-        if box.n_batches >= hold_at:
+        if box.state == DOWN:
+            assert not box.held  # a down peer parks nobody
+            assert box.down_held <= 40
+        elif box.n_batches >= hold_at:
             assert box.held
         if box.n_batches <= hold_at // 2:
             assert not box.held

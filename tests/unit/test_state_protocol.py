@@ -26,6 +26,7 @@ from stormish.state.protocol import (
     PROCESS,
     ROLLBACK,
     ROLLBACK_STATE,
+    STALE,
     WAIT,
     BarrierAligner,
     CheckpointDriver,
@@ -33,6 +34,7 @@ from stormish.state.protocol import (
     Save,
     StatefulCore,
     TxState,
+    emission_number,
 )
 from stormish.testing import FakeClock
 
@@ -167,23 +169,54 @@ def test_a_late_ack_of_another_txid_changes_nothing_but_frees_the_slot():
 # -- barrier alignment --------------------------------------------------------------------------
 def test_acts_once_every_input_task_sent_the_barrier():
     a = BarrierAligner(3)
-    assert [a.arrive(PREPARE, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
-    assert [a.arrive(COMMIT, 1) for _ in range(3)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(PREPARE, 1, task, 1) for task in (7, 8, 9)] == [WAIT, WAIT, PROCESS]
+    assert [a.arrive(COMMIT, 1, task, 2) for task in (8, 9, 7)] == [WAIT, WAIT, PROCESS]
 
 
-def test_barriers_of_different_transactions_are_counted_apart():
+def test_a_task_is_blocked_from_its_copy_until_the_last_copy():
+    """Its later tuples are held meanwhile: the cut of each input is at its copy."""
     a = BarrierAligner(2)
-    assert a.arrive(PREPARE, 1) == WAIT
-    assert a.arrive(ROLLBACK, 1) == WAIT
-    assert a.arrive(ROLLBACK, 1) == PROCESS
-    assert a.arrive(PREPARE, 1) == PROCESS  # the rollback lowered the mark to 0
+    assert not a.blocked(1)
+    assert a.arrive(PREPARE, 1, task=1, emission=1) == WAIT
+    assert a.blocked(1) and not a.blocked(2)
+    assert a.arrive(PREPARE, 1, task=2, emission=1) == PROCESS
+    assert not a.blocked(1) and not a.blocked(2)
+
+
+def test_a_copy_of_a_later_emission_drops_the_alignment_whose_copy_was_lost():
+    """Task 2 sent emission 2 (ROLLBACK): its copy of emission 1 (PREPARE) is lost (its
+    worker died), so emission 1 can never be aligned; task 1 is let go."""
+    a = BarrierAligner(2)
+    assert a.arrive(PREPARE, 1, task=1, emission=1) == WAIT
+    assert a.arrive(ROLLBACK, 1, task=2, emission=2) == WAIT
+    assert a.abandoned == 1
+    assert not a.blocked(1) and a.blocked(2)
+    assert a.arrive(ROLLBACK, 1, task=1, emission=2) == PROCESS
+    assert a.arrive(PREPARE, 1, task=1, emission=3) == WAIT  # the rollback lowered the mark
+    assert a.arrive(PREPARE, 1, task=2, emission=3) == PROCESS
+
+
+def test_a_late_copy_of_an_earlier_emission_is_stale():
+    """Held for a worker while it restarted, a copy of the emission before arrives after
+    a newer one started (or went round): ignored, it neither blocks nor drops anything."""
+    a = BarrierAligner(2)
+    assert a.arrive(ROLLBACK, 5, task=2, emission=8) == WAIT
+    assert a.arrive(PREPARE, 5, task=1, emission=7) == STALE
+    assert not a.blocked(1) and a.blocked(2) and a.abandoned == 0
+    assert a.arrive(ROLLBACK, 5, task=1, emission=8) == PROCESS
+    assert a.arrive(PREPARE, 5, task=1, emission=7) == STALE  # nothing pending: still stale
+    assert not a.blocked(1) and a.stale == 2
+
+
+def test_emissions_are_numbered_in_order_across_the_spouts_restarts():
+    assert emission_number(1, 2**32 - 1) < emission_number(2, 1) < emission_number(2, 2)
 
 
 def test_an_old_transaction_is_not_acted_on():
     a = BarrierAligner(1)
-    assert a.arrive(COMMIT, 5) == PROCESS
-    assert a.arrive(PREPARE, 4) == OLD
-    assert a.arrive(INITSTATE, 5) == PROCESS
+    assert a.arrive(COMMIT, 5, 1, 1) == PROCESS
+    assert a.arrive(PREPARE, 4, 1, 2) == OLD
+    assert a.arrive(INITSTATE, 5, 1, 3) == PROCESS
 
 
 def test_a_bolt_needs_an_input_task():
@@ -192,35 +225,28 @@ def test_a_bolt_needs_an_input_task():
 
 
 # -- the stateful bolt: ack deferral ------------------------------------------------------------
-def test_tuples_wait_for_initstate_then_run():
-    """StatefulBoltExecutorTest: tuples before INITSTATE are held, then executed in order."""
-    c = StatefulCore(timeout=30)
-    assert c.tuple_in("t1", now=0.0) == []
-    assert c.tuple_in("t2", now=1.0) == []
-    assert c.checkpoint(INITSTATE, 0, now=2.0) == [
+def test_tuples_before_a_fresh_initstate_wait_then_are_replayed():
+    """Unlike Storm's executor, which runs them: INITSTATE rolls every bolt back to the
+    last commit, so what came before it is failed in every bolt, a fresh one too (else
+    a tree rolled back in one bolt was counted in this one, and its replay again)."""
+    c = StatefulCore()
+    assert c.tuple_in("t1") == []
+    assert c.tuple_in("t2") == []
+    assert c.checkpoint(INITSTATE, 0) == [
         (INIT_STATE, 0),
-        (EXECUTE, "t1"),
-        (EXECUTE, "t2"),
+        (FAIL, "t1"),
+        (FAIL, "t2"),
         (FORWARD, 0),
         (ACK_BARRIER, 0),
     ]
     assert c.tuple_in("t3") == [(EXECUTE, "t3")]
 
 
-def test_tuples_that_waited_a_message_timeout_are_replayed_not_run():
-    """Beyond Storm: in a long recovery a waiting tuple's tree times out and its replay
-    joins the wait; running both counted it twice. Clock: FakeClock seconds."""
-    clock = FakeClock()
-    c = StatefulCore(timeout=10)
-    c.tuple_in("old", clock.now())
-    clock.advance(9)
-    c.tuple_in("replay of old", clock.now())
-    clock.advance(1)
-    assert c.checkpoint(INITSTATE, 3, clock.now())[:3] == [
-        (INIT_STATE, 3),
-        (FAIL, "old"),
-        (EXECUTE, "replay of old"),
-    ]
+def test_a_rollback_before_initstate_keeps_the_waiting_tuples_waiting():
+    c = StatefulCore()
+    c.tuple_in("t1")
+    assert c.checkpoint(ROLLBACK, 3) == [(ROLLBACK_STATE, 3), (FORWARD, 3), (ACK_BARRIER, 3)]
+    assert (FAIL, "t1") in c.checkpoint(INITSTATE, 2)
 
 
 def test_initstate_in_recovery_rolls_an_initialised_bolt_back():
