@@ -4,7 +4,7 @@
 "use strict";
 
 const Plot = (() => {
-  const W = 340, H = 150, L = 46, R = 10, T = 24, B = 22;  // size and margins (px)
+  const W = 340, H = 160, L = 52, R = 12, T = 38, B = 22;  // size and margins (px)
 
   // a round step for about `n` ticks up to `max` (1, 2 or 5 x a power of ten)
   function niceStep(max, n) {
@@ -28,20 +28,22 @@ const Plot = (() => {
   // unit: a suffix for the y axis ("/s", " ms", "%"); yMax: a fixed top (else the data's)
   function svg(id, title, lines, window, unit, yMax) {
     const ys = lines.flatMap(l => l.values.map(v => v[1]).filter(y => y !== null));
-    const top = yMax !== undefined ? yMax : Math.max(1e-9, ...ys, 0);
-    const step = niceStep(top || 1, 4), ymax = yMax !== undefined ? yMax : Math.ceil(top / step) * step || step;
+    // nothing yet (or all 0): an axis up to 1, not one of 1e-9s
+    const top = yMax !== undefined ? yMax : Math.max(...ys, 0) || 1;
+    const step = niceStep(top, 4), ymax = yMax !== undefined ? yMax : Math.ceil(top / step) * step;
     const x = ago => L + (W - L - R) * (1 - ago / window);
     const y = v => T + (H - T - B) * (1 - v / ymax);
     const n = Math.max(0, ...lines.map(l => l.values.length));
     let s = `<svg class="plot" id="${esc(id)}" data-points="${n}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}">`;
-    s += `<text class="plot-title" x="${L}" y="14">${esc(title)}</text>`;
-    for (let v = 0; v <= ymax + 1e-9; v += step) {
+    s += `<text class="plot-title" x="8" y="15">${esc(title)}</text>`;
+    for (let i = 0; i * step <= ymax * (1 + 1e-9); i++) {
+      const v = i * step;
       s += `<line class="grid" x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}"/>` +
            `<text class="tick" x="${L - 4}" y="${y(v) + 4}" text-anchor="end">${short(v)}${unit}</text>`;
     }
     for (let i = 0; i <= 4; i++) {
       const ago = window * (1 - i / 4);
-      s += `<text class="tick" x="${x(ago)}" y="${H - 6}" text-anchor="middle">${ago ? "-" + short(ago / 60) + "m" : "now"}</text>`;
+      s += `<text class="tick" x="${x(ago)}" y="${H - 6}" text-anchor="middle">${!ago ? "now" : window <= 120 ? "-" + short(ago) + "s" : "-" + short(ago / 60) + "m"}</text>`;
     }
     lines.forEach((l, k) => {
       // a gap where a value is missing (no tree acked: no latency), not a drop to 0
@@ -53,7 +55,8 @@ const Plot = (() => {
       });
       s += `<path class="line" data-series="${esc(l.name)}" d="${d}" stroke="${l.color}"/>`;
       const last = l.values.filter(v => v[1] !== null).slice(-1)[0];
-      s += `<text class="legend" x="${L + 4 + k * 110}" y="${T + 10}" fill="${l.color}">${esc(l.name)}${last ? " " + short(last[1]) + unit : ""}</text>`;
+      if (last) s += `<circle cx="${x(last[0]).toFixed(1)}" cy="${y(Math.min(last[1], ymax)).toFixed(1)}" r="2.5" fill="${l.color}"/>`;
+      s += `<text class="legend" x="${8 + k * 150}" y="30" fill="${l.color}">${esc(l.name)}${!last ? "" : yMax !== undefined && last[1] > yMax ? " >" + short(yMax) + unit : " " + short(last[1]) + unit}</text>`;
     });
     return s + "</svg>";
   }
