@@ -252,6 +252,7 @@ def graph_view(
                 "id": name,
                 "kind": meta["kind"],
                 "executedRate": rate(c.executed, b.executed if b else 0) if c else None,
+                "emittedRate": rate(c.emitted, b.emitted if b else 0) if c else None,
                 "errors": c.errors if c else 0,
                 # for the colours: the busiest task's share of the last seconds in user
                 # code (Storm's capacity), the most parked one's share behind
