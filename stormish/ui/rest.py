@@ -5,8 +5,12 @@ GET  /api/v1/supervisor/summary                  each supervisor and its slots
 GET  /api/v1/topology/summary                    each topology
 GET  /api/v1/topology/{id}[?window=600]          topologyStats per window, spouts, bolts
 GET  /api/v1/topology/{id}/component/{c}         per-task (executor) stats, errors
-GET  /api/v1/topology/{id}/graph                 the page's view: components, edges with
-                                                 rates, tasks with queue fill and backpressure
+GET  /api/v1/topology/{id}/graph                 the page's view: components (busy share,
+                                                 backpressure, root), edges with rates and
+                                                 queue fill, tasks with queue fill
+GET  /api/v1/topology/{id}/series[?window=600]   the plots' points: the topology's and each
+                                                 component's (series.py)
+GET  /api/v1/topology/{id}/component/{c}/series  one component's points
 POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{workers}
 
 Windows: the engine's counters are cumulative, so a window is the difference between now
@@ -42,10 +46,18 @@ from ..errors import StormishError
 from ..runtime.bp_root import backpressure_roots, congested
 from ..runtime.stats import TopologyStatistics
 from .backend import Backend
+from .series import KEEP as SERIES_KEEP
+from .series import TOPOLOGY, Series, fill, task_shares
 
 RECENT = 10.0  # seconds the page's rates are measured over
 KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
 HEADER = "HTTP_X_STORMISH_UI"
+# the page's files, all served from the package (no CDN: the UI works offline); a
+# browser asks /favicon.ico of every page whatever the page links, so it is the icon too
+STATIC = {"/": "index.html", "/index.html": "index.html", "/plot.js": "plot.js",
+          "/favicon.svg": "favicon.svg", "/favicon.ico": "favicon.svg"}  # fmt: skip
+CONTENT_TYPES = {"html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8",
+                 "svg": "image/svg+xml"}  # fmt: skip
 
 
 class History:
@@ -229,6 +241,7 @@ def graph_view(
         return None if before is None or seconds <= 0 else max(0.0, (now_n - then_n) / seconds)
 
     roots = {r.task.task for r in backpressure_roots(stats.tasks.values())}
+    shares = task_shares(stats, before, seconds)
     comps = []
     for name, meta in graph["components"].items():
         c = stats.components.get(name)
@@ -239,7 +252,16 @@ def graph_view(
                 "id": name,
                 "kind": meta["kind"],
                 "executedRate": rate(c.executed, b.executed if b else 0) if c else None,
+                "emittedRate": rate(c.emitted, b.emitted if b else 0) if c else None,
                 "errors": c.errors if c else 0,
+                # for the colours: the busiest task's share of the last seconds in user
+                # code (Storm's capacity), the most parked one's share behind
+                # backpressure, and whether one is the root `monitor` names
+                "capacity": round(max((shares[t.task][0] for t in tasks), default=0.0), 3),
+                "backpressure": round(max((shares[t.task][1] for t in tasks), default=0.0), 3),
+                "backpressureSeconds": round(c.backpressure_seconds, 1) if c else 0.0,
+                "queueFill": round(max((fill(t) for t in tasks), default=0.0), 3),
+                "root": any(t.task in roots for t in tasks),
                 "tasks": [
                     {
                         "task": t.task,
@@ -267,6 +289,12 @@ def graph_view(
                 stream_count(stats, e["source"], e["stream"]),
                 stream_count(before, e["source"], e["stream"]),
             ),
+            "queueFill": round(
+                max(
+                    (fill(t) for t in stats.tasks.values() if t.component == e["bolt"]), default=0.0
+                ),
+                3,
+            ),  # fmt: skip
         }
         for e in graph["edges"]
     ]
@@ -289,6 +317,7 @@ class RestApp:
         self.backend = backend
         self.clock = clock
         self.histories: dict[str, History] = {}
+        self.series: dict[str, Series] = {}
 
     # -- WSGI -------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -352,11 +381,36 @@ class RestApp:
             return graph_view(stats, self.backend.graph(name), before[1] if before else None, secs)
         if parts[2:3] == ["component"] and len(parts) == 4:
             return component_view(stats, parts[3])
+        if parts[2:3] == ["series"] and len(parts) == 3:
+            secs = _series_window(query)
+            ring = self.series[name]
+            comps = [c for c in stats.components if not c.startswith("__")]
+            return {
+                "topologyId": name,
+                "windowSeconds": secs,
+                "step": ring.step,
+                "topology": ring.points(TOPOLOGY, now, secs),
+                "components": {c: ring.points(c, now, secs) for c in comps},
+            }
+        if parts[2:3] == ["component"] and parts[4:] == ["series"]:
+            if parts[3] not in stats.components:
+                raise KeyError(parts[3])
+            secs = _series_window(query)
+            ring = self.series[name]
+            return {
+                "topologyId": name,
+                "component": parts[3],
+                "windowSeconds": secs,
+                "step": ring.step,
+                "points": ring.points(parts[3], now, secs),
+            }
         raise KeyError(path)
 
     def _stats(self, name: str) -> TopologyStatistics:
         stats = self.backend.stats(name)
-        self.histories.setdefault(name, History()).add(self.clock(), stats)
+        now = self.clock()
+        self.histories.setdefault(name, History()).add(now, stats)
+        self.series.setdefault(name, Series()).add(now, stats)
         return stats
 
     def cluster_summary(self) -> dict[str, Any]:
@@ -387,11 +441,11 @@ class RestApp:
         }
 
     def _static(self, path: str, start_response: Callable) -> Iterable[bytes]:
-        name = {"/": "index.html", "/index.html": "index.html"}.get(path)
+        name = STATIC.get(path)
         if name is None:
             return _reply(start_response, 404, {"error": f"not found: {path}"})
         body = resources.files("stormish.ui").joinpath("static", name).read_bytes()
-        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+        start_response("200 OK", [("Content-Type", CONTENT_TYPES[name.rsplit(".", 1)[1]]),
                                   ("Content-Length", str(len(body))),
                                   ("Cache-Control", "no-store")])  # fmt: skip
         return [body]
@@ -408,6 +462,12 @@ def _number(name: str, text: str, wanted: str, above: float = -1.0) -> float:
     if not math.isfinite(value) or value <= above:
         raise ValueError(f"{name} {text!r}: {wanted}")
     return value
+
+
+def _series_window(query: dict[str, str]) -> float:
+    """The plots' window: `window` seconds (> 0), at most what a ring keeps."""
+    secs = _number("window", query.get("window", str(SERIES_KEEP)), "seconds > 0", above=0.0)
+    return min(secs, SERIES_KEEP)
 
 
 def _path_number(verb: str, text: str) -> float:
