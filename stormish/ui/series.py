@@ -3,7 +3,8 @@
 The engine's counters are cumulative (and its latencies lifetime means), so a point is
 the difference between two samples of the statistics divided by the time between them:
 rates per second, the share of the time a task was busy (Storm's capacity) or parked
-behind backpressure, and the mean complete latency of the trees acked in between. The
+behind backpressure, and the complete latency of the trees acked in between: the mean,
+and p50/p99 from the interval's share of the spouts' latency histograms. The
 UI samples when it is asked (the page refreshes every 2 s), at most one point per `STEP`
 seconds; a ring keeps `KEEP` seconds of points and never more than `MAX_POINTS`, so a
 page left open for a week costs what one left open for 10 minutes does.
@@ -16,7 +17,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from ..runtime.stats import TaskStats, TopologyStatistics
+from ..runtime.stats import COMPLETE_BUCKETS, TaskStats, TopologyStatistics
 
 STEP = 1.0  # seconds: the least time between two points
 KEEP = 600.0  # seconds of points kept (the plots' window: Storm's 10 minutes)
@@ -46,6 +47,36 @@ def task_shares(
     return out
 
 
+def quantile_ms(
+    hist: list[int], q: float, bounds: tuple[float, ...] = COMPLETE_BUCKETS
+) -> float | None:
+    """The `q` quantile, in ms, of an interval's histogram (counts per bucket of `bounds`
+    in seconds, and one for +Inf), interpolated within its bucket as Prometheus's
+    histogram_quantile does; past the last bound, that bound. None without a count."""
+    total = sum(hist)
+    if total <= 0:
+        return None
+    rank, seen = q * total, 0
+    for i, n in enumerate(hist):
+        if n and seen + n >= rank:
+            if i >= len(bounds):
+                return bounds[-1] * 1000.0
+            lo = bounds[i - 1] if i else 0.0
+            return (lo + (bounds[i] - lo) * (rank - seen) / n) * 1000.0
+        seen += n
+    return bounds[-1] * 1000.0
+
+
+def _hist_delta(tasks: list[tuple[TaskStats, TaskStats | None]]) -> list[int]:
+    """The spouts' complete-latency histogram over the interval (counts only grow)."""
+    out = [0] * (len(COMPLETE_BUCKETS) + 1)
+    for t, b in tasks:
+        before = b.complete_histogram if b is not None else ()
+        for i, n in enumerate(t.complete_histogram[: len(out)]):
+            out[i] += max(0, n - (before[i] if i < len(before) else 0))
+    return out
+
+
 def fill(t: TaskStats) -> float:
     """How full a task's receive queue is (its overflow counts as full and more)."""
     return (t.receive_population + t.overflow) / t.receive_capacity if t.receive_capacity else 0.0
@@ -68,6 +99,8 @@ def _point(
         t.acked * t.complete_latency_ms - (b.acked * b.complete_latency_ms if b else 0)
         for t, b in acked_spout
     )
+    hist = _hist_delta(acked_spout)
+    p50, p99 = quantile_ms(hist, 0.5), quantile_ms(hist, 0.99)
     return {
         "t": round(at, 3),
         "emitted": round(max(0.0, delta("emitted")) / seconds, 2),
@@ -75,6 +108,8 @@ def _point(
         "acked": round(max(0.0, delta("acked")) / seconds, 2),
         "failed": round(max(0.0, delta("failed")) / seconds, 2),
         "completeLatency": round(latency_total / trees, 3) if trees > 0 else None,
+        "completeLatencyP50": None if p50 is None else round(p50, 3),
+        "completeLatencyP99": None if p99 is None else round(p99, 3),
         "capacity": round(max((shares[t.task][0] for t, _ in tasks), default=0.0), 3),
         "backpressure": round(max((shares[t.task][1] for t, _ in tasks), default=0.0), 3),
         "queueFill": round(max((fill(t) for t, _ in tasks), default=0.0), 3),

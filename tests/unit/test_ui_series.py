@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stormish.runtime.stats import TaskStats, TopologyStatistics, aggregate
 from stormish.ui.rest import RestApp
 from stormish.ui.series import TOPOLOGY, Series
@@ -122,3 +124,16 @@ def test_the_page_files_and_the_favicon_are_served():
         assert body
     fetch("/nothing.png")
     assert got["status"].startswith("404")
+
+
+def test_latency_quantiles_come_from_the_intervals_histogram():
+    from stormish.runtime.stats import COMPLETE_BUCKETS
+    from stormish.ui.series import quantile_ms
+
+    hist = [0] * (len(COMPLETE_BUCKETS) + 1)
+    assert quantile_ms(hist, 0.5) is None
+    hist[3] = 100  # 100 trees in (5 ms, 10 ms]
+    assert quantile_ms(hist, 0.5) == pytest.approx(7.5)
+    assert quantile_ms(hist, 0.99) == pytest.approx(9.95)
+    hist[-1] = 10  # past the last bound: that bound
+    assert quantile_ms(hist, 0.99) == COMPLETE_BUCKETS[-1] * 1000.0

@@ -70,7 +70,11 @@ const Plot = (() => {
       : [{ name: "emitted", color: "#2ca02c", values: col("emitted") }, { name: "acked", color: "#1f77b4", values: col("acked") }];
     const plots = [svg(prefix + "-rates", "rates (tuples/s)", rates, window, "/s")];
     if (kind !== "bolt") {
-      plots.push(svg(prefix + "-latency", "complete latency (mean, ms)", [{ name: "complete", color: "#9467bd", values: col("completeLatency") }], window, " ms"));
+      plots.push(svg(prefix + "-latency", "complete latency (ms)", [
+        { name: "p50", color: "#9467bd", values: col("completeLatencyP50") },
+        { name: "p99", color: "#d62728", values: col("completeLatencyP99") },
+        { name: "mean", color: "#7f7f7f", values: col("completeLatency") },
+      ], window, " ms"));
     }
     plots.push(svg(prefix + "-queue", "receive queue fill (fullest task)", [{ name: "queue", color: "#ff7f0e", values: pct("queueFill") }], window, "%", 100));
     plots.push(svg(prefix + "-bp", "busy and backpressure (% of time)", [
