@@ -46,6 +46,12 @@ def revenue(lines: list[str], prefix: str) -> dict[str, tuple[int, str]]:
     return found
 
 
+def untagged(stdout: str) -> list[str]:
+    """The output's lines without the tag of the component whose code printed them
+    (`[totals:3] `: every line a component writes is tagged)."""
+    return [re.sub(r"^\[[\w.-]+:\d+\] ", "", line) for line in stdout.splitlines()]
+
+
 def check_etl_output(spark, out: Path, n: int) -> None:
     df = spark.read.parquet(str(out / "orders"))
     assert df.count() == n
@@ -59,7 +65,7 @@ def check_etl_output(spark, out: Path, n: int) -> None:
 
 
 def check_etl_printout(stdout: str, n: int, out: Path) -> None:
-    lines = stdout.splitlines()
+    lines = untagged(stdout)
     bolts = revenue(lines, "totals (bolt):")
     query = revenue(lines, "spark query:")
     assert set(query) == {"north", "east", "south", "west"}
@@ -103,7 +109,7 @@ def test_spark_streaming_counts_each_committed_row_once_while_the_topology_runs(
         "SPARK_STREAMING_TIMEOUT": "200",
     }
     r = run(["-m", "stormish.cli", "run", "topologies/spark_streaming.py"], env)
-    lines = r.stdout.splitlines()
+    lines = untagged(r.stdout)
     assert "topology 'spark-streaming': complete" in r.stdout
     batches = [
         tuple(number(x) for x in m.groups())
