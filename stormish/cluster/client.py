@@ -9,6 +9,7 @@ from typing import Any
 import zmq
 
 from ..errors import StormishError
+from ..runtime import error_report, stats  # noqa: F401 - the records nimbus's answers carry
 from ..transport import control as ct
 from .api import API_VERBS
 

@@ -310,7 +310,8 @@ def test_a_stateful_count_in_redis_survives_a_killed_worker_exactly(deployment):
         "topology.max.spout.pending": 2000,
     })  # fmt: skip
     t.set_spout("words", state_parts.WordSpout(STATE_WORDS))
-    t.set_bolt("count", state_parts.Counter(), parallelism=4).fields_grouping("words", ["word"])
+    t.set_bolt("split", state_parts.Split(), parallelism=2).shuffle_grouping("words")
+    t.set_bolt("count", state_parts.Counter(), parallelism=4).fields_grouping("split", ["word"])
     deployment.call("submit", (t, {}))
     poll_for(lambda: deployment.status(name) == "running", 120, 0.5, "running")
     poll_for(lambda: (ids := _committed_txids(r, name)) and min(ids) >= 2, 120, 0.05,

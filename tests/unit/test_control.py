@@ -137,3 +137,20 @@ def test_unknown_verbs_are_refused_when_sending():
 def test_a_payload_the_format_cannot_carry_is_named_when_sending():
     with pytest.raises(ct.ControlError, match="object is not a control payload shape"):
         ct.request("stats", 1, object())
+
+
+def test_a_fresh_client_process_knows_the_records_nimbus_answers_with():
+    """A client imports nothing of the runtime by itself: `stats` from nimbus failed
+    with 'unknown record TaskStats' in a fresh process (the compose tests)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from stormish.cluster.client import NimbusClient\n"
+        "from stormish.transport import wire\n"
+        'p = wire.loads(b\'{"$r":"TaskStats","v":{"task":1,"component":"a",'
+        '"worker":0,"kind":"bolt"}}\')\n'
+        "print(type(p).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "TaskStats", out.stderr
