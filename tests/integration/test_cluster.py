@@ -13,7 +13,8 @@ import signal
 import socket
 import subprocess
 import sys
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import psutil
 import pytest
@@ -41,6 +42,18 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+@contextmanager
+def no_process_left() -> Iterator[None]:
+    """Every process started inside is gone at the end: one left is killed and named."""
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    left = [p for p in me.children(recursive=True) if p.pid not in before]
+    for p in left:
+        p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
 
 
 class Cluster:
@@ -420,15 +433,10 @@ def test_cli_submit_inactive_opens_nothing_until_activate(cluster):
 def keyed_cluster(tmp_path):
     keys = str(tmp_path / "keys")
     create(keys)
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(str(tmp_path), keys=keys)
-    yield c
-    c.close()
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    with no_process_left():
+        c = Cluster(str(tmp_path), keys=keys)
+        yield c
+        c.close()
 
 
 def test_a_cluster_with_keys_runs_and_refuses_clients_without_them(keyed_cluster, tmp_path):
@@ -652,16 +660,11 @@ def test_monitor_names_the_root_of_backpressure_not_its_victims(cluster):
 
 @pytest.fixture
 def ui_cluster(tmp_path):
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
-    yield c
-    c.close()
-    print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    with no_process_left():
+        c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
+        yield c
+        c.close()
+        print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")
 
 
 def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(ui_cluster):

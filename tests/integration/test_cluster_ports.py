@@ -9,25 +9,27 @@ import socket
 import subprocess
 import sys
 
-import psutil
 import pytest
 
 from stormish import BasicBolt, Topology, WorkerError
 from stormish.testing import ListSpout, poll_for
 
-from .test_cluster import SENTENCES, WORDS, Cluster, _cli, free_ports, wordcount
+from .test_cluster import (
+    SENTENCES,
+    WORDS,
+    Cluster,
+    _cli,
+    free_ports,
+    no_process_left,
+    wordcount,
+)
 
 
 @pytest.fixture
 def procs_checked():
     """Every process a test started is gone at its end."""
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    yield
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    with no_process_left():
+        yield
 
 
 def listen(port: int) -> socket.socket:
