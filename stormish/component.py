@@ -124,6 +124,17 @@ class Spout(Component):
         return t
 
 
+def prepare_bolt(bolt: Any, conf: Mapping[str, Any], context: Any) -> None:
+    """The engine's set-up of a base class (a windowed bolt's windows and watermarks) and
+    then the user's `prepare`: a subclass that overrides `prepare` needs no
+    `super().prepare(...)`, as in Storm, where no user method must call its base for the
+    engine to work. A base class puts its set-up in `_engine_prepare(conf, context)`."""
+    setup = getattr(bolt, "_engine_prepare", None)
+    if setup is not None:
+        setup(conf, context)
+    bolt.prepare(conf, context)
+
+
 class Bolt(Component):
     """A processor with manual anchoring and acking.
 

@@ -6,7 +6,6 @@ Keep this file minimal: fixtures that only one test module needs live in that mo
 from collections.abc import Iterator
 
 import pytest
-
 from brokers import Broker, kafka_broker, nats_server, nats_server_path, tansu_path
 
 

@@ -83,7 +83,6 @@ class RollingCounts(WindowedBolt):
     outputs = ["end", "ranking"]
 
     def prepare(self, conf, context):
-        super().prepare(conf, context)
         self.counts: dict[str, int] = {}
 
     def execute_window(self, window):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from ..component import BasicBolt, Bolt
+from ..component import BasicBolt, Bolt, prepare_bolt
 from ..edges import STALE
 from ..errors import TopologyError
 from ..settle import ACK, BATCH_RESULT_COUNT, BATCH_RESULT_VALUE, DEAD_LETTER, FAIL, OVERFLOW
@@ -124,7 +124,7 @@ class BoltExecutor(Executor):
 
     def begin(self) -> None:
         """Everything before the first loop turn, on the thread that runs the loop."""
-        self.obj.prepare(self.conf, self.context)
+        prepare_bolt(self.obj, self.conf, self.context)
         if self.is_acker:
             self._exec = self._execute_raw
         elif self.batcher is not None:

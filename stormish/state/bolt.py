@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from ..component import BasicBolt, Bolt
+from ..component import BasicBolt, Bolt, prepare_bolt
 from ..tuple import TrackedTuple, Tuple, TupleBatch
 from .factory import open_state
 from .kv import KeyValueState
@@ -193,7 +193,7 @@ class CheckpointForwarder(_Shell):
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         super().prepare(conf, context)
-        self.bolt.prepare(conf, context)
+        prepare_bolt(self.bolt, conf, context)
         self._own_batch = type(self.bolt).execute_batch is not Bolt.execute_batch
 
     def _data(self, batch: TupleBatch) -> None:
@@ -281,7 +281,7 @@ class StatefulBoltExecutor(_Shell):
         self.bolt.ack = self._core.acked  # held until the commit after it
         self.bolt.ack_batch = self._hold_batch
         self.state = open_state(conf, context)
-        self.bolt.prepare(conf, context)
+        prepare_bolt(self.bolt, conf, context)
 
     def _hold_batch(self, batch: TupleBatch) -> None:
         for tup in batch.tracked():

@@ -16,6 +16,7 @@ unacked for about length + slide + lag: `check_in_topology`, called at submit, r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -32,6 +33,11 @@ from .watermark import WatermarkGenerator
 # A late tuple, as the late tuple stream carries it: its fields and values as a dict,
 # its timestamp (seconds) and where it came from.
 LATE_FIELDS = ("late_tuple", "timestamp", "component", "stream")
+# An int timestamp above this is almost surely milliseconds: 10^11 s is the year 5138,
+# 10^11 ms is 1973.
+MS_LIKELY = 10**11
+
+log = logging.getLogger("stormish.windowing")
 
 
 class WindowedBolt(Bolt):
@@ -42,7 +48,8 @@ class WindowedBolt(Bolt):
                 .with_timestamp_field("ts").with_lag(seconds=5)
                 .with_late_tuple_stream("late")
 
-    A subclass that overrides `prepare` must call `super().prepare(conf, context)`."""
+    A subclass may override `prepare` without calling `super().prepare(...)`: the
+    engine sets the windows up before it (`_engine_prepare`)."""
 
     window_length: Size | None = None
     window_slide: Size | None = None
@@ -147,7 +154,8 @@ class WindowedBolt(Bolt):
         self._inputs = tuple(sorted(set(inputs)))
 
     # -- running ----------------------------------------------------------------------------
-    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+    def _engine_prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        """Run by the engine before the user's `prepare` (component.prepare_bolt)."""
         self._component = getattr(context, "component_id", type(self).__name__)
         clock = getattr(context, "clock", None)
         if clock is None:
@@ -156,6 +164,7 @@ class WindowedBolt(Bolt):
             clock = SYSTEM_CLOCK
         self._now = clock.now
         self._event_time = self.timestamp_field is not None
+        self._ms_warned = False
         self._windows = self._make_windows()
         grace = self.session_grace.ms if self.session_gap and self.session_grace else 0
         self._watermarks = WatermarkGenerator(self.lag.ms, self._inputs, grace)
@@ -184,17 +193,14 @@ class WindowedBolt(Bolt):
         self.emit, self.emit_many = anchored_emit, anchored_emit_many  # type: ignore[method-assign]
 
     def execute(self, tup: Tuple) -> None:
-        try:
-            windows = self._windows
-        except AttributeError:
-            raise TopologyError(
-                f"{type(self).__name__}.prepare() must call super().prepare(conf, context)"
-            ) from None
+        windows = self._windows
         if tup.is_tick:
             self._carry_out(self._on_time())
             return
         if self._event_time:
             ts = self._timestamp(tup)
+            if not self._ms_warned and type(ts) is int and ts > MS_LIKELY:
+                self._warn_ms(ts)
             if not self._watermarks.track((tup.source_component, tup.stream), to_ms(ts)):
                 self._late(tup, ts)
                 return
@@ -261,6 +267,19 @@ class WindowedBolt(Bolt):
         for t in tuples:
             self.fail(t)
         return ids
+
+    def _warn_ms(self, ts: int) -> None:
+        """Seconds are the unit here; Storm's timestamps are milliseconds, and a Storm
+        user's field holding them would put every window 1000 times too far. Said once
+        per task: the run goes on as written."""
+        self._ms_warned = True
+        log.warning(
+            "windowed bolt %r: timestamp %d in field %r looks like milliseconds (Storm's "
+            "unit); stormish timestamps are seconds: divide by 1000 (docs/windows.md)",
+            self._component,
+            ts,
+            self.timestamp_field if isinstance(self.timestamp_field, str) else "(a function)",
+        )
 
     def _timestamp(self, tup: Tuple) -> Any:
         f = self.timestamp_field

@@ -377,3 +377,79 @@ def test_watermark_after_every_tuple_and_a_late_one(tmp_path):
         assert [w[2] for w in read(path)] == [[603, 605, 607], [603, 605, 607, 618], [618, 626]]
         assert [r[0]["id"] for r in read(path, "late")] == [600]
         assert sorted(feeder.acked) == [1, 2, 3, 7]
+
+
+class NoSuperLister(Lister):
+    """A Storm user's windowed bolt: its own prepare, no super().prepare(...) call."""
+
+    def prepare(self, conf, context):
+        self.prepared_by_user = True
+
+    def execute_window(self, window):
+        assert self.prepared_by_user
+        super().execute_window(window)
+
+
+class NoSuperJoin(JoinBolt):
+    def prepare(self, conf, context):
+        self.joined = 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_windowed_and_join_bolts_need_no_super_prepare(tmp_path, workers):
+    """Issue 28: the engine sets a windowed bolt up outside the user's prepare (Storm's
+    windowed bolts need no base call); the windows and the join run as without it."""
+    path = tmp_path / "out.jsonl"
+    t = Topology("nosuper", config={"topology.message.timeout.secs": 60})
+    with FeederSpout(["id", "ts"]) as feeder, FeederSpout(["uid", "ts"]) as users:
+        t.set_spout("events", feeder)
+        t.set_spout("users", users)
+        win = (
+            NoSuperLister()
+            .with_window(length=Duration(seconds=20), slide=Duration(seconds=10))
+            .with_timestamp_field("ts")
+            .with_lag(seconds=5)
+            .with_watermark_interval(seconds=0.1)
+        )
+        t.set_bolt("win", win).global_grouping("events")
+        join = (
+            NoSuperJoin("events", "id")
+            .join("users", "uid", "events")
+            .select("id,ts")
+            .with_tumbling_window(Count(1))
+        )
+        t.set_bolt("join", join).fields_grouping("events", ["id"]).fields_grouping(
+            "users", ["uid"]
+        )
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        with LocalCluster(workers=workers) as cluster:
+            cluster.submit(t)
+            for n, (name, s) in enumerate(EVENTS, 1):
+                feeder.feed([name, BASE + s], msg_id=n)
+            poll_for(lambda: len(read(path)) >= 3, 30, what="three windows")
+            assert [w[:5] for w in read(path)] == WINDOWS
+            # e1-e3 left the window and each went through the join: none failed
+            poll_for(lambda: sorted(feeder.acked) == [1, 2, 3], 30, what="e1-e3 acked")
+            assert not feeder.failed
+
+
+def test_millisecond_timestamps_are_warned_once_naming_the_component(tmp_path, caplog):
+    """Issue 28: Storm's timestamps are ms; an int above 10^11 in the timestamp field is
+    said once per task (the component, the value, the field), and the run goes on."""
+    path = tmp_path / "out.jsonl"
+    base_ms = int(BASE * 1000)
+    with FeederSpout(["id", "ts"]) as feeder, LocalCluster() as cluster:
+        t = Topology("msts", config={"topology.message.timeout.secs": 60})
+        t.set_spout("events", feeder)
+        win = Lister().with_tumbling_window(Count(2)).with_timestamp_field("ts")
+        t.set_bolt("win", win).global_grouping("events")
+        t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
+        with caplog.at_level("WARNING", logger="stormish.windowing"):
+            cluster.submit(t)
+            for n in range(4):
+                feeder.feed([f"e{n}", base_ms + n], msg_id=n)
+            tracked_wait(cluster, "msts", 4)
+            poll_for(lambda: len(read(path)) == 2, 30, what="two count windows, all the same")
+    said = [r.getMessage() for r in caplog.records if r.name == "stormish.windowing"]
+    assert len(said) == 1, said
+    assert "'win'" in said[0] and str(base_ms) in said[0] and "'ts'" in said[0]
