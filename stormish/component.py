@@ -96,7 +96,12 @@ class Spout(Component):
     def close(self) -> None:
         pass
 
+    # A finite spout: `finish()` once every tree completed (nothing more to emit or
+    # replay: the run may complete); `finish_input()` as soon as every new tuple was
+    # emitted while failed ones may still be replayed. At the end of input, windows
+    # close (time goes to its end), so their tuples are acked and the run completes.
     finish = _not_running("finish")
+    finish_input = _not_running("finish_input")
 
     # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
     def track_offset(self, offset: int, partition: Any = 0) -> None:

@@ -90,6 +90,8 @@ class ListSpout(Spout):
             if not self.todo:
                 if not self.unacked:
                     self.finish()
+                else:
+                    self.finish_input()  # windows downstream may close: only replays left
                 return
             i = self.todo.pop()
             self.unacked.add(i)

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 TICK_STREAM = "__tick"
+# The value of the last tick a windowed bolt gets: every spout has finished and nothing
+# moves (a finite run), so time goes to its end and every window closes.
+END_OF_INPUT = "end_of_input"
 SYSTEM_COMPONENT = "__system"
 # Every spout's dead letters: trees that failed `topology.max.replays` times.
 DEAD_LETTER_STREAM = "__dead_letter"

@@ -97,6 +97,16 @@ class ClusterWorker:
                 raise
             return [], {}
 
+    def end_of_input(self) -> int:
+        if not self.alive() or self.answers.ended:
+            return 0
+        try:
+            return int(self.ask("end_input"))
+        except WorkerError:
+            if self.alive():
+                raise
+            return 0  # it died meanwhile: its supervisor restarts it; asked again then
+
     def set_active(self, active: bool) -> None:
         if not self.alive() or self.answers.ended:
             return

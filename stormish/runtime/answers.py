@@ -19,9 +19,23 @@ from typing import Any, Protocol
 from ..errors import WorkerError
 
 # a stopped worker: nothing left to do
-QUIET = {"spouts_done": True, "idle": True, "transferred": 0, "consumed": 0, "dropped": 0}
+QUIET = {
+    "spouts_done": True,
+    "spouts_ended": True,
+    "idle": True,
+    "transferred": 0,
+    "consumed": 0,
+    "dropped": 0,
+}
 # a worker that is not there: never complete while one is missing (transferred -1)
-NOT_QUIET = {"spouts_done": False, "idle": False, "transferred": -1, "consumed": 0, "dropped": 0}
+NOT_QUIET = {
+    "spouts_done": False,
+    "spouts_ended": False,
+    "idle": False,
+    "transferred": -1,
+    "consumed": 0,
+    "dropped": 0,
+}
 
 
 class Ask(Protocol):

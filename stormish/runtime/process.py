@@ -142,6 +142,10 @@ class WorkerServer:
         self._need()
         return self.worker.task_stats(), self.worker.link_stats(), self.worker.failure()
 
+    def do_end_input(self, _payload: Any) -> int:
+        self._need()
+        return self.worker.end_of_input()
+
     def do_active(self, active: bool) -> None:
         self._need()
         self.worker.set_active(bool(active))

@@ -50,6 +50,7 @@ class WorkerView(Protocol):
     def stats_snapshot(self) -> tuple[list, dict]: ...
     def failure(self) -> str | None: ...
     def set_active(self, active: bool) -> None: ...
+    def end_of_input(self) -> int: ...
     def stop(self, timeout: float = ...) -> list[str]: ...
     def results(self) -> dict[str, list[tuple[int, Any]]]: ...
 
@@ -80,6 +81,8 @@ class RunningTopology:
         self.group: WorkerSet | None = None  # when the workers are processes
         self.gc_held = False  # in-process workers: GC thresholds held (gctune)
         self.spouts_finished = False  # as the last completion snapshot saw it
+        self.input_ended = False  # every spout called finish (trees may be in flight)
+        self.all_idle = False  # every queue empty and what was sent, consumed
         # the completion rule's state across poll_complete calls: when it looks next
         self._completion: Completion | None = None
         self._interval = POLL
@@ -131,10 +134,13 @@ class RunningTopology:
         `spouts_finished` whether every spout has (the end is near: look more often)."""
         qs = [w.quiescence() for w in self.workers]
         self.spouts_finished = all(q["spouts_done"] for q in qs)
+        # every spout called finish, yet trees are in flight: what windows hold
+        self.input_ended = all(q.get("spouts_ended", q["spouts_done"]) for q in qs)
         done = all((q["spouts_done"] or not finished) and q["idle"] for q in qs)
         sent = sum(q["transferred"] for q in qs)
         got = sum(q["consumed"] for q in qs) + sum(q["dropped"] for q in qs)
         key = tuple(x for q in qs for x in (q["transferred"], q["consumed"], q["dropped"]))
+        self.all_idle = all(q["idle"] for q in qs) and sent == got
         if self.group is not None and self.group.restarts:
             return done, key
         return done and sent == got, key
@@ -322,6 +328,8 @@ class Completion:
         self.finished = finished
         self.last: tuple[int, ...] | None = None
         self.quiet = False  # the last observation found nothing moving
+        self.still_key: tuple[int, ...] | None = None  # input ended, idle: these counts
+        self.ended_at: tuple[int, ...] | None = None  # the counts end_of_input was sent at
 
     def observe(self) -> bool:
         self.running.check_failed()
@@ -329,4 +337,20 @@ class Completion:
         done = ok and key == self.last
         self.last = key if ok else None
         self.quiet = ok
+        if not done and self.finished:
+            self._end_input_when_still(key)
         return done
+
+    def _end_input_when_still(self, key: tuple[int, ...]) -> None:
+        """Every spout has finished and nothing moves (two equal observations, every
+        queue empty), but trees are in flight: what a windowed bolt holds until time
+        passes. Time goes to its end (the workers give windowed bolts a last tick), once
+        per still state: what the windows then emit moves the counts, and if a later
+        windowed bolt holds that, the next still state ends its input too."""
+        running = self.running
+        still = running.input_ended and running.all_idle and key == self.still_key
+        self.still_key = key if running.input_ended and running.all_idle else None
+        if still and key != self.ended_at:
+            self.ended_at = key
+            for w in running.workers:
+                w.end_of_input()

@@ -44,6 +44,7 @@ class SpoutExecutor(Executor):
         # len() of the rotating map (a Python __len__) cost a reliable spout ~6%
         self.pending_trees = 0
         self.finished = False
+        self.input_finished = False
         # Activation is asked for from any thread (`wanted_active`, by the worker) and
         # carried out on this one (`active`, with the spout's activate/deactivate), as
         # every spout callback is: user code never runs on two threads at once.
@@ -68,12 +69,18 @@ class SpoutExecutor(Executor):
             obj.emit = col.bound_emit()
         obj.report_error = self.report_error
         obj.finish = self.finish
+        obj.finish_input = self.finish_input
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
             obj.emit = col.bound_emit()
 
     def finish(self) -> None:
         self.finished = True
+
+    def finish_input(self) -> None:
+        """No new tuples will come; failed ones may still be replayed (next_tuple is
+        still called). The completion rule ends windows' time once every spout has."""
+        self.input_finished = True
 
     def _track(
         self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""

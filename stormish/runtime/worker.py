@@ -23,7 +23,7 @@ from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
 from ..state.spout import CHECKPOINT_COMPONENT as CHECKPOINT
 from ..transport.wakeup import FdWakeup, Wakeup
-from ..tuple import DEAD_LETTER_STREAM, TICK_STREAM
+from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
@@ -293,6 +293,20 @@ class Worker:
             if isinstance(ex, SpoutExecutor):
                 ex.set_active(active)
 
+    def end_of_input(self) -> int:
+        """Every spout has finished and nothing moves, yet trees are in flight: tell each
+        bolt that holds tuples until time passes (a windowed bolt) that time has ended,
+        with a last tick (END_OF_INPUT) behind whatever its queue holds. Returns the
+        tasks told; the completion rule (running.Completion) asks for this."""
+        told = 0
+        for task, ex in self.executors.items():
+            if getattr(ex.obj, "closes_at_end_of_input", False):
+                self.queues[task].publish_force(
+                    (TICK_TASK, TICK_STREAM, [(END_OF_INPUT,)], None), 1
+                )
+                told += 1
+        return told
+
     def failure(self) -> str | None:
         """Why this worker failed (its first dead executor), or None."""
         if not self.failed:
@@ -342,6 +356,7 @@ class Worker:
     def quiescence(self) -> dict[str, Any]:
         """Counters for completion detection; the caller compares two snapshots."""
         spouts_done = True
+        spouts_ended = True  # every user spout called finish (trees may be in flight)
         idle = True
         transferred = consumed = 0
         for ex in self.executors.values():
@@ -350,8 +365,11 @@ class Worker:
             consumed += ex.consumed
             # the checkpoint spout never finishes: the user spouts' trees wait for its
             # commits, so it is done when they are
-            if isinstance(ex, SpoutExecutor) and not ex.is_done() and ex.component != CHECKPOINT:
-                spouts_done = False
+            if isinstance(ex, SpoutExecutor) and ex.component != CHECKPOINT:
+                if not ex.is_done():
+                    spouts_done = False
+                if not (ex.finished or ex.input_finished):
+                    spouts_ended = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
         # what edges' policies let go (stormish.edges) was published and is never consumed
@@ -364,6 +382,7 @@ class Worker:
                 idle = False
         return {
             "spouts_done": spouts_done,
+            "spouts_ended": spouts_ended,
             "idle": idle,
             "transferred": transferred,
             "consumed": consumed,

@@ -268,6 +268,11 @@ class WorkerHandle:
         if self.alive() and not self.answers.ended:
             self.ask("active", active)
 
+    def end_of_input(self) -> int:
+        if self.alive() and not self.answers.ended:
+            return int(self.ask("end_input"))
+        return 0
+
     def stop(self, timeout: float = 10.0) -> list[str]:
         """Stop the executors (close/cleanup run), keep final statistics and results, and
         wait for the process to exit; a process that does not exit is killed."""

@@ -32,7 +32,18 @@ from . import wire
 
 ID = struct.Struct("!Q")
 VERBS = frozenset(
-    {"hello", "assign", "peers", "start", "quiescence", "stats", "active", "stop", "ping"}
+    {
+        "hello",
+        "assign",
+        "peers",
+        "start",
+        "quiescence",
+        "stats",
+        "active",
+        "end_input",
+        "stop",
+        "ping",
+    }
 )
 # verbs whose request is code (a pickle in the fourth frame): nothing else may carry one
 CODE = frozenset({"assign", "submit"})

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..component import Bolt
 from ..errors import TopologyError
-from ..tuple import Tuple
+from ..tuple import END_OF_INPUT, Tuple
 from .checks import TICK, check_window
 from .manager import WindowManager
 from .session import SessionManager
@@ -61,6 +61,8 @@ class WindowedBolt(Bolt):
     watermark_interval: Duration = Duration(seconds=1)
     late_tuple_stream: str | None = None
     _inputs: tuple[tuple[str, str], ...] | None = None  # recorded at submit
+    # the engine gives it a last tick (END_OF_INPUT) when a finite run's input has ended
+    closes_at_end_of_input = True
 
     # -- builder (Storm's withWindow, withTumblingWindow, ...) ------------------------------
     def with_window(self, length: Any, slide: Any = None) -> WindowedBolt:
@@ -195,7 +197,10 @@ class WindowedBolt(Bolt):
     def execute(self, tup: Tuple) -> None:
         windows = self._windows
         if tup.is_tick:
-            self._carry_out(self._on_time())
+            if tup.values[0] == END_OF_INPUT:
+                self._carry_out(self._windows.end_of_input())
+            else:
+                self._carry_out(self._on_time())
             return
         if self._event_time:
             ts = self._timestamp(tup)

@@ -115,6 +115,42 @@ class WindowManager:
             return self._count_windows(to_ms(wm))
         return self._duration_windows(to_ms(wm))
 
+    def end_of_input(self) -> list[Output]:
+        """Every input has ended (a finite run): time goes to its end, as Flink and Beam
+        take the watermark to +inf at the end of a bounded input. Every window that
+        holds a tuple is evaluated (Duration slides; a Count slide fires only on its
+        n-th tuple, so a last partial count window is not run, as in Storm and Flink),
+        then whatever is left expires, so every tuple is acked and a finite topology
+        completes instead of timing its last trees out."""
+        held = self._held
+        if not held:
+            return self._expire(0)
+        out: list[Output] = []
+        if isinstance(self.slide, Duration):
+            span = self.length.ms if isinstance(self.length, Duration) else 0
+            if self.event_time:
+                out += self._duration_windows(held[-1][0] + span + self.slide.ms + 1)
+            else:
+                out += self._timer_windows_until_empty()
+        elif self.event_time:
+            out += self._count_windows(held[-1][0])
+        return out + self._expire(len(self._held))
+
+    def _timer_windows_until_empty(self) -> list[Output]:
+        """Processing time, Duration slide: the slides a clock running on would give,
+        until no window holds a tuple any more (a sliding window keeps one for up to
+        length/slide slides)."""
+        out: list[Output] = []
+        base = self._last_end if self._last_end is not None else self._held[-1][0]
+        slides = 1
+        if isinstance(self.length, Duration):
+            slides = -(-self.length.ms // self.slide.ms)  # type: ignore[union-attr]
+        for i in range(1, slides + 1):
+            if not self._held:
+                break
+            out += self.on_timer(to_seconds(base + i * self.slide.ms))  # type: ignore[union-attr]
+        return out
+
     # -- event-time triggers ----------------------------------------------------------------
     def _duration_windows(self, wm: int) -> list[Output]:
         """Windows end on multiples of the slide; a stretch with no tuples is skipped by

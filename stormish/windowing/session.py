@@ -58,6 +58,11 @@ class SessionManager:
         self._open[key] = keep
         return []
 
+    def end_of_input(self) -> list[Output]:
+        """Every input has ended: every open session closes (the watermark at +inf)."""
+        last = max((s.last for ss in self._open.values() for s in ss), default=0)
+        return self.advance(to_seconds(last + self.gap + self.grace + 1))
+
     def advance(self, now: Any) -> list[Output]:
         """Time (watermark or clock) is `now`: activate each session it closed, oldest
         first, then give its tuples back as expired (to be acked after the activation)."""

@@ -418,9 +418,7 @@ def test_windowed_and_join_bolts_need_no_super_prepare(tmp_path, workers):
             .select("id,ts")
             .with_tumbling_window(Count(1))
         )
-        t.set_bolt("join", join).fields_grouping("events", ["id"]).fields_grouping(
-            "users", ["uid"]
-        )
+        t.set_bolt("join", join).fields_grouping("events", ["id"]).fields_grouping("users", ["uid"])
         t.set_bolt("sink", Lines(path)).shuffle_grouping("win")
         with LocalCluster(workers=workers) as cluster:
             cluster.submit(t)
@@ -453,3 +451,74 @@ def test_millisecond_timestamps_are_warned_once_naming_the_component(tmp_path, c
     said = [r.getMessage() for r in caplog.records if r.name == "stormish.windowing"]
     assert len(said) == 1, said
     assert "'win'" in said[0] and str(base_ms) in said[0] and "'ts'" in said[0]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_storm_documented_example_as_a_finite_run_completes(workers):
+    """Issue 28: the documented example fed by a finite reliable spout, acking on. When
+    the spout has emitted everything (finish_input) and nothing moves, time goes to its
+    end: every remaining window runs, its tuples are acked, and the run completes with
+    nothing failed, in seconds rather than at the 60 s message timeout."""
+    from stormish.testing import CaptureBolt, ListSpout, run_topology
+
+    t = Topology("finite-win", config={"topology.message.timeout.secs": 60})
+    t.set_spout("events", ListSpout([(n, BASE + s) for n, s in EVENTS], ["id", "ts"]))
+    win = (
+        Lister()
+        .with_window(length=Duration(seconds=20), slide=Duration(seconds=10))
+        .with_timestamp_field("ts")
+        .with_lag(seconds=5)
+        .with_watermark_interval(seconds=0.2)
+    )
+    t.set_bolt("win", win).global_grouping("events")
+    t.set_bolt("sink", CaptureBolt()).shuffle_grouping("win")
+    res = run_topology(t, timeout=40, workers=workers)  # the trees time out at 60 s
+    got = [list(w[:5]) for w in res.captured["sink"]]
+    assert got == [
+        *WINDOWS,
+        [20, 40, ["e5", "e6"], ["e6"], ["e4"]],  # the watermark at its end: e6's windows
+        [30, 50, ["e6"], [], ["e5"]],
+    ]
+    spout = res.stats.components["events"]
+    assert spout.acked == len(EVENTS) and spout.failed == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_finite_runs_close_session_windows_and_joins(workers):
+    """The same end of input for event-time sessions (every open session closes) and a
+    processing-time JoinBolt (its last tumbling window runs), acking on."""
+    from stormish.testing import CaptureBolt, ListSpout, run_topology
+
+    t = Topology("finite-sess", config={"topology.message.timeout.secs": 60})
+    rows = [("a1", "ann", 0), ("b1", "bob", 1), ("a2", "ann", 5), ("b2", "bob", 20),
+            ("a3", "ann", 40)]  # fmt: skip
+    t.set_spout("in", ListSpout([(i, u, BASE + s) for i, u, s in rows], ["id", "user", "ts"]))
+    win = (
+        Lister()
+        .with_session_window(gap=Duration(seconds=10), key="user")
+        .with_timestamp_field("ts")
+        .with_watermark_interval(seconds=0.2)
+    )
+    t.set_bolt("win", win).fields_grouping("in", ["user"])
+    t.set_bolt("sessions", CaptureBolt()).shuffle_grouping("win")
+    t.set_spout("users", ListSpout(USERS, ["userId", "name"]))
+    t.set_spout("orders", ListSpout(ORDERS, ["orderId", "userId", "price"]))
+    join = JoinBolt("users", "userId").join("orders", "userId", "users")
+    join.select("userId, name, orderId").with_tumbling_window(Duration(seconds=20))
+    t.set_bolt("join", join).fields_grouping("users", ["userId"]).fields_grouping(
+        "orders", ["userId"]
+    )
+    t.set_bolt("joined", CaptureBolt()).shuffle_grouping("join")
+    res = run_topology(t, timeout=40, workers=workers)
+    got = sorted((w[5], w[2], w[0], w[1]) for w in res.captured["sessions"])
+    assert got == [
+        ("ann", ["a1", "a2"], 0, 15),
+        ("ann", ["a3"], 40, 50),  # open until the end of input
+        ("bob", ["b1"], 1, 11),
+        ("bob", ["b2"], 20, 30),
+    ]
+    assert sorted(map(list, res.captured["joined"])) == [
+        [2, "harsha", 11], [2, "harsha", 12], [3, "siva", 13]
+    ]  # fmt: skip
+    for name in ("in", "users", "orders"):
+        assert res.stats.components[name].failed == 0, name

@@ -420,3 +420,64 @@ def test_acceptance_with_watermarks_on_a_fake_clock():
     assert len(r.windows) == 3  # e6 waits: no later tuple moved the watermark
     assert not receive("late", 1)
     assert clock.now() == 2.0
+
+
+# -- the end of input (issue 28): time goes to its end, every tuple leaves ----------------
+
+
+def _expired_all(run: Run) -> list[int]:
+    return sorted(x for e in run.expiries for x in e)
+
+
+def test_end_of_input_runs_every_event_time_window_holding_a_tuple_then_expires_all():
+    r = Run(WindowManager(Duration(seconds=20), Duration(seconds=10), event_time=True))
+    for i, ts in enumerate([3, 5, 7, 18, 26, 36], 1):
+        r.add(i, ts)
+    r.watermark(31)
+    assert [(w.start, w.end) for w in r.windows] == [(-10, 10), (0, 20), (10, 30)]
+    r.clear()
+    r.take(r.m.end_of_input())
+    assert [(w.start, w.end, list(w.tuples)) for w in r.windows] == [
+        (20, 40, [5, 6]),
+        (30, 50, [6]),
+    ]
+    assert _expired_all(r) == [4, 5, 6] and len(r.m) == 0
+
+
+def test_end_of_input_leaves_a_partial_count_window_unrun_but_acks_its_tuples():
+    r = Run(WindowManager(Count(2), Count(2)))
+    for i in range(1, 6):
+        r.add(i, i)
+    assert [list(w.tuples) for w in r.windows] == [[1, 2], [3, 4]]
+    r.take(r.m.end_of_input())
+    assert [list(w.tuples) for w in r.windows] == [[1, 2], [3, 4]]  # 5 alone: not a window
+    assert 5 in _expired_all(r) and len(r.m) == 0
+
+
+def test_end_of_input_in_processing_time_runs_the_slides_a_clock_would():
+    r = Run(WindowManager(Duration(seconds=20), Duration(seconds=10)))
+    r.timer(10)
+    for i in (1, 2, 3):
+        r.add(i, 12)
+    r.clear()
+    r.take(r.m.end_of_input())
+    assert [(w.end, list(w.tuples)) for w in r.windows] == [(20, [1, 2, 3]), (30, [1, 2, 3])]
+    assert _expired_all(r) == [1, 2, 3] and len(r.m) == 0
+
+
+@given(
+    st.lists(st.integers(0, 100), max_size=30),
+    st.sampled_from([(20, 10), (10, 10), (30, 5)]),
+    st.booleans(),
+)
+@settings(max_examples=60, deadline=None)
+def test_after_the_end_of_input_nothing_is_held_and_each_tuple_expired_once(ts, size, event):
+    length, slide = size
+    r = Run(WindowManager(Duration(seconds=length), Duration(seconds=slide), event_time=event))
+    for i, t in enumerate(ts):
+        r.add(i, t)
+    r.take(r.m.end_of_input())
+    assert len(r.m) == 0
+    assert _expired_all(r) == list(range(len(ts)))
+    for w in r.windows:  # every window holds only tuples of its span
+        assert all(w.start < ts[i] <= w.end for i in w.tuples) if event else True
