@@ -232,6 +232,16 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.edge.health.events",
+            False,
+            _bool,
+            "also record each edge's overflow, stale drop, deadline miss and high-watermark "
+            "crossing as an event (edge, policy, reason, depth, capacity) in a ring of the "
+            "last 500 per worker, shown by `monitor` and at /api/v1/topology/{id}/events; "
+            "an edge's emit_health_events=False leaves it out (docs/edges.md)",
+            "topology",
+        ),
+        Key(
             "topology.max.replays",
             None,
             _int(1, optional=True),

@@ -39,7 +39,14 @@ from typing import Any
 from .errors import TopologyError
 
 OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
-POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle")
+POLICY_KEYS = (
+    "overflow",
+    "capacity",
+    "lifespan_ms",
+    "deadline_ms",
+    "throttle",
+    "emit_health_events",
+)
 
 THROTTLE_MAX_S = 0.1  # the longest a throttle spaces two batches
 
@@ -56,6 +63,8 @@ class EdgePolicy:
     lifespan_ms: float | None = None
     deadline_ms: float | None = None
     throttle: float | None = None  # block edges: slow the sender below this free fraction
+    # with topology.edge.health.events: False leaves this edge's events out, nothing else
+    emit_health_events: bool = True
 
     @property
     def channel(self) -> bool:
@@ -68,7 +77,11 @@ class EdgePolicy:
         return self.lifespan_ms is not None or self.deadline_ms is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in POLICY_KEYS}
+        """The options as given (emit_health_events only when turned off)."""
+        d = {k: getattr(self, k) for k in POLICY_KEYS}
+        if self.emit_health_events:
+            del d["emit_health_events"]
+        return d
 
 
 def make_policy(where: str, **given: Any) -> EdgePolicy | None:
@@ -127,8 +140,11 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
                 f"{where}: throttle with overflow={overflow!r}: a throttle slows a sender "
                 "instead of stopping it, on a blocking edge; a dropping edge never stops it"
             )
+    health = values.get("emit_health_events", True)
+    if not isinstance(health, bool):
+        raise TopologyError(f"{where}: emit_health_events={health!r} must be True or False")
     return EdgePolicy(
-        overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle
+        overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle, health
     )
 
 

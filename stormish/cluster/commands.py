@@ -313,6 +313,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
     from ..runtime.bp_root import backpressure_roots, cycle_note
     from ..runtime.bp_root import describe as describe_root
     from ..runtime.error_report import new_errors
+    from ..runtime.health import new_events
     from ..runtime.stats import edge_changes, timeout_warning, timing_out
 
     client = connect(nimbus, keys)
@@ -320,6 +321,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
     last_stats = None
     seen: dict[str, int] = {}  # errors per component already told
     edges_told: dict[str, tuple[int, ...]] = {}  # edge counters already told
+    events_told: dict[int, int] = {}  # per worker, the last health event told
     workers_told: dict[int, tuple] = {}  # worker states and restarts already told
     roots_told: tuple[int, ...] = ()  # the backpressure roots already told
     seen_before: set[int] = set()  # the roots of the previous tick
@@ -371,6 +373,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
             lines = [warning] if warning else []
             lines += new_errors(s.tasks.values(), seen)
             lines += edge_changes(s, edges_told)
+            lines += new_events(s.tasks.values(), events_told)
             lines += worker_changes(row or {}, workers_told)
             told_roots = tuple(r.task.task for r in roots)
             if told_roots != roots_told:

@@ -281,7 +281,7 @@ class BoltExecutor(Executor):
                 return
             late = p.deadline_ms is not None and age > p.deadline_ms
             if late:
-                st.deadline_missed += len(values)
+                st.missed(len(values))
             st.executed += len(values)
             values = list(values)
         now = self.clock.now()
@@ -524,7 +524,7 @@ class BoltExecutor(Executor):
         p = st.policy
         st.dropped += n
         st.stale += n
-        st.note(f"stale: {n} older than lifespan_ms={p.lifespan_ms:g} ({age_ms:.0f} ms)")
+        st.note(f"stale: {n} older than lifespan_ms={p.lifespan_ms:g} ({age_ms:.0f} ms)", STALE)
         if metas is not None:
             self.collector.acks.fail_lost(metas, STALE)
         self.dropped_stale += n
@@ -545,7 +545,7 @@ class BoltExecutor(Executor):
             j = min(n, i + STAMPED_STEP)
             k = j - i
             if late:
-                st.deadline_missed += k
+                st.missed(k)
             st.executed += k
             self._late = late
             try:
@@ -655,7 +655,7 @@ class BoltExecutor(Executor):
                 return
             if p.deadline_ms is not None and age > p.deadline_ms:
                 source = source.late_twin()
-                st.deadline_missed += len(values)
+                st.missed(len(values))
             st.executed += len(values)
             values = list(values)
         tb = TupleBatch(values, source, metas, col)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, THROTTLE_MAX_S, EdgePolicy
 from ..tuple import StampedRows
+from .health import DEADLINE_MISSED, HIGH_MARK, HIGH_WATERMARK, OVERFLOW, REARM, HealthEvents
 
 
 def _slice(values: list, i: int, j: int | None = None) -> list:
@@ -52,7 +53,19 @@ class EdgeStats:
 
     # the counters (EDGE_COUNTS; `queued`: in the channel now, block edges counted in the
     # task's queue; `throttled`: batches a throttle held back at a sender in this worker)
-    __slots__ = ("source", "stream", "task", "policy", *EDGE_COUNTS, "high", "last_what", "last_at")
+    __slots__ = (
+        "source",
+        "stream",
+        "task",
+        "policy",
+        *EDGE_COUNTS,
+        "high",
+        "last_what",
+        "last_at",
+        "events",
+        "capacity",
+        "above",
+    )
 
     def __init__(self, source: str, stream: str, task: int, policy: EdgePolicy):
         self.source, self.stream, self.task, self.policy = source, stream, task, policy
@@ -62,14 +75,41 @@ class EdgeStats:
         self.high = 0  # most tuples waiting in the edge's channel at once
         self.last_what: str | None = None
         self.last_at = 0.0
+        # health events (runtime/health.py): the worker's ring, None when off for it
+        self.events: HealthEvents | None = None
+        self.capacity = 0  # the edge's channel, or its task's queue (block edges)
+        self.above = False  # past the high mark, not yet back under the re-arm mark
 
     @property
     def edge(self) -> str:
         return f"{self.source}:{self.stream}"
 
-    def note(self, what: str) -> None:
+    def note(self, what: str, reason: str = OVERFLOW, depth: int | None = None) -> None:
         self.last_what = what
         self.last_at = time.time()
+        if self.events is not None:
+            d = self.queued if depth is None else depth
+            self.events.record(self, reason, d, self.capacity, what)
+
+    def missed(self, n: int) -> None:
+        """`n` executed past their deadline_ms (the counter; an event when kept)."""
+        self.deadline_missed += n
+        if self.events is not None:
+            self.note(
+                f"deadline_missed: {n} past deadline_ms={self.policy.deadline_ms:g}",
+                DEADLINE_MISSED,
+            )
+
+    def depth(self, size: int) -> None:
+        """A channel's depth changed (only called when events are kept): a crossing of
+        the high mark upward is an event, told again after a fall under the re-arm mark."""
+        cap = self.capacity
+        if not self.above:
+            if size >= cap * HIGH_MARK:
+                self.above = True
+                self.note(f"high watermark: {size}/{cap} waiting", HIGH_WATERMARK, size)
+        elif size < cap * REARM:
+            self.above = False
 
     def lost(self) -> int:
         return self.dropped + self.overwritten + self.rejected
@@ -135,6 +175,8 @@ class EdgeChannel:
         if self.size > st.high:
             st.high = self.size
         st.queued = self.size
+        if st.events is not None:
+            st.depth(self.size)
         return self.size - before
 
     def _let_go(self, metas: list | None, k: int, reason: str) -> None:
@@ -153,7 +195,7 @@ class EdgeChannel:
             return
         st = self.stats
         st.dropped += over
-        st.note(self._full(f", {over} oldest dropped"))
+        what = self._full(f", {over} oldest dropped")
         bs = self.batches
         while over > 0:
             src, stream, values, metas = bs[0]
@@ -168,6 +210,7 @@ class EdgeChannel:
                 self._let_go(None if metas is None else metas[:over], over, DROPPED)
                 self.size -= over
                 over = 0
+        st.note(what, OVERFLOW, self.size)
 
     def _refuse_newest(self, batch: tuple, n: int) -> None:
         free = self.capacity - self.size
@@ -186,14 +229,14 @@ class EdgeChannel:
         rest = None if metas is None else metas[max(free, 0) :]
         if self.policy.overflow == "fail":
             st.rejected += k
-            st.note(self._full(f", {k} rejected"))
+            st.note(self._full(f", {k} rejected"), OVERFLOW, self.size)
             self._let_go(rest, k, OVERFLOWED)
             kept = self.rejected
             if kept is not None and len(kept) < REJECTED_KEPT:
                 kept.append((src, stream, list(values[max(free, 0) :])))
         else:
             st.dropped += k
-            st.note(self._full(f", {k} newest dropped"))
+            st.note(self._full(f", {k} newest dropped"), OVERFLOW, self.size)
             self._let_go(rest, k, DROPPED)
 
     def _latest(self, batch: tuple, n: int) -> None:
@@ -203,7 +246,7 @@ class EdgeChannel:
         if gone:
             st = self.stats
             st.overwritten += gone
-            st.note(f"latest: {gone} overwritten by newer tuples")
+            st.note(f"latest: {gone} overwritten by newer tuples", OVERFLOW, self.size)
             for _, _, _, m in self.batches:
                 self._let_go(m, 1, OVERWRITTEN)
             if n > 1:
@@ -223,7 +266,10 @@ class EdgeChannel:
             out.append(b)
             taken += len(b[2])
         self.size -= taken
-        self.stats.queued = self.size
+        st = self.stats
+        st.queued = self.size
+        if st.events is not None:
+            st.depth(self.size)
         return taken
 
 
@@ -281,6 +327,8 @@ class LaneChannel:
         if self.size > st.high:
             st.high = self.size
         st.queued = self.size
+        if st.events is not None:
+            st.depth(self.size)
         return n
 
     def take(self, budget: int, out: list) -> int:
@@ -303,7 +351,10 @@ class LaneChannel:
             room -= k
         self.in_flight += taken
         self.size -= taken
-        self.stats.queued = self.size
+        st = self.stats
+        st.queued = self.size
+        if st.events is not None:
+            st.depth(self.size)
         return taken
 
     def settle(self, n: int) -> None:

@@ -97,6 +97,8 @@ class TaskStats:
     # how long a call into its user code has gone on without returning, once reported
     # as stuck (past topology.executor.stuck.secs); 0: not stuck
     stuck_seconds: float = 0.0
+    # edge health events at this task (topology.edge.health.events; runtime/health.py)
+    health_events: tuple[Mapping[str, Any], ...] = ()
 
 
 @record

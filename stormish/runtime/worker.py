@@ -32,6 +32,7 @@ from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
+from .health import HealthEvents
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
@@ -91,6 +92,9 @@ class Worker:
         for t in sorted(self.local_tasks):
             batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
+        self.health_events = (
+            HealthEvents(index) if plan.conf["topology.edge.health.events"] else None
+        )
         self.edge_stats: list[EdgeStats] = self._wire_edges()
 
     def _wire_edges(self) -> list[EdgeStats]:
@@ -100,6 +104,7 @@ class Worker:
         clock towards others: their monotonic clocks are not ours)."""
         plan, local = self.plan, self.local_tasks
         out: list[EdgeStats] = []
+        events = self.health_events
         for t, ex in self.executors.items():
             q = ex.queue
             for sub in plan.components[ex.component].subscriptions:
@@ -108,6 +113,8 @@ class Worker:
                     lanes, most = sub.custom
                     lp = LanePolicy(tuple(sub.fields), lanes, most)
                     st = EdgeStats(sub.source, sub.stream, t, lp)  # type: ignore[arg-type]
+                    st.capacity = q.capacity
+                    st.events = events
                     out.append(st)
                     q.add_channel(keys, LaneChannel(lp, st, q.capacity))
                     fields = plan.streams[sub.source][sub.stream]
@@ -120,6 +127,8 @@ class Worker:
                 if p is None:
                     continue
                 st = EdgeStats(sub.source, sub.stream, t, p)
+                st.capacity = p.capacity or q.capacity
+                st.events = events if p.emit_health_events else None
                 out.append(st)
                 if p.channel:
                     ch = EdgeChannel(p, st, p.capacity or q.capacity)
@@ -394,6 +403,7 @@ class Worker:
         edges: dict[int, dict[str, Any]] = {}
         for st in self.edge_stats:
             edges.setdefault(st.task, {})[st.edge] = st.as_dict()
+        events = self.health_events
         announced = frozenset() if self.link is None else self.link.tracker.statistics().bp_tasks
         now = self.clock.now()
         real_now = time.monotonic()  # stuck is measured in real time, whatever the clock
@@ -450,6 +460,7 @@ class Worker:
                     process_latency_ms=process_ms,
                     process_histogram=process_hist,
                     stuck_seconds=_stuck_seconds(ex, real_now),
+                    health_events=() if events is None else events.for_task(t),
                     **_progress(ex.obj),
                 )
             )

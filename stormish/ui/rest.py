@@ -11,6 +11,8 @@ GET  /api/v1/topology/{id}/graph                 the page's view: components (bu
 GET  /api/v1/topology/{id}/series[?window=600]   the plots' points: the topology's and each
                                                  component's (series.py)
 GET  /api/v1/topology/{id}/component/{c}/series  one component's points
+GET  /api/v1/topology/{id}/events               edge health events, oldest first
+                                                 (topology.edge.health.events)
 POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{workers}
 
 Windows: the engine's counters are cumulative, so a window is the difference between now
@@ -44,6 +46,7 @@ from typing import Any
 
 from ..errors import StormishError
 from ..runtime.bp_root import backpressure_roots, congested
+from ..runtime.health import merged
 from ..runtime.stats import TopologyStatistics
 from .backend import Backend
 from .series import KEEP as SERIES_KEEP
@@ -392,6 +395,8 @@ class RestApp:
                 "topology": ring.points(TOPOLOGY, now, secs),
                 "components": {c: ring.points(c, now, secs) for c in comps},
             }
+        if parts[2:3] == ["events"] and len(parts) == 3:
+            return {"topologyId": name, "events": merged(stats.tasks.values())}
         if parts[2:3] == ["component"] and parts[4:] == ["series"]:
             if parts[3] not in stats.components:
                 raise KeyError(parts[3])

@@ -73,8 +73,8 @@ class Slow(Bolt):
         return {"seen": self.seen, "late": self.late}
 
 
-def run(workers: int, reliable: bool, per_tuple: float = 0.0002, **edge):
-    conf = {"topology.workers": workers}
+def run(workers: int, reliable: bool, per_tuple: float = 0.0002, conf=None, **edge):
+    conf = {"topology.workers": workers, **(conf or {})}
     if not reliable:
         conf["topology.acker.executors"] = 0
     t = Topology("edges", config=conf)
@@ -255,3 +255,69 @@ def test_a_throttled_edge_slows_the_sender_and_delivers_everything(workers):
     assert edge["arrived"] == edge["executed"] == N
     if workers == 1:  # the spout shares the bolt's worker: it is throttled there
         assert edge["throttled"] > 0
+
+
+HEALTH = {"topology.edge.health.events": True}
+
+
+class _Stats:
+    """A Backend for the REST app that serves one finished run's statistics."""
+
+    def __init__(self, stats):
+        self.s = stats
+
+    def topologies(self):
+        return [{"name": self.s.name, "status": self.s.status}]
+
+    def stats(self, name):
+        if name != self.s.name:
+            raise KeyError(name)
+        return self.s
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_health_events_record_overflow_and_high_watermark_with_depth_and_capacity(workers):
+    """Issue 28: with topology.edge.health.events the drops are also events (edge,
+    policy, reason, depth, capacity), bounded per worker, served at /events in time
+    order; the counters and the accounting are what they are without events."""
+    from stormish.runtime.health import EVENTS_KEPT
+    from stormish.ui.rest import RestApp
+
+    stats, _, bolt = run(workers, False, conf=HEALTH, overflow="drop_oldest", capacity=50)
+    check_sum(stats, bolt)
+    events = RestApp(_Stats(stats)).route("GET", "/api/v1/topology/edges/events", {})["events"]
+    reasons = {e["reason"] for e in events}
+    assert {"overflow", "high_watermark"} <= reasons, reasons
+    for e in events:
+        assert e["edge"] == "src:default" and e["policy"] == "drop_oldest"
+        assert e["capacity"] == 50 and 0 <= e["depth"] <= 50
+        assert e["task"] == stats_task(stats, "bolt")
+    over = [e for e in events if e["reason"] == "overflow"]
+    assert all("oldest dropped" in e["detail"] for e in over)
+    assert len(events) <= EVENTS_KEPT * workers
+    assert [e["time"] for e in events] == sorted(e["time"] for e in events)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_health_events_for_stale_drops_and_missed_deadlines(workers):
+    stats, _, bolt = run(
+        workers, True, per_tuple=0.0005, conf=HEALTH, lifespan_ms=40, deadline_ms=5
+    )
+    check_sum(stats, bolt)
+    events = stats.tasks[stats_task(stats, "bolt")].health_events
+    assert {"stale", "deadline_missed"} <= {e["reason"] for e in events}
+
+
+def test_an_edge_can_keep_its_events_out_and_behave_the_same():
+    stats, _, bolt = run(
+        1, False, conf=HEALTH, overflow="drop_oldest", capacity=50, emit_health_events=False
+    )
+    edge = check_sum(stats, bolt)
+    assert edge["dropped"] > 0 and edge["policy"]["emit_health_events"] is False
+    assert stats.tasks[stats_task(stats, "bolt")].health_events == ()
+
+
+def test_health_events_are_off_by_default():
+    stats, _, bolt = run(1, False, overflow="drop_oldest", capacity=50)
+    assert check_sum(stats, bolt)["dropped"] > 0
+    assert all(t.health_events == () for t in stats.tasks.values())

@@ -335,3 +335,24 @@ def test_a_throttle_needs_a_fraction_and_a_blocking_edge():
     with pytest.raises(TopologyError, match="throttle with overflow='drop_oldest'"):
         make_policy("e", overflow="drop_oldest", throttle=0.5)
     assert make_policy("e", throttle=0.5) == EdgePolicy(throttle=0.5)
+
+
+def test_monitor_tells_each_health_event_once_and_starts_over_after_a_restart():
+    """runtime.health.new_events: the newest few of what is new, per worker sequence."""
+    from types import SimpleNamespace
+
+    from stormish.runtime.health import new_events
+
+    def ev(worker, seq, t):
+        return {"seq": seq, "time": t, "worker": worker, "task": 3, "edge": "src:default",
+                "policy": "drop_oldest", "reason": "overflow", "depth": 50, "capacity": 50,
+                "detail": f"d{worker}.{seq}"}  # fmt: skip
+
+    told: dict[int, int] = {}
+    tasks = [SimpleNamespace(health_events=tuple(ev(0, s, s) for s in range(1, 9)))]
+    lines = new_events(tasks, told)
+    assert lines[0] == "EDGE 3 more health events (see /events)" and len(lines) == 6
+    assert lines[-1].endswith("d0.8") and told == {0: 8}
+    assert new_events(tasks, told) == []  # nothing new
+    restarted = [SimpleNamespace(health_events=(ev(0, 1, 100),))]
+    assert [ln[-4:] for ln in new_events(restarted, told)] == ["d0.1"]

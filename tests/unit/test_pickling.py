@@ -9,7 +9,7 @@ import cloudpickle
 from stormish import pickling
 from stormish.loader import load_topology_file
 
-TOPOLOGY = '''
+TOPOLOGY = """
 from stormish import BasicBolt, Topology
 from stormish.testing import ListSpout
 
@@ -25,7 +25,7 @@ class Parse(BasicBolt):
 topology = Topology("rows")
 topology.set_spout("rows", ListSpout([("1",)]))
 topology.set_bolt("parse", Parse()).shuffle_grouping("rows")
-'''
+"""
 
 
 def test_a_topology_file_s_code_keeps_its_file_and_lines_through_a_round_trip(tmp_path):
