@@ -46,6 +46,7 @@ from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_n
 from ..runtime.process import PORT_TAKEN_EXIT
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
+from . import orphans
 from .api import API_VERBS
 from .listen import listen_address
 from .restarts import RestartPolicy, describe_exit, last_line
@@ -160,13 +161,7 @@ class Supervisor:
         self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
         security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
         for port in self.ports:
-            why = port_taken(self.bind_host, port)
-            if why is not None:
-                raise StormishError(
-                    f"supervisor: slot port {port} on {self.bind_host} is taken ({why}): "
-                    f"another program or supervisor listens there; give this supervisor "
-                    f"free ports with --ports (now {','.join(map(str, self.ports))})"
-                )
+            self._take_port(port)
         self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
         self.security = security
         self.keys_dir = keys_dir
@@ -196,6 +191,33 @@ class Supervisor:
             reg = registry(list, FamiliesCollector(self._metric_families))
             self.metrics = metrics_server(self.bind_host, metrics_port, reg)
             log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
+
+    def _take_port(self, port: int) -> None:
+        """A slot port must be free at start; one held by an orphaned worker (its
+        supervisor was killed: cluster/orphans.py) is freed by stopping that worker."""
+        why = port_taken(self.bind_host, port)
+        if why is None:
+            return
+        holder = orphans.listener(port)
+        dead = orphans.orphaned_worker(holder) if holder is not None else None
+        if holder is not None and dead is not None:
+            log.warning(
+                f"supervisor: slot port {port} is held by worker pid {holder.pid}, left by a "
+                f"supervisor (pid {dead}) that is gone: stopping it"
+            )
+            orphans.stop(holder)
+            deadline = time.monotonic() + orphans.STOP_WAIT
+            while (why := port_taken(self.bind_host, port)) is not None:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)  # the kernel lets go of the listener after the exit
+            if why is None:
+                return
+        raise StormishError(
+            f"supervisor: slot port {port} on {self.bind_host} is taken ({why})"
+            f"{orphans.describe(holder)}: another program or supervisor listens there; give "
+            f"this supervisor free ports with --ports (now {','.join(map(str, self.ports))})"
+        )
 
     # -- the loop ----------------------------------------------------------------------------
     def serve(self) -> None:

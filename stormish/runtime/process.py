@@ -225,15 +225,20 @@ def serve(
                 os.utime(heartbeat_file)
 
     beat()
-    last_heard = last_hello = time.monotonic()
+    last_heard = last_hello = next_parent_check = time.monotonic()
     try:
         while not server.done:
             if heartbeat and time.monotonic() - last_hello >= heartbeat:
                 beat()
                 last_hello = time.monotonic()
-            if not sock.poll(POLL_MS):
-                if parent is not None and os.getppid() != parent:
+            now = time.monotonic()
+            if parent is not None and now >= next_parent_check:
+                # looked at on time, not only when the control socket is quiet: a nimbus
+                # asking every few ms would otherwise keep an orphan alive on its port
+                next_parent_check = now + POLL_MS / 1000
+                if os.getppid() != parent:
                     break  # the controller is gone: nobody will stop us
+            if not sock.poll(POLL_MS):
                 if orphan and time.monotonic() - last_heard > orphan:
                     break
                 continue

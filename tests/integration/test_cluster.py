@@ -90,25 +90,23 @@ class Cluster:
             poll_for(lambda: os.path.exists(made), 30, 0.05, "nimbus made its keys")
             self.env["STORMISH_KEYS"] = keys
         self.keys = keys
-        supervisor_args = (*insecure_args, *supervisor_args)
-        for i, ports in enumerate(self.slots):
-            self.supervisors.append(
-                self._spawn(
-                    "supervisor",
-                    "--nimbus",
-                    f"127.0.0.1:{self.api}",
-                    "--id",
-                    f"s{i}",
-                    "--ports",
-                    ",".join(map(str, ports)),
-                    "--worker-timeout",
-                    str(worker_timeout),
-                    "--log-dir",
-                    os.path.join(tmp, f"s{i}-workers"),
-                    *supervisor_args,
-                    log=f"s{i}.log",
-                )  # fmt: skip
-            )
+        self.supervisor_args = (*insecure_args, *supervisor_args)
+        self.worker_timeout = worker_timeout
+        for i in range(len(self.slots)):
+            self.supervisors.append(self.start_supervisor(i))
+
+    def start_supervisor(self, i: int) -> subprocess.Popen:
+        """Supervisor `s{i}` on its slot ports (again, after it was killed)."""
+        return self._spawn(
+            "supervisor",
+            "--nimbus", f"127.0.0.1:{self.api}",
+            "--id", f"s{i}",
+            "--ports", ",".join(map(str, self.slots[i])),
+            "--worker-timeout", str(self.worker_timeout),
+            "--log-dir", os.path.join(self.tmp, f"s{i}-workers"),
+            *self.supervisor_args,
+            log=f"s{i}.log",
+        )  # fmt: skip
 
     def _spawn(self, *args: str, log: str) -> subprocess.Popen:
         out = open(os.path.join(self.tmp, log), "ab")  # noqa: SIM115 - the child owns it

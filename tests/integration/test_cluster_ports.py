@@ -60,6 +60,7 @@ def test_a_supervisor_whose_slot_port_is_taken_refuses_to_start(tmp_path, procs_
             )  # fmt: skip
         assert r.returncode == 2, r.stderr
         assert f"slot port {port}" in r.stderr and "--ports" in r.stderr, r.stderr
+        assert f"by pid {os.getpid()}" in r.stderr, r.stderr  # the holder, named
         assert "Traceback" not in r.stderr, r.stderr
     finally:
         c.close()
@@ -219,3 +220,4 @@ def test_a_supervisor_takes_a_worker_exiting_98_as_a_failed_slot(procs_checked):
         assert sup.report()["failed_ports"] == {}  # free again: a slot again
     finally:
         sup.close()
+
