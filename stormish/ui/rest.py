@@ -53,6 +53,7 @@ from .series import KEEP as SERIES_KEEP
 from .series import TOPOLOGY, Series, fill, task_shares
 
 RECENT = 10.0  # seconds the page's rates are measured over
+STATS_FRESH = 0.5  # seconds one topology's statistics serve every request of a refresh
 KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
 HEADER = "HTTP_X_STORMISH_UI"
 # the page's files, all served from the package (no CDN: the UI works offline); a
@@ -321,6 +322,9 @@ class RestApp:
         self.clock = clock
         self.histories: dict[str, History] = {}
         self.series: dict[str, Series] = {}
+        # the last statistics per topology and when: one page refresh asks for the
+        # topology, its graph and its series at once, and they share one nimbus call
+        self._fresh: dict[str, tuple[float, TopologyStatistics]] = {}
 
     # -- WSGI -------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -351,7 +355,9 @@ class RestApp:
         if method == "GET" and parts == ["supervisor", "summary"]:
             return {"supervisors": self.backend.supervisors()}
         if method == "GET" and parts == ["topology", "summary"]:
-            return {"topologies": [self._summary_row(r) for r in self.backend.topologies()]}
+            rows = self.backend.topologies()
+            self._forget_all_but({r["name"] for r in rows})
+            return {"topologies": [self._summary_row(r) for r in rows]}
         if parts[0] != "topology" or len(parts) < 2:
             raise KeyError(path)
         name = parts[1]
@@ -361,6 +367,7 @@ class RestApp:
                 raise KeyError(path)
             arg = _path_number(verb, parts[3]) if len(parts) == 4 else None
             self.backend.act(name, verb, arg)
+            self._fresh.pop(name, None)  # what the page shows next is after the act
             return {"topologyOperation": verb, "topologyId": name, "status": "success"}
         if method != "GET":
             raise KeyError(path)
@@ -412,11 +419,22 @@ class RestApp:
         raise KeyError(path)
 
     def _stats(self, name: str) -> TopologyStatistics:
-        stats = self.backend.stats(name)
         now = self.clock()
+        fresh = self._fresh.get(name)
+        if fresh is not None and now - fresh[0] < STATS_FRESH:
+            return fresh[1]
+        stats = self.backend.stats(name)
+        self._fresh[name] = (now, stats)
         self.histories.setdefault(name, History()).add(now, stats)
         self.series.setdefault(name, Series()).add(now, stats)
         return stats
+
+    def _forget_all_but(self, names: set[str]) -> None:
+        """A nimbus UI runs for months while topologies come and go: the rings of one
+        that is no longer listed (killed, removed) go with it."""
+        for kept in (self.histories, self.series, self._fresh):
+            for gone in [n for n in kept if n not in names]:
+                del kept[gone]
 
     def cluster_summary(self) -> dict[str, Any]:
         sups = self.backend.supervisors()

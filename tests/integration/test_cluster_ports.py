@@ -220,4 +220,3 @@ def test_a_supervisor_takes_a_worker_exiting_98_as_a_failed_slot(procs_checked):
         assert sup.report()["failed_ports"] == {}  # free again: a slot again
     finally:
         sup.close()
-

@@ -137,3 +137,26 @@ def test_latency_quantiles_come_from_the_intervals_histogram():
     assert quantile_ms(hist, 0.99) == pytest.approx(9.95)
     hist[-1] = 10  # past the last bound: that bound
     assert quantile_ms(hist, 0.99) == COMPLETE_BUCKETS[-1] * 1000.0
+
+
+def test_one_refresh_asks_the_backend_once_and_a_gone_topology_leaves_no_rings():
+    """The page asks for the topology, its graph and its series together: one stats call
+    (a nimbus round trip) serves them; later ones ask again. A topology no longer listed
+    loses its rings (a nimbus UI runs for months)."""
+    clock = [10.0]
+    backend = _Backend()
+    calls = []
+    real = backend.stats
+    backend.stats = lambda name: calls.append(name) or real(name)
+    app = RestApp(backend, clock=lambda: clock[0])
+    for path in ("/api/v1/topology/wc", "/api/v1/topology/wc/graph",
+                 "/api/v1/topology/wc/series"):  # fmt: skip
+        assert ask(app, path)[0].startswith("200")
+    assert calls == ["wc"]
+    clock[0] += 2.0
+    ask(app, "/api/v1/topology/wc")
+    assert calls == ["wc", "wc"]
+    assert set(app.series) == set(app.histories) == {"wc"}
+    backend.topologies = lambda: []  # killed and removed
+    assert ask(app, "/api/v1/topology/summary")[1] == {"topologies": []}
+    assert app.series == {} and app.histories == {}
