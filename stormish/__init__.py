@@ -21,7 +21,7 @@ from .schema import Schema
 from .settle import ACK, DEAD_LETTER, FAIL, Result
 from .state import KeyValueState, StatefulBolt
 from .topology import Topology
-from .tuple import Tuple
+from .tuple import Traced, Tuple, traced
 
 __version__ = "0.1.0"
 
@@ -45,6 +45,8 @@ __all__ = [
     "Topology",
     "TopologyError",
     "TopologyFileError",
+    "Traced",
     "Tuple",
+    "traced",
     "WorkerError",
 ]

@@ -21,6 +21,46 @@ DEAD_LETTER_STREAM = "__dead_letter"
 DEAD_LETTER_FIELDS = ("msg_id", "stream", "values", "component", "error", "failures")
 
 
+class Traced(tuple):
+    """Values with invocation metadata: `correlation_id` (the conversation: an order, a
+    request) and `causation_id` (what caused it), carried by the tuple itself, so they
+    travel wherever its values go (across workers, in replays, in dead letters) and a
+    tuple without them costs nothing. An emit anchored to a traced tuple inherits its
+    ids unless its values are traced already (`stormish.traced`). They are never metric
+    labels: each id would be a time series of its own."""
+
+    correlation_id: Any
+    causation_id: Any
+
+    def __new__(
+        cls, values: Sequence[Any], correlation_id: Any = None, causation_id: Any = None
+    ) -> Traced:
+        t = super().__new__(cls, values)
+        t.correlation_id = correlation_id
+        t.causation_id = causation_id
+        return t
+
+    def __reduce__(self) -> Any:
+        return (Traced, (tuple(self), self.correlation_id, self.causation_id))
+
+    def __repr__(self) -> str:
+        return f"traced({tuple(self)!r}, correlation_id={self.correlation_id!r})"
+
+
+def traced(values: Sequence[Any], correlation_id: Any = None, causation_id: Any = None) -> Traced:
+    """`values` to emit with a correlation id and a causation id: `self.emit(traced([order,
+    qty], correlation_id=order))`. Read them downstream as `tup.correlation_id`."""
+    return Traced(values, correlation_id, causation_id)
+
+
+def inherit(values: Sequence[Any], anchor_values: Any) -> Sequence[Any]:
+    """`values` with the ids of the anchor's values, unless it has its own (or the anchor
+    none)."""
+    if anchor_values.__class__ is not Traced or values.__class__ is Traced:
+        return values
+    return Traced(values, anchor_values.correlation_id, anchor_values.causation_id)
+
+
 class Source:
     """Where a batch of tuples came from; one per (source task, stream) per receiver."""
 
@@ -105,6 +145,16 @@ class Tuple(_FromSource):
     def get(self, field: str, default: Any = None) -> Any:
         i = self.source.index.get(field)
         return default if i is None else self.values[i]
+
+    @property
+    def correlation_id(self) -> Any:
+        """The id its emitter gave it (`stormish.traced`) or inherited from its anchors;
+        None when it has none."""
+        return getattr(self.values, "correlation_id", None)
+
+    @property
+    def causation_id(self) -> Any:
+        return getattr(self.values, "causation_id", None)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(zip(self.source.fields, self.values, strict=False))

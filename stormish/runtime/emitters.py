@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, cast
 
-from ..tuple import TrackedTuple, Tuple
+from ..tuple import Traced, TrackedTuple, Tuple, inherit
 from .collector import Collector
 from .plan import Plan
 from .routing import Outbox, Route
@@ -309,7 +309,11 @@ class BoltCollector(Collector):
         msg_id: Any = None,
     ) -> None:
         ob = self._direct(task, stream, values)
-        meta = self.acks.anchor(_listed(anchors)) if anchors is not None else None
+        meta = None
+        if anchors is not None:
+            anchors = _listed(anchors)
+            values = _inherited(values, anchors)
+            meta = self.acks.anchor(anchors)
         self._put(ob, values, meta)
 
     def _emit_anchored(self, route: Route, values: Sequence[Any], anchors: Any) -> None:
@@ -318,13 +322,18 @@ class BoltCollector(Collector):
             self._put_all(obs, values, None)
             return
         anchors = _listed(anchors)
+        values = _inherited(values, anchors)
         anchor = self.acks.anchor
         for ob in obs:
             self._put(ob, values, anchor(anchors))
 
     def _emit_many_anchored(self, route: Route, rows: Sequence[Any], anchors: Any) -> None:
         if anchors is not None:
-            tracked = [a for a in _listed(anchors) if a.meta]
+            listed = _listed(anchors)
+            src = next((a.values for a in listed if a.values.__class__ is Traced), None)
+            if src is not None:
+                rows = [inherit(v, src) for v in rows]
+            tracked = [a for a in listed if a.meta]
             if len(tracked) == 1:  # the common case: one edge per delivery, in bulk
                 a = cast(TrackedTuple, tracked[0])
                 a.ack_val ^= _put_tree(self, route, rows, tuple(r for r, _ in a.meta))
@@ -360,6 +369,8 @@ class BasicCollector(BoltCollector):
             cur = self.current
             meta = cur.meta if cur is not None else None
             if cur is not None and meta is not None and len(meta) == 1:
+                if cur.values.__class__ is Traced:
+                    values = inherit(values, cur.values)
                 ob = route.only
                 if ob is None:
                     fc = route.fcache
@@ -423,6 +434,8 @@ class BasicCollector(BoltCollector):
             if meta is None or len(meta) != 1:
                 slow(values, stream, anchors, msg_id)
                 return
+            if cur.values.__class__ is Traced:
+                values = inherit(values, cur.values)
             if only is not None:
                 ob = only
             else:
@@ -489,6 +502,16 @@ def _one_user_route(col: Collector) -> Route | None:
     closures are made over. None with several streams, whose order needs the method."""
     user = [r for r in col.routes.values() if not r.system]
     return user[0] if len(user) == 1 else None
+
+
+def _inherited(values: Sequence[Any], anchors: Sequence[Tuple]) -> Sequence[Any]:
+    """The ids of the first traced anchor, unless `values` has its own."""
+    if values.__class__ is Traced:
+        return values
+    for a in anchors:
+        if a.values.__class__ is Traced:
+            return inherit(values, a.values)
+    return values
 
 
 def _listed(anchors: Any) -> Sequence[Tuple]:
