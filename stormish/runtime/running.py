@@ -337,20 +337,24 @@ class Completion:
         done = ok and key == self.last
         self.last = key if ok else None
         self.quiet = ok
-        if not done and self.finished:
-            self._end_input_when_still(key)
+        if self.finished and self._end_input(key):
+            self.last = None  # two fresh observations after what the windows do
+            return False
         return done
 
-    def _end_input_when_still(self, key: tuple[int, ...]) -> None:
-        """Every spout has finished and nothing moves (two equal observations, every
-        queue empty), but trees are in flight: what a windowed bolt holds until time
-        passes. Time goes to its end (the workers give windowed bolts a last tick), once
-        per still state: what the windows then emit moves the counts, and if a later
-        windowed bolt holds that, the next still state ends its input too."""
+    def _end_input(self, key: tuple[int, ...]) -> bool:
+        """Every spout has ended its input and nothing moves (two equal observations,
+        every queue empty): trees may be in flight that windowed bolts hold until time
+        passes, and an unreliable run's last windows were never run. Time goes to its
+        end (the workers give windowed bolts a last tick), once per still state: what
+        the windows then emit moves the counts, and if a later windowed bolt holds that,
+        the next still state ends its input too. True when some bolt was told (the run
+        is not complete before it has carried that out)."""
         running = self.running
-        still = running.input_ended and running.all_idle and key == self.still_key
-        self.still_key = key if running.input_ended and running.all_idle else None
-        if still and key != self.ended_at:
-            self.ended_at = key
-            for w in running.workers:
-                w.end_of_input()
+        settled = running.input_ended and running.all_idle
+        still = settled and key == self.still_key
+        self.still_key = key if settled else None
+        if not still or key == self.ended_at:
+            return False
+        self.ended_at = key
+        return sum(w.end_of_input() for w in running.workers) > 0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stormish import Bolt, ConfigError, LocalCluster, Topology
+from stormish import Bolt, ConfigError, LocalCluster, Spout, Topology
 from stormish.testing import FakeClock, FeederSpout, advance_time, poll_for, tracked_wait
 from stormish.windowing import Count, Duration, JoinBolt, WindowedBolt
 
@@ -522,3 +522,41 @@ def test_finite_runs_close_session_windows_and_joins(workers):
     ]  # fmt: skip
     for name in ("in", "users", "orders"):
         assert res.stats.components[name].failed == 0, name
+
+
+class Unreliable(Spout):
+    """The documented example's events without message ids (acking has nothing to wait
+    for), then finish."""
+
+    outputs = ["id", "ts"]
+
+    def open(self, conf, context):
+        self.todo = [(n, BASE + s) for n, s in EVENTS]
+
+    def next_tuple(self):
+        if self.todo:
+            self.emit(list(self.todo.pop(0)))
+        else:
+            self.finish()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_unreliable_finite_run_still_runs_its_last_windows(workers):
+    """Nothing holds the run open (no trees), yet the end of input is the end of time:
+    the windows that the watermark had not reached run before the run completes."""
+    from stormish.testing import CaptureBolt, run_topology
+
+    t = Topology("unrel-win", config={"topology.message.timeout.secs": 60})
+    t.set_spout("events", Unreliable())
+    win = (
+        Lister()
+        .with_window(length=Duration(seconds=20), slide=Duration(seconds=10))
+        .with_timestamp_field("ts")
+        .with_lag(seconds=5)
+        .with_watermark_interval(seconds=0.2)
+    )
+    t.set_bolt("win", win).global_grouping("events")
+    t.set_bolt("sink", CaptureBolt()).shuffle_grouping("win")
+    res = run_topology(t, timeout=40, workers=workers)
+    got = [list(w[:5]) for w in res.captured["sink"]]
+    assert got == [*WINDOWS, [20, 40, ["e5", "e6"], ["e6"], ["e4"]], [30, 50, ["e6"], [], ["e5"]]]
