@@ -184,6 +184,7 @@ class KafkaSpout(Spout):
             self._do(core.commit_now(sync=True))
             self._finished = True
             self._next_gauges = now  # the last lag (0) is what the statistics keep
+            feed.passive = True  # next_tuple is not called any more: revokes do not wait
             self.finish()
         if now >= self._next_gauges:
             self._gauges = {f"lag:{t}/{p}": n for (t, p), n in core.lag().items()}
