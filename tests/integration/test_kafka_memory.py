@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from stormish import LocalCluster, Topology
-from stormish.kafka import KafkaSpout, Retry
+from stormish.kafka import KafkaSpout, Retry, ToStream
 from stormish.testing import CaptureBolt, MemoryLog, poll_for, run_topology
 
 from .kafka_helpers import Hold, Note, check_order, seen
@@ -145,3 +145,94 @@ def test_a_second_topology_joining_the_group_takes_partitions_with_nothing_lost(
     assert log.rejected_commits == 0
     kinds = [e[0] for e in log.events]
     assert kinds.count("revoke") >= 1 and kinds.count("assign") >= 3
+
+
+def test_at_most_once_commits_before_emitting_and_never_replays_a_failure(log):
+    fill(log, "in", 1, 11)
+    spout = KafkaSpout(
+        log.address,
+        topics="in",
+        group_id="g",
+        stop_at_end=True,
+        processing_guarantee="at_most_once",
+    )
+    t = Topology("kmem-amo")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-amo", poison_once={(0, 1)})).shuffle_grouping("k")
+    stats = run(t)
+    assert sorted(o for _, _, o, _ in seen("kmem-amo")) == [0, *range(2, 11)]  # 1 is lost
+    assert stats.components["k"].emitted == 11
+    assert log.committed("g", "in", 0) == 11
+
+
+def test_no_guarantee_commits_periodically_what_was_emitted(log):
+    fill(log, "in", 2, 50)
+    spout = KafkaSpout(
+        log.address,
+        topic_pattern="^i.$",
+        group_id="g",
+        stop_at_end=True,
+        processing_guarantee="no_guarantee",
+        commit_interval_secs=0.01,
+    )
+    t = Topology("kmem-nog")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-nog")).shuffle_grouping("k")
+    run(t)
+    assert len(seen("kmem-nog")) == 100
+    assert [log.committed("g", "in", p) for p in (0, 1)] == [50, 50]
+
+
+def test_translator_streams_skips_and_stream_per_topic(log):
+    fill(log, "a", 1, 6)
+    fill(log, "b", 1, 4)
+
+    def translate(r):
+        v = int(r.value)
+        if v == 0:
+            return None  # skipped, and still committed past
+        return ToStream("odd", (v,)) if v % 2 else (r.topic, v)
+
+    t = Topology("kmem-translate")
+    t.set_spout(
+        "k",
+        KafkaSpout(
+            log.address,
+            topics=["a", "b"],
+            group_id="g",
+            stop_at_end=True,
+            translator=translate,
+            fields=("topic", "v"),
+            streams={"odd": ("v",)},
+        ),
+    )
+    t.set_bolt("even", CaptureBolt()).shuffle_grouping("k")
+    t.set_bolt("odd", CaptureBolt()).shuffle_grouping("k", stream="odd")
+    t.set_spout(
+        "per_topic",
+        KafkaSpout(
+            log.address, topics=["a", "b"], group_id="g2", stop_at_end=True, stream_per_topic=True
+        ),
+    )
+    t.set_bolt("from_b", CaptureBolt()).shuffle_grouping("per_topic", stream="b")
+    out = run_topology(t, timeout=30)
+    assert sorted(out.captured["even"]) == [("a", 2), ("a", 4), ("b", 2)]
+    assert sorted(out.captured["odd"]) == [(1,), (1,), (3,), (3,), (5,)]
+    assert sorted(r[2] for r in out.captured["from_b"]) == [0, 1, 2, 3]
+    assert (log.committed("g", "a", 0), log.committed("g", "b", 0)) == (6, 4)
+
+
+def test_two_spout_tasks_in_one_group_split_the_partitions(log):
+    total = fill(log, "in", 4, 200)
+    t = Topology("kmem-two")
+    t.set_spout(
+        "k", KafkaSpout(log.address, topics="in", group_id="g", stop_at_end=True), parallelism=2
+    )
+    t.set_bolt("note", Note("kmem-two")).shuffle_grouping("k")
+    stats = run(t)
+    rows = seen("kmem-two")
+    assert len(rows) == 800 and sum(int(v) for *_, v in rows) == total
+    assert [log.committed("g", "in", p) for p in range(4)] == [200] * 4
+    owners = {e[2] for e in log.events if e[0] == "assign" and e[3]}
+    assert len(owners) == 2, log.events  # both members were given partitions
+    assert stats.components["k"].tasks == 2
