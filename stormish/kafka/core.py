@@ -116,6 +116,9 @@ class SpoutCore:
         self.retry = retry or Retry()
         self.lanes: dict[TP, Lane] = {}
         self.ever_assigned = False
+        # between a revoke and the assignment that follows it (an eager rebalance always
+        # assigns again, maybe nothing): no lanes then does not mean "at the end"
+        self.rebalancing = False
         self._epoch = 0
         self._next_commit = now + commit_interval
         self.dead_lettered = 0
@@ -127,6 +130,7 @@ class SpoutCore:
         """Partitions given to this consumer, with where each is read from: an offset
         (the committed position), "earliest" or "latest" (client.start_offset)."""
         self.ever_assigned = True
+        self.rebalancing = False
         for tp, start in starts.items():
             self._epoch += 1
             pos = start if isinstance(start, int) else None
@@ -136,6 +140,7 @@ class SpoutCore:
     def revoking(self, tps: Iterable[TP]) -> None:
         """Stop emitting for these partitions: what is buffered or waits to be replayed is
         dropped (the next owner reads it from the committed position)."""
+        self.rebalancing = True
         for tp in tps:
             lane = self.lanes.get(tp)
             if lane is not None:
@@ -328,7 +333,7 @@ class SpoutCore:
 
     def at_end(self) -> bool:
         """Every assigned partition completed up to the end seen at its start."""
-        if not self.ever_assigned:
+        if not self.ever_assigned or self.rebalancing:
             return False
         for lane in self.lanes.values():
             if lane.end is None or lane.inflight or lane.buffer or lane.due:

@@ -147,3 +147,18 @@ def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka):
     # owner's max.spout.pending (its revoke waits for them, so normally none)
     print(f"rebalance: a {len(a)}, b {len(b)}, {dups} processed twice")
     assert dups <= pending, dups
+
+
+@pytest.mark.timeout(60)
+def test_stop_at_end_with_an_empty_partition_finishes(kafka):
+    # (first_poll_offset="latest" is tested on the MemoryLog: Tansu's memory storage
+    # answers ListOffsets for the latest offset wrongly, so the broker starts it early)
+    topic, _ = make_topic(kafka.address, 2, 0)
+    produce_more(kafka.address, topic, 1, 0, 5)  # partition 0 only
+    group, key = unique("g"), unique("empty")
+    t = Topology("kbroker-empty")
+    t.set_spout("k", spout(kafka.address, topic, group, stop_at_end=True))
+    t.set_bolt("note", Note(key)).shuffle_grouping("k")
+    run_topology(t, timeout=45)
+    assert sorted(o for _, _, o, _ in seen(key)) == [0, 1, 2, 3, 4]
+    assert committed(kafka.address, group, topic, 2)[0] == 5

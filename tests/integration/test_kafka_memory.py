@@ -231,8 +231,25 @@ def test_two_spout_tasks_in_one_group_split_the_partitions(log):
     t.set_bolt("note", Note("kmem-two")).shuffle_grouping("k")
     stats = run(t)
     rows = seen("kmem-two")
-    assert len(rows) == 800 and sum(int(v) for *_, v in rows) == total
+    assert len(rows) == 800 and sum(int(v) for *_, v in rows) == total, log.events
     assert [log.committed("g", "in", p) for p in range(4)] == [200] * 4
     owners = {e[2] for e in log.events if e[0] == "assign" and e[3]}
     assert len(owners) == 2, log.events  # both members were given partitions
     assert stats.components["k"].tasks == 2
+
+
+def test_latest_reads_only_what_comes_after_the_assignment(log):
+    fill(log, "in", 1, 5)
+    spout = KafkaSpout(log.address, topics="in", group_id="g", first_poll_offset="latest")
+    t = Topology("kmem-latest")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-latest")).shuffle_grouping("k")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: any(e[0] == "assign" for e in log.events), 10, 0.01, "assigned")
+        poll_for(lambda: cluster.statistics(t.name).components["k"].gauges, 10, 0.01, "lag")
+        for v in (100, 101):
+            log.produce("in", str(v).encode(), partition=0)
+        poll_for(lambda: len(seen("kmem-latest")) == 2, 10, 0.01, "the two new records")
+    assert [int(v) for *_, v in seen("kmem-latest")] == [100, 101]
+    assert log.committed("g", "in", 0) == 7

@@ -239,3 +239,16 @@ def test_max_uncommitted_bounds_what_is_emitted_from_the_buffer():
     assert core.take(10, 0.0) == []  # 250 unacked: nothing more
     core.ack(ids[0])
     assert [r[2] for r, _ in core.take(10, 0.0)] == [250]
+
+
+def test_between_a_revoke_and_the_next_assignment_the_spout_is_not_at_its_end():
+    core = SpoutCore()
+    core.assigned({TP: 0})
+    core.set_high({TP: 0}, stop_at_end=True)
+    assert core.at_end()
+    core.revoking([TP])
+    core.release([TP])
+    assert not core.at_end()  # no lanes, but an assignment is on its way
+    core.assigned({("t", 1): 0})
+    core.set_high({("t", 1): 0}, stop_at_end=True)
+    assert core.at_end()
