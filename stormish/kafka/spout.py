@@ -65,6 +65,7 @@ class KafkaSpout(Spout):
         poll_batch: int = 500,
         max_buffered: int = 10_000,
         revoke_timeout_secs: float = 30.0,
+        commit_offsets: bool = True,
     ):
         if isinstance(topics, str):
             topics = [topics]
@@ -86,6 +87,8 @@ class KafkaSpout(Spout):
                 raise ValueError(f"KafkaSpout {name} must be a number >= 0, got {f!r}")
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"KafkaSpout retry must be a stormish.kafka.Retry, got {retry!r}")
+        if not commit_offsets and processing_guarantee != AT_LEAST_ONCE:
+            raise ValueError("KafkaSpout commit_offsets=False needs at_least_once")
         if stream_per_topic and not topics:
             raise ValueError("KafkaSpout stream_per_topic needs topics (not topic_pattern)")
         self.bootstrap_servers, self.group_id = bootstrap_servers, group_id
@@ -102,6 +105,9 @@ class KafkaSpout(Spout):
         self.stream_per_topic = stream_per_topic
         self.poll_batch, self.max_buffered = poll_batch, max_buffered
         self.revoke_timeout_secs = float(revoke_timeout_secs)
+        # False: a transactional sink commits the offsets with its output (it sends them
+        # in its transaction); the spout only tracks completion and never commits
+        self.commit_offsets = bool(commit_offsets)
         if translator is None and (fields is not None or streams):
             raise ValueError(
                 "KafkaSpout fields/streams declare a translator's output: give translator"
@@ -240,7 +246,7 @@ class KafkaSpout(Spout):
         if d is None:
             return
         if isinstance(d, Commit):
-            if d.offsets:
+            if d.offsets and self.commit_offsets:
                 self._feed.command(("commit", d.offsets, d.sync))
         elif isinstance(d, Pause):
             if not self._core.warned_pause:
@@ -292,7 +298,7 @@ class KafkaSpout(Spout):
         if feed is None:
             return
         final = self._core.commit_now(sync=True)
-        feed.close(final.offsets if final else None)
+        feed.close(final.offsets if final and self.commit_offsets else None)
 
     # -- what the statistics read (another thread: a dict swapped whole) -----------------------
     def gauges(self) -> Mapping[str, float]:

@@ -253,3 +253,16 @@ def test_latest_reads_only_what_comes_after_the_assignment(log):
         poll_for(lambda: len(seen("kmem-latest")) == 2, 10, 0.01, "the two new records")
     assert [int(v) for *_, v in seen("kmem-latest")] == [100, 101]
     assert log.committed("g", "in", 0) == 7
+
+
+def test_commit_offsets_false_leaves_committing_to_someone_else(log):
+    fill(log, "in", 2, 20)
+    spout = KafkaSpout(
+        log.address, topics="in", group_id="g", stop_at_end=True, commit_offsets=False
+    )
+    t = Topology("kmem-nocommit")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-nocommit")).shuffle_grouping("k")
+    run(t)
+    assert len(seen("kmem-nocommit")) == 40
+    assert [log.committed("g", "in", p) for p in (0, 1)] == [None, None]
