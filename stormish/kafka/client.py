@@ -69,6 +69,9 @@ class ConfluentClient:
             **consumer_config,
         }
         self._consumer = ck.Consumer(conf)
+        # KIP-429: with a cooperative strategy a rebalance assigns and revokes only what
+        # moves, and the callbacks must say so incrementally
+        self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
         self._starts = {BEGINNING: ck.OFFSET_BEGINNING, END: ck.OFFSET_END}
 
     def _tps(self, tps: Iterable[TP]) -> list[Any]:
@@ -86,11 +89,17 @@ class ConfluentClient:
             for p in parts:
                 s = starts.get((p.topic, p.partition))
                 p.offset = self._starts.get(s, s) if s is not None else p.offset
-            consumer.assign(parts)
+            if self._cooperative:
+                consumer.incremental_assign(parts)
+            else:
+                consumer.assign(parts)
 
         def revoke(consumer: Any, parts: list[Any]) -> None:
             on_revoke([(p.topic, p.partition) for p in parts])
-            consumer.unassign()
+            if self._cooperative:
+                consumer.incremental_unassign(parts)
+            else:
+                consumer.unassign()
 
         names = list(topics or ())
         if pattern is not None:

@@ -256,13 +256,14 @@ class SpoutCore:
     def ack(self, msg_id: Any) -> Resume | None:
         """A tree completed: its offset joins the completed prefix; the partition resumes
         when it fell back under max_uncommitted."""
-        lane = self._lane_of(msg_id)
-        if lane is None:
+        lane = self.lanes.get((msg_id[0], msg_id[1]))  # _lane_of, inlined: once per tree
+        if lane is None or lane.epoch != msg_id[3]:
             return None
         offset = msg_id[2]
         if lane.inflight.pop(offset, None) is None:
             return None
-        lane.failures.pop(offset, None)
+        if lane.failures:
+            lane.failures.pop(offset, None)
         lane.tracker.complete(offset)  # type: ignore[union-attr]
         if lane.paused and lane.uncommitted() < self.max_uncommitted:
             lane.paused = False

@@ -112,14 +112,20 @@ def produce_more(address: str, topic: str, partitions: int, start: int, n: int) 
 
 
 @pytest.mark.timeout(90)
-def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka):
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka, strategy):
     topic, _ = make_topic(kafka.address, 4, 400)
     group, key = unique("g"), unique("rebalance")
     pending = 40
+    cfg = {**KAFKA_FAST_GROUP, "partition.assignment.strategy": strategy}
 
     def topology(name: str) -> Topology:
         t = Topology(name, config={"topology.max.spout.pending": pending})
-        t.set_spout("k", spout(kafka.address, topic, group, commit_interval_secs=0.2))
+        k = KafkaSpout(
+            kafka.address, topics=topic, group_id=group, commit_interval_secs=0.2,
+            consumer_config=cfg,
+        )  # fmt: skip
+        t.set_spout("k", k)
         t.set_bolt("note", Note(f"{key}-{name}")).shuffle_grouping("k")
         return t
 
