@@ -45,11 +45,16 @@ def test_finite_run_sums_exactly_keeps_partition_order_and_commits_the_end(log):
     t = Topology("kmem-sum")
     t.set_spout("k", KafkaSpout(log.address, topics="in", group_id="g", stop_at_end=True))
     t.set_bolt("note", Note("kmem-sum"), parallelism=2).fields_grouping("k", ["partition"])
+    t.set_bolt("lanes", Note("kmem-sum-lanes"), parallelism=2).ordered_lanes(
+        "k", key=["partition"], lanes=8
+    )
     stats = run(t)
     rows = seen("kmem-sum")
     assert len(rows) == 1200
     assert sum(int(v) for *_, v in rows) == total
     check_order(rows)
+    check_order(seen("kmem-sum-lanes"))  # a partition is an ordered lane downstream too
+    assert len(seen("kmem-sum-lanes")) == 1200
     assert [log.committed("g", "in", p) for p in range(4)] == [300] * 4
     assert stats.components["k"].gauges == {f"lag:in/{p}": 0 for p in range(4)}
 
