@@ -6,7 +6,8 @@ interface with plain `(topic, partition)` pairs and record tuples:
     poll(max_records, timeout) -> [(topic, partition, offset, key, value, timestamp)]
     committed(tps) -> {tp: (position, metadata) | None}
     commit(offsets, sync, metadata) -> bool
-    pause(tps), resume(tps), high_watermarks(tps) -> {tp: high}, close()
+    pause(tps), resume(tps), high_watermarks(tps) -> {tp: high},
+    positions(tps) -> {tp: next offset poll hands over}, close()
 
 and `start_offset`, the first-poll-offset rule (pure).
 """
@@ -150,6 +151,12 @@ class ConfluentClient:
             if high >= 0:
                 out[(tp.topic, tp.partition)] = high
         return out
+
+    def positions(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """The next offset poll will hand over, per partition (local, no request); past
+        the control records of transactions, which are never handed over."""
+        got = self._consumer.position(self._tps(tps))
+        return {(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
 
     def close(self) -> None:
         self._consumer.close()

@@ -322,15 +322,38 @@ class SpoutCore:
         return Commit(out, sync) if out else None
 
     # -- progress ------------------------------------------------------------------------------
-    def set_high(self, highs: dict[TP, int], stop_at_end: bool) -> None:
+    def set_high(
+        self, highs: dict[TP, int], stop_at_end: bool, positions: dict[TP, int] | None = None
+    ) -> None:
         """High watermarks from the consumer's fetches; the first one of a lane is its
-        end when the spout stops at the end."""
+        end when the spout stops at the end. `positions`: the consumer's position in each
+        partition, given after every record before it was handed over."""
         for tp, high in highs.items():
             lane = self.lanes.get(tp)
             if lane is not None:
                 lane.high = high
                 if stop_at_end and lane.end is None:
                     lane.end = high
+        for tp, pos in (positions or {}).items():
+            lane = self.lanes.get(tp)
+            if lane is not None and not (lane.inflight or lane.buffer or lane.due):
+                self._skip_to(lane, pos)
+
+    def _skip_to(self, lane: Lane, consumed: int) -> None:
+        """An idle lane whose consumer is past its position moves up to it: offsets the
+        consumer skipped (transaction markers, compacted records) are never emitted, and
+        would otherwise hold the commit (and stop_at_end) back for ever."""
+        pos = lane.position()
+        if pos is not None and consumed <= pos:
+            return
+        if self.tracking:
+            if lane.tracker is None:
+                lane.tracker = OffsetTracker(consumed)
+            else:
+                lane.tracker.committed = consumed  # idle: nothing pending or done behind
+        else:
+            lane.emitted = consumed
+        lane.fetched = max(lane.fetched or 0, consumed)
 
     def at_end(self) -> bool:
         """Every assigned partition completed up to the end seen at its start."""

@@ -225,7 +225,7 @@ class KafkaSpout(Spout):
                 self._revoking.append((event[1], event[2]))
                 self._check_revoked()
             elif kind == "high":
-                core.set_high(event[1], self.stop_at_end)
+                core.set_high(event[1], self.stop_at_end, event[2])
 
     def _check_revoked(self) -> None:
         """Partitions being revoked whose trees all completed: commit and let them go."""

@@ -168,3 +168,23 @@ def test_stop_at_end_with_an_empty_partition_finishes(kafka):
     run_topology(t, timeout=45)
     assert sorted(o for _, _, o, _ in seen(key)) == [0, 1, 2, 3, 4]
     assert committed(kafka.address, group, topic, 2)[0] == 5
+
+
+@pytest.mark.timeout(60)
+def test_stop_at_end_on_a_transactional_topic_finishes_past_the_commit_marker(kafka):
+    topic, _ = make_topic(kafka.address, 1, 0)
+    producer = ck.Producer({"bootstrap.servers": kafka.address, "transactional.id": unique("tx")})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, str(i).encode(), partition=0)
+    producer.commit_transaction(20)
+    group, key = unique("g"), unique("tx")
+    t = Topology("kbroker-tx")
+    t.set_spout("k", spout(kafka.address, topic, group, stop_at_end=True))
+    t.set_bolt("note", Note(key)).shuffle_grouping("k")
+    run_topology(t, timeout=45)
+    assert sorted(o for _, _, o, _ in seen(key)) == [0, 1, 2, 3, 4]
+    (end,) = committed(kafka.address, group, topic, 1)
+    assert end >= 5  # past the records, and past the marker where the broker wrote one
+    print(f"transactional topic: committed {end}")

@@ -252,3 +252,21 @@ def test_between_a_revoke_and_the_next_assignment_the_spout_is_not_at_its_end():
     core.assigned({("t", 1): 0})
     core.set_high({("t", 1): 0}, stop_at_end=True)
     assert core.at_end()
+
+
+def test_offsets_the_consumer_skipped_do_not_hold_the_commit_or_the_end_back():
+    # a transactional topic: offset 2 is a commit marker, never handed over; hwm is 3
+    core = SpoutCore()
+    core.assigned({TP: BEGINNING})
+    core.polled(records(2))
+    ids = emitted(core)
+    core.set_high({TP: 3}, stop_at_end=True, positions={TP: 3})  # 0 and 1 in flight
+    assert core.lanes[TP].position() == 0
+    for mid in ids.values():
+        core.ack(mid)
+    assert not core.at_end()  # completed up to 2; the end is 3
+    core.set_high({TP: 3}, stop_at_end=True, positions={TP: 3})
+    assert core.at_end()
+    assert committed(core) == {TP: 3}
+    core.polled(records(1, start=3))  # and on it goes
+    assert list(emitted(core)) == [3]
