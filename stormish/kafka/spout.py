@@ -137,10 +137,9 @@ class KafkaSpout(Spout):
             self.retry,
             self._now(),
         )
-        acking = conf.get("topology.acker.executors") != 0
-        if not acking and self._core.tracking:
+        if conf.get("topology.acker.executors") == 0 and self._core.tracking:
+            # the runtime acks each message id as it is emitted
             log.warning("%s: acking is off, so at_least_once commits on emit", self.component)
-        self._acked_on_emit = not acking
         self._max_pending = conf.get("topology.max.spout.pending")
         self._pulled = 0
         self._revoking: list[tuple[list, int]] = []
@@ -182,9 +181,6 @@ class KafkaSpout(Spout):
                     emit(r, DEFAULT_STREAM, None, mid)
             else:
                 self._emit_translated(batch)
-            if self._acked_on_emit and core.tracking:
-                for _, mid in batch:
-                    self.ack(mid)
             feed.taken = self._pulled - core.buffered
         elif self.stop_at_end and not self._finished and core.at_end():
             self._do(core.commit_now(sync=True))

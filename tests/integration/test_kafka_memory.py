@@ -271,3 +271,13 @@ def test_commit_offsets_false_leaves_committing_to_someone_else(log):
     run(t)
     assert len(seen("kmem-nocommit")) == 40
     assert [log.committed("g", "in", p) for p in (0, 1)] == [None, None]
+
+
+def test_with_acking_off_at_least_once_commits_what_it_emitted(log):
+    fill(log, "in", 2, 30)
+    t = Topology("kmem-noack", config={"topology.acker.executors": 0})
+    t.set_spout("k", KafkaSpout(log.address, topics="in", group_id="g", stop_at_end=True))
+    t.set_bolt("note", Note("kmem-noack")).shuffle_grouping("k")
+    run(t)
+    assert len(seen("kmem-noack")) == 60
+    assert [log.committed("g", "in", p) for p in (0, 1)] == [30, 30]

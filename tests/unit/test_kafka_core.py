@@ -270,3 +270,33 @@ def test_offsets_the_consumer_skipped_do_not_hold_the_commit_or_the_end_back():
     assert committed(core) == {TP: 3}
     core.polled(records(1, start=3))  # and on it goes
     assert list(emitted(core)) == [3]
+
+
+def test_a_due_replay_is_emitted_even_past_max_uncommitted():
+    # KafkaSpoutEmitTest: failed tuples are emitted again although the limit is reached
+    core = SpoutCore(max_uncommitted=3, retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled(records(5))
+    ids = emitted(core)
+    assert sorted(ids) == [0, 1, 2]
+    core.fail(ids[1], now=0.0)
+    assert list(emitted(core)) == [1]  # the replay, and nothing new
+
+
+def test_a_fail_of_a_partition_no_longer_assigned_is_ignored():
+    # KafkaSpoutRebalanceTest: fails (as acks) of an earlier assignment change nothing
+    core = SpoutCore(retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    old = emitted(core)
+    core.revoking([TP])
+    core.release([TP])
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    new = emitted(core)
+    assert core.fail(old[0], now=0.0) == [] and emitted(core) == {}
+    core.ack(old[1])
+    assert core.lanes[TP].position() == 0
+    core.ack(new[0])
+    core.ack(new[1])
+    assert committed(core) == {TP: 2}
