@@ -4,6 +4,7 @@ storm-kafka-client's scenarios end to end, each with the exact count."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 
 import pytest
@@ -57,6 +58,7 @@ def test_finite_run_sums_exactly_keeps_partition_order_and_commits_the_end(log):
     assert len(seen("kmem-sum-lanes")) == 1200
     assert [log.committed("g", "in", p) for p in range(4)] == [300] * 4
     assert stats.components["k"].gauges == {f"lag:in/{p}": 0 for p in range(4)}
+    assert not [t for t in threading.enumerate() if t.name.startswith("kafka-feed")]
 
 
 def test_failed_offset_is_replayed_alone_and_the_commit_waits_for_it(log):
