@@ -70,6 +70,7 @@ class SpoutExecutor(Executor):
         obj.report_error = self.report_error
         obj.finish = self.finish
         obj.finish_input = self.finish_input
+        obj.dead_letter = self.dead_letter
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
             obj.emit = col.bound_emit()
@@ -81,6 +82,20 @@ class SpoutExecutor(Executor):
         """No new tuples will come; failed ones may still be replayed (next_tuple is
         still called). The completion rule ends windows' time once every spout has."""
         self.input_finished = True
+
+    def dead_letter(
+        self,
+        msg_id: Any,
+        values: Any,
+        error: str | None = None,
+        failures: int = 1,
+        stream: str = "default",
+    ) -> None:
+        """The spout gave a record up by its own rule: on to its `__dead_letter` stream."""
+        self.dead_lettered += 1
+        self.collector.emit_dead_letter(
+            (msg_id, stream, tuple(values), self.component, error, failures)
+        )
 
     def _track(
         self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""
