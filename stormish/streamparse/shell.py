@@ -9,9 +9,10 @@ from typing import Any
 from ..errors import TopologyError
 
 
-def shell_component(argv: list[str], streams: dict, is_spout: bool, path: Path) -> Any:
-    """The multilang ShellBolt/ShellSpout running `argv` in the project's `src/` (where
-    Storm runs it: the topology jar's resources), declaring `streams`."""
+def shell_component(argv: list[str], streams: dict, is_spout: bool, path: Path, cwd: Path) -> Any:
+    """The multilang ShellBolt/ShellSpout running `argv` in `cwd` (a streamparse
+    project's `src/`: where Storm runs it, the topology jar's resources), declaring
+    `streams`."""
     try:
         from ..multilang import ShellBolt, ShellSpout
     except ImportError as exc:
@@ -20,7 +21,7 @@ def shell_component(argv: list[str], streams: dict, is_spout: bool, path: Path) 
             "stormish.multilang"
         ) from exc
     cls = ShellSpout if is_spout else ShellBolt
-    return cls(command=argv, streams=streams, cwd=str(src_dir(path)))
+    return cls(command=argv, streams=streams, cwd=str(cwd))
 
 
 def src_dir(path: Path) -> Path:

@@ -56,6 +56,19 @@ def storm_config(conf: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return kept, sorted(dropped)
 
 
+def declared_outputs(cls: type) -> dict[str, tuple[str, ...]]:
+    """A streamparse class's `outputs` (field names, or `Stream`s) as streams."""
+    from streamparse.dsl.stream import Stream
+
+    streams: dict[str, tuple[str, ...]] = {}
+    for out in getattr(cls, "outputs", None) or []:
+        if isinstance(out, Stream):
+            streams[out.name] = tuple(out.fields)
+        else:
+            streams["default"] = (*streams.get("default", ()), str(out))
+    return streams
+
+
 def _is_spout(spec: Any) -> bool:
     from streamparse.dsl.spout import JavaSpoutSpec, ShellSpoutSpec
 
@@ -124,10 +137,10 @@ def _component(spec: Any, streams: dict, sources: dict, path: Path, multilang: b
         from .adapter import PystormSpout
 
         return PystormSpout(cls, streams)
-    from .shell import shell_component
+    from .shell import shell_component, src_dir
 
     argv = [command, *script.split()] if script else [command]
-    return shell_component(argv, streams, _is_spout(spec), path)
+    return shell_component(argv, streams, _is_spout(spec), path, src_dir(path))
 
 
 def _subscribe(declarer: Any, source: str, stream: str, grouping: Any) -> None:
