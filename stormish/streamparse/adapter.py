@@ -230,6 +230,8 @@ def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
     _bind_common(adapter, inst, {"emit": emit_msg, "ack": no_settle, "fail": no_settle})
     if type(inst).emit is ps.Spout.emit:
         inst.emit = emit
+    # stormish's, not pystorm's: a finite spout may say it has no more input, ever
+    inst.finish = adapter.finish
 
 
 def _bind_common(adapter: Any, inst: Any, handlers: dict) -> None:
