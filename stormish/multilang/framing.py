@@ -1,0 +1,95 @@
+"""The multilang wire formats, sans I/O: bytes in, messages out, and back.
+
+JSON is Storm's own framing (`JsonSerializer.java`): a message, a newline, a line `end`.
+msgpack is pystorm's `MsgpackSerializer`: back to back msgpack objects, no delimiter
+(msgpack knows where an object ends). A decoder is fed whatever `os.read` returned and
+hands back every complete message; what cannot be decoded is a `ProtocolError` quoting
+the bytes, because a child that writes to stdout outside the protocol (a stray
+`print`) is the commonest multilang bug and the quote is what finds it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SERIALIZERS = ("json", "msgpack")
+_QUOTE = 200  # bytes of bad input quoted in an error
+MAX_MESSAGE = 64 << 20  # a message this long without its `end` line is not a message
+
+
+class ProtocolError(Exception):
+    """The child wrote something that is not a message of the protocol."""
+
+
+class JsonFraming:
+    name = "json"
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._lines: list[bytes] = []
+        self._size = 0
+
+    @staticmethod
+    def encode(msg: Any) -> bytes:
+        return json.dumps(msg, separators=(",", ":")).encode() + b"\nend\n"
+
+    def feed(self, data: bytes) -> list[Any]:
+        """Complete messages in `data` (with what earlier feeds left over)."""
+        buf = self._buf + data
+        out: list[Any] = []
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if line != b"end":
+                self._lines.append(line)
+                self._size += len(line)
+                continue
+            text = b"\n".join(self._lines)
+            self._lines, self._size = [], 0
+            try:
+                out.append(json.loads(text))
+            except ValueError as exc:
+                raise ProtocolError(f"not a JSON message ({exc}): {text[:_QUOTE]!r}") from None
+        self._buf = buf[start:]
+        if self._size + len(self._buf) > MAX_MESSAGE:
+            head = (self._lines[0] if self._lines else self._buf)[:_QUOTE]
+            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {head!r}")
+        return out
+
+
+class MsgpackFraming:
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        import msgpack
+
+        self._packb = msgpack.packb
+        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+
+    def encode(self, msg: Any) -> bytes:
+        return self._packb(msg)
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._unpacker.feed(data)
+        try:
+            return list(self._unpacker)
+        except Exception as exc:  # noqa: BLE001 - msgpack raises several types
+            raise ProtocolError(f"not a msgpack message ({exc}): {data[:_QUOTE]!r}") from None
+
+
+def framing(name: str) -> JsonFraming | MsgpackFraming:
+    if name == "json":
+        return JsonFraming()
+    if name == "msgpack":
+        try:
+            return MsgpackFraming()
+        except ImportError:
+            raise ImportError(
+                "serializer='msgpack' needs the msgpack package: pip install 'stormish[multilang]'"
+            ) from None
+    raise ValueError(f"unknown multilang serializer {name!r}; one of {SERIALIZERS}")
