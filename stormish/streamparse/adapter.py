@@ -148,9 +148,8 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
     import pystorm.bolt as pb
 
     from . import shim
-    from .task_ids import emit_counted
 
-    semit, sdirect = adapter.emit, adapter.emit_direct
+    semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
     sack, sfail = adapter.ack, adapter.fail
     current = inst  # _current_tups is reassigned per tuple: read it through the instance
     no_ids = type(inst).emit is pb.BatchingBolt.emit  # BatchingBolt answers no task ids
@@ -167,7 +166,7 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
             sdirect(direct_task, tup, s, anchors)
             return [direct_task] if need_task_ids and not no_ids else None
         if need_task_ids and not no_ids:
-            return emit_counted(sdirect, tup, s, anchors)
+            return stasks(tup, s, anchors)
         semit(tup, s, anchors)
         return None
 
@@ -184,7 +183,7 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
             sdirect(task, msg["tuple"], s, anchors)
             return [task]
         if msg.get("need_task_ids", True):
-            return emit_counted(sdirect, msg["tuple"], s, anchors)
+            return stasks(msg["tuple"], s, anchors)
         semit(msg["tuple"], s, anchors)
         return None
 
@@ -200,9 +199,7 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
 def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
     import pystorm.spout as ps
 
-    from .task_ids import emit_counted
-
-    semit, sdirect = adapter.emit, adapter.emit_direct
+    semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
 
     def emit(tup, tup_id=None, stream=None, direct_task=None, need_task_ids=False):
         s = stream or "default"
@@ -210,7 +207,7 @@ def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
             sdirect(direct_task, tup, s, None, tup_id)
             return [direct_task] if need_task_ids else None
         if need_task_ids:
-            return emit_counted(sdirect, tup, s, None, tup_id)
+            return stasks(tup, s, None, tup_id)
         semit(tup, s, None, tup_id)
         return None
 
@@ -220,7 +217,7 @@ def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
             sdirect(task, msg["tuple"], s, None, tup_id)
             return [task]
         if msg.get("need_task_ids", True):
-            return emit_counted(sdirect, msg["tuple"], s, None, tup_id)
+            return stasks(msg["tuple"], s, None, tup_id)
         semit(msg["tuple"], s, None, tup_id)
         return None
 

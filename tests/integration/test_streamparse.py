@@ -98,3 +98,39 @@ def test_stormish_run_on_the_project(tmp_path: Path) -> None:
 
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["components"]["count_bolt"]["executed"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_quickstart_as_multilang_subprocesses_counts_exactly() -> None:
+    """--multilang: each component is `streamparse_run module.Class` in a subprocess."""
+    emitted, rows, stats = run_exact(multilang=True, min_words=300)
+    check_exact(emitted, rows)
+
+
+FEATURES = Path(__file__).resolve().parent / "sp_project" / "topologies" / "features.py"
+
+
+@pytest.mark.timeout(60)
+def test_reliable_spout_batching_bolts_task_ids_and_errors(caplog) -> None:
+    from collections import Counter
+
+    topology, _ = load_topology_file(FEATURES)
+    assert topology.storm_only_config == ["topology.worker.childopts"]
+    for bolt in ("batch_count", "tickless_count"):
+        topology.set_bolt(f"{bolt}_sink", CaptureBolt(), 1).shuffle_grouping(bolt)
+    with LocalCluster() as cluster, caplog.at_level("WARNING", "pystorm.component.split"):
+        cluster.submit(topology)
+        stats = cluster.wait_complete(topology.name, timeout=40)
+        results = cluster._get(topology.name).results()
+    from parts.components import SENTENCES  # on the path: the project's src/
+
+    words = Counter(w for s in SENTENCES for w in s.split())
+    for bolt in ("batch_count", "tickless_count"):
+        got: Counter[str] = Counter()
+        for word, n in results[f"{bolt}_sink"][0]:
+            got[word] += n
+        assert got == words, bolt  # every word once: the failed sentence replayed, once
+    c = stats.components
+    assert c["sentences"].acked == len(SENTENCES) and c["sentences"].failed == 1
+    assert c["split"].errors >= 1  # raise_exception: reported, the task went on
+    assert "failing it once" in caplog.text

@@ -1,0 +1,74 @@
+"""streamparse components that use what the quickstart does not: ReliableSpout replays,
+manual ack/fail, need_task_ids, namedtuple values, log, raise_exception, BatchingBolt on
+ticks, TicklessBatchingBolt. Plain streamparse code: nothing stormish but `finish()`."""
+
+from streamparse import BatchingBolt, Bolt, ReliableSpout, TicklessBatchingBolt
+
+SENTENCES = ["the cow jumped", "over the moon", "fail me once", "the end"]
+
+
+class Sentences(ReliableSpout):
+    outputs = ["sentence"]
+    max_fails = 3
+
+    def initialize(self, conf, ctx):
+        self.todo = list(enumerate(SENTENCES))
+        self.replayed = []
+
+    def next_tuple(self):
+        if not self.todo:
+            self.finish()  # stormish's: a finite run
+            return
+        i, s = self.todo.pop(0)
+        self.emit([s], tup_id=f"s{i}")
+
+    def fail(self, tup_id):
+        self.replayed.append(tup_id)
+        super().fail(tup_id)
+
+
+class Split(Bolt):
+    outputs = ["word"]
+    auto_ack = False
+
+    def initialize(self, conf, ctx):
+        self.failed_once = False
+        self.bad_tasks = []
+        self.count_tasks = {int(t) for t, c in ctx["task->component"].items() if c == "batch_count"}
+
+    def process(self, tup):
+        sentence = tup.values.sentence  # pystorm's namedtuple of the stream's fields
+        if sentence == "fail me once" and not self.failed_once:
+            self.failed_once = True
+            self.log("failing it once", level="warn")
+            self.raise_exception(ValueError("reported, not raised"), tup)
+            self.fail(tup)
+            return
+        for word in sentence.split():
+            tasks = self.emit([word], need_task_ids=True)
+            # the count bolts (fields grouping: one task each) and nothing else
+            if len(tasks) != 2 or not (set(tasks) & self.count_tasks):
+                self.bad_tasks.append(tasks)
+                raise RuntimeError(f"task ids {tasks} for {word!r}")
+        self.ack(tup)
+
+
+class BatchCount(BatchingBolt):
+    outputs = ["word", "n"]
+
+    def group_key(self, tup):
+        return tup.values.word
+
+    def process_batch(self, key, tups):
+        self.emit([key, len(tups)])
+
+
+class TicklessCount(TicklessBatchingBolt):
+    outputs = ["word", "n"]
+    secs_between_batches = 0.1
+
+    def group_key(self, tup):
+        return tup.values[0]
+
+    def process_batch(self, key, tups):
+        self.emit([key, len(tups)])

@@ -1,0 +1,15 @@
+from streamparse import Grouping, Topology
+
+from parts.components import BatchCount, Sentences, Split, TicklessCount
+
+
+class Features(Topology):
+    config = {"topology.worker.childopts": "-Xmx768m"}  # Storm's, of no use in stormish
+    sentences = Sentences.spec()
+    split = Split.spec(inputs=[sentences], par=2)
+    batch_count = BatchCount.spec(
+        inputs={split: Grouping.fields("word")},
+        par=2,
+        config={"topology.tick.tuple.freq.secs": 0.1},
+    )
+    tickless_count = TicklessCount.spec(inputs={split: Grouping.fields("word")})
