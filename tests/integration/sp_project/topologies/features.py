@@ -1,6 +1,5 @@
-from streamparse import Grouping, Topology
-
 from parts.components import BatchCount, Sentences, Split, TicklessCount
+from streamparse import Grouping, Topology
 
 
 class Features(Topology):
