@@ -157,3 +157,25 @@ def test_cli_plan_and_run_a_flux_file() -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "substitution-topology" in run.stdout and "complete" in run.stdout
+
+
+@pytest.mark.timeout(90)
+def test_multilang_yaml_shell_components() -> None:
+    """flux-examples' multilang.yaml: FluxShellSpout and FluxShellBolt are stormish's
+    multilang components, run in the Flux file's directory."""
+    from stormish.multilang import ShellBolt, ShellSpout
+    from stormish.testing import LocalCluster, poll_for
+
+    topology = load("multilang.yaml")
+    comps = topology.components
+    assert isinstance(comps["sentence-spout"].obj, ShellSpout)
+    assert isinstance(comps["splitsentence"].obj, ShellBolt)
+    assert comps["splitsentence"].config["app.split.mode"] == "spaces"  # addComponentConfig
+    with LocalCluster() as cluster:
+        cluster.submit(topology)
+        stats = lambda: cluster.statistics(topology.name).components  # noqa: E731
+        poll_for(lambda: stats()["sentence-spout"].acked == 50, 60, 0.05, "50 sentences acked")
+        cluster.kill(topology.name)
+        results = cluster._get(topology.name).results()
+    words = ["the", "cow", "jumped", "over", "the", "moon"]
+    assert results["count"] == [{w: 50 * words.count(w) for w in words}]

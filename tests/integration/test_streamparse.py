@@ -41,10 +41,12 @@ def test_the_example_is_the_quickstart_unchanged(tmp_path: Path) -> None:
         assert filecmp.cmp(made / f, PROJECT / f, shallow=False), f"{f} differs"
 
 
-def run_exact(multilang: bool = False, min_words: int = 2000) -> tuple[int, list, object]:
+def run_exact(
+    multilang: bool = False, min_words: int = 2000, path: Path = TOPOLOGY
+) -> tuple[int, list, object]:
     """The quickstart with a capture bolt on count_bolt's output: run until it counted
     `min_words`, deactivate, drain, stop; (words emitted, captured rows, statistics)."""
-    topology, _ = load_topology_file(TOPOLOGY, multilang=multilang)
+    topology, _ = load_topology_file(path, multilang=multilang)
     topology.set_bolt("sink", CaptureBolt(), 1).fields_grouping("count_bolt", ["word"])
     name = topology.name
     with LocalCluster() as cluster:
@@ -105,6 +107,27 @@ def test_quickstart_as_multilang_subprocesses_counts_exactly() -> None:
     """--multilang: each component is `streamparse_run module.Class` in a subprocess."""
     emitted, rows, stats = run_exact(multilang=True, min_words=300)
     check_exact(emitted, rows)
+
+
+@pytest.mark.timeout(120)
+def test_quickstart_flux_form_runs(tmp_path: Path) -> None:
+    """The Flux file streamparse makes of the quickstart (`Topology.to_flux_dict`), laid
+    out as Storm's topology jar is (the project's src/ as resources/): FluxShellSpout and
+    FluxShellBolt running `streamparse_run module.Class`."""
+    import shutil
+
+    flux = subprocess.run(
+        [sys.executable, "-c", "import sys, yaml; from streamparse.util import "
+         "get_topology_from_file as g; print(yaml.safe_dump(g(sys.argv[1])"
+         ".to_flux_dict('wordcount')))", str(TOPOLOGY)],
+        env=_env(), capture_output=True, text=True, check=True, timeout=50,
+    ).stdout  # fmt: skip
+    assert "org.apache.storm.flux.wrappers.bolts.FluxShellBolt" in flux
+    (tmp_path / "wordcount.yaml").write_text(flux)
+    shutil.copytree(PROJECT / "src", tmp_path / "resources")
+    emitted, rows, stats = run_exact(min_words=300, path=tmp_path / "wordcount.yaml")
+    check_exact(emitted, rows)
+    assert stats.components["count_bolt"].tasks == 2
 
 
 FEATURES = Path(__file__).resolve().parent / "sp_project" / "topologies" / "features.py"
