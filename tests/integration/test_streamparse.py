@@ -157,3 +157,48 @@ def test_reliable_spout_batching_bolts_task_ids_and_errors(caplog) -> None:
     assert c["sentences"].acked == len(SENTENCES) and c["sentences"].failed == 1
     assert c["split"].errors >= 1  # raise_exception: reported, the task went on
     assert "failing it once" in caplog.text
+
+
+def _project(tmp_path: Path, topology: str) -> Path:
+    """A streamparse project with the quickstart's src/ and `topology` as its file."""
+    import shutil
+
+    shutil.copytree(PROJECT / "src", tmp_path / "src")
+    (tmp_path / "topologies").mkdir()
+    path = tmp_path / "topologies" / "bad.py"
+    path.write_text(topology)
+    return path
+
+
+HEAD = """from streamparse import Grouping, JavaBolt, Topology
+from bolts.wordcount import WordCountBolt
+from spouts.words import WordSpout
+
+
+class Bad(Topology):
+    word_spout = WordSpout.spec()
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('    count = WordCountBolt.spec(inputs={word_spout: Grouping.fields("wrod")})\n',
+         r"bad.py' failed to import at line 6: ValueError: Field 'wrod' .*'word_spout'"),
+        ("    from streamparse.thrift import GlobalStreamId\n"
+         "    count = WordCountBolt.spec(inputs=[GlobalStreamId('nope', 'default')])\n",
+         r"bad.py' failed to import at line 6: KeyError: 'nope'"),
+        ('    count = WordCountBolt.spec(inputs={word_spout: Grouping.fields("word")}, '
+         'par={"prod": 2})\n', r"bad.py': component 'count': par per environment"),
+        ('    java = JavaBolt.spec(full_class_name="org.X", args_list=[], '
+         'inputs=[word_spout])\n', r"bad.py': component 'java': a Java component"),
+        ('    count = WordCountBolt.spec(inputs={word_spout: '
+         'Grouping.custom_object("org.X", [])})\n',
+         r"bad.py': component 'count': the custom_object grouping .* names a Java class"),
+    ],
+)  # fmt: skip
+def test_errors_name_the_file_and_the_component(tmp_path: Path, body: str, expected) -> None:
+    from stormish.errors import TopologyFileError
+
+    with pytest.raises(TopologyFileError, match=expected):
+        load_topology_file(_project(tmp_path, HEAD + body))
