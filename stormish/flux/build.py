@@ -32,6 +32,11 @@ def build(top: Node, path: Path, multilang: bool = False) -> Topology:
     name = top.get("name") or path.stem
     if not isinstance(name, str):
         raise TopologyFileError(f"{top.at('name')}: 'name' must be a string")
+    if top.get("workerHooks"):
+        raise TopologyFileError(
+            f"{top.at('workerHooks')}: workerHooks are Storm worker hooks (Java); stormish "
+            "has none: do that work in a spout's open() or a bolt's prepare()"
+        )
     beans: dict[str, Any] = {}
     for comp in top.get("components") or []:
         ident = _ident(comp, "component", beans)
@@ -40,8 +45,18 @@ def build(top: Node, path: Path, multilang: bool = False) -> Topology:
         topology = _from_source(top, config, beans)
     else:
         topology = _wire(top, name, config, beans, path, multilang)
+    _say_dropped(dropped, str(path))
     topology.storm_only_config = dropped  # type: ignore[attr-defined]
     return topology
+
+
+def _say_dropped(dropped: list[str], where: str) -> None:
+    if dropped:
+        import logging
+
+        logging.getLogger("stormish.flux").warning(
+            "%s: Storm config keys stormish does not use, ignored: %s", where, ", ".join(dropped)
+        )
 
 
 def _ident(node: Node, kind: str, seen: Any) -> str:

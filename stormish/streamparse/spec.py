@@ -34,6 +34,12 @@ def build(topo_cls: type, path: Path, multilang: bool = False) -> Topology:
     conf, dropped = storm_config(dict(topo_cls.config or {}))
     topology = Topology(path.stem, config=conf)
     topology.storm_only_config = dropped  # type: ignore[attr-defined]
+    if dropped:
+        import logging
+
+        logging.getLogger("stormish.streamparse").warning(
+            "%s: Storm config keys stormish does not use, ignored: %s", where, ", ".join(dropped)
+        )
     outputs = {s.name: _streams(s) for s in topo_cls.specs}
     for spec in sorted(topo_cls.specs, key=lambda s: not _is_spout(s)):
         try:

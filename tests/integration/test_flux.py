@@ -81,6 +81,20 @@ def test_topology_source_gets_the_config() -> None:
     assert merged == dict.fromkeys(WORDS, 4)
 
 
+@pytest.mark.timeout(60)
+def test_streamparse_classes_named_in_flux_run_in_process() -> None:
+    from stormish.streamparse.adapter import PystormBolt, PystormSpout
+
+    topology = load("streamparse_classes.yaml")
+    assert isinstance(topology.components["words"].obj, PystormSpout)
+    assert isinstance(topology.components["count"].obj, PystormBolt)
+    out = run_topology(topology, timeout=30)
+    last = {}
+    for word, count in out.captured["sink"]:
+        last[word] = max(count, last.get(word, 0))
+    assert last == {"a": 3, "b": 2, "c": 1}
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "t.yaml"
     p.write_text(text)
@@ -118,6 +132,8 @@ streams:
         (("      type: SHUFFLE", "      type: SHUFFLE\n      stream: x"),
          r"t.yaml:13: unknown key 'stream' in grouping"),
         (("name: t", "name: t\nworkers: 2"), r"t.yaml:2: unknown key 'workers' in topology"),
+        (("name: t", "name: t\nworkerHooks:\n  - className: a.B"),
+         r"t.yaml:2: workerHooks are Storm worker hooks"),
         (("className: flux_words.TestWordSpout", "className: flux_words.TestWordCounter"),
          r"t.yaml:4: spout 's': .*makes a TestWordCounter, not a stormish Spout"),
     ],
