@@ -97,7 +97,7 @@ def _pystorm(cls: type, kind: str, multilang: bool, path: Path) -> Any:
     if multilang:
         argv = ["streamparse_run", f"{cls.__module__}.{cls.__qualname__}"]
         return shell_component(argv, streams, kind == "spout", path, path.resolve().parent)
-    return PystormSpout(cls, streams) if kind == "spout" else PystormBolt(cls, streams, {})
+    return PystormSpout(cls, streams) if kind == "spout" else PystormBolt.of(cls, streams, {})
 
 
 def _tell_pystorm_bolts(topology: Topology) -> None:

@@ -15,10 +15,11 @@ from typing import Any
 
 from pystorm.component import Tuple as PTuple
 
-from ..component import Bolt, Spout
+from ..component import BasicBolt, Bolt, Spout
 from ..tuple import TICK_STREAM
 
 TICK = "__tick"
+_new = tuple.__new__
 
 
 class PystormBolt(Bolt):
@@ -37,8 +38,19 @@ class PystormBolt(Bolt):
         # period): on the task's thread, so no lock against the user's process()
         self.batch_every = getattr(cls, "secs_between_batches", None) if _tickless(cls) else None
 
+    @staticmethod
+    def of(
+        cls: type,
+        streams: Mapping[str, tuple[str, ...]],
+        sources: Mapping[str, Mapping[str, tuple[str, ...]]],
+    ) -> PystormBolt:
+        """The adapter for `cls`: `PystormAutoBolt` for the common bolt that leaves
+        anchoring, acking and failing to pystorm (all three `auto_` on, none of `emit`,
+        `ack`, `fail` overridden, not batching), else this one."""
+        return (PystormAutoBolt if _auto(cls) else PystormBolt)(cls, streams, sources)
+
     def __repr__(self) -> str:
-        return f"PystormBolt({self.cls.__module__}.{self.cls.__qualname__})"
+        return f"{type(self).__name__}({self.cls.__module__}.{self.cls.__qualname__})"
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         from pystorm.bolt import BatchingBolt, TicklessBatchingBolt
@@ -61,7 +73,9 @@ class PystormBolt(Bolt):
             info = self._source_info(tup.source)
         comp, stream, task, vt = info
         inst = self.inst
-        pt = PTuple(tup, comp, stream, task, vt(*tup.values) if vt else tuple(tup.values))
+        # tuple.__new__ makes the namedtuples without their Python-level __new__: the
+        # values were checked against the stream's fields when emitted
+        pt = _new(PTuple, (tup, comp, stream, task, _new(vt or tuple, tup.values)))
         inst._current_tups = [pt]
         if stream == TICK_STREAM:
             self._tick(inst, pt)
@@ -100,6 +114,42 @@ class PystormBolt(Bolt):
             info = (comp, stream, source.task, self._types.get((comp, stream)))
         self._cache[source] = info
         return info
+
+
+class PystormAutoBolt(PystormBolt, BasicBolt):
+    """pystorm's auto_anchor, auto_ack and auto_fail are what a stormish BasicBolt does
+    (anchor each emit to the input, ack it on return, fail it on an exception): so the
+    runtime does them, on its fast path, and the adapter only calls `process`."""
+
+    def execute(self, tup: Any) -> None:
+        info = self._cache.get(tup.source)
+        if info is None:
+            info = self._source_info(tup.source)
+        comp, stream, task, vt = info
+        inst = self.inst
+        # tuple.__new__ makes the namedtuples without their Python-level __new__: the
+        # values were checked against the stream's fields when emitted
+        pt = _new(PTuple, (tup, comp, stream, task, _new(vt or tuple, tup.values)))
+        inst._current_tups = [pt]
+        if stream == TICK_STREAM:
+            inst.process_tick(pt)
+        else:
+            inst.process(pt)
+        inst._current_tups = []
+
+
+def _auto(cls: type) -> bool:
+    import pystorm.bolt as pb
+
+    return (
+        cls.auto_ack is True
+        and cls.auto_anchor is True
+        and cls.auto_fail is True
+        and not issubclass(cls, pb.BatchingBolt)
+        and cls.emit is pb.Bolt.emit
+        and cls.ack is pb.Bolt.ack
+        and cls.fail is pb.Bolt.fail
+    )
 
 
 def _tickless(cls: type) -> bool:
@@ -154,7 +204,12 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
     current = inst  # _current_tups is reassigned per tuple: read it through the instance
     no_ids = type(inst).emit is pb.BatchingBolt.emit  # BatchingBolt answers no task ids
 
+    auto = isinstance(adapter, BasicBolt)  # anchored to the input by the runtime
+
     def emit(tup, stream=None, anchors=None, direct_task=None, need_task_ids=False):
+        if auto and anchors is None and direct_task is None and not need_task_ids:
+            semit(tup, stream or "default")  # the common emit, anchored by the runtime
+            return None
         if anchors is None:
             anchors = [t.id for t in current._current_tups] if current.auto_anchor else None
         elif anchors:

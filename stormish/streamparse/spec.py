@@ -138,7 +138,7 @@ def _component(spec: Any, streams: dict, sources: dict, path: Path, multilang: b
     if python and not multilang and issubclass(cls, pystorm.Bolt):
         from .adapter import PystormBolt
 
-        return PystormBolt(cls, streams, sources)
+        return PystormBolt.of(cls, streams, sources)
     if python and not multilang and issubclass(cls, pystorm.Spout):
         from .adapter import PystormSpout
 
