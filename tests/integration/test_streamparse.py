@@ -157,6 +157,8 @@ def test_reliable_spout_batching_bolts_task_ids_and_errors(caplog) -> None:
     assert c["sentences"].acked == len(SENTENCES) and c["sentences"].failed == 1
     assert c["split"].errors >= 1  # raise_exception: reported, the task went on
     assert "failing it once" in caplog.text
+    assert c["direct_sink"].executed == c["router"].executed > 0  # each to the task picked
+    assert c["direct_sink"].errors == c["router"].errors == 0
 
 
 def _project(tmp_path: Path, topology: str) -> Path:

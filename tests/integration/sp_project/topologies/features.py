@@ -1,4 +1,4 @@
-from parts.components import BatchCount, Sentences, Split, TicklessCount
+from parts.components import BatchCount, DirectSink, Router, Sentences, Split, TicklessCount
 from streamparse import Grouping, Topology
 
 
@@ -12,3 +12,5 @@ class Features(Topology):
         config={"topology.tick.tuple.freq.secs": 0.1},
     )
     tickless_count = TicklessCount.spec(inputs={split: Grouping.fields("word")})
+    router = Router.spec(inputs=[batch_count])
+    direct_sink = DirectSink.spec(inputs={router["direct"]: Grouping.DIRECT}, par=3)

@@ -2,7 +2,7 @@
 manual ack/fail, need_task_ids, namedtuple values, log, raise_exception, BatchingBolt on
 ticks, TicklessBatchingBolt. Plain streamparse code: nothing stormish but `finish()`."""
 
-from streamparse import BatchingBolt, Bolt, ReliableSpout, TicklessBatchingBolt
+from streamparse import BatchingBolt, Bolt, ReliableSpout, Stream, TicklessBatchingBolt
 
 SENTENCES = ["the cow jumped", "over the moon", "fail me once", "the end"]
 
@@ -72,3 +72,32 @@ class TicklessCount(TicklessBatchingBolt):
 
     def process_batch(self, key, tups):
         self.emit([key, len(tups)])
+
+
+class Router(Bolt):
+    """Emits each word to the direct_sink task its length picks (emit direct_task)."""
+
+    outputs = [Stream(fields=["word"], name="direct", direct=True)]
+
+    def initialize(self, conf, ctx):
+        tasks = ctx["task->component"].items()
+        self.targets = sorted(int(t) for t, c in tasks if c == "direct_sink")
+
+    def process(self, tup):
+        target = self.targets[len(tup.values.word) % len(self.targets)]
+        ids = self.emit([tup.values.word], stream="direct", direct_task=target, need_task_ids=True)
+        if ids != [target]:
+            raise RuntimeError(f"direct emit to {target} answered {ids}")
+
+
+class DirectSink(Bolt):
+    """Raises when a word reaches a task other than the one Router picked for it."""
+
+    def initialize(self, conf, ctx):
+        tasks = ctx["task->component"].items()
+        self.targets = sorted(int(t) for t, c in tasks if c == "direct_sink")
+
+    def process(self, tup):
+        word = tup.values.word
+        if self.targets[len(word) % len(self.targets)] != self.task_id or tup.stream != "direct":
+            raise RuntimeError(f"{word!r} reached task {self.task_id} on {tup.stream!r}")
