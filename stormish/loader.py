@@ -102,6 +102,10 @@ def _load(p: Path, **options: Any) -> tuple[Topology, Any, list[LocalModule]]:
         sys.modules.pop(name, None)
         tb = traceback.extract_tb(exc.__traceback__)
         where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == str(p)), "")
+        if src is not None:  # streamparse checks the specs as the class is made
+            from .streamparse import failing_component
+
+            where += failing_component(exc)
         raise TopologyFileError(
             f"topology file {str(p)!r} failed to import{' at ' + where if where else ''}: "
             f"{type(exc).__name__}: {exc}"

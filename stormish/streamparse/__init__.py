@@ -60,6 +60,20 @@ def topology_of(module: Any, path: Path, multilang: bool = False) -> Topology | 
         raise TopologyFileError(f"topology file {str(path)!r}: {exc}") from exc
 
 
+def failing_component(exc: BaseException) -> str:
+    """`, component 'NAME'` when streamparse refused a spec while making the Topology
+    class (a grouping on a field the source does not declare, an unknown source): its
+    message names the source, the component being checked is in the checking frame."""
+    tb = exc.__traceback__
+    name = None
+    while tb is not None:
+        if "streamparse" in tb.tb_frame.f_code.co_filename:
+            spec = tb.tb_frame.f_locals.get("spec")
+            name = getattr(spec, "name", None) or name
+        tb = tb.tb_next
+    return f", component {name!r}" if isinstance(name, str) else ""
+
+
 def _ship_by_value(src: Path) -> None:
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)

@@ -186,10 +186,11 @@ class Bad(Topology):
     ("body", "expected"),
     [
         ('    count = WordCountBolt.spec(inputs={word_spout: Grouping.fields("wrod")})\n',
-         r"bad.py' failed to import at line 6: ValueError: Field 'wrod' .*'word_spout'"),
+         r"bad.py' failed to import at line 6, component 'count': ValueError: Field 'wrod' "
+         r".*'word_spout'"),
         ("    from streamparse.thrift import GlobalStreamId\n"
          "    count = WordCountBolt.spec(inputs=[GlobalStreamId('nope', 'default')])\n",
-         r"bad.py' failed to import at line 6: KeyError: 'nope'"),
+         r"bad.py' failed to import at line 6, component 'count': KeyError: 'nope'"),
         ('    count = WordCountBolt.spec(inputs={word_spout: Grouping.fields("word")}, '
          'par={"prod": 2})\n', r"bad.py': component 'count': par per environment"),
         ('    java = JavaBolt.spec(full_class_name="org.X", args_list=[], '
