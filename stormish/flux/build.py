@@ -71,7 +71,8 @@ def _ident(node: Node, kind: str, seen: Any) -> str:
 def _wire(top: Node, name: str, config: dict, beans: dict, path: Path, multilang: bool) -> Topology:
     if not top.get("spouts"):
         raise TopologyFileError(f"{top.at()}: a Flux topology needs 'spouts' (or a topologySource)")
-    topology = _guard(top, "config", lambda: Topology(name, config=config))
+    _check_keys(top.get("config"), config, "topology")
+    topology = _guard(top, "name", lambda: Topology(name, config=config))
     declarers: dict[str, Any] = {}
     for kind in ("spout", "bolt"):
         for vertex in top.get(f"{kind}s") or []:
@@ -144,6 +145,7 @@ def _vertex(
     from ..streamparse.spec import storm_config
 
     conf, _ = storm_config({**extra, **dict(node.get("config") or {})})
+    _check_keys(node.get("config"), conf, "component")
     for k, v in conf.items():
         _guard(node, "config", lambda k=k, v=v: declarer.add_configuration(k, v))
     return declarer
@@ -204,6 +206,18 @@ def _from_source(top: Node, config: dict, beans: dict) -> Topology:
     for k, v in config.items():
         topology.config.setdefault(k, v)
     return topology
+
+
+def _check_keys(node: Any, conf: dict[str, Any], level: str) -> None:
+    """Each config key checked where it is written: the error names its line."""
+    from .. import config as _config
+
+    if not isinstance(node, Node):
+        return
+    where = f"{level} config"
+    for k in node:
+        if k in conf:
+            _guard(node, k, lambda k=k: _config.check_value(k, conf[k], where, level))
 
 
 def _guard(node: Node, key: str, fn: Any) -> Any:

@@ -132,6 +132,10 @@ streams:
         (("      type: SHUFFLE", "      type: SHUFFLE\n      stream: x"),
          r"t.yaml:13: unknown key 'stream' in grouping"),
         (("name: t", "name: t\nworkers: 2"), r"t.yaml:2: unknown key 'workers' in topology"),
+        (("name: t", "name: t\nconfig:\n  app.x: 1\n  topology.workers: two"),
+         r"t.yaml:4: .*topology.workers.* must be an integer"),
+        (("    className: flux_words.TestWordCounter", "    className: flux_words.TestWordCounter"
+          "\n    config:\n      topolgy.debug: true"), r"t.yaml:9: .*'topolgy.debug'"),
         (("name: t", "name: t\nworkerHooks:\n  - className: a.B"),
          r"t.yaml:2: workerHooks are Storm worker hooks"),
         (("className: flux_words.TestWordSpout", "className: flux_words.TestWordCounter"),
