@@ -65,6 +65,21 @@ def run_exact(
     return stats.components["word_spout"].emitted, rows, stats
 
 
+def children_running(word: str) -> list[int]:
+    """This process's children whose command line has `word` (from /proc)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat, cmd = (d / "stat").read_text(), (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and word.encode() in cmd:
+            found.append(int(d.name))
+    return found
+
+
 def check_exact(emitted: int, rows: list) -> None:
     seen: dict[str, list[int]] = {w: [] for w in WORDS}
     for word, count in rows:
@@ -99,7 +114,10 @@ def test_stormish_run_on_the_project(tmp_path: Path, how: str) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "stopped by --time" in out.stdout
-    assert "counted [" in out.stderr  # the bolt's own log lines
+    if how == "in-process":
+        assert "pystorm.component.count_bolt: counted [" in out.stderr  # the bolt's log
+    else:  # the child's pystorm says so as it starts, through the multilang log command
+        assert "stormish.multilang.count_bolt: pystorm StormHandler logging" in out.stderr
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["components"]["count_bolt"]["executed"] > 0
 
@@ -109,6 +127,7 @@ def test_quickstart_as_multilang_subprocesses_counts_exactly() -> None:
     """--multilang: each component is `streamparse_run module.Class` in a subprocess."""
     emitted, rows, stats = run_exact(multilang=True, min_words=300)
     check_exact(emitted, rows)
+    assert children_running("streamparse_run") == []  # every child ended with the run
 
 
 @pytest.mark.timeout(120)
@@ -129,6 +148,7 @@ def test_quickstart_flux_form_runs(tmp_path: Path) -> None:
     shutil.copytree(PROJECT / "src", tmp_path / "resources")
     emitted, rows, stats = run_exact(min_words=300, path=tmp_path / "wordcount.yaml")
     check_exact(emitted, rows)
+    assert children_running("streamparse_run") == []
     assert stats.components["count_bolt"].tasks == 2
 
 
