@@ -233,6 +233,8 @@ class Child:
         except ProtocolError as exc:
             reason = f"wrote garbage: {exc}"
             self.kill(reason)
+            if exc.messages:
+                self._put(exc.messages)
         except OSError as exc:
             reason = f"stdout unreadable: {exc}"
         with self._lock:

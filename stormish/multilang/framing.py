@@ -19,7 +19,13 @@ MAX_MESSAGE = 64 << 20  # a message this long without its `end` line is not a me
 
 
 class ProtocolError(Exception):
-    """The child wrote something that is not a message of the protocol."""
+    """The child wrote something that is not a message of the protocol. `messages`: the
+    good ones the same read held before it, in order (they count: an ack among them
+    must not be lost)."""
+
+    def __init__(self, text: str, messages: list[Any] | None = None):
+        super().__init__(text)
+        self.messages = messages or []
 
 
 class JsonFraming:
@@ -54,7 +60,8 @@ class JsonFraming:
             try:
                 out.append(json.loads(text))
             except ValueError as exc:
-                raise ProtocolError(f"not a JSON message ({exc}): {text[:_QUOTE]!r}") from None
+                msg = f"not a JSON message ({exc}): {text[:_QUOTE]!r}"
+                raise ProtocolError(msg, out) from None
         self._buf = buf[start:]
         if self._size + len(self._buf) > MAX_MESSAGE:
             head = (self._lines[0] if self._lines else self._buf)[:_QUOTE]
@@ -76,10 +83,14 @@ class MsgpackFraming:
 
     def feed(self, data: bytes) -> list[Any]:
         self._unpacker.feed(data)
+        out: list[Any] = []
         try:
-            return list(self._unpacker)
+            for msg in self._unpacker:
+                out.append(msg)
         except Exception as exc:  # noqa: BLE001 - msgpack raises several types
-            raise ProtocolError(f"not a msgpack message ({exc}): {data[:_QUOTE]!r}") from None
+            msg = f"not a msgpack message ({exc}): {data[:_QUOTE]!r}"
+            raise ProtocolError(msg, out) from None
+        return out
 
 
 def framing(name: str) -> JsonFraming | MsgpackFraming:

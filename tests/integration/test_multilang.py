@@ -6,14 +6,16 @@ The components in tests/integration/multilang/ are written as their users write 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from stormish import Bolt, LocalCluster, Topology
+from stormish import Bolt, LocalCluster, Topology, WorkerError
 from stormish.multilang import ShellBolt, ShellSpout
 from stormish.testing import FailOnceBolt, ListSpout, poll_for
 
@@ -28,13 +30,29 @@ def expected_words(sentences):
     return Counter(w for s in sentences for w in s.split())
 
 
-def no_children_left(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+def children() -> list[tuple[int, str]]:
+    """Processes running one of this directory's components (a multilang child)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
             continue
-        raise AssertionError(f"multilang child {pid} outlived its topology")
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(HERE) in cmd and state != "Z":
+            found.append((int(d), cmd))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_child_left():
+    """Every child is killed and reaped when its topology stops."""
+    yield
+    assert children() == [], "a multilang child outlived its topology"
 
 
 def word_count(split, name, config=None):
@@ -113,3 +131,140 @@ def test_a_reliable_pystorm_spout_replays_what_fails(serializer):
     (sink,) = results["sink"]
     assert sink == {f"s{i} the cow jumped over the moon": 1 for i in range(n)}
     assert failed == n // 10
+
+
+# -- other languages ---------------------------------------------------------------------------
+NODE = shutil.which("node")
+RUBY = shutil.which("ruby")
+
+
+class Latest(Bolt):
+    """Keeps the highest count seen per word (the Node counter's output) and acks."""
+
+    def prepare(self, conf, context):
+        self.best = {}
+
+    def execute(self, tup):
+        word, n = tup.values
+        self.best[word] = max(n, self.best.get(word, 0))
+        self.ack(tup)
+
+    def result(self):
+        return self.best
+
+
+@pytest.mark.skipif(NODE is None, reason="no node on this machine: the Node component is skipped")
+def test_a_node_bolt_after_a_pystorm_bolt_counts_exactly_and_sees_storms_handshake(tmp_path):
+    out = tmp_path / "handshake.json"
+    t = Topology("mlnode")
+    t.set_spout("sentences", ListSpout([(s,) for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", ShellBolt([PY, str(HERE / "splitter.py")], ["word"]),
+               parallelism=2).shuffle_grouping("sentences")  # fmt: skip
+    counter = ShellBolt([NODE, "counter.js"], ["word", "count"], cwd=str(HERE),
+                        env={"HANDSHAKE_OUT": str(out)})  # fmt: skip
+    t.set_bolt("count", counter).fields_grouping("split", ["word"])
+    t.set_bolt("latest", Latest()).shuffle_grouping("count")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("mlnode", timeout=60)
+        results = cluster._get("mlnode").results()
+    assert results["latest"][0] == dict(expected_words(SENTENCES))
+    assert stats.components["count"].errors == 0  # counter.js checks each task id list
+    hs = json.loads(out.read_text())
+    ctx = hs["context"]
+    (task,) = [int(k) for k, v in ctx["task->component"].items() if v == "count"]
+    assert ctx["taskid"] == task and ctx["componentid"] == "count"
+    assert ctx["streams"] == ["default"]
+    assert ctx["stream->outputfields"] == {"default": ["word", "count"]}
+    assert ctx["source->stream->grouping"] == {
+        "split": {"default": {"type": "FIELDS", "fields": ["word"]}}
+    }
+    assert ctx["source->stream->fields"] == {"split": {"default": ["word"]}}
+    assert ctx["stream->target->grouping"] == {"default": {"latest": {"type": "SHUFFLE"}}}
+    assert hs["conf"]["topology.name"] == "mlnode"
+    assert not os.path.exists(hs["pidDir"])  # private, and removed with the child
+
+
+@pytest.mark.skipif(RUBY is None, reason="no ruby on this machine: the Ruby component is skipped")
+def test_a_ruby_bolt_splits_sentences_exactly():
+    split = ShellBolt([RUBY, str(HERE / "splitter.rb")], ["word"])
+    with LocalCluster() as cluster:
+        cluster.submit(word_count(split, "mlruby"))
+        cluster.wait_complete("mlruby", timeout=60)
+        results = cluster._get("mlruby").results()
+    assert merged_counts(results) == expected_words(SENTENCES)
+
+
+# -- heartbeats and faults ---------------------------------------------------------------------
+class Quiet(ListSpout):
+    """Emits nothing, never finishes: a topology that stays up, idle."""
+
+    def next_tuple(self):
+        pass
+
+
+def task_errors(stats, component):
+    return [e for t in stats.tasks.values() if t.component == component for e in t.last_errors]
+
+
+@pytest.mark.skipif(NODE is None, reason="no node on this machine")
+def test_a_child_that_answers_heartbeats_lives_and_one_that_does_not_is_killed():
+    t = Topology("mlbeat", config={"topology.subprocess.timeout.secs": 1.5})
+    t.set_spout("sentences", Quiet([], fields=["sentence"]))
+    alive = ShellBolt([NODE, str(HERE / "counter.js")], ["word", "count"])
+    t.set_bolt("alive", alive).shuffle_grouping("sentences")
+    t.set_bolt("silent", ShellBolt([NODE, str(HERE / "silent.js")], ["word"])).shuffle_grouping(
+        "sentences"
+    )
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(
+            lambda: task_errors(cluster.statistics("mlbeat"), "silent"),
+            timeout=30, interval=0.1, what="the silent child killed",
+        )  # fmt: skip
+        stats = cluster.statistics("mlbeat")
+        cluster.kill("mlbeat")
+    (err, *_) = task_errors(stats, "silent")
+    assert "sent nothing for" in err and "topology.subprocess.timeout.secs" in err
+    assert "killed by signal 9" in err
+    assert stats.uptime_seconds > 1.5
+    assert task_errors(stats, "alive") == []  # it answered every heartbeat
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("exit", ["exited", "exit code 3"]),
+        ("garbage", ["wrote garbage", "this is not json", "killed by signal 9"]),
+        ("hang", ["sent nothing for", "killed by signal 9"]),
+    ],
+)
+def test_a_child_that_fails_is_killed_restarted_and_its_tuples_replayed(tmp_path, mode, says):
+    marker = str(tmp_path / "faulted")
+    split = ShellBolt([PY, str(HERE / "faulty.py"), mode, marker, "40"], ["word"])
+    name = f"mlfault-{mode}"
+    t = word_count(split, name, {"topology.subprocess.timeout.secs": 1})
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete(name, timeout=60)
+        results = cluster._get(name).results()
+    assert os.path.exists(marker)  # it did misbehave, once
+    assert merged_counts(results) == expected_words(SENTENCES)  # replayed, exactly
+    (spout,) = results["sentences"]
+    assert sum(spout["failed"].values()) >= 1
+    (err,) = task_errors(stats, "split")
+    assert "SubprocessError" in err and "faulty.py" in err
+    assert f"faulty bolt: {mode} now" in err  # the stderr tail
+    for s in says:
+        assert s in err
+
+
+def test_with_fail_fast_a_dead_child_ends_the_run_with_its_error(tmp_path):
+    marker = str(tmp_path / "faulted")
+    split = ShellBolt([PY, str(HERE / "faulty.py"), "exit", marker, "10"], ["word"])
+    t = word_count(split, "mlfast", {"topology.fail.fast": True})
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        with pytest.raises(WorkerError, match="exit code 3") as caught:
+            cluster.wait_complete("mlfast", timeout=60)
+    assert "faulty bolt: exit now" in str(caught.value)
