@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import stormish
 from stormish import Bolt, LocalCluster, Topology, WorkerError
 from stormish.multilang import ShellBolt, ShellSpout
 from stormish.testing import FailOnceBolt, ListSpout, poll_for
@@ -22,6 +23,7 @@ from stormish.testing import FailOnceBolt, ListSpout, poll_for
 from .parts import Count
 
 HERE = Path(__file__).parent / "multilang"
+ROOT = str(Path(stormish.__file__).resolve().parents[1])
 PY = sys.executable
 SENTENCES = [f"s{i} the cow jumped over the moon" for i in range(300)]
 
@@ -268,3 +270,148 @@ def test_with_fail_fast_a_dead_child_ends_the_run_with_its_error(tmp_path):
         with pytest.raises(WorkerError, match="exit code 3") as caught:
             cluster.wait_complete("mlfast", timeout=60)
     assert "faulty bolt: exit now" in str(caught.value)
+
+
+# -- the rest of the protocol ------------------------------------------------------------------
+class TaskSink(Bolt):
+    """Records each input's values with the task that got it, and acks."""
+
+    def prepare(self, conf, context):
+        self.task = context.task_id
+        self.seen = []
+
+    def execute(self, tup):
+        self.seen.append((*tup.values, self.task))
+        self.ack(tup)
+
+    def result(self):
+        return self.seen
+
+
+FEATURE_STREAMS = {"words": ["word", "ids"], "direct": ["word"], "probe": ["word"],
+                   "ticks": ["tick"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("serializer", ["json", "msgpack"])
+def test_named_streams_task_ids_direct_emits_errors_and_logs(serializer):
+    words = [(f"w{i}",) for i in range(40)]
+    name = f"mlfeat-{serializer}"
+    t = Topology(name)
+    t.set_spout("words", ListSpout(words, fields=["word"]))
+    bolt = ShellBolt([PY, str(HERE / "features.py"), serializer], streams=FEATURE_STREAMS,
+                     serializer=serializer)  # fmt: skip
+    t.set_bolt("features", bolt, parallelism=2).shuffle_grouping("words")
+    t.set_bolt("ids", TaskSink()).shuffle_grouping("features", "words")
+    t.set_bolt("probe", TaskSink(), parallelism=3).fields_grouping("features", ["word"], "probe")
+    t.set_bolt("direct", TaskSink(), parallelism=2).direct_grouping("features", "direct")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete(name, timeout=60)
+        results = cluster._get(name).results()
+    probe_task = {w: task for part in results["probe"] for w, task in part}
+    assert sorted(probe_task) == sorted(w for (w,) in words)
+    ids = {w: json.loads(i) for w, i, _ in results["ids"][0]}
+    assert ids == {w: [task] for w, task in probe_task.items()}  # the task it went to
+    direct_parts = [sorted(w for w, _ in part) for part in results["direct"]]
+    assert direct_parts[0] == sorted(w for (w,) in words) and direct_parts[1] == []
+    (spout,) = results["words"]
+    assert sorted(spout["acked"]) == list(range(len(words))) and not spout["failed"]
+    errors = task_errors(stats, "features")
+    assert len(errors) == 1 and "word='w7'" in errors[0]  # pystorm's raise_exception
+    assert "ShellError: Shell Process Exception: Python ValueError raised" in errors[0]
+
+
+def test_ticks_reach_the_child_on_storms_tick_stream():
+    t = Topology("mlticks")
+    t.set_spout("words", Quiet([], fields=["word"]))
+    bolt = ShellBolt([PY, str(HERE / "features.py")], streams=FEATURE_STREAMS,
+                     config={"topology.tick.tuple.freq.secs": 0.2})  # fmt: skip
+    t.set_bolt("features", bolt).shuffle_grouping("words")
+    t.set_bolt("ticks", TaskSink()).shuffle_grouping("features", "ticks")
+    t.set_bolt("direct", TaskSink()).direct_grouping("features", "direct")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: cluster.statistics("mlticks").components["ticks"].executed >= 3,
+                 timeout=30, interval=0.05, what="three ticks through the child")  # fmt: skip
+        cluster.kill("mlticks")
+        results = cluster._get("mlticks").results()
+    seen = [v for v, _ in results["ticks"][0]]
+    assert seen[:3] == ["tick1", "tick2", "tick3"]
+
+
+@pytest.mark.parametrize(("mode", "says"), [("exit", "exit code 4"), ("hang", "sent nothing")])
+def test_a_spout_child_that_fails_is_restarted(tmp_path, mode, says):
+    n = 100
+    name = f"mlspoutfault-{mode}"
+    marker = str(tmp_path / "faulted")
+    t = Topology(name, config={"test.sentences": n, "topology.subprocess.timeout.secs": 1})
+    t.set_spout("sentences", ShellSpout([PY, str(HERE / "crashy_spout.py"), mode, marker, "30"],
+                                        ["sentence"]))  # fmt: skip
+    t.set_bolt("sink", Sink()).shuffle_grouping("sentences")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(
+            lambda: spout_stat(cluster, name, "acked") >= n + 29,  # the restart emits all n
+            timeout=60, interval=0.05, what="every sentence acked after the restart",
+        )  # fmt: skip
+        stats = cluster.statistics(name)
+        cluster.kill(name)
+        results = cluster._get(name).results()
+    assert os.path.exists(marker)
+    (sink,) = results["sink"]
+    assert set(sink) == {f"sentence {i}" for i in range(n)}
+    assert sum(sink.values()) == n + 29  # 29 before the fault, n from the new child
+    (err,) = task_errors(stats, "sentences")  # one fault: old trees' acks are not forwarded
+    assert says in err and f"crashy spout: {mode} now" in err
+
+
+# -- backpressure and cleanup ---------------------------------------------------------------------
+def test_what_is_written_to_a_child_that_does_not_read_is_bounded():
+    from stormish.multilang.child import WRITE_BATCH, Child
+
+    # a child that never reads its stdin: the pipe fills, then the writer's queue
+    sleeper = [PY, "-c", "import time, sys; sys.stdout.write(''); time.sleep(60)"]
+    child = Child(sleeper, "json", "test", capacity=10, timeout=60)
+    try:
+        row = {"id": "1", "tuple": ["x" * 1000]}
+        accepted = 0
+        # bounded: the pipe (64 KiB on Linux: ~64 rows), one write batch in the writer's
+        # hands, and the queue's capacity
+        while accepted < 10_000:
+            if not child.offer(row):
+                poll_for(lambda: not child.has_room(), timeout=5, what="the queue full")
+                if not child.offer(row):
+                    break
+            accepted += 1
+        assert accepted < 10 + WRITE_BATCH + 70
+        assert not child.has_room()
+    finally:
+        child.close()
+    assert child.proc.returncode is not None  # killed and reaped
+
+
+def test_a_child_whose_component_is_gone_is_killed_at_interpreter_exit(tmp_path):
+    """The atexit guard: a process that never stopped its topology leaves no child."""
+    import subprocess
+
+    script = tmp_path / "leaky.py"
+    script.write_text(
+        "import sys\n"
+        "from stormish.multilang.child import Child\n"
+        "from stormish.multilang import shell\n"
+        f"c = Child([{PY!r}, '-c', 'import time; time.sleep(60)'], 'json', 'leak')\n"
+        "shell._LIVE.add(c)\n"
+        "print(c.proc.pid, flush=True)\n"
+    )
+    out = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
+    pid = int(out.stdout.split()[0])
+    poll_for(lambda: not _alive(pid), timeout=10, what="the leaked child gone")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
