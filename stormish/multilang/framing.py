@@ -33,39 +33,30 @@ class JsonFraming:
 
     def __init__(self) -> None:
         self._buf = b""
-        self._lines: list[bytes] = []
-        self._size = 0
 
     @staticmethod
     def encode(msg: Any) -> bytes:
         return json.dumps(msg, separators=(",", ":")).encode() + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
-        """Complete messages in `data` (with what earlier feeds left over)."""
-        buf = self._buf + data
+        """Complete messages in `data` (with what earlier feeds left over). A message's
+        text may span lines (JSON reads newlines as blanks), so the stream is split at
+        each line `end`: one split and one `json.loads` a message."""
+        buf = self._buf + data if self._buf else data
+        if buf.startswith(b"end\n"):  # an `end` line right after the previous one
+            raise ProtocolError("an empty message (two `end` lines in a row)")
+        parts = buf.split(b"\nend\n")
+        self._buf = rest = parts.pop()
         out: list[Any] = []
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = buf[start:nl]
-            start = nl + 1
-            if line != b"end":
-                self._lines.append(line)
-                self._size += len(line)
-                continue
-            text = b"\n".join(self._lines)
-            self._lines, self._size = [], 0
+        loads = json.loads
+        for text in parts:
             try:
-                out.append(json.loads(text))
+                out.append(loads(text))
             except ValueError as exc:
                 msg = f"not a JSON message ({exc}): {text[:_QUOTE]!r}"
                 raise ProtocolError(msg, out) from None
-        self._buf = buf[start:]
-        if self._size + len(self._buf) > MAX_MESSAGE:
-            head = (self._lines[0] if self._lines else self._buf)[:_QUOTE]
-            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {head!r}")
+        if len(rest) > MAX_MESSAGE:
+            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {rest[:_QUOTE]!r}")
         return out
 
 
