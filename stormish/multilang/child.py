@@ -127,6 +127,8 @@ class Child:
                         self._inbox.extendleft(reversed(msgs[1:]))
                     self.pid = first["pid"]
                     return self.pid
+                if isinstance(first, Fault):
+                    raise ProtocolError(self.describe(f"{first.reason}, during the handshake"))
                 raise ProtocolError(self.describe(f"answered the handshake with {first!r}"))
             left = deadline - time.monotonic()
             if left <= 0:

@@ -72,13 +72,14 @@ def merged_counts(results):
     return total
 
 
-@pytest.mark.parametrize("serializer", ["json", "msgpack"])
-def test_a_pystorm_bolt_splits_sentences_exactly(serializer):
+@pytest.mark.parametrize(("serializer", "workers"), [("json", 1), ("msgpack", 1), ("json", 2)])
+def test_a_pystorm_bolt_splits_sentences_exactly(serializer, workers):
     split = ShellBolt([PY, str(HERE / "splitter.py"), serializer], ["word"], serializer=serializer)
-    with LocalCluster() as cluster:
-        cluster.submit(word_count(split, f"ml-{serializer}"))
-        stats = cluster.wait_complete(f"ml-{serializer}", timeout=60)
-        results = cluster._get(f"ml-{serializer}").results()
+    name = f"ml-{serializer}-{workers}"
+    with LocalCluster(workers=workers) as cluster:
+        cluster.submit(word_count(split, name))
+        stats = cluster.wait_complete(name, timeout=60)
+        results = cluster._get(name).results()
     assert merged_counts(results) == expected_words(SENTENCES)
     (spout,) = results["sentences"]
     assert sorted(spout["acked"]) == list(range(len(SENTENCES)))
