@@ -48,6 +48,7 @@ class ShellBolt(ShellMixin, Bolt):
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         self.inputs: dict[str, Tuple] = {}
         self._ids = itertools.count(1)
+        self._tick_secs = conf.get("topology.tick.tuple.freq.secs")
         self._start(conf, context, heartbeat=True)
 
     def execute(self, tup: Tuple) -> None:
@@ -57,9 +58,9 @@ class ShellBolt(ShellMixin, Bolt):
         tid = str(next(self._ids))
         self.inputs[tid] = tup
         src = tup.source
-        if tup.is_tick:
+        if tup.is_tick:  # Storm's tick tuple: from __system, task -1, [freq secs]
             msg = {"id": tid, "comp": "__system", "stream": "__tick", "task": -1,
-                   "tuple": list(tup.values)}  # fmt: skip
+                   "tuple": [self._tick_secs]}  # fmt: skip
         else:
             msg = {"id": tid, "comp": src.component, "stream": src.stream, "task": src.task,
                    "tuple": list(tup.values)}  # fmt: skip

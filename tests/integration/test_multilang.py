@@ -337,7 +337,7 @@ def test_ticks_reach_the_child_on_storms_tick_stream():
         cluster.kill("mlticks")
         results = cluster._get("mlticks").results()
     seen = [v for v, _ in results["ticks"][0]]
-    assert seen[:3] == ["tick1", "tick2", "tick3"]
+    assert seen[:3] == [f"tick{i} 0.2 __system -1" for i in (1, 2, 3)]  # as Storm's ticks
 
 
 @pytest.mark.parametrize(("mode", "says"), [("exit", "exit code 4"), ("hang", "sent nothing")])

@@ -29,7 +29,7 @@ class FeaturesBolt(Bolt):
 
     def process_tick(self, tup):
         self.ticks += 1
-        self.emit([f"tick{self.ticks}"], stream="ticks")
+        self.emit([f"tick{self.ticks} {tup.values[0]} {tup.component} {tup.task}"], stream="ticks")
 
 
 def ids_of(bolt, word):
