@@ -416,3 +416,60 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+RAW_CHILD = """\
+import json, os, sys
+def read():
+    lines = []
+    for line in sys.stdin:
+        if line == "end\\n":
+            return json.loads("".join(lines))
+        lines.append(line)
+    sys.exit(0)
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\\nend\\n"); sys.stdout.flush()
+hs = read()
+open(os.path.join(hs["pidDir"], str(os.getpid())), "w").close()
+send({"pid": os.getpid()})
+bad = not os.path.exists(sys.argv[2])
+open(sys.argv[2], "a").close()
+while True:
+    m = read()
+    if m.get("stream") == "__heartbeat":
+        send({"command": "sync"})
+        continue
+    if bad:
+        send(json.loads(sys.argv[1]))
+        bad = False
+        continue
+    send({"command": "emit", "tuple": m["tuple"], "anchors": m["id"], "need_task_ids": False})
+    send({"command": "ack", "id": m["id"]})
+"""
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ('{"foo": 1}', "sent a message with no command"),
+        ("[1, 2]", "sent [1, 2], which is not a command"),
+        ('{"command": "ack", "id": "nope"}', "acked a non-existent or already acked/failed id"),
+        ('{"command": "emit", "tuple": ["x"], "anchors": ["nope"]}', "anchored onto ['nope']"),
+        ('{"command": "emit", "tuple": "x"}', "emitted 'x', which is not a list of values"),
+    ],
+)
+def test_a_child_breaking_the_protocol_is_replaced(tmp_path, bad, says):
+    script = tmp_path / "raw.py"
+    script.write_text(RAW_CHILD)
+    bolt = ShellBolt([PY, str(script), bad, str(tmp_path / "once")], ["sentence"])
+    t = Topology("mlproto")
+    t.set_spout("sentences", ListSpout([(s,) for s in SENTENCES[:50]], fields=["sentence"]))
+    t.set_bolt("raw", bolt).shuffle_grouping("sentences")
+    t.set_bolt("sink", Sink()).shuffle_grouping("raw")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("mlproto", timeout=60)
+        results = cluster._get("mlproto").results()
+    assert results["sink"][0] == {s: 1 for s in SENTENCES[:50]}
+    (err,) = task_errors(stats, "raw")
+    assert says in err and "killed by signal 9" in err
