@@ -41,12 +41,14 @@ class ShellBolt(ShellMixin, Bolt):
         self.serializer = serializer
         self.cwd = cwd
         self.env = dict(env) if env else None
-        if config:
-            self.component_config = dict(config)
+        # it waits for its child when the child is slow (backpressure): a thread of its
+        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
+        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         self.inputs: dict[str, Tuple] = {}
         self._ids = itertools.count(1)
+        self._tick_secs = conf.get("topology.tick.tuple.freq.secs")
         self._start(conf, context, heartbeat=True)
 
     def execute(self, tup: Tuple) -> None:
@@ -56,9 +58,9 @@ class ShellBolt(ShellMixin, Bolt):
         tid = str(next(self._ids))
         self.inputs[tid] = tup
         src = tup.source
-        if tup.is_tick:
+        if tup.is_tick:  # Storm's tick tuple: from __system, task -1, [freq secs]
             msg = {"id": tid, "comp": "__system", "stream": "__tick", "task": -1,
-                   "tuple": list(tup.values)}  # fmt: skip
+                   "tuple": [self._tick_secs]}  # fmt: skip
         else:
             msg = {"id": tid, "comp": src.component, "stream": src.stream, "task": src.task,
                    "tuple": list(tup.values)}  # fmt: skip

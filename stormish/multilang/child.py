@@ -102,6 +102,7 @@ class Child:
         self.kill_reason: str | None = None
         self.last_read = time.monotonic()
         self.reader_held = False  # the inbox is full: a silence then is ours, not its
+        self._waiting = False  # the component waits for a message or for room
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._threads = [
             threading.Thread(target=self._read, name=f"{who} reader", daemon=True),
@@ -126,6 +127,8 @@ class Child:
                         self._inbox.extendleft(reversed(msgs[1:]))
                     self.pid = first["pid"]
                     return self.pid
+                if isinstance(first, Fault):
+                    raise ProtocolError(self.describe(f"{first.reason}, during the handshake"))
                 raise ProtocolError(self.describe(f"answered the handshake with {first!r}"))
             left = deadline - time.monotonic()
             if left <= 0:
@@ -151,20 +154,26 @@ class Child:
             self._lock.notify_all()
 
     def take(self) -> list[Any]:
-        """Every message read so far (a `Fault` last, when the child is gone)."""
-        with self._lock:
-            if not self._inbox:
-                return []
-            msgs = list(self._inbox)
-            self._inbox.clear()
-            self._lock.notify_all()  # the reader may go on
+        """Every message read so far (a `Fault` last, when the child is gone). Called
+        every loop turn: no lock unless the reader waits for room (a deque's append
+        and popleft are atomic)."""
+        inbox = self._inbox
+        if not inbox:
+            return []
+        pop = inbox.popleft
+        msgs = [pop() for _ in range(len(inbox))]
+        if self.reader_held:
+            with self._lock:
+                self._lock.notify_all()  # the reader may go on
         return msgs
 
     def wait(self, timeout: float) -> None:
         """Until a message comes, room frees up for `offer`, or `timeout`."""
         with self._lock:
+            self._waiting = True
             if not self._inbox:
                 self._lock.wait(timeout)
+            self._waiting = False
 
     def has_room(self) -> bool:
         return len(self._out) < self.capacity
@@ -233,6 +242,8 @@ class Child:
         except ProtocolError as exc:
             reason = f"wrote garbage: {exc}"
             self.kill(reason)
+            if exc.messages:
+                self._put(exc.messages)
         except OSError as exc:
             reason = f"stdout unreadable: {exc}"
         with self._lock:
@@ -241,14 +252,17 @@ class Child:
         self._wake()
 
     def _put(self, msgs: list[Any]) -> bool:
-        with self._lock:
-            while len(self._inbox) >= self.inbox_size and not self.closed:
-                self.reader_held = True
-                self._lock.wait(0.5)
-            self.reader_held = False
+        if len(self._inbox) >= self.inbox_size:
+            with self._lock:
+                while len(self._inbox) >= self.inbox_size and not self.closed:
+                    self.reader_held = True
+                    self._lock.wait(0.5)
+                self.reader_held = False
             self.last_read = time.monotonic()
-            self._inbox.extend(msgs)
-            self._lock.notify_all()
+        self._inbox.extend(msgs)
+        if self._waiting:  # the component waits in `wait`
+            with self._lock:
+                self._lock.notify_all()
         self._wake()
         return not self.closed
 

@@ -19,7 +19,13 @@ MAX_MESSAGE = 64 << 20  # a message this long without its `end` line is not a me
 
 
 class ProtocolError(Exception):
-    """The child wrote something that is not a message of the protocol."""
+    """The child wrote something that is not a message of the protocol. `messages`: the
+    good ones the same read held before it, in order (they count: an ack among them
+    must not be lost)."""
+
+    def __init__(self, text: str, messages: list[Any] | None = None):
+        super().__init__(text)
+        self.messages = messages or []
 
 
 class JsonFraming:
@@ -27,38 +33,30 @@ class JsonFraming:
 
     def __init__(self) -> None:
         self._buf = b""
-        self._lines: list[bytes] = []
-        self._size = 0
 
     @staticmethod
     def encode(msg: Any) -> bytes:
         return json.dumps(msg, separators=(",", ":")).encode() + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
-        """Complete messages in `data` (with what earlier feeds left over)."""
-        buf = self._buf + data
+        """Complete messages in `data` (with what earlier feeds left over). A message's
+        text may span lines (JSON reads newlines as blanks), so the stream is split at
+        each line `end`: one split and one `json.loads` a message."""
+        buf = self._buf + data if self._buf else data
+        if buf.startswith(b"end\n"):  # an `end` line right after the previous one
+            raise ProtocolError("an empty message (two `end` lines in a row)")
+        parts = buf.split(b"\nend\n")
+        self._buf = rest = parts.pop()
         out: list[Any] = []
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = buf[start:nl]
-            start = nl + 1
-            if line != b"end":
-                self._lines.append(line)
-                self._size += len(line)
-                continue
-            text = b"\n".join(self._lines)
-            self._lines, self._size = [], 0
+        loads = json.loads
+        for text in parts:
             try:
-                out.append(json.loads(text))
+                out.append(loads(text))
             except ValueError as exc:
-                raise ProtocolError(f"not a JSON message ({exc}): {text[:_QUOTE]!r}") from None
-        self._buf = buf[start:]
-        if self._size + len(self._buf) > MAX_MESSAGE:
-            head = (self._lines[0] if self._lines else self._buf)[:_QUOTE]
-            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {head!r}")
+                msg = f"not a JSON message ({exc}): {text[:_QUOTE]!r}"
+                raise ProtocolError(msg, out) from None
+        if len(rest) > MAX_MESSAGE:
+            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {rest[:_QUOTE]!r}")
         return out
 
 
@@ -76,10 +74,14 @@ class MsgpackFraming:
 
     def feed(self, data: bytes) -> list[Any]:
         self._unpacker.feed(data)
+        out: list[Any] = []
         try:
-            return list(self._unpacker)
+            for msg in self._unpacker:
+                out.append(msg)
         except Exception as exc:  # noqa: BLE001 - msgpack raises several types
-            raise ProtocolError(f"not a msgpack message ({exc}): {data[:_QUOTE]!r}") from None
+            msg = f"not a msgpack message ({exc}): {data[:_QUOTE]!r}"
+            raise ProtocolError(msg, out) from None
+        return out
 
 
 def framing(name: str) -> JsonFraming | MsgpackFraming:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import StormishError
 from .child import Child, Fault
-from .framing import SERIALIZERS
+from .framing import SERIALIZERS, ProtocolError
 from .handshake import conf_json, context_json
 
 log = logging.getLogger("stormish.multilang")
@@ -101,7 +101,7 @@ class ShellMixin:
         )
         _LIVE.add(child)
         self.child = child
-        self._born = time.monotonic()
+        self._born = time.monotonic()  # set before the handshake: a failed one counts
         try:
             child.handshake(conf_json(conf, ctx.topology_name), context_json(ctx))
         except Exception:
@@ -130,15 +130,20 @@ class ShellMixin:
         text = child.describe(reason)
         self._stop_child()
         self._lost()
-        err = SubprocessError(text)
-        if self._fail_fast:
-            raise err
-        self.report_error(err)
-        young = RESTART_PAUSE - (time.monotonic() - self._born)
-        if young > 0:  # a child that dies at once is not restarted in a tight loop
-            time.sleep(young)
-        self.restarts += 1
-        self._spawn()
+        err: Exception = SubprocessError(text)
+        while True:
+            if self._fail_fast:
+                raise err
+            self.report_error(err)
+            young = RESTART_PAUSE - (time.monotonic() - self._born)
+            if young > 0:  # a child that dies at once is not restarted in a tight loop
+                time.sleep(young)
+            self.restarts += 1
+            try:
+                self._spawn()
+                break
+            except (OSError, ProtocolError) as exc:  # the new one failed too: again
+                err = SubprocessError(str(exc))
         self._restarted()
 
     def _lost(self) -> None:

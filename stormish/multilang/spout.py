@@ -44,8 +44,9 @@ class ShellSpout(ShellMixin, Spout):
         self.serializer = serializer
         self.cwd = cwd
         self.env = dict(env) if env else None
-        if config:
-            self.component_config = dict(config)
+        # it waits for its child when the child is slow (backpressure): a thread of its
+        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
+        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
 
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         self._sent: deque[str] = deque()  # commands awaiting their sync, in order
