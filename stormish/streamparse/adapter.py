@@ -78,7 +78,7 @@ class PystormBolt(Bolt):
         pt = _new(PTuple, (tup, comp, stream, task, _new(vt or tuple, tup.values)))
         inst._current_tups = [pt]
         if stream == TICK_STREAM:
-            self._tick(inst, pt)
+            self._tick(inst, self._tick_tuple(inst, tup))
         elif self.batching:
             inst.process(pt)
         else:
@@ -106,6 +106,13 @@ class PystormBolt(Bolt):
                 inst._batches = defaultdict(list)
             raise
 
+    def _tick_tuple(self, inst: Any, tup: Any) -> Any:
+        """Storm's tick tuple as pystorm reads it: from `__system`, task -1, its values
+        the tick frequency in seconds."""
+        pt = PTuple(tup, "__system", TICK, -1, (self._tick_secs,))
+        inst._current_tups = [pt]
+        return pt
+
     def _source_info(self, source: Any) -> tuple:
         comp, stream = source.component, source.stream
         if stream == TICK_STREAM:
@@ -132,7 +139,7 @@ class PystormAutoBolt(PystormBolt, BasicBolt):
         pt = _new(PTuple, (tup, comp, stream, task, _new(vt or tuple, tup.values)))
         inst._current_tups = [pt]
         if stream == TICK_STREAM:
-            inst.process_tick(pt)
+            inst.process_tick(self._tick_tuple(inst, tup))
         else:
             inst.process(pt)
         inst._current_tups = []

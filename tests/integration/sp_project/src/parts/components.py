@@ -59,6 +59,13 @@ class BatchCount(BatchingBolt):
     def group_key(self, tup):
         return tup.values.word
 
+    def process_tick(self, tup):
+        if (tup.component, tup.stream, tup.task, tuple(tup.values)) != (
+            "__system", "__tick", -1, (0.1,)
+        ):  # fmt: skip
+            raise RuntimeError(f"not Storm's tick tuple: {tup}")
+        super().process_tick(tup)
+
     def process_batch(self, key, tups):
         self.emit([key, len(tups)])
 
