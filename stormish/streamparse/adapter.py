@@ -201,28 +201,43 @@ class PystormSpout(Spout):
 
 
 def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
-    """The instance's calls to Storm, bound to the task's collector."""
+    """The instance's calls to Storm, bound to the task's collector. The methods pystorm
+    defines are replaced by direct calls; a subclass's own `emit`, `ack` or `fail` stays
+    and reaches the collector through `send_message` (what pystorm's would write)."""
     import pystorm.bolt as pb
 
+    sack, sfail = adapter.ack, adapter.fail
+
+    def ack(tup):
+        sack(tup.id if isinstance(tup, PTuple) else tup)
+
+    def fail(tup):
+        sfail(tup.id if isinstance(tup, PTuple) else tup)
+
+    _bind_common(adapter, inst, {"emit": _bolt_emit_msg(adapter), "ack": sack, "fail": sfail})
+    if type(inst).emit in (pb.Bolt.emit, pb.BatchingBolt.emit):
+        inst.emit = _bolt_emit(adapter, inst, type(inst).emit is pb.BatchingBolt.emit)
+    if type(inst).ack is pb.Bolt.ack:
+        inst.ack = ack
+    if type(inst).fail is pb.Bolt.fail:
+        inst.fail = fail
+
+
+def _bolt_emit(adapter: PystormBolt, inst: Any, no_ids: bool) -> Any:
+    """pystorm's `Bolt.emit` (`no_ids`: BatchingBolt's, which answers no task ids)."""
     from . import shim
 
     semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
-    sack, sfail = adapter.ack, adapter.fail
-    current = inst  # _current_tups is reassigned per tuple: read it through the instance
-    no_ids = type(inst).emit is pb.BatchingBolt.emit  # BatchingBolt answers no task ids
-
     auto = isinstance(adapter, BasicBolt)  # anchored to the input by the runtime
 
     def emit(tup, stream=None, anchors=None, direct_task=None, need_task_ids=False):
         if auto and anchors is None and direct_task is None and not need_task_ids:
             semit(tup, stream or "default")  # the common emit, anchored by the runtime
             return None
-        if anchors is None:
-            anchors = [t.id for t in current._current_tups] if current.auto_anchor else None
-        elif anchors:
-            anchors = shim.anchor_ids(anchors)
+        if anchors is None:  # _current_tups is set per tuple: read through the instance
+            anchors = [t.id for t in inst._current_tups] if inst.auto_anchor else None
         else:
-            anchors = None
+            anchors = shim.anchor_ids(anchors)  # [] stays []: not anchored
         s = stream or "default"
         if direct_task is not None:
             sdirect(direct_task, tup, s, anchors)
@@ -232,30 +247,25 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
         semit(tup, s, anchors)
         return None
 
-    def ack(tup):
-        sack(tup.id if isinstance(tup, PTuple) else tup)
+    return emit
 
-    def fail(tup):
-        sfail(tup.id if isinstance(tup, PTuple) else tup)
+
+def _bolt_emit_msg(adapter: PystormBolt) -> Any:
+    """An `emit` command as pystorm's Component.emit writes it (anchors are ids)."""
+    semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
 
     def emit_msg(msg: dict) -> Any:
-        anchors = msg.get("anchors") or None
+        anchors, values = msg.get("anchors"), msg["tuple"]
         s, task = msg.get("stream") or "default", msg.get("task")
         if task is not None:
-            sdirect(task, msg["tuple"], s, anchors)
+            sdirect(task, values, s, anchors)
             return [task]
         if msg.get("need_task_ids", True):
-            return stasks(msg["tuple"], s, anchors)
-        semit(msg["tuple"], s, anchors)
+            return stasks(values, s, anchors)
+        semit(values, s, anchors)
         return None
 
-    _bind_common(adapter, inst, {"emit": emit_msg, "ack": sack, "fail": sfail})
-    if type(inst).emit in (pb.Bolt.emit, pb.BatchingBolt.emit):
-        inst.emit = emit
-    if type(inst).ack is pb.Bolt.ack:
-        inst.ack = ack
-    if type(inst).fail is pb.Bolt.fail:
-        inst.fail = fail
+    return emit_msg
 
 
 def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
