@@ -74,6 +74,7 @@ def _run_options(f: Any) -> Any:
         default=None,
         help="worker processes (topology.workers)",
     )(f)
+    f = _source_options(f)
     f = click.option(
         "--json",
         "as_json",
@@ -81,6 +82,32 @@ def _run_options(f: Any) -> Any:
         help="print the final statistics as JSON (docs/statistics.md) instead of the table",
     )(f)
     return f
+
+
+def _source_options(f: Any) -> Any:
+    """How a streamparse topology or a Flux file is read (stormish.streamparse,
+    stormish.flux); a plain topology file ignores them."""
+    f = click.option(
+        "--multilang",
+        is_flag=True,
+        help="streamparse topology: run each Python component as a multilang subprocess "
+        "(streamparse_run), as Storm does, instead of in-process",
+    )(f)
+    f = click.option(
+        "--filter",
+        "props",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Flux file: a properties file whose keys replace ${key} in it",
+    )(f)
+    f = click.option(
+        "--env-filter", is_flag=True, help="Flux file: replace ${ENV-NAME} by environment variables"
+    )(f)
+    return f
+
+
+def _load_options(multilang: bool, props: str | None, env_filter: bool) -> dict[str, Any]:
+    return {"multilang": multilang, "props": props, "env_filter": env_filter}
 
 
 @click.group(context_settings={"show_default": True})
@@ -138,8 +165,12 @@ def run(
     verbose: bool,
     log_dir: str | None,
     ui_port: int | None,
+    multilang: bool,
+    props: str | None,
+    env_filter: bool,
 ) -> None:
-    """Run TOPOLOGY_FILE on the embedded local cluster.
+    """Run TOPOLOGY_FILE (a Python topology file, a streamparse topology or a Flux
+    YAML file) on the embedded local cluster.
 
     \b
     Exit status: 0 complete or stopped by --time; 1 failed; 2 bad input;
@@ -158,8 +189,9 @@ def run(
 
     with tagged_streams():  # a component's prints in this process (-w 1) carry its tag
         code = _run_local(
-            topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port, as_json
-        )
+            topology_file, pairs, profile, seconds, stats_json, workers, metrics, ui_port, as_json,
+            load=_load_options(multilang, props, env_filter),
+        )  # fmt: skip
     sys.exit(code)
 
 
@@ -192,6 +224,9 @@ def submit(
     stats_json: str | None,
     workers: int | None,
     as_json: bool,
+    multilang: bool,
+    props: str | None,
+    env_filter: bool,
 ) -> None:
     """Submit TOPOLOGY_FILE to a nimbus, or run it locally when none is configured.
 
@@ -209,14 +244,16 @@ def submit(
             "local cluster",
             err=True,
         )
+        load = _load_options(multilang, props, env_filter)
         code = _run_local(
-            topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json
+            topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json, load=load
         )
         sys.exit(code)
     from .loader import load_topology_module, ship_local_modules
 
     conf = guard(lambda: _overrides(pairs, profile, workers))
-    topology, _after, local = guard(lambda: load_topology_module(topology_file))
+    load = _load_options(multilang, props, env_filter)
+    topology, _after, local = guard(lambda: load_topology_module(topology_file, **load))
     if local and not no_ship:  # before validate: it pickles the components
         size = guard(lambda: ship_local_modules(local))
         names = ", ".join(m.name for m in local)
@@ -347,6 +384,7 @@ def _run_local(
     metrics: tuple[str, int] | None = None,
     ui_port: int | None = None,
     as_json: bool = False,
+    load: dict[str, Any] | None = None,
 ) -> int:
     real_stdout = sys.stdout
     if as_json:  # stdout is for the JSON alone: what the topology prints goes to stderr
@@ -365,7 +403,7 @@ def _run_local(
     try:
         code = _run_local_inner(
             path, pairs, profile, seconds, stats_json, workers, metrics, ui_port, real_stdout,
-            stop, reason,
+            stop, reason, load or {},
         )  # fmt: skip
         signalled = {"terminated": EXIT_SIGTERM, "interrupted": EXIT_SIGINT}
         return signalled.get(reason["why"], code)
@@ -386,6 +424,7 @@ def _run_local_inner(
     json_to: Any,
     stop: threading.Event,
     reason: dict[str, str],
+    load: dict[str, Any],
 ) -> int:
     """`_run_local`'s run; `json_to`: where the summary goes as JSON (None: a table);
     `stop` ends it (a signal), `reason` says why it ended."""
@@ -402,7 +441,7 @@ def _run_local_inner(
     old = signal.signal(signal.SIGINT, on_signal)
     try:
         conf = _overrides(pairs, profile, workers)
-        topology, after_run = load_topology_file(path)
+        topology, after_run = load_topology_file(path, **load)
         if FAIL_FAST not in conf and FAIL_FAST not in topology.config:
             conf[FAIL_FAST] = True  # a run from the terminal stops at its first error
         cluster = LocalCluster(config=conf)
@@ -535,11 +574,13 @@ def _progress_bars(s: Any) -> list[tuple[str, int, int | None]]:
     ]
 
 
-def _analyse(path: str, pairs: tuple[str, ...], workers: int | None) -> Any:
+def _analyse(
+    path: str, pairs: tuple[str, ...], workers: int | None, load: dict[str, Any] | None = None
+) -> Any:
     from .lint import analyse
     from .loader import load_topology_file
 
-    topology, _ = load_topology_file(path)
+    topology, _ = load_topology_file(path, **(load or {}))
     return analyse(topology, _overrides(pairs, None, workers))
 
 
@@ -548,7 +589,16 @@ def _analyse(path: str, pairs: tuple[str, ...], workers: int | None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="the plan as JSON")
 @click.option("-c", "--config", "pairs", multiple=True, metavar="KEY=VALUE")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=None)
-def plan(topology_file: str, as_json: bool, pairs: tuple[str, ...], workers: int | None) -> None:
+@_source_options
+def plan(
+    topology_file: str,
+    as_json: bool,
+    pairs: tuple[str, ...],
+    workers: int | None,
+    multilang: bool,
+    props: str | None,
+    env_filter: bool,
+) -> None:
     """Explain TOPOLOGY_FILE without running it: every edge with its grouping, policy,
     cycle, the tasks and workers it connects, and its risks."""
     import json
@@ -556,7 +606,9 @@ def plan(topology_file: str, as_json: bool, pairs: tuple[str, ...], workers: int
     from .lint import format_plan
 
     try:
-        report = _analyse(topology_file, pairs, workers)
+        report = _analyse(
+            topology_file, pairs, workers, _load_options(multilang, props, env_filter)
+        )
     except StormishError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

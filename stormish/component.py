@@ -66,6 +66,8 @@ class Component:
     emit = _not_running("emit")
     emit_many = _not_running("emit_many")
     emit_direct = _not_running("emit_direct")
+    # Storm's emit returning the task ids the tuple went to (slower than emit)
+    emit_tasks = _not_running("emit_tasks")
     report_error = _not_running("report_error")
 
 

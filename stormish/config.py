@@ -305,6 +305,21 @@ KEYS: dict[str, Key] = {
             "send a tick tuple to each task of a bolt this often",
         ),
         Key(
+            "topology.subprocess.timeout.secs",
+            30,
+            _num(0, strict=True),
+            "a multilang child (ShellBolt, ShellSpout) that sends nothing this long while "
+            "an answer is due (a bolt's heartbeat every second; a spout's command) is "
+            "killed and restarted. Storm falls back to supervisor.worker.timeout.secs (30)",
+        ),
+        Key(
+            "topology.shellbolt.max.pending",
+            100,
+            _int(1),
+            "messages (tuples, spout commands) queued for a multilang child's stdin; when "
+            "full, the task waits for the child (backpressure) as Storm's ShellBolt does",
+        ),
+        Key(
             "topology.cycle.drain.budget",
             65536,
             _int(1),

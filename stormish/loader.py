@@ -33,10 +33,12 @@ class LocalModule:
     size: int  # their bytes
 
 
-def load_topology_module(path: str | Path) -> tuple[Topology, Any, list[LocalModule]]:
+def load_topology_module(
+    path: str | Path, **options: Any
+) -> tuple[Topology, Any, list[LocalModule]]:
     """`load_topology_file`, and the modules of the file's own directory that it imported
     (directly or not): what `submit` ships with the topology."""
-    return _load(Path(path))
+    return _load(Path(path), **options)
 
 
 def ship_local_modules(modules: list[LocalModule], limit: int = SHIP_LIMIT) -> int:
@@ -63,18 +65,24 @@ def load_topology(path: str | Path) -> Topology:
     return load_topology_file(path)[0]
 
 
-def load_topology_file(path: str | Path) -> tuple[Topology, Any]:
+def load_topology_file(path: str | Path, **options: Any) -> tuple[Topology, Any]:
     """The file's `topology` and an optional module-level `after_run(stats)` (run by
-    `stormish run` once the topology stopped: a Spark query over a sink's output, say)."""
-    topo, after, _ = _load(Path(path))
+    `stormish run` once the topology stopped: a Spark query over a sink's output, say).
+    `options`: `multilang` (a streamparse topology's components as subprocesses),
+    `props` and `env_filter` (a Flux file's substitution; stormish.flux)."""
+    topo, after, _ = _load(Path(path), **options)
     return topo, after
 
 
-def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
+def _load(p: Path, **options: Any) -> tuple[Topology, Any, list[LocalModule]]:
     if not p.exists():
         raise TopologyFileError(f"topology file {str(p)!r} does not exist")
+    if p.suffix in (".yaml", ".yml") and p.is_file():  # Flux (stormish/flux)
+        from .flux import load_flux
+
+        return load_flux(p, **options), None, []
     if p.is_dir() or p.suffix != ".py":
-        raise TopologyFileError(f"topology file {str(p)!r} must be a .py file")
+        raise TopologyFileError(f"topology file {str(p)!r} must be a .py or a Flux .yaml file")
     name = f"_stormish_topology_{p.stem}"
     spec = importlib.util.spec_from_file_location(name, p)
     if spec is None or spec.loader is None:
@@ -84,6 +92,9 @@ def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
     # its classes travel to worker processes by value: no worker can import this name
     cloudpickle.register_pickle_by_value(module)
     sys.path.insert(0, str(p.resolve().parent))
+    src = _streamparse_src(p)  # a streamparse project's src/, as `sparse run` adds it
+    if src is not None and src not in sys.path:
+        sys.path.append(src)
     before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
@@ -91,6 +102,10 @@ def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
         sys.modules.pop(name, None)
         tb = traceback.extract_tb(exc.__traceback__)
         where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == str(p)), "")
+        if src is not None:  # streamparse checks the specs as the class is made
+            from .streamparse import failing_component
+
+            where += failing_component(exc)
         raise TopologyFileError(
             f"topology file {str(p)!r} failed to import{' at ' + where if where else ''}: "
             f"{type(exc).__name__}: {exc}"
@@ -99,6 +114,10 @@ def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
         sys.path.remove(str(p.resolve().parent))
     local = _local_modules(p.resolve().parent, [n for n in sys.modules if n not in before])
     topo = getattr(module, "topology", None)
+    if topo is None and "streamparse" in sys.modules:
+        from .streamparse import topology_of
+
+        topo = topology_of(module, p, bool(options.get("multilang")))
     if topo is None:
         raise TopologyFileError(
             f"topology file {str(p)!r} defines no module-level `topology` "
@@ -114,6 +133,14 @@ def _load(p: Path) -> tuple[Topology, Any, list[LocalModule]]:
             f"topology file {str(p)!r}: `after_run` must be a function of the final statistics"
         )
     return topo, after, local
+
+
+def _streamparse_src(p: Path) -> str | None:
+    """`src/` beside the directory of a topology file that imports streamparse."""
+    src = p.resolve().parent.parent / "src"
+    if src.is_dir() and "streamparse" in p.read_text(errors="replace"):
+        return str(src)
+    return None
 
 
 def _local_modules(directory: Path, imported: list[str]) -> list[LocalModule]:

@@ -92,6 +92,7 @@ class BoltExecutor(Executor):
             obj.fail_batch = self._fail_batch
             obj.reset_timeout = col.acks.reset
         obj.emit_direct = col.emit_direct
+        obj.emit_tasks = col.emit_tasks
         obj.report_error = self.report_error
 
     def _count_ack(self, tup: Tuple) -> None:
@@ -125,6 +126,9 @@ class BoltExecutor(Executor):
     def begin(self) -> None:
         """Everything before the first loop turn, on the thread that runs the loop."""
         prepare_bolt(self.obj, self.conf, self.context)
+        # work that arrives outside the receive queue (a multilang child's messages):
+        # `poll_outside()` handles what has come and says whether anything had
+        self.outside = getattr(self.obj, "poll_outside", None)
         if self.is_acker:
             self._exec = self._execute_raw
         elif self.batcher is not None:
@@ -196,6 +200,11 @@ class BoltExecutor(Executor):
             # spell must begin with a flush, or with no more input it sat for ever
             self.idle = 0
         q = self.queue
+        outside = self.outside
+        if outside is not None and outside():  # a multilang child's messages
+            self.idle = 0
+            if col.pending or not q.has_data():
+                return WORK
         replayed = self.pool.completed() if self.pool is not None else 0
         if replayed:
             self._settled_outside()

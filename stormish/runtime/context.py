@@ -6,7 +6,7 @@ reads time through it runs in simulated time under `LocalCluster(clock=FakeClock
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -21,6 +21,15 @@ class TopologyContext:
     streams: dict[str, tuple[str, ...]]
     task_components: dict[int, str]
     clock: Any = None  # a stormish.clock.ComponentClock
+    # Storm's getThisSources / getThisTargets: (source, stream) -> (grouping, fields) of
+    # this component's subscriptions, and stream -> {target component: (grouping,
+    # fields)}; grouping is stormish's name ('shuffle', 'fields', ...)
+    sources: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    targets: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
+    # the fields of every component's streams (Storm's getComponentOutputFields)
+    component_streams: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    # wakes this task's loop from another thread (a multilang child's reader does)
+    wake: Any = None
 
     def get_this_task_id(self) -> int:
         return self.task_id
@@ -36,3 +45,27 @@ class TopologyContext:
 
     def __reduce__(self) -> Any:  # contexts are built per worker; never shipped
         raise TypeError("a TopologyContext belongs to one worker and is not picklable")
+
+
+def wiring(plan: Any, name: str) -> tuple[dict, dict, dict]:
+    """`sources`, `targets` and `component_streams` of component `name` in `plan` (a
+    runtime.plan.Plan), for its TopologyContext; system streams (acking, ticks) left out,
+    as Storm's context leaves them out of what a multilang handshake shows."""
+    sources = {
+        (s.source, s.stream): (s.grouping, s.fields)
+        for s in plan.components[name].subscriptions
+        if not s.source.startswith("__")
+    }
+    targets: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {}
+    for stream in plan.streams.get(name, {}):
+        if stream.startswith("__"):
+            continue
+        targets[stream] = {
+            c: (s.grouping, s.fields)
+            for c, s in plan.consumers(name, stream)
+            if not c.startswith("__")
+        }
+    streams = {
+        c: {k: v for k, v in st.items() if not k.startswith("__")} for c, st in plan.streams.items()
+    }
+    return sources, targets, streams

@@ -88,6 +88,7 @@ class Executor:
         self.turns = 0
         self.idle = 0  # turns in a row without work (the wait strategies' counter)
         self.idle_wait: Any = None
+        self.outside: Any = None  # the component's poll_outside, if it has one
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

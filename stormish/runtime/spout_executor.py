@@ -67,6 +67,7 @@ class SpoutExecutor(Executor):
         obj.emit, obj.emit_many, obj.emit_direct = col.emit, col.emit_many, col.emit_direct
         if isinstance(col, UntrackedCollector):
             obj.emit = col.bound_emit()
+        obj.emit_tasks = col.emit_tasks
         obj.report_error = self.report_error
         obj.finish = self.finish
         obj.finish_input = self.finish_input
@@ -135,6 +136,8 @@ class SpoutExecutor(Executor):
 
     def begin(self) -> None:
         self.obj.open(self.conf, self.context)
+        # work that arrives outside the receive queue (a multilang child's messages)
+        self.outside = getattr(self.obj, "poll_outside", None)
         col = self.collector
         self._acked_on_emit = col.acked_on_emit if isinstance(col, UntrackedCollector) else []
         self._next_tuple: Callable[[], None] = self.obj.next_tuple
@@ -167,6 +170,9 @@ class SpoutExecutor(Executor):
                 self._control(batch)
         if self.active is not self.wanted_active:
             self._follow_activation()
+        outside = self.outside
+        if outside is not None and outside():  # a multilang child's messages
+            self.idle = 0
         t = self.clock.now()
         if t >= self.next_rotate:
             self._expire(self.inflight.rotate())

@@ -28,7 +28,7 @@ from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
-from .context import TopologyContext
+from .context import TopologyContext, wiring
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
@@ -201,6 +201,8 @@ class Worker:
             dict(plan.streams[name]),
             dict(plan.task_component),
             ComponentClock(self.clock, self._stop),
+            *wiring(plan, name),
+            self.queues[task].wake,
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         ex = cls(plan, task, obj, self.queues[task], col, ctx, self)

@@ -1,0 +1,147 @@
+"""Flux's object definitions made Python objects (Storm's FluxBuilder, by reflection):
+`className` imported, `constructorArgs` (with `ref`/`reflist` to components) or
+`factory`/`factoryArgs`, then `properties` set and `configMethods` called."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import TopologyFileError
+from .parse import Node
+from .shell import SHELL_CLASSES
+
+
+def import_class(node: Node, key: str = "className") -> Any:
+    """The class (or callable) a `className` names, as `package.module.Class`; Storm's
+    Flux shell wrappers are stormish's (shell.py). An error names the file and line."""
+    name = node.get(key)
+    if not isinstance(name, str) or "." not in name:
+        raise TopologyFileError(
+            f"{node.at(key)}: {key} must be a Python import path 'package.module.Class', "
+            f"got {name!r}"
+        )
+    if name in SHELL_CLASSES:
+        return SHELL_CLASSES[name]
+    module, _, attr = name.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        hint = " (a Java class: give a Python class in its place)" if _javaish(name) else ""
+        raise TopologyFileError(
+            f"{node.at(key)}: {key} {name!r} cannot be imported{hint}: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise TopologyFileError(
+            f"{node.at(key)}: importing {key} {name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return found
+
+
+def _javaish(name: str) -> bool:
+    return name.startswith(("org.apache.", "com.", "java.")) or "$" in name
+
+
+def make(node: Node, beans: Mapping[str, Any], what: str) -> Any:
+    """The object `node` defines: constructed, then its properties and config methods."""
+    cls = import_class(node)
+    try:
+        if node.get("factory"):
+            factory = _method(cls, node["factory"], node, "factory")
+            obj = factory(*resolve_args(node.get("factoryArgs"), beans, node, "factoryArgs"))
+        else:
+            obj = cls(*resolve_args(node.get("constructorArgs"), beans, node, "constructorArgs"))
+    except TopologyFileError:
+        raise
+    except Exception as exc:
+        raise TopologyFileError(
+            f"{node.at('className')}: {what}: {node['className']}(...) failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    for prop in node.get("properties") or []:
+        _set_property(obj, prop, beans, what)
+    for call in node.get("configMethods") or []:
+        _config_method(obj, call, beans, what)
+    return obj
+
+
+def resolve_args(args: Any, beans: Mapping[str, Any], node: Node, key: str) -> list[Any]:
+    """Flux arguments: `{ref: id}` is that component, `{reflist: [ids]}` the list of
+    them; anything else is the value itself."""
+    if args is None:
+        return []
+    if not isinstance(args, list):
+        raise TopologyFileError(f"{node.at(key)}: {key!r} must be a list")
+    return [_arg(a, beans, node, key) for a in args]
+
+
+def _arg(a: Any, beans: Mapping[str, Any], node: Node, key: str) -> Any:
+    if isinstance(a, Node) and len(a) == 1 and "ref" in a:
+        return _bean(a["ref"], beans, a, "ref")
+    if isinstance(a, Node) and len(a) == 1 and "reflist" in a:
+        return [_bean(r, beans, a, "reflist") for r in a["reflist"] or []]
+    return a
+
+
+def _bean(ref: Any, beans: Mapping[str, Any], node: Node, key: str) -> Any:
+    if ref not in beans:
+        raise TopologyFileError(
+            f"{node.at(key)}: {key} {ref!r} names no component defined before it; "
+            f"components: {sorted(beans)}"
+        )
+    return beans[ref]
+
+
+def _set_property(obj: Any, prop: Node, beans: Mapping[str, Any], what: str) -> None:
+    """Storm calls the setter `setName`, else sets the public field `name`; here also a
+    `set_name` method, else the attribute."""
+    name = prop.get("name")
+    if not isinstance(name, str):
+        raise TopologyFileError(f"{prop.at()}: a property needs a 'name'")
+    value = _bean(prop["ref"], beans, prop, "ref") if "ref" in prop else prop.get("value")
+    for setter in (f"set{name[:1].upper()}{name[1:]}", f"set_{snake(name)}"):
+        method = getattr(obj, setter, None)
+        if callable(method):
+            _call(method, [value], prop, what, f"property {name!r}")
+            return
+    try:
+        setattr(obj, name, value)
+    except Exception as exc:
+        raise TopologyFileError(
+            f"{prop.at('name')}: {what}: property {name!r} cannot be set: {exc}"
+        ) from exc
+
+
+def _config_method(obj: Any, call: Node, beans: Mapping[str, Any], what: str) -> None:
+    name = call.get("name")
+    if not isinstance(name, str):
+        raise TopologyFileError(f"{call.at()}: a config method needs a 'name'")
+    method = _method(obj, name, call, "name")
+    _call(method, resolve_args(call.get("args"), beans, call, "args"), call, what, name)
+
+
+def _method(obj: Any, name: str, node: Node, key: str) -> Any:
+    """`name` on `obj`, or its snake_case spelling (a Java `withFoo` is `with_foo`)."""
+    for n in (name, snake(name)):
+        m = getattr(obj, n, None)
+        if callable(m):
+            return m
+    raise TopologyFileError(
+        f"{node.at(key)}: {getattr(obj, '__name__', type(obj).__name__)} has no method "
+        f"{name!r}" + (f" or {snake(name)!r}" if snake(name) != name else "")
+    )
+
+
+def _call(method: Any, args: list, node: Node, what: str, label: str) -> None:
+    try:
+        method(*args)
+    except Exception as exc:
+        raise TopologyFileError(
+            f"{node.at()}: {what}: {label}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()

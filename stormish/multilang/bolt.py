@@ -1,0 +1,107 @@
+"""ShellBolt: a bolt whose work is done by a subprocess speaking Storm's multilang.
+
+As Storm's ShellBolt (storm-client task/ShellBolt.java): each input goes to the child
+as `{id, comp, stream, task, tuple}` (ticks on `__tick` from task -1); the child answers
+with `emit`, `ack`, `fail`, `log`, `error`, `metrics`, and `sync` to the heartbeats
+(`__heartbeat`, task -1, comp null) sent every second. What the child holds is this
+task's `inputs` until it acks or fails them; a child that dies fails them all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..component import Bolt
+from ..tuple import Tuple
+from .shell import ShellMixin, check_args
+
+
+class ShellBolt(ShellMixin, Bolt):
+    """`command` runs the child (cwd: `cwd`, environment: this one plus `env`);
+    `outputs` are the default stream's fields, `streams` maps stream names to fields
+    (and wins); `serializer` is "json" (Storm's) or "msgpack" (pystorm's); `config` is
+    per-component config (Flux's addComponentConfig)."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        outputs: Sequence[str] | None = None,
+        streams: Mapping[str, Sequence[str]] | None = None,
+        serializer: str = "json",
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ):
+        self.command = check_args("ShellBolt", command, serializer, env)
+        self.outputs = list(outputs) if outputs is not None else None
+        self.streams = {str(k): list(v) for k, v in streams.items()} if streams else None
+        self.serializer = serializer
+        self.cwd = cwd
+        self.env = dict(env) if env else None
+        # it waits for its child when the child is slow (backpressure): a thread of its
+        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
+        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.inputs: dict[str, Tuple] = {}
+        self._ids = itertools.count(1)
+        self._tick_secs = conf.get("topology.tick.tuple.freq.secs")
+        self._start(conf, context, heartbeat=True)
+
+    def execute(self, tup: Tuple) -> None:
+        child = self.child
+        if child is None or not child.has_room():
+            child = self._wait_room()  # (and restarts a dead child)
+        tid = str(next(self._ids))
+        self.inputs[tid] = tup
+        src = tup.source
+        if tup.is_tick:  # Storm's tick tuple: from __system, task -1, [freq secs]
+            msg = {"id": tid, "comp": "__system", "stream": "__tick", "task": -1,
+                   "tuple": [self._tick_secs]}  # fmt: skip
+        else:
+            msg = {"id": tid, "comp": src.component, "stream": src.stream, "task": src.task,
+                   "tuple": list(tup.values)}  # fmt: skip
+        child.offer(msg)
+
+    def cleanup(self) -> None:
+        self._stop_child()
+
+    def _lost(self) -> None:
+        held, self.inputs = self.inputs, {}
+        for tup in held.values():
+            self.fail(tup)
+
+    def _command(self, cmd: str, msg: dict) -> bool:
+        if cmd == "emit":
+            return self._emit_anchored(msg)
+        if cmd == "ack" or cmd == "fail":
+            tup = self.inputs.pop(msg.get("id"), None)  # type: ignore[arg-type]
+            if tup is None:
+                self._protocol(f"{cmd}ed a non-existent or already acked/failed id: {msg!r}")
+                return False
+            (self.ack if cmd == "ack" else self.fail)(tup)
+            return True
+        if cmd == "sync":  # a heartbeat's answer: reading it was the point
+            return True
+        return self._common(cmd, msg)
+
+    def _protocol_unknown(self, cmd: str, msg: dict) -> bool:
+        return True  # Storm's ShellBolt ignores a command it does not know
+
+    def _emit_anchored(self, msg: dict) -> bool:
+        ids = msg.get("anchors")
+        anchors = None
+        if ids:
+            if isinstance(ids, str):
+                ids = [ids]
+            inputs = self.inputs
+            try:
+                anchors = [inputs[i] for i in ids]
+            except (KeyError, TypeError):
+                self._protocol(f"anchored onto {ids!r} after ack/fail: {msg!r}")
+                return False
+        self._emit(msg, anchors)
+        return self.child is not None
