@@ -140,7 +140,7 @@ def _vertex(
             f"{type(obj).__name__}, not a stormish {want.__name__}"
         )
     tasks = node.get("numTasks") or node.get("parallelism", 1)  # a task per executor here
-    setter = topology.set_spout if kind == "spout" else topology.set_bolt
+    setter: Any = topology.set_spout if kind == "spout" else topology.set_bolt
     declarer = _guard(node, "parallelism", lambda: setter(ident, obj, tasks))
     from ..streamparse.spec import storm_config
 
@@ -164,7 +164,7 @@ def _stream(node: Node, declarers: dict[str, Any]) -> None:
         raise TopologyFileError(f"{node.at()}: stream {src!r} -> {dst!r} needs a 'grouping'")
     kind = str(grouping.get("type", "")).upper()
     stream = grouping.get("streamId") or "default"
-    declarer = declarers[dst]
+    declarer = declarers[str(dst)]
     if kind == "FIELDS":
         fields = grouping.get("args")
         call = lambda: declarer.fields_grouping(src, list(fields or []), stream)  # noqa: E731

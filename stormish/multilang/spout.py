@@ -74,7 +74,7 @@ class ShellSpout(ShellMixin, Spout):
             self._live.discard(msg_id)
             self._command_out("ack", msg_id)
 
-    def fail(self, msg_id: Any) -> None:
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
         if msg_id in self._live:
             self._live.discard(msg_id)
             self._command_out("fail", msg_id)

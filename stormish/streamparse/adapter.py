@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pystorm.component import Tuple as PTuple
 
@@ -57,7 +57,9 @@ class PystormBolt(Bolt):
 
         from . import shim
 
-        sctx = shim.storm_context(context, self.streams, self.sources)
+        sctx = shim.storm_context(
+            context, cast(Mapping[str, tuple[str, ...]], self.streams), self.sources
+        )
         inst = self.inst = shim.new_instance(self.cls, conf, context, sctx)
         self._types = shim.value_types(self.sources)
         self._cache: dict[Any, tuple] = {}
@@ -145,7 +147,7 @@ class PystormAutoBolt(PystormBolt, BasicBolt):
         inst._current_tups = []
 
 
-def _auto(cls: type) -> bool:
+def _auto(cls: Any) -> bool:
     import pystorm.bolt as pb
 
     return (
@@ -159,7 +161,7 @@ def _auto(cls: type) -> bool:
     )
 
 
-def _tickless(cls: type) -> bool:
+def _tickless(cls: Any) -> bool:
     from pystorm.bolt import TicklessBatchingBolt
 
     return issubclass(cls, TicklessBatchingBolt)
@@ -178,10 +180,10 @@ class PystormSpout(Spout):
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         from . import shim
 
-        sctx = shim.storm_context(context, self.streams, {})
+        sctx = shim.storm_context(context, cast(Mapping[str, tuple[str, ...]], self.streams), {})
         inst = self.inst = shim.new_instance(self.cls, conf, context, sctx)
         _bind_spout(self, inst)
-        self.next_tuple = inst.next_tuple  # the per-tuple call, straight to the user's
+        self.next_tuple = inst.next_tuple  # type: ignore[method-assign]  # straight to the user's
         inst.initialize(inst.storm_conf, sctx)
 
     def next_tuple(self) -> None:  # replaced in open()
@@ -190,7 +192,7 @@ class PystormSpout(Spout):
     def ack(self, msg_id: Any) -> None:
         self.inst.ack(msg_id)
 
-    def fail(self, msg_id: Any) -> None:
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
         self.inst.fail(msg_id)
 
     def activate(self) -> None:
@@ -306,7 +308,7 @@ def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
 def _bind_common(adapter: Any, inst: Any, handlers: dict) -> None:
     from . import shim
 
-    def error(text: str) -> None:
+    def error(text: Any) -> None:
         adapter.report_error(RuntimeError(text))
 
     inst.send_message = shim.send_message_call(inst, dict(handlers, error=error))

@@ -52,7 +52,7 @@ def value_types(sources: Mapping[str, Mapping[str, tuple[str, ...]]]) -> dict[tu
     return out
 
 
-def new_instance(cls: type, conf: Mapping[str, Any], context: Any, sctx: dict) -> Any:
+def new_instance(cls: Any, conf: Mapping[str, Any], context: Any, sctx: dict) -> Any:
     """An instance of the pystorm class `cls` set up as `run()` would have set it up
     after the handshake, without its I/O (see the module docstring): its constructor runs
     on streams nothing reads, with no signal handler; a TicklessBatchingBolt's (a signal

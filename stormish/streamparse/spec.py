@@ -27,7 +27,7 @@ def find_topology_class(module: Any) -> type | None:
     return None
 
 
-def build(topo_cls: type, path: Path, multilang: bool = False) -> Topology:
+def build(topo_cls: Any, path: Path, multilang: bool = False) -> Topology:
     """The stormish topology of `topo_cls`, named after its file as `sparse run` names it;
     errors name the file and the component."""
     where = f"topology file {str(path)!r}"
