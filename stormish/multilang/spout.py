@@ -73,7 +73,9 @@ class ShellSpout(ShellMixin, Spout):
         if msg_id in self._live:
             self._command_out("ack", msg_id)
 
-    def fail(self, msg_id: Any) -> None:
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
+        """The child is told as Storm tells it (`fail`), final or not: the protocol has no
+        word for a dead letter (`topology.max.replays`), and its spout decides."""
         if msg_id in self._live:
             self._command_out("fail", msg_id)
 
