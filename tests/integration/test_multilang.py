@@ -473,3 +473,20 @@ def test_a_child_breaking_the_protocol_is_replaced(tmp_path, bad, says):
     assert results["sink"][0] == {s: 1 for s in SENTENCES[:50]}
     (err,) = task_errors(stats, "raw")  # what the replaced child said after is dropped
     assert says in err and "killed by signal 9" in err
+
+
+def test_a_command_that_cannot_start_is_an_error_naming_it():
+    t = word_count(ShellBolt(["/nonexistent/splitter"], ["word"]), "mlnocmd")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        with pytest.raises(
+            WorkerError, match=r"cannot start subprocess \['/nonexistent/splitter'\]"
+        ):
+            cluster.wait_complete("mlnocmd", timeout=60)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="ShellBolt: command must be a non-empty list"):
+        ShellBolt("python3 splitter.py", ["word"])
+    with pytest.raises(ValueError, match="ShellSpout: serializer must be one of"):
+        ShellSpout(["x"], ["word"], serializer="thrift")
