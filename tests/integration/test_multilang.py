@@ -109,12 +109,15 @@ def spout_stat(cluster, name, field):
     return getattr(cluster.statistics(name).component("sentences"), field)
 
 
-@pytest.mark.parametrize("serializer", ["json", "msgpack"])
-def test_a_reliable_pystorm_spout_replays_what_fails(serializer):
+@pytest.mark.parametrize(
+    ("script", "serializer"),
+    [("sentences.py", "json"), ("sentences.py", "msgpack"), ("reliable_sentences.py", "json")],
+)
+def test_a_reliable_pystorm_spout_replays_what_fails(script, serializer):
     n = 200
-    name = f"mlspout-{serializer}"
+    name = f"mlspout-{serializer}-{script[:3]}"
     t = Topology(name, config={"test.sentences": n})
-    spout = ShellSpout([PY, str(HERE / "sentences.py"), serializer], ["sentence"],
+    spout = ShellSpout([PY, str(HERE / script), serializer], ["sentence"],
                        serializer=serializer)  # fmt: skip
     t.set_spout("sentences", spout)
     # every 10th sentence fails once (the bolt raises): the spout's fail replays it
