@@ -493,3 +493,21 @@ def test_bad_arguments_are_named():
         ShellBolt("python3 splitter.py", ["word"])
     with pytest.raises(ValueError, match="ShellSpout: serializer must be one of"):
         ShellSpout(["x"], ["word"], serializer="thrift")
+
+
+def test_a_value_the_serializer_cannot_carry_fails_its_tuple_with_an_error_naming_it():
+    t = Topology("mlbytes")
+    t.set_spout("rows", ListSpout([(b"\xff",), ("fine words",)], fields=["sentence"]))
+    t.set_bolt("split", ShellBolt([PY, str(HERE / "splitter.py")], ["word"])).shuffle_grouping(
+        "rows"
+    )
+    t.set_bolt("count", Count()).shuffle_grouping("split")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: cluster.statistics("mlbytes").components["count"].executed >= 2,
+                 timeout=30, what="the fine row counted")  # fmt: skip
+        stats = cluster.statistics("mlbytes")
+        cluster.kill("mlbytes")
+    (err, *_) = task_errors(stats, "split")
+    assert "a tuple from 'rows' stream 'default' cannot be sent to the child as json" in err
+    assert "bytes is not JSON serializable" in err
