@@ -511,3 +511,21 @@ def test_a_value_the_serializer_cannot_carry_fails_its_tuple_with_an_error_namin
     (err, *_) = task_errors(stats, "split")
     assert "a tuple from 'rows' stream 'default' cannot be sent to the child as json" in err
     assert "bytes is not JSON serializable" in err
+
+
+@pytest.mark.parametrize("serializer", ["json", "msgpack"])
+def test_a_streamparse_bolt_through_streamparse_run(serializer):
+    cmd = [PY, "-m", "streamparse.run", "sp_components.WordCountBolt", "-s", serializer]
+    t = Topology(f"mlsp-{serializer}")
+    t.set_spout("sentences", ListSpout([(s,) for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", ShellBolt([PY, str(HERE / "splitter.py")], ["word"])).shuffle_grouping(
+        "sentences"
+    )
+    counter = ShellBolt(cmd, ["word", "count"], serializer=serializer, cwd=str(HERE))
+    t.set_bolt("count", counter, parallelism=2).fields_grouping("split", ["word"])
+    t.set_bolt("latest", Latest()).shuffle_grouping("count")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        cluster.wait_complete(f"mlsp-{serializer}", timeout=60)
+        results = cluster._get(f"mlsp-{serializer}").results()
+    assert results["latest"][0] == dict(expected_words(SENTENCES))
