@@ -56,7 +56,6 @@ class ShellBolt(ShellMixin, Bolt):
         if child is None or not child.has_room():
             child = self._wait_room()  # (and restarts a dead child)
         tid = str(next(self._ids))
-        self.inputs[tid] = tup
         src = tup.source
         if tup.is_tick:  # Storm's tick tuple: from __system, task -1, [freq secs]
             msg = {"id": tid, "comp": "__system", "stream": "__tick", "task": -1,
@@ -64,7 +63,14 @@ class ShellBolt(ShellMixin, Bolt):
         else:
             msg = {"id": tid, "comp": src.component, "stream": src.stream, "task": src.task,
                    "tuple": list(tup.values)}  # fmt: skip
-        child.offer(msg)
+        try:
+            child.offer(msg)
+        except (TypeError, ValueError, OverflowError) as exc:  # the tuple fails, once
+            raise TypeError(
+                f"{self._who}: a tuple from {src.component!r} stream {src.stream!r} cannot "
+                f"be sent to the child as {self.serializer}: {exc}"
+            ) from None
+        self.inputs[tid] = tup  # the child answers only once this returns (same thread)
 
     def cleanup(self) -> None:
         self._stop_child()

@@ -103,6 +103,7 @@ class Child:
         self.last_read = time.monotonic()
         self.reader_held = False  # the inbox is full: a silence then is ours, not its
         self._waiting = False  # the component waits for a message or for room
+        self._writer_idle = False  # the writer waits for something to write
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._threads = [
             threading.Thread(target=self._read, name=f"{who} reader", daemon=True),
@@ -143,7 +144,8 @@ class Child:
             if len(self._out) >= self.capacity:
                 return False
             self._out.append(data)
-            self._lock.notify_all()
+            if self._writer_idle:
+                self._lock.notify_all()
         return True
 
     def offer_now(self, msg: Any) -> None:
@@ -271,7 +273,9 @@ class Child:
         while True:
             with self._lock:
                 while not self._now and not self._out and not self.closed:
+                    self._writer_idle = True
                     self._lock.wait()
+                self._writer_idle = False
                 if self.closed:
                     return
                 if self._now:
@@ -280,8 +284,8 @@ class Child:
                 else:
                     n = min(len(self._out), WRITE_BATCH)
                     parts = [self._out.popleft() for _ in range(n)]
-                self._lock.notify_all()  # room for offer
-            self._wake()
+                if self._waiting:
+                    self._lock.notify_all()  # room for offer
             try:
                 _write_all(fd, b"".join(parts))
             except OSError:  # the child is gone: the reader reports it

@@ -165,6 +165,9 @@ class ShellMixin:
         return True
 
     def _handle(self, msgs: list[Any]) -> None:
+        """The messages of the current child, in order; once it is replaced (a fault,
+        a broken protocol), the rest of what it said is dropped with it."""
+        child = self.child
         for msg in msgs:
             if msg.__class__ is not dict:
                 if isinstance(msg, Fault):
@@ -177,7 +180,7 @@ class ShellMixin:
             except KeyError:
                 self._protocol(f"sent a message with no command: {msg!r}")
                 return
-            if not self._command(cmd, msg):
+            if not self._command(cmd, msg) or self.child is not child:
                 return
 
     def _protocol(self, what: str) -> None:
@@ -209,9 +212,6 @@ class ShellMixin:
     def _protocol_unknown(self, cmd: str, msg: dict) -> bool:
         self._protocol(f"sent an unknown command {cmd!r}: {msg!r}")
         return False
-
-    def _send(self, msg: Any) -> None:
-        self._wait_room().offer(msg)
 
     def _wait_room(self) -> Child:
         """The child, once it has room for a message: while `topology.shellbolt.max.pending`

@@ -71,12 +71,12 @@ class ShellSpout(ShellMixin, Spout):
 
     def ack(self, msg_id: Any) -> None:
         if msg_id in self._live:
-            self._live.discard(msg_id)
             self._command_out("ack", msg_id)
 
     def fail(self, msg_id: Any, failure: Any = None) -> None:
+        """The child is told as Storm tells it (`fail`), final or not: the protocol has no
+        word for a dead letter (`topology.max.replays`), and its spout decides."""
         if msg_id in self._live:
-            self._live.discard(msg_id)
             self._command_out("fail", msg_id)
 
     def activate(self) -> None:
@@ -91,9 +91,14 @@ class ShellSpout(ShellMixin, Spout):
         self._stop_child()
 
     def _command_out(self, command: str, msg_id: Any) -> None:
-        if not self._sent and self.child is not None:
-            self.child.last_read = time.monotonic()  # the wait for an answer starts now
-        self._send({"command": command, "id": msg_id})
+        child = self._wait_room()  # the child may be replaced meanwhile
+        if command == "ack" or command == "fail":
+            if msg_id not in self._live:  # the tree of a child that is gone
+                return
+            self._live.discard(msg_id)
+        if not self._sent:
+            child.last_read = time.monotonic()  # the wait for an answer starts now
+        child.offer({"command": command, "id": msg_id})
         self._sent.append(command)
 
     def _expecting(self) -> bool:

@@ -202,6 +202,7 @@ class BoltExecutor(Executor):
         q = self.queue
         outside = self.outside
         if outside is not None and outside():  # a multilang child's messages
+            self._settled_outside()  # its acks and fails came outside an execute
             self.idle = 0
             if col.pending or not q.has_data():
                 return WORK

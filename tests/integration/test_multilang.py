@@ -109,12 +109,15 @@ def spout_stat(cluster, name, field):
     return getattr(cluster.statistics(name).component("sentences"), field)
 
 
-@pytest.mark.parametrize("serializer", ["json", "msgpack"])
-def test_a_reliable_pystorm_spout_replays_what_fails(serializer):
+@pytest.mark.parametrize(
+    ("script", "serializer"),
+    [("sentences.py", "json"), ("sentences.py", "msgpack"), ("reliable_sentences.py", "json")],
+)
+def test_a_reliable_pystorm_spout_replays_what_fails(script, serializer):
     n = 200
-    name = f"mlspout-{serializer}"
+    name = f"mlspout-{serializer}-{script[:3]}"
     t = Topology(name, config={"test.sentences": n})
-    spout = ShellSpout([PY, str(HERE / "sentences.py"), serializer], ["sentence"],
+    spout = ShellSpout([PY, str(HERE / script), serializer], ["sentence"],
                        serializer=serializer)  # fmt: skip
     t.set_spout("sentences", spout)
     # every 10th sentence fails once (the bolt raises): the spout's fail replays it
@@ -471,5 +474,58 @@ def test_a_child_breaking_the_protocol_is_replaced(tmp_path, bad, says):
         stats = cluster.wait_complete("mlproto", timeout=60)
         results = cluster._get("mlproto").results()
     assert results["sink"][0] == {s: 1 for s in SENTENCES[:50]}
-    (err,) = task_errors(stats, "raw")
+    (err,) = task_errors(stats, "raw")  # what the replaced child said after is dropped
     assert says in err and "killed by signal 9" in err
+
+
+def test_a_command_that_cannot_start_is_an_error_naming_it():
+    t = word_count(ShellBolt(["/nonexistent/splitter"], ["word"]), "mlnocmd")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        with pytest.raises(
+            WorkerError, match=r"cannot start subprocess \['/nonexistent/splitter'\]"
+        ):
+            cluster.wait_complete("mlnocmd", timeout=60)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="ShellBolt: command must be a non-empty list"):
+        ShellBolt("python3 splitter.py", ["word"])
+    with pytest.raises(ValueError, match="ShellSpout: serializer must be one of"):
+        ShellSpout(["x"], ["word"], serializer="thrift")
+
+
+def test_a_value_the_serializer_cannot_carry_fails_its_tuple_with_an_error_naming_it():
+    t = Topology("mlbytes")
+    t.set_spout("rows", ListSpout([(b"\xff",), ("fine words",)], fields=["sentence"]))
+    t.set_bolt("split", ShellBolt([PY, str(HERE / "splitter.py")], ["word"])).shuffle_grouping(
+        "rows"
+    )
+    t.set_bolt("count", Count()).shuffle_grouping("split")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: cluster.statistics("mlbytes").components["count"].executed >= 2,
+                 timeout=30, what="the fine row counted")  # fmt: skip
+        stats = cluster.statistics("mlbytes")
+        cluster.kill("mlbytes")
+    (err, *_) = task_errors(stats, "split")
+    assert "a tuple from 'rows' stream 'default' cannot be sent to the child as json" in err
+    assert "bytes is not JSON serializable" in err
+
+
+@pytest.mark.parametrize("serializer", ["json", "msgpack"])
+def test_a_streamparse_bolt_through_streamparse_run(serializer):
+    cmd = [PY, "-m", "streamparse.run", "sp_components.WordCountBolt", "-s", serializer]
+    t = Topology(f"mlsp-{serializer}")
+    t.set_spout("sentences", ListSpout([(s,) for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", ShellBolt([PY, str(HERE / "splitter.py")], ["word"])).shuffle_grouping(
+        "sentences"
+    )
+    counter = ShellBolt(cmd, ["word", "count"], serializer=serializer, cwd=str(HERE))
+    t.set_bolt("count", counter, parallelism=2).fields_grouping("split", ["word"])
+    t.set_bolt("latest", Latest()).shuffle_grouping("count")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        cluster.wait_complete(f"mlsp-{serializer}", timeout=60)
+        results = cluster._get(f"mlsp-{serializer}").results()
+    assert results["latest"][0] == dict(expected_words(SENTENCES))
