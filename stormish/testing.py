@@ -20,6 +20,9 @@
   (testing_feeder.py).
 - `tracked_wait`, `advance_time`, `FakeClock`: waiting without sleeps, in real or
   simulated time (testing_tracked.py, clock.py).
+- `MemoryJetStream`: an in-memory NATS JetStream (streams, durable pull consumers,
+  ack/nak/term/in_progress, ack_wait, max_deliver) for JetStreamSpout/JetStreamSink
+  tests with no server (testing_jetstream.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .component import BasicBolt, Bolt, Spout
 from .local import LocalCluster, poll_for
 from .testing_complete import CompletedTopology, MockSpout, complete_topology
 from .testing_feeder import FeederSpout
+from .testing_jetstream import MemoryJetStream
 from .testing_tracked import advance_time, tracked_wait
 from .topology import Topology
 
@@ -43,6 +47,7 @@ __all__ = [
     "FakeClock",
     "FeederSpout",
     "ListSpout",
+    "MemoryJetStream",
     "MockSpout",
     "RunResult",
     "advance_time",
