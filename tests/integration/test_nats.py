@@ -1,0 +1,317 @@
+"""JetStreamSpout and JetStreamSink against a real nats-server with JetStream (issue 25).
+
+Each test makes streams of its own on the session's server, runs a topology in a
+LocalCluster (one in-process worker, so bolts here can record what they saw) and reads
+the consumer's state back from the server: the exact sum check, redelivery after
+ack_wait, max_deliver to the dead-letter stream, the nak delay, the max_ack_pending
+bound, in_progress from reset_timeout, and the sink's acking on the PubAck."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Topology
+from stormish.nats import JetStreamSink, JetStreamSpout
+from stormish.nats import loop as nats_loop
+from stormish.testing import FeederSpout, poll_for
+
+nats = pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _make(url: str, stream: str, subjects: list[str], n: int = 0, prefix: str = "") -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name=stream, subjects=subjects)
+    for i in range(n):
+        await js.publish_async(f"{prefix}.{i % 4}", str(i).encode())
+    await js.publish_async_completed()
+    await nc.close()
+
+
+async def _info(url: str, stream: str, durable: str | None = None) -> tuple:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    si = await js.stream_info(stream)
+    ci = await js.consumer_info(stream, durable) if durable else None
+    await nc.close()
+    return si, ci
+
+
+async def _values(url: str, stream: str) -> list[bytes]:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    si = await js.stream_info(stream)
+    out = [(await js.get_msg(stream, seq)).data for seq in range(1, si.state.last_seq + 1)]
+    await nc.close()
+    return out
+
+
+def _names() -> tuple[str, str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"IN{tag}", f"in{tag}", f"OUT{tag}"
+
+
+class Double(BasicBolt):
+    outputs = ["value"]
+
+    def execute(self, tup):
+        self.emit([str(2 * int(tup["value"]))])
+
+
+def _run_topology(t: Topology, timeout: float = 60, **conf) -> None:
+    with LocalCluster(config=conf) as cluster:
+        cluster.submit(t)
+        cluster.wait_complete(t.name, timeout=timeout)
+    assert nats_loop.running() is None  # the last NATS component stopped the loop thread
+
+
+def _assert_consumed(url: str, stream: str, durable: str, n: int):
+    si, ci = _run(_info(url, stream, durable))
+    assert si.state.last_seq == n
+    assert ci.num_ack_pending == 0 and ci.num_pending == 0
+    assert ci.delivered.stream_seq == n and ci.ack_floor.stream_seq == n
+    return ci
+
+
+LOOPS: list = []
+
+
+class LoopSpout(JetStreamSpout):
+    def open(self, conf, context):
+        super().open(conf, context)
+        LOOPS.append((self.source.loop, threading.get_ident()))
+
+
+class LoopSink(JetStreamSink):
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        LOOPS.append((self.out.loop, threading.get_ident()))
+
+
+def test_every_message_is_processed_acked_and_published_exact_sum(nats):
+    n = 3000
+    stream, subj, out = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    _run(_make(nats.address, out, [out]))
+    t = Topology("js_sum")
+    t.set_spout("in", LoopSpout(nats.address, stream, f"{subj}.>", "d", stop_at_end=True))
+    t.set_bolt("double", Double(), parallelism=2).shuffle_grouping("in")
+    t.set_bolt("out", LoopSink(nats.address, subject=out), parallelism=2).shuffle_grouping("double")
+    _run_topology(t)
+    # one loop thread for the spout and both sink tasks, never a thread of the executors
+    assert len({loop for loop, _ in LOOPS}) == 1 and len(LOOPS) == 3
+    assert all(loop.thread.ident != caller for loop, caller in LOOPS)
+    _assert_consumed(nats.address, stream, "d", n)
+    got = [int(v) for v in _run(_values(nats.address, out))]
+    assert len(got) == n and sum(got) == 2 * sum(range(n))
+
+
+SEEN: dict[str, list] = defaultdict(list)
+
+
+class DropFirst(Bolt):
+    """Never acks the first delivery of every tenth message (ack_wait must bring it back)."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        seq = tup["sequence"]
+        SEEN[self.key].append((seq, time.monotonic()))
+        if seq % 10 == 0 and sum(s == seq for s, _ in SEEN[self.key]) == 1:
+            return
+        self.ack(tup)
+
+
+def test_a_message_never_acked_is_redelivered_after_ack_wait(nats):
+    n = 100
+    stream, subj, _ = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    spout = JetStreamSpout(
+        nats.address, stream, f"{subj}.>", "d", ack_wait_secs=1, stop_at_end=True
+    )
+    t = Topology("js_ack_wait", config={"test.key": stream, "topology.message.timeout.secs": 3})
+    t.set_spout("in", spout)
+    t.set_bolt("b", DropFirst()).shuffle_grouping("in")
+    _run_topology(t)
+    ci = _assert_consumed(nats.address, stream, "d", n)
+    seen = SEEN[stream]
+    assert sorted({s for s, _ in seen}) == list(range(1, n + 1))
+    for seq in range(10, n + 1, 10):
+        times = [at for s, at in seen if s == seq]
+        assert len(times) == 2 and times[1] - times[0] >= 0.9
+    assert ci.num_redelivered == 0 and ci.delivered.consumer_seq == n + 10
+
+
+class FailSome(BasicBolt):
+    outputs = ["value"]
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        seq = tup["sequence"]
+        SEEN[self.key].append((seq, time.monotonic()))
+        if seq % 25 == 0:
+            raise ValueError(f"poison {seq}")
+
+
+class Letters(Bolt):
+    def prepare(self, conf, context):
+        self.key = conf["test.key"] + ".dead"
+
+    def execute(self, tup):
+        SEEN[self.key].append((tup["msg_id"], tup["failures"], tup["error"]))
+        self.ack(tup)
+
+
+def test_max_deliver_sends_the_last_failure_to_the_dead_letter_stream_and_terms(nats):
+    n = 100
+    stream, subj, _ = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    spout = JetStreamSpout(
+        nats.address, stream, f"{subj}.>", "d", max_deliver=3, nak_delay_secs=0, stop_at_end=True
+    )
+    t = Topology("js_dead", config={"test.key": stream})
+    t.set_spout("in", spout)
+    t.set_bolt("b", FailSome()).shuffle_grouping("in")
+    t.set_bolt("dead", Letters()).dead_letter_grouping("in")
+    _run_topology(t)
+    _assert_consumed(nats.address, stream, "d", n)
+    dead = sorted(SEEN[stream + ".dead"])
+    assert [(m, f) for m, f, _ in dead] == [(s, 3) for s in (25, 50, 75, 100)]
+    assert all("poison" in e for _, _, e in dead)
+    tries = [s for s, _ in SEEN[stream]]
+    assert all(tries.count(s) == (3 if s % 25 == 0 else 1) for s in range(1, n + 1))
+
+
+def test_a_failed_tree_is_redelivered_after_the_nak_delay(nats):
+    n = 30
+    stream, subj, _ = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    spout = JetStreamSpout(
+        nats.address, stream, f"{subj}.>", "d", max_deliver=2, nak_delay_secs=1.0, stop_at_end=True
+    )
+    t = Topology("js_nak", config={"test.key": stream})
+    t.set_spout("in", spout)
+    t.set_bolt("b", FailSome()).shuffle_grouping("in")
+    _run_topology(t)
+    times = [at for s, at in SEEN[stream] if s == 25]
+    assert len(times) == 2 and 0.95 <= times[1] - times[0] < 5
+    _, ci = _run(_info(nats.address, stream, "d"))
+    assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == n
+
+
+HOLD: dict[str, threading.Event] = {}
+
+
+class Hold(Bolt):
+    """Keeps every tuple un-acked until the test releases it (on a tick)."""
+
+    outputs = ["value"]
+    component_config = {"topology.tick.tuple.freq.secs": 0.05}
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+        self.held: list = []
+
+    def execute(self, tup):
+        if not tup.is_tick:
+            self.held.append(tup)
+            SEEN[self.key].append(len(self.held))
+        elif HOLD[self.key].is_set():
+            for held in self.held:
+                self.ack(held)
+            self.held = []
+
+
+def test_the_spout_never_holds_more_than_max_ack_pending(nats):
+    n, bound = 400, 50
+    stream, subj, _ = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    HOLD[stream] = threading.Event()
+    spout = JetStreamSpout(
+        nats.address, stream, f"{subj}.>", "d", max_ack_pending=bound, batch=16, stop_at_end=True
+    )
+    t = Topology("js_bound", config={"test.key": stream})
+    t.set_spout("in", spout)
+    t.set_bolt("b", Hold()).shuffle_grouping("in")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: len(SEEN[stream]) >= bound, 20, 0.02, "the bound reached")
+        _, ci = _run(_info(nats.address, stream, "d"))
+        assert ci.num_ack_pending == bound and ci.num_pending == n - bound
+        assert max(SEEN[stream]) == bound  # it stopped fetching there
+        HOLD[stream].set()
+        cluster.wait_complete("js_bound", timeout=60)
+    assert max(SEEN[stream]) <= bound
+    _assert_consumed(nats.address, stream, "d", n)
+
+
+class SlowWithResets(Bolt):
+    """Works on each tuple for 2.5 s (more than ack_wait) and says so every 0.2 s."""
+
+    outputs = ["value"]
+    component_config = {"topology.tick.tuple.freq.secs": 0.2}
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+        self.held: list = []
+
+    def execute(self, tup):
+        now = time.monotonic()
+        if not tup.is_tick:
+            SEEN[self.key].append(tup["sequence"])
+            self.held.append((now + 2.5, tup))
+            return
+        for _, held in self.held:
+            self.reset_timeout(held)
+        for _, held in [h for h in self.held if h[0] <= now]:
+            self.ack(held)
+        self.held = [h for h in self.held if h[0] > now]
+
+
+def test_reset_timeout_keeps_a_long_message_from_redelivery_by_in_progress(nats):
+    n = 20
+    stream, subj, _ = _names()
+    _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
+    spout = JetStreamSpout(
+        nats.address, stream, f"{subj}.>", "d", ack_wait_secs=1, stop_at_end=True
+    )
+    t = Topology("js_wpi", config={"test.key": stream, "topology.message.timeout.secs": 2})
+    t.set_spout("in", spout)
+    t.set_bolt("b", SlowWithResets()).shuffle_grouping("in")
+    _run_topology(t)
+    ci = _assert_consumed(nats.address, stream, "d", n)
+    assert sorted(SEEN[stream]) == list(range(1, n + 1))  # each delivered once
+    assert ci.num_redelivered == 0 and ci.delivered.consumer_seq == n
+
+
+def test_the_sink_acks_on_the_puback_and_fails_with_the_reason(nats):
+    _, _, out = _names()
+    _run(_make(nats.address, out, [out]))
+    with FeederSpout(["subject", "value"]) as feeder, LocalCluster() as cluster:
+        t = Topology("js_sink")
+        t.set_spout("feed", feeder)
+        sink = JetStreamSink(nats.address, subject_field="subject", publish_timeout_secs=2)
+        t.set_bolt("out", sink).shuffle_grouping("feed")
+        cluster.submit(t)
+        for i in range(200):
+            feeder.feed([out, f"v{i}"], msg_id=i)
+        feeder.feed(["no.stream.here", "lost"], msg_id="nowhere")
+        poll_for(lambda: all(feeder.is_acked(i) for i in range(200)), 30, 0.02, "PubAcks")
+        poll_for(lambda: feeder.is_failed("nowhere"), 30, 0.02, "a failed publish")
+        values = _run(_values(nats.address, out))
+        assert sorted(values) == sorted(f"v{i}".encode() for i in range(200))
