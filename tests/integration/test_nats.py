@@ -9,10 +9,14 @@ bound, in_progress from reset_timeout, and the sink's acking on the PubAck."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +319,16 @@ def test_the_sink_acks_on_the_puback_and_fails_with_the_reason(nats):
         poll_for(lambda: feeder.is_failed("nowhere"), 30, 0.02, "a failed publish")
         values = _run(_values(nats.address, out))
         assert sorted(values) == sorted(f"v{i}".encode() for i in range(200))
+
+
+def test_the_orders_example_runs_with_one_command_and_checks_its_balances(nats, tmp_path):
+    example = Path(__file__).resolve().parents[2] / "topologies" / "nats_orders.py"
+    env = {**os.environ, "NATS_URL": nats.address, "NATS_ORDERS": "3000"}
+    r = subprocess.run(
+        [sys.executable, str(example)], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=100,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "seeded stream ORDERS" in r.stdout
+    assert "50 customers, balances all correct" in r.stdout
+    assert "out of order" not in r.stdout
