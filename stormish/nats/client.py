@@ -1,7 +1,7 @@
 """The nats-py side: a pull consumer and a publisher that live on the worker's loop
 thread (loop.py) and meet the executor threads only through bounded hand-offs.
 
-Inbox (loop -> spout): a deque of fetched batches; what it holds counts against the
+Inbox (loop -> spout): a deque of delivered messages; what it holds counts against the
 spout's Window, so it never holds more than `max_ack_pending` messages. Settles (spout ->
 loop): one `call` per `next_tuple` turn carrying every ack/nak/term/progress gathered
 since the last, never one wake-up of the loop per message.
@@ -48,7 +48,7 @@ class NatsSource:
         import_nats()
         self.spout = spout
         self.window = Window(spout.max_ack_pending, spout.batch)
-        self.inbox: deque[list] = deque()
+        self.inbox: deque[Any] = deque()
         self.end_seq: int | None = None
         self._ended = False
         self.error: BaseException | None = None
@@ -81,33 +81,56 @@ class NatsSource:
             max_ack_pending=s.max_ack_pending,
         )
         await self.js.add_consumer(s.stream, config)
-        self.sub = await self.js.pull_subscribe_bind(s.durable, s.stream)
+        # JetStream's pull protocol by hand: a request for `want` messages to the
+        # consumer's MSG.NEXT subject, the messages (then a status, if it ends early) to
+        # an inbox this subscription's callback reads. nats-py's fetch() waits on each
+        # message with a task and a timer of its own: measured, most of the loop's time.
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{s.stream}.{s.durable}"
+        self.reply = self.nc.new_inbox()
+        self._left = self.received = 0
+        self._request_done = asyncio.Event()
+        self.sub = await self.nc.subscribe(self.reply, cb=self._on_msg)
+
+    async def _on_msg(self, msg: Any) -> None:
+        if not msg.reply:  # a status (404 none, 408 expired, 409 ...): the request ended
+            self._left = 0
+            self._request_done.set()
+            return
+        self.inbox.append(msg)
+        self.received += 1
+        self.window.delivered(1)
+        self._left -= 1
+        if self._left <= 0:
+            self._request_done.set()
 
     async def _fetch_loop(self) -> None:
-        nats_errors = import_nats().errors
-        window = self.window
+        window, expires = self.window, int(FETCH_TIMEOUT * 1e9)
         while True:
             want = window.want()
             if want == 0:
                 self._space.clear()
                 await self._space.wait()
                 continue
+            before = self.received
+            self._left = want
+            self._request_done.clear()
+            request = json.dumps({"batch": want, "expires": expires}).encode()
             try:
-                msgs = await self.sub.fetch(want, timeout=FETCH_TIMEOUT)
-            except (TimeoutError, nats_errors.TimeoutError):
-                if self.spout.stop_at_end and not self._ended:
-                    await self._check_end()
-                continue
+                await self.nc.publish(self.next_subject, request, reply=self.reply)
+                try:
+                    await asyncio.wait_for(self._request_done.wait(), FETCH_TIMEOUT * 4)
+                except TimeoutError:
+                    pass  # the status was lost (a reconnect): ask again
+                if self.spout.stop_at_end and not self._ended and self.received == before:
+                    await self._check_end()  # a request that brought nothing
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - handed to the spout's thread
                 self.error = e
                 return
-            window.delivered(len(msgs))
-            self.inbox.append(msgs)
 
     async def _check_end(self) -> None:
-        ci = await self.sub.consumer_info()
+        ci = await self.js.consumer_info(self.spout.stream, self.spout.durable)
         pos = ConsumerPosition(
             ci.delivered.stream_seq or 0,
             ci.num_ack_pending or 0,
@@ -119,9 +142,15 @@ class NatsSource:
 
     # -- the spout's thread -----------------------------------------------------------
     def take(self) -> list | None:
-        """One fetched batch as rows (subject, data, headers, stream seq, msg), or None."""
-        if self.inbox:
-            return [(m.subject, m.data, m.headers, _stream_seq(m), m) for m in self.inbox.popleft()]
+        """Up to a batch of rows (subject, data, headers, stream seq, msg), or None."""
+        inbox = self.inbox
+        if inbox:
+            pop = inbox.popleft
+            rows = []
+            for _ in range(min(len(inbox), self.window.batch)):
+                m = pop()
+                rows.append((m.subject, m.data, m.headers, _stream_seq(m), m))
+            return rows
         if self.error is not None:
             raise self.error
         return None

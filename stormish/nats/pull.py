@@ -18,18 +18,24 @@ FORGET = ""  # only frees the delivery's place: a redelivery of its message repl
 class Window:
     """The bound: un-acked deliveries held by this spout task (fetched, in the inbox, in
     a tree, or settled but not yet sent) never exceed `max_ack_pending`; each fetch asks
-    for at most `batch`. At the bound `want()` is 0 and the source stops fetching."""
+    for at most `batch`. At the bound `want()` is 0 and the source stops fetching.
 
-    __slots__ = ("max_ack_pending", "batch", "outstanding", "high")
+    A fetch waits until a whole batch fits (or half the bound, when that is smaller):
+    asking for whatever the last few acks freed would cost a pull request, and a round
+    trip, per few messages once the spout runs at the bound."""
+
+    __slots__ = ("max_ack_pending", "batch", "outstanding", "high", "refill")
 
     def __init__(self, max_ack_pending: int, batch: int):
         self.max_ack_pending = max_ack_pending
         self.batch = batch
         self.outstanding = 0
         self.high = 0  # the most ever outstanding at once (statistics, tests)
+        self.refill = min(batch, max(1, max_ack_pending // 2))
 
     def want(self) -> int:
-        return max(0, min(self.batch, self.max_ack_pending - self.outstanding))
+        free = self.max_ack_pending - self.outstanding
+        return min(self.batch, free) if free >= self.refill else 0
 
     def delivered(self, n: int) -> None:
         self.outstanding += n

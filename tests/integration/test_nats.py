@@ -242,7 +242,7 @@ class Hold(Bolt):
 
 
 def test_the_spout_never_holds_more_than_max_ack_pending(nats):
-    n, bound = 400, 50
+    n, bound = 400, 64  # a whole number of batches of 16
     stream, subj, _ = _names()
     _run(_make(nats.address, stream, [f"{subj}.>"], n, subj))
     HOLD[stream] = threading.Event()

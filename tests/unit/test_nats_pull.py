@@ -20,12 +20,20 @@ from stormish.testing_jetstream import subject_matches
 def test_window_bounds_each_fetch_by_batch_and_the_outstanding_by_max_ack_pending():
     w = Window(max_ack_pending=10, batch=4)
     assert w.want() == 4
-    w.delivered(8)
-    assert w.want() == 2
-    w.delivered(2)
-    assert w.want() == 0
-    w.settled(3)
-    assert w.want() == 3 and w.high == 10
+    w.delivered(7)
+    assert w.want() == 0  # 3 free: less than a batch, no fetch of crumbs
+    w.settled(1)
+    assert w.want() == 4
+    w.delivered(4)
+    w.delivered(0)
+    assert w.want() == 0 and w.high == 10
+    small = Window(max_ack_pending=6, batch=256)  # a batch bigger than the bound
+    assert small.want() == 6
+    small.delivered(6)
+    small.settled(2)
+    assert small.want() == 0
+    small.settled(1)
+    assert small.want() == 3
 
 
 def test_a_failed_tree_naks_with_the_delay_and_a_dead_letter_terms():
@@ -116,9 +124,7 @@ def test_memory_consumer_nak_delay_term_in_progress_and_max_ack_pending():
 def test_spout_holds_no_more_than_max_ack_pending_and_acks_naks_terms():
     clock = FakeClock()
     js = _js(10, clock)
-    d = Driver(
-        JetStreamSpout(js, "S", "s.>", "d", max_ack_pending=4, batch=3, nak_delay_secs=2)
-    )
+    d = Driver(JetStreamSpout(js, "S", "s.>", "d", max_ack_pending=4, batch=2, nak_delay_secs=2))
     d.turn(5)
     assert [m for _, m in d.emitted] == [1, 2, 3, 4]  # the bound: no fetch past 4
     d.spout.ack(1)
