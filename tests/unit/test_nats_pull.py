@@ -240,3 +240,22 @@ def test_bad_options_name_the_option():
         JetStreamSpout("nats://x", "S", "s", "")
     with pytest.raises(ValueError, match="subject= or subject_field="):
         JetStreamSink("nats://x")
+
+
+def test_the_package_needs_nats_py_only_when_a_component_opens():
+    """Run where `import nats` fails: building works, opening names the extra."""
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['nats'] = None\n"
+        "from stormish.nats import JetStreamSink, JetStreamSpout\n"
+        "s = JetStreamSpout('nats://127.0.0.1:1', 'S', 's', 'd')\n"
+        "JetStreamSink('nats://127.0.0.1:1', subject='x')\n"
+        "try:\n"
+        "    s.open({}, None)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'stormish[nats]'" in r.stdout
