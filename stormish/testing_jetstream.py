@@ -119,7 +119,7 @@ class MemoryConsumer:
             return out
 
     def _redeliveries(self, now: float, batch: int) -> list[MemoryMsg]:
-        out = []
+        out: list[MemoryMsg] = []
         msgs = self.js.streams[self.stream].messages
         for seq in sorted(self.pending):
             p = self.pending[seq]

@@ -188,7 +188,7 @@ class NatsSource:
     def close(self) -> None:
         try:
             if self._task is not None:
-                self.loop.call(self._task.cancel)
+                self._task.cancel()
             self.loop.submit(self._close()).result(OPEN_TIMEOUT)
         except Exception as e:  # noqa: BLE001 - closing: say so, go on
             log.warning("closing the JetStream consumer: %s", e)
