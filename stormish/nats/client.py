@@ -70,7 +70,13 @@ class NatsSource:
         self._space = asyncio.Event()
         self.nc = await nats.connect(server_list(s.servers), connect_timeout=5)
         self.js = self.nc.jetstream()
-        info = await self.js.stream_info(s.stream)
+        try:
+            info = await self.js.stream_info(s.stream)
+        except nats.js.errors.NotFoundError:
+            raise LookupError(
+                f"JetStreamSpout: no stream {s.stream!r} at {server_list(s.servers)} "
+                "(create it first: nats stream add, or js.add_stream)"
+            ) from None
         self.end_seq = info.state.last_seq
         config = ConsumerConfig(
             durable_name=s.durable,
