@@ -74,7 +74,8 @@ class JetStreamSpout(Spout):
 
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         self.held: dict[int, Any] = {}  # stream sequence -> the delivery in a tree
-        self.ops: list[tuple[str, Any, Any]] = []
+        self.ops: list[tuple[str, Any, Any]] = []  # settles, sent once per next_tuple
+        self.active = True
         opener = getattr(self.servers, "pull_source", None)
         if opener is not None:
             self.source = opener(self)
@@ -103,7 +104,7 @@ class JetStreamSpout(Spout):
         token = self.held.pop(msg_id, None)
         if token is not None:
             self.ops.append((ACK, token, None))
-            if len(self.ops) >= self.batch:
+            if len(self.ops) >= self.batch or not self.active:
                 self._flush()
 
     def fail(self, msg_id: Any, failure: Any = None) -> None:
@@ -111,6 +112,17 @@ class JetStreamSpout(Spout):
         if token is not None:
             op, delay = settle_failure(failure, self.nak_delay_secs)
             self.ops.append((op, token, delay))
+            if len(self.ops) >= self.batch or not self.active:
+                self._flush()
+
+    def activate(self) -> None:
+        self.active = True
+
+    def deactivate(self) -> None:
+        """next_tuple is not called while inactive: settles go out as they come."""
+        self.active = False
+        if self.ops:
+            self._flush()
 
     def timeout_reset(self, msg_id: Any) -> None:
         token = self.held.get(msg_id)

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from stormish import BasicBolt, Bolt, Failure, LocalCluster, Topology
+from stormish import Failure
 from stormish.nats import JetStreamSink, JetStreamSpout
 from stormish.nats.pull import NAK, TERM, ConsumerPosition, Window, reached_end, settle_failure
-from stormish.testing import FakeClock, ListSpout, MemoryJetStream
+from stormish.testing import FakeClock, MemoryJetStream
 from stormish.testing_jetstream import subject_matches
 
 
@@ -165,72 +165,15 @@ def test_reset_timeout_sends_in_progress_and_stop_at_end_finishes_after_the_acks
     assert d.finished and c.acked == {1, 2, 3, 4}
 
 
-class Total(BasicBolt):
-    outputs = ["value"]
-    fail_once: set = set()
-
-    def execute(self, tup):
-        seq = tup["sequence"]
-        if seq % 7 == 0 and seq not in Total.fail_once:
-            Total.fail_once.add(seq)
-            raise ValueError(f"first try of {seq}")
-        self.emit([str(int(tup["value"]) * 2)])
-
-
-def test_a_topology_reads_every_message_and_writes_every_result_through_memory():
-    js = _js(500, FakeClock())
-    js.add_stream("OUT", ["out"])
-    t = Topology("mem_js", config={"topology.message.timeout.secs": 30})
-    t.set_spout("in", JetStreamSpout(js, "S", "s.>", "d", nak_delay_secs=0, stop_at_end=True))
-    t.set_bolt("double", Total(), parallelism=2).shuffle_grouping("in")
-    t.set_bolt("out", JetStreamSink(js, subject="out")).shuffle_grouping("double")
-    with LocalCluster() as cluster:
-        cluster.submit(t)
-        cluster.wait_complete("mem_js", timeout=60)
-    out = [int(m.data) for m in js.messages("OUT")]
-    assert sum(set(out)) == 2 * sum(range(500)) and len(out) >= 500
-    c = js.consumer("S", "d")
-    assert c.acked == set(range(1, 501)) and not c.pending
-    assert Total.fail_once  # some trees failed and were redelivered
-
-
-class Resets(Bolt):
-    """Holds each tuple for two ticks: resets it at the first (the acker knows its tree by
-    then), acks it at the second."""
-
-    outputs = ["value"]
-    component_config = {"topology.tick.tuple.freq.secs": 0.05}
-
-    def prepare(self, conf, context):
-        self.held, self.was_reset = [], []
-
-    def execute(self, tup):
-        if not tup.is_tick:
-            self.held.append(tup)
-            return
-        for t in self.was_reset:
-            self.ack(t)
-        for t in self.held:
-            self.reset_timeout(t)
-        self.was_reset, self.held = self.held, []
-
-
-class SeesResets(ListSpout):
-    def timeout_reset(self, msg_id):
-        sys.modules[__name__].RESETS.append(msg_id)
-
-
-RESETS: list = []
-
-
-def test_a_bolts_reset_timeout_reaches_the_spout_as_timeout_reset():
-    t = Topology("resets")
-    t.set_spout("s", SeesResets([[i] for i in range(20)]))
-    t.set_bolt("b", Resets()).shuffle_grouping("s")
-    with LocalCluster() as cluster:
-        cluster.submit(t)
-        cluster.wait_complete("resets", timeout=60)
-    assert sorted(RESETS) == list(range(20))
+def test_an_inactive_spout_sends_its_acks_at_once():
+    js = _js(3, FakeClock())
+    d = Driver(JetStreamSpout(js, "S", "s.>", "d"))
+    d.turn()
+    d.spout.ack(1)
+    assert js.consumer("S", "d").acked == set()  # gathered for the next turn
+    d.spout.deactivate()  # no next turn while inactive
+    d.spout.ack(2)
+    assert js.consumer("S", "d").acked == {1, 2}
 
 
 def test_bad_options_name_the_option():
