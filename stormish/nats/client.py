@@ -64,11 +64,19 @@ class NatsSource:
 
     async def _open(self) -> None:
         nats = import_nats()
+        self._space = asyncio.Event()
+        self.nc = await nats.connect(server_list(self.spout.servers), connect_timeout=5)
+        try:
+            await self._bind(nats)
+        except BaseException:
+            await self.nc.close()
+            raise
+
+    async def _bind(self, nats: Any) -> None:
+        """The stream's end, the durable consumer (created when absent), the inbox."""
         from nats.js.api import AckPolicy, ConsumerConfig
 
         s = self.spout
-        self._space = asyncio.Event()
-        self.nc = await nats.connect(server_list(s.servers), connect_timeout=5)
         self.js = self.nc.jetstream()
         try:
             info = await self.js.stream_info(s.stream)

@@ -35,6 +35,14 @@ class LoopThread:
         try:
             self.loop.run_forever()
         finally:
+            # what a component left running (a client whose open failed half way) is
+            # cancelled and awaited, not destroyed pending with the loop
+            left = asyncio.all_tasks(self.loop)
+            for task in left:
+                task.cancel()
+            if left:
+                gather = asyncio.gather(*left, return_exceptions=True)
+                self.loop.run_until_complete(gather)
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 

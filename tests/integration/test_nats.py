@@ -23,7 +23,7 @@ import pytest
 from stormish import BasicBolt, Bolt, LocalCluster, Topology
 from stormish.nats import JetStreamSink, JetStreamSpout
 from stormish.nats import loop as nats_loop
-from stormish.testing import FeederSpout, poll_for
+from stormish.testing import FeederSpout, ListSpout, poll_for
 
 nats = pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
 
@@ -332,3 +332,39 @@ def test_the_orders_example_runs_with_one_command_and_checks_its_balances(nats, 
     assert "seeded stream ORDERS" in r.stdout
     assert "50 customers, balances all correct" in r.stdout
     assert "out of order" not in r.stdout
+
+
+class BoundSink(JetStreamSink):
+    """Records how many publishes were in flight after each input it took."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        super().execute(tup)
+        if not tup.is_tick:
+            SEEN[self.key].append(self.out.in_flight)
+
+
+def test_the_sink_never_has_more_than_max_in_flight_publishes(nats):
+    n = 2000
+    _, _, out = _names()
+    _run(_make(nats.address, out, [out]))
+    t = Topology("js_sink_bound", config={"test.key": out})
+    t.set_spout("in", ListSpout([[str(i)] for i in range(n)], per_call=64))
+    t.set_bolt("out", BoundSink(nats.address, subject=out, max_in_flight=8)).shuffle_grouping("in")
+    _run_topology(t)
+    assert len(SEEN[out]) == n and max(SEEN[out]) == 8  # it filled the bound, never more
+    values = _run(_values(nats.address, out))
+    assert sorted(int(v) for v in values) == list(range(n))
+
+
+def test_a_missing_stream_is_an_error_naming_it(nats):
+    t = Topology("js_missing")
+    t.set_spout("in", JetStreamSpout(nats.address, "NO_SUCH_STREAM", "x.>", "d"))
+    t.set_bolt("b", Double()).shuffle_grouping("in")
+    with LocalCluster() as cluster, pytest.raises(Exception, match="NO_SUCH_STREAM") as e:
+        cluster.submit(t)
+        cluster.wait_complete("js_missing", timeout=30)
+    assert "no stream" in str(e.value)
