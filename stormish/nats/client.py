@@ -73,7 +73,8 @@ class NatsSource:
             raise
 
     async def _bind(self, nats: Any) -> None:
-        """The stream's end, the durable consumer (created when absent), the inbox."""
+        """The stream's end, the durable consumer (created, or updated to these settings), the
+        inbox."""
         from nats.js.api import AckPolicy, ConsumerConfig
 
         s = self.spout
