@@ -1,4 +1,5 @@
-"""kill -9 of the worker that runs a JetStreamSpout, mid-stream, in a nimbus + two
+"""kill -9 of the worker that runs a JetStreamSpout, mid-stream (100,000 messages on four
+subjects, killed a fifth of the way), in a nimbus + two
 supervisors cluster (issue 25): the supervisor restarts the worker, its new spout binds
 the same durable consumer, JetStream redelivers what the dead one held once ack_wait
 passes, and the run completes with every message in the output stream.
@@ -22,8 +23,8 @@ from .nats_parts import fill, pipeline, read, state
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
 
-N = 20_000
-WORK = 0.0004  # per message and relay task: the run lasts several seconds
+N = 100_000
+WORK = 0.0001  # per message and relay task: the run lasts several seconds
 
 
 def test_kill_9_the_jetstream_spouts_worker_loses_nothing(cluster, watch, nats):
