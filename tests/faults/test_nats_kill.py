@@ -1,8 +1,8 @@
 """kill -9 of the worker that runs a JetStreamSpout, mid-stream (100,000 messages on four
-subjects, killed a fifth of the way), in a nimbus + two
-supervisors cluster (issue 25): the supervisor restarts the worker, its new spout binds
-the same durable consumer, JetStream redelivers what the dead one held once ack_wait
-passes, and the run completes with every message in the output stream.
+subjects, killed a fifth of the way), in a nimbus + two supervisors cluster (issue 25):
+the supervisor restarts the worker, its new spout binds the same durable consumer,
+JetStream redelivers what the dead one held once ack_wait passes, and the run completes
+with every message in the output stream.
 
 At-least-once, checked on the server: the consumer's ack floor and delivered sequence
 reach the stream's last sequence with nothing ack-pending, and every input value is in
