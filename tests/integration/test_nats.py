@@ -368,3 +368,32 @@ def test_a_missing_stream_is_an_error_naming_it(nats):
         cluster.submit(t)
         cluster.wait_complete("js_missing", timeout=30)
     assert "no stream" in str(e.value)
+
+
+class Headers(BasicBolt):
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        SEEN[self.key].append((tup["value"], tup["headers"]))
+
+
+def test_headers_go_out_through_the_sink_and_come_back_through_the_spout(nats):
+    _, _, out = _names()
+    _run(_make(nats.address, out, [f"{out}.>"]))
+    with FeederSpout(["subject", "value", "headers"]) as feeder, LocalCluster() as cluster:
+        t = Topology("js_headers_out")
+        t.set_spout("feed", feeder)
+        sink = JetStreamSink(nats.address, subject_field="subject", headers_field="headers")
+        t.set_bolt("out", sink).shuffle_grouping("feed")
+        cluster.submit(t)
+        for i in range(15):  # 5 repeats of a Nats-Msg-Id: JetStream's duplicate window
+            headers = {"Nats-Msg-Id": f"m{i % 10}", "k": f"h{i % 10}"}
+            feeder.feed([f"{out}.x", f"v{i % 10}".encode(), headers], msg_id=i)
+        poll_for(lambda: all(feeder.is_acked(i) for i in range(15)), 30, 0.02, "PubAcks")
+    t = Topology("js_headers_in", config={"test.key": out})
+    t.set_spout("in", JetStreamSpout(nats.address, out, f"{out}.>", "d", stop_at_end=True))
+    t.set_bolt("b", Headers()).shuffle_grouping("in")
+    _run_topology(t)
+    got = sorted((v, h["k"]) for v, h in SEEN[out])
+    assert got == sorted((f"v{i}".encode(), f"h{i}") for i in range(10))
