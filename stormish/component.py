@@ -89,6 +89,11 @@ class Spout(Component):
         final (`failure.dead_letter`, with `topology.max.replays`): a final one must not
         be replayed. `fail(self, msg_id)` works as in Storm."""
 
+    def timeout_reset(self, msg_id: Any) -> None:
+        """A bolt called `reset_timeout` on a tuple of this message's tree (its timeout
+        starts again). A source with a deadline of its own extends it here (JetStream's
+        in_progress); Storm has no such callback."""
+
     def activate(self) -> None:
         pass
 

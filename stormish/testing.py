@@ -22,6 +22,9 @@
   `stormish.kafka.KafkaSpout` reads as `memory://NAME` (testing_memory_log.py).
 - `tracked_wait`, `advance_time`, `FakeClock`: waiting without sleeps, in real or
   simulated time (testing_tracked.py, clock.py).
+- `MemoryJetStream`: an in-memory NATS JetStream (streams, durable pull consumers,
+  ack/nak/term/in_progress, ack_wait, max_deliver) for JetStreamSpout/JetStreamSink
+  tests with no server (testing_jetstream.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .component import BasicBolt, Bolt, Spout
 from .local import LocalCluster, poll_for
 from .testing_complete import CompletedTopology, MockSpout, complete_topology
 from .testing_feeder import FeederSpout
+from .testing_jetstream import MemoryJetStream
 from .testing_memory_log import MemoryConsumer, MemoryLog
 from .testing_tracked import advance_time, tracked_wait
 from .topology import Topology
@@ -48,6 +52,7 @@ __all__ = [
     "MemoryConsumer",
     "MemoryLog",
     "ListSpout",
+    "MemoryJetStream",
     "MockSpout",
     "RunResult",
     "advance_time",

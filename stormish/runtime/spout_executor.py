@@ -60,6 +60,11 @@ class SpoutExecutor(Executor):
         self.fail_counts: dict[Any, int] = {}
         self.dead_lettered = 0
         self.fail_takes_reason = _takes_reason(self.obj.fail)
+        # a spout that extends its source's own deadline (JetStream's in_progress)
+        reset = self.obj.timeout_reset
+        self._timeout_reset = (
+            None if getattr(reset, "__func__", None) is Spout.timeout_reset else reset
+        )
         self._bind()
 
     def _bind(self) -> None:
@@ -291,8 +296,10 @@ class SpoutExecutor(Executor):
                     self.pending_trees -= 1
                     self._failed(entry, FAILED, why)
         elif stream == ACK_RESET:
+            reset = self._timeout_reset
             for (root,) in values:
-                self.inflight.touch(root)
+                if self.inflight.touch(root) and reset is not None:
+                    reset(self.inflight._buckets[0][root][0])
         # counted once the spout's ack/fail ran (as a bolt counts after execute): the
         # completion rule (published == consumed) then covers what those callbacks do
         n = len(values)

@@ -1,0 +1,134 @@
+"""The sink's nats-py side: JetStream publishes with their PubAcks, on the loop thread.
+
+The sink's thread appends requests to a deque and wakes the loop only when the loop's
+publishing task sleeps (one wake-up per burst, not per message); the loop publishes
+with `publish_async` (many in flight, no round trip each) and hands each outcome back
+through a second deque. Every outcome comes back: a PubAck, the server's error, or a
+timeout after `publish_timeout_secs` (the sweeper), so the sink acks or fails each input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Any
+
+from . import loop as loops
+from .client import OPEN_TIMEOUT, import_nats, server_list
+
+log = logging.getLogger("stormish.nats")
+SWEEP_SECS = 0.25
+
+
+class NatsPublisher:
+    """`publish(subject, value, headers, tup)` and `take_done()` from the sink's thread;
+    `in_flight` counts what was handed over and not yet taken back."""
+
+    def __init__(self, sink: Any) -> None:
+        import_nats()
+        self.sink = sink
+        self.requests: deque[tuple] = deque()
+        self.done: deque[tuple[Any, str | None]] = deque()
+        self.in_flight = 0
+        self.ready = threading.Event()
+        self.sleeping = False
+        self.pending: dict[Any, tuple[Any, float]] = {}
+        self.loop = loops.acquire()
+        self._tasks: list[Future] = []
+        try:
+            self.loop.submit(self._open()).result(OPEN_TIMEOUT)
+        except BaseException:
+            loops.release(self.loop)
+            raise
+        self._tasks = [self.loop.submit(self._run()), self.loop.submit(self._sweep())]
+
+    async def _open(self) -> None:
+        nats = import_nats()
+        self.wake = asyncio.Event()
+        self.nc = await nats.connect(server_list(self.sink.servers), connect_timeout=5)
+        # the sink bounds what is in flight itself; nats-py's own stall limit sits above it
+        self.js = self.nc.jetstream(publish_async_max_pending=self.sink.max_in_flight + 1)
+
+    # -- the sink's thread ------------------------------------------------------------
+    def publish(self, subject: str, value: bytes, headers: Any, tup: Any) -> None:
+        self.requests.append((subject, value, headers, tup))
+        self.in_flight += 1
+        if self.sleeping:
+            self.sleeping = False
+            self.loop.call(self.wake.set)
+
+    def take_done(self) -> list[tuple[Any, str | None]]:
+        done, out = self.done, []
+        while done:
+            out.append(done.popleft())
+        self.in_flight -= len(out)
+        return out
+
+    def wait(self, timeout: float) -> None:
+        """Block the sink's own thread until an outcome comes back (at the bound)."""
+        self.ready.wait(timeout)
+        self.ready.clear()
+
+    # -- the loop thread ----------------------------------------------------------------
+    async def _run(self) -> None:
+        requests, publish = self.requests, self.js.publish_async
+        while True:
+            if not requests:
+                self.sleeping = True
+                self.wake.clear()
+                if not requests:
+                    await self.wake.wait()
+                self.sleeping = False
+                continue
+            subject, value, headers, tup = requests.popleft()
+            try:
+                fut = await publish(subject, value, headers=headers)
+            except Exception as e:  # noqa: BLE001 - the input fails with the reason
+                self._outcome(tup, f"publish to {subject!r}: {e!r}")
+                continue
+            self.pending[fut] = (tup, time.monotonic() + self.sink.publish_timeout_secs)
+            fut.add_done_callback(self._finished)
+
+    def _finished(self, fut: asyncio.Future) -> None:
+        tup, _ = self.pending.pop(fut, (None, 0.0))
+        if tup is None:
+            return
+        if fut.cancelled():
+            self._outcome(tup, "publish cancelled")
+        elif fut.exception() is not None:
+            self._outcome(tup, f"no PubAck: {fut.exception()!r}")
+        else:
+            self._outcome(tup, None)
+
+    def _outcome(self, tup: Any, error: str | None) -> None:
+        self.done.append((tup, error))
+        self.ready.set()
+
+    async def _sweep(self) -> None:
+        """Fail publishes whose PubAck is later than publish_timeout_secs."""
+        while True:
+            await asyncio.sleep(SWEEP_SECS)
+            now = time.monotonic()
+            late = [f for f, (_, deadline) in self.pending.items() if deadline <= now]
+            for fut in late:
+                if not fut.done():
+                    fut.set_exception(TimeoutError("PubAck timed out"))
+
+    def close(self, timeout: float) -> None:
+        """Stop publishing and disconnect (the sink has waited for its PubAcks)."""
+        try:
+            self.loop.submit(self._close(timeout)).result(timeout + OPEN_TIMEOUT)
+        except Exception as e:  # noqa: BLE001 - closing: say so, go on
+            log.warning("closing the JetStream publisher: %s", e)
+        finally:
+            loops.release(self.loop)
+
+    async def _close(self, timeout: float) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await self.nc.flush()
+        await self.nc.close()

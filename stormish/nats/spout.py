@@ -1,0 +1,147 @@
+"""JetStreamSpout: a durable JetStream pull consumer as a reliable Storm spout.
+
+Storm's ack/fail map onto JetStream's per-message acknowledgements (docs/connectors.md):
+a tree that completes acks its message (`+ACK`), a failed tree naks it with
+`nak_delay_secs` (`-NAK`, JetStream redelivers it), a tree stormish dead-letters (its
+`max_deliver`-th failure, through `topology.max.replays`) terminates it (`+TERM`, never
+delivered again), and a bolt's `reset_timeout` on a tuple of the tree tells JetStream the
+message is still being worked on (`+WPI`, ack_wait starts again).
+
+The message id is the stream sequence: the same on every redelivery. The bound is real:
+at `max_ack_pending` un-acked deliveries the source stops fetching (pull.Window), and the
+consumer is created with the same MaxAckPending, so the server holds it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..component import Spout
+from .pull import ACK, FORGET, PROGRESS, settle_failure
+
+FIELDS = ["subject", "value", "headers", "sequence"]
+
+
+class JetStreamSpout(Spout):
+    """Emits `subject, value, headers, sequence` (value: bytes; headers: a dict or None)
+    for each message of `stream` matching `subject`, read through the durable pull
+    consumer `durable` (created when absent; tasks of one spout share it). With
+    `stop_at_end` the spout finishes once everything up to the stream's last sequence at
+    open is delivered and acked: a finite run. `servers`: nats:// URLs (or a
+    stormish.testing.MemoryJetStream for tests without a server)."""
+
+    outputs = FIELDS
+
+    def __init__(
+        self,
+        servers: str | Sequence[str] | Any,
+        stream: str,
+        subject: str,
+        durable: str,
+        max_ack_pending: int = 1000,
+        batch: int = 256,
+        ack_wait_secs: float = 30.0,
+        nak_delay_secs: float | None = 1.0,
+        max_deliver: int | None = None,
+        stop_at_end: bool = False,
+    ):
+        for name, value in (("stream", stream), ("subject", subject), ("durable", durable)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(
+                    f"JetStreamSpout {name}= must be a non-empty string, got {value!r}"
+                )
+        _positive_int("max_ack_pending", max_ack_pending)
+        _positive_int("batch", batch)
+        if max_deliver is not None:
+            _positive_int("max_deliver", max_deliver)
+        if not isinstance(ack_wait_secs, (int, float)) or ack_wait_secs <= 0:
+            raise ValueError(f"JetStreamSpout ack_wait_secs= must be > 0, got {ack_wait_secs!r}")
+        if nak_delay_secs is not None and (
+            not isinstance(nak_delay_secs, (int, float)) or nak_delay_secs < 0
+        ):
+            raise ValueError(
+                f"JetStreamSpout nak_delay_secs= must be >= 0 or None, got {nak_delay_secs!r}"
+            )
+        self.servers = servers
+        self.stream, self.subject, self.durable = stream, subject, durable
+        self.max_ack_pending, self.batch = max_ack_pending, batch
+        self.ack_wait_secs, self.nak_delay_secs = float(ack_wait_secs), nak_delay_secs
+        self.max_deliver, self.stop_at_end = max_deliver, stop_at_end
+        if max_deliver is not None:
+            # stormish counts the failures and dead-letters the last: then the spout terms
+            self.component_config = {"topology.max.replays": max_deliver}
+
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.held: dict[int, Any] = {}  # stream sequence -> the delivery in a tree
+        self.ops: list[tuple[str, Any, Any]] = []  # settles, sent once per next_tuple
+        self.active = True
+        opener = getattr(self.servers, "pull_source", None)
+        if opener is not None:
+            self.source = opener(self)
+        else:
+            from .client import NatsSource
+
+            self.source = NatsSource(self)
+
+    def next_tuple(self) -> None:
+        if self.ops:
+            self._flush()
+        rows = self.source.take()
+        if rows is None:
+            if self.stop_at_end and not self.held and self.source.ended():
+                self.finish()
+            return
+        held, emit = self.held, self.emit
+        for subject, data, headers, seq, token in rows:
+            old = held.get(seq)
+            if old is not None:  # redelivered (ack_wait passed) while its tree runs
+                self.ops.append((FORGET, old, None))
+            held[seq] = token
+            emit((subject, data, headers, seq), msg_id=seq)
+
+    def ack(self, msg_id: Any) -> None:
+        token = self.held.pop(msg_id, None)
+        if token is not None:
+            self.ops.append((ACK, token, None))
+            if len(self.ops) >= self.batch or not self.active:
+                self._flush()
+
+    def fail(self, msg_id: Any, failure: Any = None) -> None:
+        token = self.held.pop(msg_id, None)
+        if token is not None:
+            op, delay = settle_failure(failure, self.nak_delay_secs)
+            self.ops.append((op, token, delay))
+            if len(self.ops) >= self.batch or not self.active:
+                self._flush()
+
+    def activate(self) -> None:
+        self.active = True
+
+    def deactivate(self) -> None:
+        """next_tuple is not called while inactive: settles go out as they come."""
+        self.active = False
+        if self.ops:
+            self._flush()
+
+    def timeout_reset(self, msg_id: Any) -> None:
+        token = self.held.get(msg_id)
+        if token is not None:
+            self.ops.append((PROGRESS, token, None))
+
+    def close(self) -> None:
+        source = getattr(self, "source", None)
+        if source is None:
+            return
+        if self.ops:
+            self._flush()
+        source.close()
+
+    def _flush(self) -> None:
+        ops, self.ops = self.ops, []
+        self.source.settle(ops)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"JetStreamSpout {name}= must be an integer >= 1, got {value!r}")
