@@ -32,6 +32,9 @@ from typing import Any
 from ..transport.wire import record
 
 ENGINE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# the base classes' own calls into the user's methods (component.prepare_bolt, the
+# default execute_batch) are the engine's, not the component's
+BASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "component.py")
 LIBRARY = tuple(
     {os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items() if "lib" in k}
 )
@@ -48,7 +51,7 @@ STUCK_ERROR = "ExecutorStuck"
 
 
 def is_engine(filename: str) -> bool:
-    return filename.startswith(ENGINE)
+    return filename.startswith(ENGINE) or filename == BASES
 
 
 def is_library(filename: str) -> bool:
