@@ -39,7 +39,10 @@ from typing import Any
 from .errors import TopologyError
 
 OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
-POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle")
+POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle", "mode")
+# how an edge delivers (docs/edges.md): `queue` (every tuple, one at a time or as its
+# batches come), `barrier` (only n at once, as one batch: capacity=n)
+MODES = ("queue", "barrier")
 
 THROTTLE_MAX_S = 0.1  # the longest a throttle spaces two batches
 
@@ -56,11 +59,12 @@ class EdgePolicy:
     lifespan_ms: float | None = None
     deadline_ms: float | None = None
     throttle: float | None = None  # block edges: slow the sender below this free fraction
+    mode: str = "queue"
 
     @property
     def channel(self) -> bool:
-        """The edge has a channel of its own (anything but `block`)."""
-        return self.overflow != "block"
+        """The edge has a channel of its own (anything but `block` in `queue` mode)."""
+        return self.overflow != "block" or self.mode != "queue"
 
     @property
     def stamped(self) -> bool:
@@ -68,7 +72,8 @@ class EdgePolicy:
         return self.lifespan_ms is not None or self.deadline_ms is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in POLICY_KEYS}
+        """The options; `mode` only when it is not the default (what readers knew stays)."""
+        return {k: getattr(self, k) for k in POLICY_KEYS if k != "mode" or self.mode != "queue"}
 
 
 def make_policy(where: str, **given: Any) -> EdgePolicy | None:
@@ -88,6 +93,13 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
         raise TopologyError(
             f"{where}: overflow={overflow!r} is not a policy; choose one of {', '.join(OVERFLOW)}"
         )
+    mode = values.get("mode", "queue")
+    if mode not in MODES:
+        raise TopologyError(
+            f"{where}: mode={mode!r} is not a mode; choose one of {', '.join(MODES)}"
+        )
+    if mode == "barrier":
+        return _barrier(where, values)
     capacity = values.get("capacity")
     if capacity is not None:
         if type(capacity) is not int or capacity < 1:
@@ -130,6 +142,30 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
     return EdgePolicy(
         overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle
     )
+
+
+def _barrier(where: str, values: dict[str, Any]) -> EdgePolicy:
+    """mode='barrier': capacity=n tuples delivered together as one batch, in order. It
+    blocks like Storm's edge (a sender waits while the edge holds more than the task's
+    queue), and an age check or a dropping policy would cut a batch short: refused."""
+    n = values.get("capacity")
+    if type(n) is not int or n < 1:
+        raise TopologyError(
+            f"{where}: mode='barrier' needs capacity=n (an integer >= 1), the tuples it "
+            f"delivers together; got capacity={n!r}"
+        )
+    other = sorted(k for k in values if k not in ("mode", "capacity", "overflow"))
+    if values.get("overflow", "block") != "block" or other:
+        given = (
+            [f"overflow={values['overflow']!r}"]
+            if values.get("overflow", "block") != "block"
+            else []
+        )
+        raise TopologyError(
+            f"{where}: mode='barrier' takes capacity only (a batch of n is whole, never "
+            f"dropped or aged); got {', '.join(given + other)}"
+        )
+    return EdgePolicy("block", n, mode="barrier")
 
 
 def policies_from_config(value: Any, key: str) -> dict[tuple[str, str, str], dict[str, Any]]:

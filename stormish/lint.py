@@ -182,7 +182,13 @@ def _risks(
             "sees only the newest tuple per task, not every tuple of each key"
         )
     cap = policy.capacity
-    if cap is not None and size is not None and cap < size:
+    if policy.mode == "barrier" and acking:
+        out.append(
+            f"mode='barrier' under acking: up to {cap - 1} tuples wait for the rest of their "
+            "batch, their trees open; a source slower than capacity tuples per "
+            "topology.message.timeout.secs fails them"
+        )
+    if cap is not None and size is not None and cap < size and policy.mode == "queue":
         out.append(
             f"capacity={cap} is smaller than the bolt's batch_size={size}: no batch ever fills"
         )
@@ -221,6 +227,8 @@ def _policy(p: dict[str, Any] | None) -> str:
         return "block (the task's queue, backpressure)"
     if p["overflow"] == "lanes":
         return f"ordered lanes: {p['lanes']} lanes, max_in_flight {p['max_in_flight']}"
+    if p.get("mode") == "barrier":
+        return f"barrier: batches of {p['capacity']}"
     parts = [p["overflow"]]
     if p.get("capacity") is not None:
         parts.append(f"capacity {p['capacity']}")

@@ -270,6 +270,9 @@ class BoltExecutor(Executor):
     def _execute_settle(self, batch: tuple) -> None:
         """Rows into the batcher, by lane for an ordered_lanes edge; full batches run."""
         src_task, stream, values, metas = batch
+        if (src_task, stream) in self.barrier_keys:  # formed by its edge: one batch, whole
+            self._run_settle(src_task, stream, values, metas, False)
+            return
         bt = self.batcher
         assert bt is not None
         late = False

@@ -310,6 +310,107 @@ class LaneChannel:
         self.in_flight -= n
 
 
+class BarrierChannel:
+    """A `mode="barrier"` edge at one task: tuples wait until `n` are here, then leave
+    together as one batch, in arrival order (one upstream task's tuples in the order it
+    emitted them), whichever upstream tasks they came from (the batch names the first's).
+    It blocks as Storm's edge does: local senders are refused past `capacity` (the task's
+    receive queue, or n if larger), batches from other workers never are and what is past
+    it flags the task to them. `size` is what waits; `ready` what may leave (whole
+    batches of n; at the end of the input, the remainder too: `flush`)."""
+
+    __slots__ = (
+        "policy",
+        "stats",
+        "capacity",
+        "n",
+        "batches",
+        "size",
+        "lost",
+        "rejected",
+        "flushing",
+    )
+
+    def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
+        self.policy = policy
+        self.stats = stats
+        self.n = policy.capacity or 1
+        self.capacity = max(capacity, self.n)
+        self.batches: deque[tuple] = deque()
+        self.size = 0
+        self.lost: list[tuple[list, str]] = []  # never used: a barrier lets nothing go
+        self.rejected: list[tuple[int, str, list]] | None = None
+        self.flushing = False  # the input has ended: the remainder may leave, short
+
+    def ready(self) -> int:
+        if self.flushing:
+            return self.size
+        return self.size - self.size % self.n
+
+    def refuses(self, n: int) -> bool:
+        return self.size > 0 and self.size + n > self.capacity
+
+    def excess(self) -> int:
+        return max(0, self.size - self.capacity)
+
+    def settle(self, n: int) -> None:
+        pass
+
+    def offer(self, batch: tuple, n: int) -> int:
+        """Returns the change in tuples ready to leave (what the queue counts)."""
+        st = self.stats
+        st.arrived += n
+        before = self.ready()
+        self.batches.append(batch)
+        self.size += n
+        if self.size > st.high:
+            st.high = self.size
+        st.queued = self.size
+        return self.ready() - before
+
+    def flush(self) -> int:
+        """The input has ended: a remainder short of n leaves as a last, short batch
+        (now and from now on). Returns the change in tuples ready."""
+        before = self.ready()
+        self.flushing = True
+        return self.ready() - before
+
+    def take(self, budget: int, out: list) -> int:
+        """Batches of n (at least one when ready) up to `budget` tuples into `out`."""
+        taken = 0
+        while self.ready() and (taken < budget or not taken):
+            k = self._cut(out)
+            self.size -= k
+            taken += k
+        self.stats.queued = self.size
+        return taken
+
+    def _cut(self, out: list) -> int:
+        """One batch of n (or the flushed remainder) from the front, across batches."""
+        want = min(self.n, self.size)
+        bs = self.batches
+        src, stream, values, metas = bs[0]
+        if len(values) == want:  # the common shape: one upstream batch of exactly n
+            bs.popleft()
+            out.append((src, stream, values, metas))
+            return want
+        rows: list = []
+        tracked = False
+        ms: list = []
+        while len(rows) < want:
+            s, _, vals, m = bs[0]
+            k = min(len(vals), want - len(rows))
+            rows += vals[:k]
+            ms += m[:k] if m is not None else [None] * k
+            tracked = tracked or m is not None
+            if k == len(vals):
+                bs.popleft()
+            else:
+                bs[0] = (s, stream, vals[k:], None if m is None else m[k:])
+        out.append((src, stream, rows, ms if tracked else None))
+        return want
+
+
 class Throttled:
     """A sender's view of a local task's queue on a throttled edge (stormish.edges): below
     `throttle` free, a batch of n tuples is followed by a pause of n / (capacity x free)

@@ -24,7 +24,7 @@ from collections import deque
 from typing import Any
 
 from ..transport.wakeup import Wakeup
-from .channel import EdgeChannel, LaneChannel
+from .channel import BarrierChannel, EdgeChannel, LaneChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 
 
@@ -107,6 +107,24 @@ class ReceiveQueue:
                     rejected += r
                     ch.rejected = []
         return out, rejected
+
+    def flush_barriers(self) -> int:
+        """The input has ended: barrier edges let their remainders (short of n) go, as a
+        last short batch each. Returns the tuples released."""
+        got = 0
+        with self._lock:
+            for ch in self.chan_list:
+                if ch.__class__ is BarrierChannel:
+                    got += ch.flush()
+            self.chan_size += got
+        if got:
+            self._event.set()
+        return got
+
+    def held(self) -> int:
+        """Tuples barrier edges hold short of a whole batch (not `len`: the consumer
+        cannot take them, and must not spin on them)."""
+        return sum(ch.size - ch.ready() for ch in self.chan_list if ch.__class__ is BarrierChannel)
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         """Place a batch of n tuples if it fits; False means full (nothing was placed).
@@ -208,7 +226,7 @@ class ReceiveQueue:
             got = 0
             drained = False
             for ch in self.chan_list:
-                if ch.size:
+                if ch.size:  # a barrier's that is not ready gives nothing
                     over = ch.excess()
                     got += ch.take(self.budget, out)
                     drained = drained or (over > 0 and not ch.excess())

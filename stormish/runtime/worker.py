@@ -27,7 +27,7 @@ from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
+from .channel import BarrierChannel, EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
@@ -121,7 +121,10 @@ class Worker:
                     continue
                 st = EdgeStats(sub.source, sub.stream, t, p)
                 out.append(st)
-                if p.channel:
+                if p.mode == "barrier":
+                    q.add_channel(keys, BarrierChannel(p, st, q.capacity))
+                    ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
+                elif p.channel:
                     ch = EdgeChannel(p, st, p.capacity or q.capacity)
                     if p.overflow == "fail" and plan.consumers(ex.component, DEAD_LETTER_STREAM):
                         ch.rejected = []  # someone reads this bolt's dead letters
@@ -305,6 +308,9 @@ class Worker:
                     (TICK_TASK, TICK_STREAM, [(END_OF_INPUT,)], None), 1
                 )
                 told += 1
+            # a barrier edge's remainder short of n leaves as a last short batch (issue 28)
+            if ex.queue.chan_list and ex.queue.flush_barriers():
+                told += 1
         return told
 
     def failure(self) -> str | None:
@@ -358,7 +364,7 @@ class Worker:
         spouts_done = True
         spouts_ended = True  # every user spout called finish (trees may be in flight)
         idle = True
-        transferred = consumed = 0
+        transferred = consumed = held = 0  # held: what barriers keep short of n
         for ex in self.executors.values():
             col = ex.collector
             transferred += col.transferred
@@ -372,6 +378,7 @@ class Worker:
                     spouts_ended = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
+            held += ex.queue.held() if ex.queue.chan_list else 0
         # what edges' policies let go (stormish.edges) was published and is never consumed
         dropped = sum(st.lost() for st in self.edge_stats)
         if self.link is not None:
@@ -387,6 +394,7 @@ class Worker:
             "transferred": transferred,
             "consumed": consumed,
             "dropped": dropped,
+            "held": held,
         }
 
     def task_stats(self) -> list[TaskStats]:

@@ -1,0 +1,131 @@
+"""Channel modes beyond overflow policies on a running topology, on 1 worker and across 2
+(issue 28): barrier edges deliver n tuples at once as one batch, in order, and the
+remainder of a finite input leaves as a last short batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+
+
+class Count(Spout):
+    """0..n-1, `per_call` a call, reliable (msg id = the number) with `reliable`."""
+
+    outputs = ["n"]
+
+    def __init__(self, n: int, per_call: int = 7, reliable: bool = False):
+        self.total, self.per_call, self.reliable = n, per_call, reliable
+
+    def open(self, conf, context):
+        self.n = 0
+        self.acked = 0
+        self.failed: list = []
+
+    def next_tuple(self):
+        if self.n >= self.total:
+            self.finish_input()  # only replays may follow: a barrier's remainder may leave
+            if not self.reliable or self.acked + len(self.failed) == self.total:
+                self.finish()
+            return
+        for _ in range(min(self.per_call, self.total - self.n)):
+            self.emit((self.n,), msg_id=self.n if self.reliable else None)
+            self.n += 1
+
+    def ack(self, msg_id):
+        self.acked += 1
+
+    def fail(self, msg_id, failure):
+        self.failed.append((msg_id, failure.reason))
+
+    def result(self):
+        return {"acked": self.acked, "failed": self.failed}
+
+
+class Batches(BasicBolt):
+    """Records every batch it is given (its rows' numbers)."""
+
+    def prepare(self, conf, context):
+        self.batches: list[list[int]] = []
+
+    def execute_batch(self, batch):
+        self.batches.append([v[0] for v in batch.values])
+
+    def execute(self, tup):  # never called: execute_batch is defined
+        raise AssertionError("a barrier edge delivers batches")
+
+    def result(self):
+        return self.batches
+
+
+class Settle(Bolt):
+    """A batch-settle bolt (batch_size): a barrier edge's batch is not cut again."""
+
+    batch_size = 2
+
+    def prepare(self, conf, context):
+        self.batches: list[list[int]] = []
+
+    def execute_batch(self, batch):
+        self.batches.append([v[0] for v in batch.values])
+
+    def result(self):
+        return self.batches
+
+
+def run(topology: Topology, timeout: float = 60):
+    with LocalCluster() as cluster:
+        cluster.submit(topology)
+        stats = cluster.wait_complete(topology.name, timeout=timeout)
+        return stats, cluster._get(topology.name).results()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_barrier_delivers_n_at_once_in_order_and_the_remainder_at_the_end(workers, reliable):
+    conf = {"topology.workers": workers}
+    if not reliable:
+        conf["topology.acker.executors"] = 0
+    t = Topology("barrier", config=conf)
+    t.set_spout("src", Count(1003, reliable=reliable))
+    t.set_bolt("b", Batches()).shuffle_grouping("src", mode="barrier", capacity=10)
+    stats, results = run(t)
+    (batches,) = results["b"]
+    assert [len(b) for b in batches] == [10] * 100 + [3]  # whole batches, then the rest
+    assert [x for b in batches for x in b] == list(range(1003))  # in order
+    edge = stats.components["b"].edges["src:default"]
+    assert edge["arrived"] == edge["executed"] == 1003 and edge["queued"] == 0
+    assert edge["policy"]["mode"] == "barrier" and edge["policy"]["capacity"] == 10
+    if reliable:
+        (spout,) = results["src"]
+        assert spout == {"acked": 1003, "failed": []}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_barrier_gathers_several_upstream_tasks_and_a_settle_bolt_gets_it_whole(workers):
+    t = Topology("barrier2", config={"topology.workers": workers})
+    t.set_spout("src", Count(600, per_call=5, reliable=True), parallelism=2)
+    t.set_bolt("b", Settle()).shuffle_grouping("src", mode="barrier", capacity=64)
+    stats, results = run(t)
+    (batches,) = results["b"]
+    assert [len(b) for b in batches] == [64] * 18 + [1200 - 64 * 18]
+    rows = [x for b in batches for x in b]
+    assert sorted(rows) == sorted(list(range(600)) * 2)
+    for task_rows in _per_upstream(rows):  # each upstream task's order holds
+        assert task_rows == sorted(task_rows)
+    assert sum(s["acked"] for s in results["src"]) == 1200
+    assert stats.components["b"].acked == 1200
+
+
+def _per_upstream(rows: list[int]) -> list[list[int]]:
+    """Both spout tasks emit 0..599: split the interleaving into two increasing runs
+    (a row goes to the first run whose last is smaller; it exists iff each is ordered)."""
+    runs: list[list[int]] = [[], []]
+    for x in rows:
+        for r in runs:
+            if not r or r[-1] < x:
+                r.append(x)
+                break
+        else:
+            raise AssertionError(f"{x} fits no upstream task's order")
+    return runs

@@ -1,0 +1,104 @@
+"""Channel modes (issue 28): each mode's channel against a list model, and the checks of
+the options that declare them."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stormish import TopologyError
+from stormish.edges import make_policy
+from stormish.runtime.channel import BarrierChannel, EdgeStats
+from stormish.runtime.queue import ReceiveQueue
+
+
+def barrier(n: int, queue: int = 64) -> tuple[ReceiveQueue, BarrierChannel]:
+    policy = make_policy("test", mode="barrier", capacity=n)
+    assert policy is not None and policy.channel
+    q = ReceiveQueue(queue)
+    ch = BarrierChannel(policy, EdgeStats("src", "default", 1, policy), q.capacity)
+    q.add_channel([(1, "default"), (2, "default")], ch)
+    return q, ch
+
+
+barrier_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 2), st.integers(1, 9), st.booleans()),
+        st.tuples(st.just("consume")),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 8), ops=barrier_ops, end=st.booleans())
+def test_a_barrier_against_a_list_model(n, ops, end):
+    """What waits is a list; a consume gives whole batches of n from its front (and, once
+    the input has ended, the rest as one short batch); nothing else leaves, nothing is
+    lost, and the queue's counts agree (the consumer never sees an unready tuple)."""
+    q, ch = barrier(n)
+    model: list[tuple[int, int]] = []  # (source task, row) in arrival order
+    got: list[list[tuple[int, int]]] = []
+    row = 0
+    for op in [*ops, ("flush",), ("consume",)] if end else [*ops, ("consume",)]:
+        if op[0] == "publish":
+            _, src, k, tracked = op
+            rows = [(row + i,) for i in range(k)]
+            metas = [[(row + i, 1)] for i in range(k)] if tracked else None
+            row += k
+            if q.try_publish((src, "default", rows, metas), k):
+                model += [(src, r[0]) for r in rows]
+            else:  # refused only past its capacity (a sender then waits): nothing placed
+                assert ch.size + k > ch.capacity
+        elif op[0] == "flush":
+            q.flush_barriers()
+        else:
+            while (out := q.consume()) is not None:
+                for src, _, values, metas in out:
+                    got.append([(src, v[0]) for v in values])
+                    if metas is not None:
+                        assert [m and m[0][0] for m in metas] == [
+                            v[0] if m else None for v, m in zip(values, metas, strict=True)
+                        ]
+        assert q.held() == ch.size - ch.ready() and len(q) == ch.ready()
+    rows_got = [r for b in got for r in b]
+    if end:
+        assert [len(b) for b in got] == [n] * (len(model) // n) + (
+            [len(model) % n] if len(model) % n else []
+        )
+        assert ch.size == 0 and q.held() == 0
+    else:
+        assert all(len(b) == n for b in got)
+        assert len(got) == len(model) // n and ch.size == len(model) % n
+    # the first row names the batch's source task; each row's number is its order
+    assert [r[1] for r in rows_got] == [r[1] for r in model[: len(rows_got)]]
+    for b in got:
+        assert b[0][0] == next(s for s, r in model if r == b[0][1])
+    st_ = ch.stats
+    assert st_.arrived == len(model) and st_.queued == ch.size
+
+
+def test_a_barrier_takes_only_capacity_and_blocks_as_storms_edge():
+    with pytest.raises(TopologyError, match="needs capacity=n"):
+        make_policy("bolt 'b' on 'src'", mode="barrier")
+    with pytest.raises(TopologyError, match="capacity only.*overflow='drop_oldest'"):
+        make_policy("b", mode="barrier", capacity=3, overflow="drop_oldest")
+    with pytest.raises(TopologyError, match="capacity only.*lifespan_ms"):
+        make_policy("b", mode="barrier", capacity=3, lifespan_ms=10)
+    with pytest.raises(TopologyError, match="mode='sometimes' is not a mode"):
+        make_policy("b", mode="sometimes")
+    p = make_policy("b", mode="barrier", capacity=3)
+    assert p is not None and p.overflow == "block" and p.as_dict()["mode"] == "barrier"
+    assert make_policy("b", mode="queue") is None or not make_policy("b", mode="queue").channel
+
+
+def test_a_barrier_larger_than_the_queue_still_fills():
+    """n above the task's queue: the channel's capacity is n, never less (a barrier that
+    refused before it had n would wait for ever)."""
+    q, ch = barrier(100, queue=16)
+    for i in range(10):
+        assert q.try_publish((1, "default", [(i,)] * 10, None), 10)
+    assert not q.try_publish((1, "default", [(0,)], None), 1)
+    (batch,) = q.consume()
+    assert len(batch[2]) == 100
