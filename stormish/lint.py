@@ -182,6 +182,12 @@ def _risks(
             "sees only the newest tuple per task, not every tuple of each key"
         )
     cap = policy.capacity
+    if policy.mode == "latched" and e.grouping != "all":
+        out.append(
+            f"mode='latched' with a {e.grouping} grouping: a restarted task is sent the last "
+            "tuple it was sent, not the stream's last; reference data for every task wants "
+            "all_grouping"
+        )
     if policy.mode == "barrier" and acking:
         out.append(
             f"mode='barrier' under acking: up to {cap - 1} tuples wait for the rest of their "
@@ -229,6 +235,8 @@ def _policy(p: dict[str, Any] | None) -> str:
         return f"ordered lanes: {p['lanes']} lanes, max_in_flight {p['max_in_flight']}"
     if p.get("mode") == "barrier":
         return f"barrier: batches of {p['capacity']}"
+    if p.get("mode") == "latched":
+        return "latched (the last tuple kept for a task that starts later)"
     parts = [p["overflow"]]
     if p.get("capacity") is not None:
         parts.append(f"capacity {p['capacity']}")

@@ -411,6 +411,67 @@ class BarrierChannel:
         return want
 
 
+# The metas of a latched tuple sent again to a worker that (re)connected: no tree (its
+# own completed or failed long ago), and the receiving channel takes it only if its task
+# has had nothing on the edge from that sender yet (each task sees it once).
+LATCHED = "__latched__"
+
+
+class LatchedChannel(BarrierChannel):
+    """A `mode="latched"` edge at one task: Storm's edge (every tuple, in order, a full
+    channel refuses local senders, another worker's batches flag the task past it), plus
+    the sender's last tuple again when this worker (re)connects (`Latching`), taken only
+    by a task that has seen nothing from that sender on the edge: a restarted worker's
+    tasks get it once, the others never twice. `replayed`: tuples taken so (sent by no
+    one in this run's counts: the worker adds them to what was transferred)."""
+
+    __slots__ = ("seen", "replayed")
+
+    def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
+        super().__init__(policy, stats, capacity)
+        self.seen: set[int] = set()  # upstream tasks heard from
+        self.replayed = 0
+
+    def offer(self, batch: tuple, n: int) -> int:
+        src, stream, values, metas = batch
+        if metas is not None and metas[0] == LATCHED:
+            if src in self.seen:
+                return 0  # had it (or newer) already: never twice
+            self.replayed += n
+            batch = (src, stream, values, None)
+        self.seen.add(src)
+        return super().offer(batch, n)
+
+
+class Latching:
+    """A sender's view of a task in another worker on a latched edge: it remembers the
+    last tuple published to it, for the link to send again when that worker (re)connects
+    (`again`). One attribute written by the sender's thread, read by the link's."""
+
+    __slots__ = ("target", "task", "worker", "stream", "src", "last")
+
+    def __init__(self, target: Any, task: int, worker: int, src: int, stream: str):
+        self.target, self.task, self.worker = target, task, worker
+        self.src, self.stream = src, stream
+        self.last: Any = None
+
+    def try_publish(self, batch: tuple, n: int) -> bool:
+        if not self.target.try_publish(batch, n):
+            return False
+        self.last = batch[2][-1]
+        return True
+
+    def again(self) -> tuple | None:
+        """The last tuple as a transfer item (dest, src, stream, values, metas), if any."""
+        last = self.last
+        if last is None:
+            return None
+        return (self.task, self.src, self.stream, [last], [LATCHED])
+
+    def load(self) -> float:
+        return self.target.load()
+
+
 class Throttled:
     """A sender's view of a local task's queue on a throttled edge (stormish.edges): below
     `throttle` free, a batch of n tuples is followed by a pause of n / (capacity x free)

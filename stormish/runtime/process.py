@@ -108,6 +108,7 @@ class WorkerServer:
             link.stop()
             raise
         link.attach(worker.queues)
+        link.latched = worker.latched_for  # a (re)connected worker gets the latched tuples
         worker.link = link
         self.worker, self.link = worker, link
         return link.address

@@ -27,7 +27,16 @@ from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .channel import BarrierChannel, EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
+from .channel import (
+    BarrierChannel,
+    EdgeChannel,
+    EdgeStats,
+    LaneChannel,
+    LanePolicy,
+    LatchedChannel,
+    Latching,
+    Throttled,
+)
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
@@ -121,7 +130,9 @@ class Worker:
                     continue
                 st = EdgeStats(sub.source, sub.stream, t, p)
                 out.append(st)
-                if p.mode == "barrier":
+                if p.mode == "latched":
+                    q.add_channel(keys, LatchedChannel(p, st, q.capacity))
+                elif p.mode == "barrier":
                     q.add_channel(keys, BarrierChannel(p, st, q.capacity))
                     ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
                 elif p.channel:
@@ -131,6 +142,7 @@ class Worker:
                     q.add_channel(keys, ch)
                 for k in keys:
                     ex.edges[k] = (st, self.clock.now if k[0] in local else time.time)
+        self._wire_latching()
         by_edge = {(st.task, st.source, st.stream): st for st in out}
         throttles: dict[tuple[str, str, str], float] = {
             (n, sub.source, sub.stream): sub.policy.throttle
@@ -296,6 +308,36 @@ class Worker:
             if isinstance(ex, SpoutExecutor):
                 ex.set_active(active)
 
+    def _wire_latching(self) -> None:
+        """Latched edges into tasks of other workers: the sender keeps the last tuple it
+        published to each (`Latching`), which the link sends again when that worker
+        (re)connects (`latched_for`)."""
+        plan = self.plan
+        latched = {
+            (n, sub.source, sub.stream)
+            for n, spec in plan.components.items()
+            for sub in spec.subscriptions
+            if sub.policy is not None and sub.policy.mode == "latched"
+        }
+        self.latching: list[Latching] = []
+        if not latched:
+            return
+        for ex in self.executors.values():
+            for ob in ex.collector.outboxes:
+                dest = ob.task
+                if dest in self.local_tasks:
+                    continue
+                if (plan.task_component[dest], ex.component, ob.stream) in latched:
+                    w = plan.assignment[dest]
+                    ob.target = Latching(ob.target, dest, w, ex.task, ob.stream)
+                    self.latching.append(ob.target)
+
+    def latched_for(self, worker: int) -> list[tuple]:
+        """What latched edges sent last to tasks of `worker` (it just connected), as
+        transfer items; the link's thread calls it."""
+        items = (lt.again() for lt in self.latching if lt.worker == worker)
+        return [i for i in items if i is not None]
+
     def end_of_input(self) -> int:
         """Every spout has finished and nothing moves, yet trees are in flight: tell each
         bolt that holds tuples until time passes (a windowed bolt) that time has ended,
@@ -378,7 +420,10 @@ class Worker:
                     spouts_ended = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
-            held += ex.queue.held() if ex.queue.chan_list else 0
+            if ex.queue.chan_list:
+                held += ex.queue.held()
+                # a latched tuple sent again to this worker: counted as sent, once taken
+                transferred += sum(getattr(ch, "replayed", 0) for ch in ex.queue.chan_list)
         # what edges' policies let go (stormish.edges) was published and is never consumed
         dropped = sum(st.lost() for st in self.edge_stats)
         if self.link is not None:

@@ -142,6 +142,9 @@ class WorkerLink:
         self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
         self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
         self.lost_status = 0
+        # the worker's latched edges: (peer) -> transfer items to send it again when it
+        # (re)connects (runtime.channel.Latching); None: no worker attached
+        self.latched: Any = None
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
@@ -282,6 +285,9 @@ class WorkerLink:
         if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
         self._run(self.tracker.peer_connected(peer))
+        if self.latched is not None:  # as the status: what latched edges sent it last
+            for item in self.latched(peer):
+                self.transfer.put_force(peer, item, 1)
         self.transfer.wake()
 
     def _place(self, dest: int, batch: tuple, n: int) -> None:

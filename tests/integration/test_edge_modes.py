@@ -1,12 +1,17 @@
 """Channel modes beyond overflow policies on a running topology, on 1 worker and across 2
 (issue 28): barrier edges deliver n tuples at once as one batch, in order, and the
-remainder of a finite input leaves as a last short batch."""
+remainder of a finite input leaves as a last short batch; latched edges give a restarted
+worker's tasks the last tuple once, without the spout replaying it."""
 
 from __future__ import annotations
+
+import os
+import signal
 
 import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
+from stormish.testing import poll_for
 
 
 class Count(Spout):
@@ -129,3 +134,89 @@ def _per_upstream(rows: list[int]) -> list[list[int]]:
         else:
             raise AssertionError(f"{x} fits no upstream task's order")
     return runs
+
+
+class Settings(Spout):
+    """Configuration, latched: `v1`, then `v2`, then nothing until the file `go` exists
+    (the test's word that it is done restarting workers), then it finishes."""
+
+    outputs = ["setting"]
+
+    def __init__(self, go: str):
+        self.go = go
+
+    def open(self, conf, context):
+        self.sent = 0
+
+    def next_tuple(self):
+        if self.sent < 2:
+            self.sent += 1
+            self.emit((f"v{self.sent}",))
+        elif os.path.exists(self.go):
+            self.finish()
+
+
+class Apply(BasicBolt):
+    """Records the settings it was given."""
+
+    def prepare(self, conf, context):
+        self.seen: list[str] = []
+
+    def execute(self, tup):
+        self.seen.append(tup.values[0])
+
+    def result(self):
+        return self.seen
+
+
+def latched_topology(name: str, workers: int, go: str, parallelism: int) -> Topology:
+    t = Topology(name, config={"topology.workers": workers, "topology.acker.executors": 0})
+    t.set_spout("a_settings", Settings(go))
+    t.set_bolt("b_apply", Apply(), parallelism=parallelism).all_grouping(
+        "a_settings", mode="latched"
+    )
+    return t
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_latched_edge_delivers_every_tuple_to_every_task_once(workers, tmp_path):
+    go = tmp_path / "go"
+    go.touch()
+    stats, results = run(latched_topology("latched", workers, str(go), 3))
+    assert results["b_apply"] == [["v1", "v2"]] * 3
+    edge = stats.components["b_apply"].edges["a_settings:default"]
+    assert edge["arrived"] == edge["executed"] == 6 and edge["policy"]["mode"] == "latched"
+
+
+@pytest.mark.timeout(90)
+def test_a_restarted_worker_gets_the_latched_tuple_once_without_the_spout_replaying(tmp_path):
+    """The worker of one of the bolt's two tasks is killed (-9) and started again: its
+    task gets the last setting, `v2`, once, from the sender's link (the spout emitted it
+    once, long before); the task beside the spout, which never restarted, is not sent
+    anything twice."""
+    go = tmp_path / "go"
+    t = latched_topology("latched-restart", 2, str(go), 2)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        running = cluster._get(t.name)
+        tasks = cluster.statistics(t.name).tasks
+        spout = next(s.worker for s in tasks.values() if s.component == "a_settings")
+        bolts = {n: s.worker for n, s in tasks.items() if s.component == "b_apply"}
+        (far,) = {w for w in bolts.values() if w != spout}  # one task in each worker
+
+        def executed() -> int:
+            return cluster.statistics(t.name).components["b_apply"].executed
+
+        poll_for(lambda: executed() == 4, 30, 0.02, "both settings applied by both tasks")
+        handle = running.group.handles[far]
+        os.kill(handle.proc.pid, signal.SIGKILL)
+        handle.proc.wait(10)
+        running.restart_worker(far)
+        poll_for(lambda: executed() == 3, 30, 0.02, "the last setting applied after restart")
+        go.touch()
+        stats = cluster.wait_complete(t.name, timeout=30)
+        results = running.results()
+    got = dict(zip(sorted(bolts), results["b_apply"], strict=True))
+    assert got == {n: ["v2"] if w == far else ["v1", "v2"] for n, w in bolts.items()}
+    edge = stats.components["b_apply"].edges["a_settings:default"]
+    assert edge["arrived"] == edge["executed"] == 3

@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from stormish import TopologyError
 from stormish.edges import make_policy
-from stormish.runtime.channel import BarrierChannel, EdgeStats
+from stormish.runtime.channel import (
+    LATCHED,
+    BarrierChannel,
+    EdgeStats,
+    LatchedChannel,
+    Latching,
+)
 from stormish.runtime.queue import ReceiveQueue
 
 
@@ -102,3 +108,97 @@ def test_a_barrier_larger_than_the_queue_still_fills():
     assert not q.try_publish((1, "default", [(0,)], None), 1)
     (batch,) = q.consume()
     assert len(batch[2]) == 100
+
+
+class _Sink:
+    """A publish target that takes everything (a sender's view in the latching test)."""
+
+    def __init__(self):
+        self.got: list = []
+
+    def try_publish(self, batch, n):
+        self.got.append(batch)
+        return True
+
+    def load(self):
+        return 0.0
+
+
+latched_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("emit"), st.integers(1, 3), st.integers(1, 4)),
+        st.tuples(st.just("restart")),
+        st.tuples(st.just("reconnect"), st.integers(1, 3)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=latched_ops)
+def test_a_latched_edge_against_a_list_model(ops):
+    """Three senders, one task. Model: the task's list of what it executed. An emit
+    appends its rows; a reconnect (the link's HELLO) sends each sender's last row again,
+    which the task takes only if it has had nothing from that sender since it started;
+    a restart gives a fresh task (a new worker process) that then hears the reconnect."""
+    policy = make_policy("test", mode="latched")
+    senders = {s: Latching(_Sink(), 9, 1, s, "default") for s in (1, 2, 3)}
+
+    def fresh():
+        q = ReceiveQueue(64)
+        q.add_channel([(s, "default") for s in senders], LatchedChannel(policy, stats, 64))
+        return q
+
+    stats = EdgeStats("src", "default", 9, policy)
+    q = fresh()
+    model: list = []
+    heard: set[int] = set()
+    last: dict[int, tuple] = {}
+    row = 0
+
+    def reconnect(only=None):
+        for s, lt in senders.items():
+            item = lt.again()
+            if only is not None and s != only:
+                continue
+            if item is None:
+                assert s not in last
+                continue
+            dest, src, stream, values, metas = item
+            assert dest == 9 and metas == [LATCHED] and values == [last[s]]
+            q.publish_remote((src, stream, values, metas), 1)
+            if s not in heard:
+                model.append(last[s])
+                heard.add(s)
+
+    executed: list = []
+    for op in ops:
+        if op[0] == "emit":
+            _, s, k = op
+            rows = [(s, row + i) for i in range(k)]
+            row += k
+            assert senders[s].try_publish((s, "default", rows, None), k)
+            q.publish_remote((s, "default", rows, None), k)
+            model.extend(rows)
+            heard.add(s)
+            last[s] = rows[-1]
+        elif op[0] == "restart":
+            while (out := q.consume()) is not None:
+                executed += [v for b in out for v in b[2]]
+            assert executed == model
+            q, model, executed, heard = fresh(), [], [], set()
+            reconnect()
+        else:
+            reconnect(op[1])
+    while (out := q.consume()) is not None:
+        for b in out:
+            assert b[3] is None  # a latched tuple sent again carries no tree
+            executed += b[2]
+    assert executed == model
+
+
+def test_latched_takes_no_other_option():
+    p = make_policy("b", mode="latched")
+    assert p is not None and p.channel and p.as_dict()["mode"] == "latched"
+    with pytest.raises(TopologyError, match="mode='latched' takes no other option.*capacity"):
+        make_policy("b", mode="latched", capacity=3, overflow="drop_oldest")
