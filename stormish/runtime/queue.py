@@ -24,7 +24,8 @@ from collections import deque
 from typing import Any
 
 from ..transport.wakeup import Wakeup
-from .channel import BarrierChannel, EdgeChannel, LaneChannel
+from .channel import EdgeChannel, LaneChannel
+from .modes import BlockingChannel, EpochChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 
 
@@ -108,23 +109,31 @@ class ReceiveQueue:
                     ch.rejected = []
         return out, rejected
 
-    def flush_barriers(self) -> int:
-        """The input has ended: barrier edges let their remainders (short of n) go, as a
-        last short batch each. Returns the tuples released."""
+    def flush_held(self) -> int:
+        """The input has ended: what channels hold back (a barrier's remainder short of n,
+        an epoch edge's staged tuples) may go. Returns the tuples released."""
+        return self._release(BlockingChannel, "flush")
+
+    def advance_epoch(self) -> int:
+        """The worker's epoch advanced: epoch edges' staged tuples become visible, and
+        the task is woken for them (not when they were staged)."""
+        return self._release(EpochChannel, "advance")
+
+    def _release(self, kind: type, how: str) -> int:
         got = 0
         with self._lock:
             for ch in self.chan_list:
-                if ch.__class__ is BarrierChannel:
-                    got += ch.flush()
+                if isinstance(ch, kind):
+                    got += getattr(ch, how)()
             self.chan_size += got
         if got:
             self._event.set()
         return got
 
     def held(self) -> int:
-        """Tuples barrier edges hold short of a whole batch (not `len`: the consumer
-        cannot take them, and must not spin on them)."""
-        return sum(ch.size - ch.ready() for ch in self.chan_list if ch.__class__ is BarrierChannel)
+        """Tuples channels hold back (not in `len`: the consumer cannot take them, and
+        must not spin on them)."""
+        return sum(ch.size - ch.ready() for ch in self.chan_list if isinstance(ch, BlockingChannel))
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         """Place a batch of n tuples if it fits; False means full (nothing was placed).

@@ -27,20 +27,12 @@ from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
-from .channel import (
-    BarrierChannel,
-    EdgeChannel,
-    EdgeStats,
-    LaneChannel,
-    LanePolicy,
-    LatchedChannel,
-    Latching,
-    Throttled,
-)
+from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
 from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
+from .modes import BarrierChannel, EpochChannel, LatchedChannel, Latching
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
@@ -135,6 +127,8 @@ class Worker:
                 elif p.mode == "barrier":
                     q.add_channel(keys, BarrierChannel(p, st, q.capacity))
                     ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
+                elif p.mode == "previous_tick":
+                    q.add_channel(keys, EpochChannel(p, st, q.capacity))
                 elif p.channel:
                     ch = EdgeChannel(p, st, p.capacity or q.capacity)
                     if p.overflow == "fail" and plan.consumers(ex.component, DEAD_LETTER_STREAM):
@@ -350,8 +344,9 @@ class Worker:
                     (TICK_TASK, TICK_STREAM, [(END_OF_INPUT,)], None), 1
                 )
                 told += 1
-            # a barrier edge's remainder short of n leaves as a last short batch (issue 28)
-            if ex.queue.chan_list and ex.queue.flush_barriers():
+            # a barrier edge's remainder short of n leaves as a last short batch, an epoch
+            # edge's staged tuples become visible (issue 28)
+            if ex.queue.chan_list and ex.queue.flush_held():
                 told += 1
         return told
 

@@ -9,13 +9,8 @@ from hypothesis import strategies as st
 
 from stormish import TopologyError
 from stormish.edges import make_policy
-from stormish.runtime.channel import (
-    LATCHED,
-    BarrierChannel,
-    EdgeStats,
-    LatchedChannel,
-    Latching,
-)
+from stormish.runtime.channel import EdgeStats
+from stormish.runtime.modes import LATCHED, BarrierChannel, LatchedChannel, Latching
 from stormish.runtime.queue import ReceiveQueue
 
 
@@ -58,7 +53,7 @@ def test_a_barrier_against_a_list_model(n, ops, end):
             else:  # refused only past its capacity (a sender then waits): nothing placed
                 assert ch.size + k > ch.capacity
         elif op[0] == "flush":
-            q.flush_barriers()
+            q.flush_held()
         else:
             while (out := q.consume()) is not None:
                 for src, _, values, metas in out:
