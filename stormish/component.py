@@ -102,6 +102,9 @@ class Spout(Component):
     # close (time goes to its end), so their tuples are acked and the run completes.
     finish = _not_running("finish")
     finish_input = _not_running("finish_input")
+    # previous_tick edges (docs/edges.md): what was published to them so far becomes
+    # visible to their readers, in every worker (beside topology.epoch.millis)
+    advance_epoch = _not_running("advance_epoch")
 
     # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
     def track_offset(self, offset: int, partition: Any = 0) -> None:

@@ -232,6 +232,15 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.epoch.millis",
+            None,
+            _num(0, strict=True, optional=True),
+            "previous_tick edges: each worker advances its epoch this often (on the topology "
+            "clock), making what those edges staged visible; None: only a spout's "
+            "advance_epoch() and the end of the input do (docs/edges.md)",
+            "topology",
+        ),
+        Key(
             "topology.max.replays",
             None,
             _int(1, optional=True),

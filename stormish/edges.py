@@ -42,8 +42,9 @@ OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
 POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle", "mode")
 # how an edge delivers (docs/edges.md): `queue` (every tuple, one at a time or as its
 # batches come), `barrier` (only n at once, as one batch: capacity=n), `latched` (as
-# `queue`, and the last tuple is kept for a task that starts later)
-MODES = ("queue", "barrier", "latched")
+# `queue`, and the last tuple is kept for a task that starts later), `previous_tick` (what
+# is published in an epoch is visible from the next: topology.epoch.millis)
+MODES = ("queue", "barrier", "latched", "previous_tick")
 
 THROTTLE_MAX_S = 0.1  # the longest a throttle spaces two batches
 
@@ -101,14 +102,14 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
         )
     if mode == "barrier":
         return _barrier(where, values)
-    if mode == "latched":
+    if mode in ("latched", "previous_tick"):
         other = sorted(k for k in values if k != "mode" and (k, values[k]) != ("overflow", "block"))
         if other:
             raise TopologyError(
-                f"{where}: mode='latched' takes no other option (it delivers every tuple as "
-                f"Storm's edge does and keeps the last); got {', '.join(other)}"
+                f"{where}: mode={mode!r} takes no other option (it delivers every tuple as "
+                f"Storm's edge does, blocking); got {', '.join(other)}"
             )
-        return EdgePolicy(mode="latched")
+        return EdgePolicy(mode=mode)
     capacity = values.get("capacity")
     if capacity is not None:
         if type(capacity) is not int or capacity < 1:

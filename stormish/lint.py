@@ -188,6 +188,11 @@ def _risks(
             "tuple it was sent, not the stream's last; reference data for every task wants "
             "all_grouping"
         )
+    if policy.mode == "previous_tick" and conf.get("topology.epoch.millis") is None:
+        out.append(
+            "mode='previous_tick' without topology.epoch.millis: its tuples become visible "
+            "only when a spout calls advance_epoch() or the input ends"
+        )
     if policy.mode == "barrier" and acking:
         out.append(
             f"mode='barrier' under acking: up to {cap - 1} tuples wait for the rest of their "
@@ -235,6 +240,8 @@ def _policy(p: dict[str, Any] | None) -> str:
         return f"ordered lanes: {p['lanes']} lanes, max_in_flight {p['max_in_flight']}"
     if p.get("mode") == "barrier":
         return f"barrier: batches of {p['capacity']}"
+    if p.get("mode") == "previous_tick":
+        return "previous_tick (visible from the next epoch)"
     if p.get("mode") == "latched":
         return "latched (the last tuple kept for a task that starts later)"
     parts = [p["overflow"]]

@@ -88,9 +88,10 @@ class ReceiveQueue:
 
     def _offer(self, ch: EdgeChannel | LaneChannel, batch: Batch, n: int) -> None:
         with self._lock:
-            self.chan_size += ch.offer(batch, n)
+            ready = ch.offer(batch, n)
+            self.chan_size += ready
             self.published += n
-        if self.parked:
+        if self.parked and ready:  # a tuple held back (staged, short of a barrier) wakes nobody
             self._event.set()
 
     def take_lost(self) -> tuple[list[tuple[list, str]], list[tuple[int, str, list]]]:

@@ -43,6 +43,7 @@ from .ticks import TickSchedule
 from .typecheck import checked_emits
 
 TICK_TASK = 0
+EPOCH_TIMER = -1  # the tick schedule's entry for topology.epoch.millis (no task)
 debug_log = logging.getLogger("stormish.debug")
 
 
@@ -93,6 +94,13 @@ class Worker:
             batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
         self.edge_stats: list[EdgeStats] = self._wire_edges()
+        # previous_tick edges: the epoch this worker is in (topology.epoch.millis, a
+        # spout's advance_epoch here or in another worker)
+        self.epoch = 0
+        self._epoch_lock = threading.Lock()
+        self.epoch_edges = any(
+            isinstance(ch, EpochChannel) for q in self.queues.values() for ch in q.chan_list
+        )
 
     def _wire_edges(self) -> list[EdgeStats]:
         """Edges with a policy (stormish.edges): a channel at each local destination task
@@ -332,6 +340,23 @@ class Worker:
         items = (lt.again() for lt in self.latching if lt.worker == worker)
         return [i for i in items if i is not None]
 
+    def advance_epoch(self, to: int | None = None, broadcast: bool = False) -> int:
+        """The next epoch (or epoch `to`, another worker's, if it is ahead): what epoch
+        edges staged becomes visible, their tasks are woken. `broadcast`: tell the
+        other workers (a spout's advance_epoch). Returns the epoch now."""
+        with self._epoch_lock:
+            n = self.epoch + 1 if to is None else to
+            if n <= self.epoch:
+                return self.epoch
+            self.epoch = n
+            if self.epoch_edges:
+                for q in self.queues.values():
+                    if q.chan_list:
+                        q.advance_epoch()
+        if broadcast and self.link is not None:
+            self.link.broadcast_control({"epoch": n})
+        return n
+
     def end_of_input(self) -> int:
         """Every spout has finished and nothing moves, yet trees are in flight: tell each
         bolt that holds tuples until time passes (a windowed bolt) that time has ended,
@@ -374,6 +399,9 @@ class Worker:
     # -- ticks -------------------------------------------------------------------------------
     def _tick_freqs(self) -> dict[int, float]:
         freqs = {}
+        every = self.plan.conf.get("topology.epoch.millis")
+        if every is not None and self.epoch_edges:
+            freqs[EPOCH_TIMER] = every / 1000.0
         for t, ex in self.executors.items():
             f = ex.conf.get("topology.tick.tuple.freq.secs")
             if ex.component == ACKER:
@@ -392,6 +420,9 @@ class Worker:
             if not self.clock.wait_until(nxt, self._stop):  # on the clock: a fake one too
                 return
             for task in sched.due(self.clock.now()):
+                if task == EPOCH_TIMER:  # each worker on its own timer: nothing to tell
+                    self.advance_epoch()
+                    continue
                 seq += 1
                 self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
 

@@ -1,7 +1,8 @@
 """Channel modes beyond overflow policies on a running topology, on 1 worker and across 2
 (issue 28): barrier edges deliver n tuples at once as one batch, in order, and the
 remainder of a finite input leaves as a last short batch; latched edges give a restarted
-worker's tasks the last tuple once, without the spout replaying it."""
+worker's tasks the last tuple once, without the spout replaying it; previous_tick edges
+make what was published visible one epoch later."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import signal
 import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
-from stormish.testing import poll_for
+from stormish.testing import FakeClock, FeederSpout, advance_time, poll_for
 
 
 class Count(Spout):
@@ -220,3 +221,114 @@ def test_a_restarted_worker_gets_the_latched_tuple_once_without_the_spout_replay
     assert got == {n: ["v2"] if w == far else ["v1", "v2"] for n, w in bolts.items()}
     edge = stats.components["b_apply"].edges["a_settings:default"]
     assert edge["arrived"] == edge["executed"] == 3
+
+
+class Inc(Bolt):
+    """A cycle of one: n comes back as n + 1 on `loop` (a previous_tick edge) up to 5;
+    records each n with the topology clock's time when it ran."""
+
+    streams = {"default": ["n"], "loop": ["n"]}
+
+    def prepare(self, conf, context):
+        self.clock = context.clock
+        self.seen: list[tuple[int, float]] = []
+
+    def execute(self, tup):
+        n = tup.values[0]
+        self.seen.append((n, self.clock.now()))
+        if n < 5:
+            self.emit((n + 1,), stream="loop", anchors=[tup])
+        self.ack(tup)
+
+    def result(self):
+        return self.seen
+
+
+@pytest.mark.timeout(60)
+def test_a_previous_tick_feedback_edge_delays_a_cycle_by_one_epoch_deterministically():
+    """topology.epoch.millis on a FakeClock: each step of the cycle is visible one epoch
+    after it was emitted, so step n runs at exactly n epochs (without the delay, all six
+    would run at once)."""
+    with FeederSpout(["n"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t = Topology("epochs", config={"topology.epoch.millis": 1000})
+        t.set_spout("seed", feeder)
+        inc = t.set_bolt("inc", Inc())
+        inc.shuffle_grouping("seed")
+        inc.shuffle_grouping("inc", "loop", mode="previous_tick")
+        cluster.submit(t)
+        t0 = cluster.clock.now()
+        feeder.feed([0], msg_id="seed")
+        for _ in range(6):
+            advance_time(cluster, 1.0)
+        poll_for(lambda: feeder.is_acked("seed"), 10, 0.01, "the cycle's tree complete")
+        running = cluster._get("epochs")
+        edge = cluster.statistics("epochs").components["inc"].edges["inc:loop"]
+        cluster.kill("epochs")
+        (seen,) = running.results()["inc"]
+    assert [(n, round(at - t0, 6)) for n, at in seen] == [(n, float(n)) for n in range(6)]
+    assert edge["arrived"] == edge["executed"] == 5 and edge["policy"]["mode"] == "previous_tick"
+
+
+class Staged(Spout):
+    """Five tuples on a previous_tick edge; once the file `go` exists it advances the
+    epoch (what it emitted becomes visible, in every worker); once `end` exists it
+    finishes."""
+
+    outputs = ["n"]
+
+    def __init__(self, go: str, end: str):
+        self.go, self.end = go, end
+
+    def open(self, conf, context):
+        self.n = 0
+        self.advanced = False
+
+    def next_tuple(self):
+        if self.n < 5:
+            self.emit((self.n,))
+            self.n += 1
+        elif not self.advanced and os.path.exists(self.go):
+            self.advance_epoch()
+            self.advanced = True
+        elif self.advanced and os.path.exists(self.end):
+            self.finish()
+
+
+class SawGo(BasicBolt):
+    """Records each n and whether `go` existed when it ran."""
+
+    def __init__(self, go: str):
+        self.go = go
+
+    def prepare(self, conf, context):
+        self.seen: list[tuple[int, bool]] = []
+
+    def execute(self, tup):
+        self.seen.append((tup.values[0], os.path.exists(self.go)))
+
+    def result(self):
+        return self.seen
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_spouts_advance_epoch_makes_staged_tuples_visible_in_every_worker(workers, tmp_path):
+    go, end = str(tmp_path / "go"), str(tmp_path / "end")
+    t = Topology("staged", config={"topology.workers": workers, "topology.acker.executors": 0})
+    t.set_spout("a_spout", Staged(go, end))
+    t.set_bolt("b_bolt", SawGo(go)).shuffle_grouping("a_spout", mode="previous_tick")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+
+        def edge():
+            return cluster.statistics(t.name).components["b_bolt"].edges["a_spout:default"]
+
+        poll_for(lambda: edge()["arrived"] == 5, 30, 0.01, "five tuples staged")
+        assert edge()["executed"] == 0 and edge()["queued"] == 5
+        open(go, "w").close()
+        # visible by the spout's advance (its worker's link tells the other), not by the
+        # end of the input: the spout has not finished
+        poll_for(lambda: edge()["executed"] == 5, 30, 0.01, "five tuples executed")
+        open(end, "w").close()
+        cluster.wait_complete(t.name, timeout=30)
+        (seen,) = cluster._get(t.name).results()["b_bolt"]
+    assert seen == [(n, True) for n in range(5)]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stormish import TopologyError
 from stormish.edges import make_policy
 from stormish.runtime.channel import EdgeStats
-from stormish.runtime.modes import LATCHED, BarrierChannel, LatchedChannel, Latching
+from stormish.runtime.modes import LATCHED, BarrierChannel, EpochChannel, LatchedChannel, Latching
 from stormish.runtime.queue import ReceiveQueue
 
 
@@ -197,3 +197,59 @@ def test_latched_takes_no_other_option():
     assert p is not None and p.channel and p.as_dict()["mode"] == "latched"
     with pytest.raises(TopologyError, match="mode='latched' takes no other option.*capacity"):
         make_policy("b", mode="latched", capacity=3, overflow="drop_oldest")
+
+
+epoch_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 2), st.integers(1, 6)),
+        st.tuples(st.just("advance")),
+        st.tuples(st.just("consume")),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=epoch_ops)
+def test_an_epoch_edge_against_a_list_model(ops):
+    """Model: a staged list and a visible one. A publish stages (or is refused when the
+    channel is full, staged tuples included); an advance makes every staged tuple
+    visible, in order; a consume takes only visible ones; a staged tuple never wakes
+    the consumer, a visible one does."""
+    policy = make_policy("test", mode="previous_tick")
+    q = ReceiveQueue(16)
+    ch = EpochChannel(policy, EdgeStats("src", "default", 1, policy), q.capacity)
+    q.add_channel([(1, "default"), (2, "default")], ch)
+    staged: list = []
+    visible: list = []
+    got: list = []
+    accepted: list = []
+    row = 0
+    for op in ops:
+        if op[0] == "publish":
+            _, src, k = op
+            rows = [(row + i,) for i in range(k)]
+            row += k
+            q.parked = True  # the consumer waits: only something it can take wakes it
+            q._event.clear()
+            if q.try_publish((src, "default", rows, None), k):
+                staged += rows
+                accepted += rows
+            else:
+                assert len(staged) + len(visible) + k > ch.capacity
+            assert not q._event.is_set()
+            q.parked = False
+        elif op[0] == "advance":
+            q._event.clear()
+            released = q.advance_epoch()
+            assert released == len(staged) and q._event.is_set() == bool(staged)
+            visible += staged
+            staged = []
+        else:
+            while (out := q.consume()) is not None:
+                got += [v for b in out for v in b[2]]
+            visible = []
+        assert q.held() == len(staged) and len(q) == len(visible)
+    assert got == accepted[: len(got)]  # in order, nothing twice, nothing lost
+    assert len(got) + len(visible) + len(staged) == len(accepted)
+    assert ch.stats.queued == len(staged) + len(visible)
