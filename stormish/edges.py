@@ -39,7 +39,20 @@ from typing import Any
 from .errors import TopologyError
 
 OVERFLOW = ("block", "drop_oldest", "drop_newest", "latest", "fail")
-POLICY_KEYS = ("overflow", "capacity", "lifespan_ms", "deadline_ms", "throttle", "mode")
+POLICY_KEYS = (
+    "overflow",
+    "capacity",
+    "lifespan_ms",
+    "deadline_ms",
+    "throttle",
+    "mode",
+    "readers",
+)
+# `readers="multi"`: one edge read by every task of the bolt (all_grouping), each with its
+# own cursor; these policies keep a window all of them read in (block: the slowest
+# holds the writer back; drop_oldest, latest: it misses what they evicted)
+MULTI_OVERFLOW = ("block", "drop_oldest", "latest")
+EVICTING = ("drop_oldest", "latest")
 # how an edge delivers (docs/edges.md): `queue` (every tuple, one at a time or as its
 # batches come), `barrier` (only n at once, as one batch: capacity=n), `latched` (as
 # `queue`, and the last tuple is kept for a task that starts later), `previous_tick` (what
@@ -62,6 +75,7 @@ class EdgePolicy:
     deadline_ms: float | None = None
     throttle: float | None = None  # block edges: slow the sender below this free fraction
     mode: str = "queue"
+    readers: str = "one"
 
     @property
     def channel(self) -> bool:
@@ -74,8 +88,19 @@ class EdgePolicy:
         return self.lifespan_ms is not None or self.deadline_ms is not None
 
     def as_dict(self) -> dict[str, Any]:
-        """The options; `mode` only when it is not the default (what readers knew stays)."""
-        return {k: getattr(self, k) for k in POLICY_KEYS if k != "mode" or self.mode != "queue"}
+        """The options; `mode` and `readers` only when not the default (what readers of
+        the statistics and the plan knew stays as it was)."""
+        out = {k: getattr(self, k) for k in POLICY_KEYS[:5]}
+        if self.mode != "queue":
+            out["mode"] = self.mode
+        if self.readers != "one":
+            out["readers"] = self.readers
+        return out
+
+    @property
+    def slow_reader_drop_risk(self) -> bool:
+        """Several readers, and a policy that evicts: a slow one misses tuples."""
+        return self.readers == "multi" and self.overflow in EVICTING
 
 
 def make_policy(where: str, **given: Any) -> EdgePolicy | None:
@@ -88,6 +113,13 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
             f"{', '.join(POLICY_KEYS)}"
         )
     values = {k: v for k, v in given.items() if v is not None}
+    if not values:
+        return None
+    readers = values.pop("readers", "one")
+    if readers not in ("one", "multi"):
+        raise TopologyError(f"{where}: readers={readers!r} is not 'one' or 'multi'")
+    if readers == "multi":
+        return _multi(where, values)
     if not values:
         return None
     overflow = values.get("overflow", "block")
@@ -176,6 +208,25 @@ def _barrier(where: str, values: dict[str, Any]) -> EdgePolicy:
             f"dropped or aged); got {', '.join(given + other)}"
         )
     return EdgePolicy("block", n, mode="barrier")
+
+
+def _multi(where: str, values: dict[str, Any]) -> EdgePolicy:
+    """readers='multi': the edge's policy as for one reader, which every reader applies
+    to its own cursor; a policy that refuses a tuple for all because one reader is
+    behind (drop_newest, fail) or a mode is not offered."""
+    overflow = values.get("overflow", "block")
+    if overflow not in MULTI_OVERFLOW or values.get("mode", "queue") != "queue":
+        what = f"mode={values['mode']!r}" if "mode" in values else f"overflow={overflow!r}"
+        raise TopologyError(
+            f"{where}: readers='multi' with {what}: several readers share one edge with "
+            f"overflow {', '.join(MULTI_OVERFLOW)} (a slow reader holds the writer back, or "
+            "misses what was evicted)"
+        )
+    p = make_policy(where, **values) if values else EdgePolicy()
+    assert p is not None
+    return EdgePolicy(
+        p.overflow, p.capacity, p.lifespan_ms, p.deadline_ms, p.throttle, readers="multi"
+    )
 
 
 def policies_from_config(value: Any, key: str) -> dict[tuple[str, str, str], dict[str, Any]]:

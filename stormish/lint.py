@@ -35,6 +35,8 @@ class Edge:
     bolt_workers: list[int]
     crosses_workers: bool
     risks: list[str] = field(default_factory=list)
+    # readers='multi' with an evicting policy: a slow reader misses tuples
+    slow_reader_drop_risk: bool = False
 
     @property
     def name(self) -> str:
@@ -109,6 +111,7 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
                 bw,
                 len(set(sw) | set(bw)) > 1,
             )
+            e.slow_reader_drop_risk = sub.policy is not None and sub.policy.slow_reader_drop_risk
             e.risks = _risks(
                 e, sub.policy, spec.obj, plan.conf, plan.component_conf(name), plan.acking
             )
@@ -188,6 +191,12 @@ def _risks(
             "tuple it was sent, not the stream's last; reference data for every task wants "
             "all_grouping"
         )
+    if policy.slow_reader_drop_risk:
+        out.append(
+            f"slow_reader_drop_risk: readers='multi' with overflow={policy.overflow!r}: a "
+            "reader slower than the writer misses what was evicted before it read it (the "
+            "others still see it)"
+        )
     if policy.mode == "previous_tick" and conf.get("topology.epoch.millis") is None:
         out.append(
             "mode='previous_tick' without topology.epoch.millis: its tuples become visible "
@@ -245,6 +254,8 @@ def _policy(p: dict[str, Any] | None) -> str:
     if p.get("mode") == "latched":
         return "latched (the last tuple kept for a task that starts later)"
     parts = [p["overflow"]]
+    if p.get("readers") == "multi":
+        parts.insert(0, "multi-reader")
     if p.get("capacity") is not None:
         parts.append(f"capacity {p['capacity']}")
     if p.get("lifespan_ms") is not None:

@@ -2,12 +2,14 @@
 (issue 28): barrier edges deliver n tuples at once as one batch, in order, and the
 remainder of a finite input leaves as a last short batch; latched edges give a restarted
 worker's tasks the last tuple once, without the spout replaying it; previous_tick edges
-make what was published visible one epoch later."""
+make what was published visible one epoch later; multi-reader edges give each reader
+every retained tuple once."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -332,3 +334,61 @@ def test_a_spouts_advance_epoch_makes_staged_tuples_visible_in_every_worker(work
         cluster.wait_complete(t.name, timeout=30)
         (seen,) = cluster._get(t.name).results()["b_bolt"]
     assert seen == [(n, True) for n in range(5)]
+
+
+class Reader(Bolt):
+    """Reads every tuple it is given; task index 0 is slow (simulated work per tuple)."""
+
+    def prepare(self, conf, context):
+        self.slow = context.task_index == 0
+        self.seen: list[int] = []
+
+    def execute(self, tup):
+        if self.slow:
+            time.sleep(0.0005)
+        self.seen.append(tup.values[0])
+        self.ack(tup)
+
+    def result(self):
+        return self.seen
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_multi_readers_each_read_the_retained_tuples_once_and_a_slow_one_misses_some(workers):
+    n = 3000
+    conf = {"topology.workers": workers, "topology.acker.executors": 0}
+    t = Topology("readers", config=conf)
+    t.set_spout("src", Count(n, per_call=100))
+    t.set_bolt("read", Reader(), parallelism=2).all_grouping(
+        "src", readers="multi", overflow="drop_oldest", capacity=100
+    )
+    stats, results = run(t)
+    slow, fast = results["read"]  # task index order
+    for seen in (slow, fast):
+        assert seen == sorted(set(seen))  # each retained tuple once, in order
+        assert seen[-1] == n - 1  # the newest is never the one evicted
+    assert len(slow) < n  # the slow reader missed what was evicted before it read it
+    for s in stats.tasks.values():
+        if s.component == "read":
+            e = s.edges["src:default"]
+            assert e["arrived"] == n == e["executed"] + e["dropped"] and e["queued"] == 0
+            assert e["policy"]["readers"] == "multi"
+    edge = stats.components["read"].edges["src:default"]
+    assert edge["executed"] == len(slow) + len(fast)
+
+
+def test_the_plan_reports_slow_reader_drop_risk(tmp_path):
+    from stormish.lint import analyse
+
+    t = Topology("plan")
+    t.set_spout("src", Count(1))
+    t.set_bolt("ring", Reader(), parallelism=3).all_grouping(
+        "src", readers="multi", overflow="latest"
+    )
+    t.set_bolt("wall", Reader(), parallelism=3).all_grouping("src", readers="multi")
+    report = analyse(t, {"topology.workers": 2})
+    by = {e["name"]: e for e in report.as_dict()["edges"]}
+    assert by["ring <- src:default"]["slow_reader_drop_risk"] is True
+    assert by["wall <- src:default"]["slow_reader_drop_risk"] is False
+    risky = [f.where for f in report.findings if f.message.startswith("slow_reader_drop_risk")]
+    assert risky == ["ring <- src:default"]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stormish import TopologyError
 from stormish.edges import make_policy
-from stormish.runtime.channel import EdgeStats
+from stormish.runtime.channel import EdgeChannel, EdgeStats
 from stormish.runtime.modes import LATCHED, BarrierChannel, EpochChannel, LatchedChannel, Latching
 from stormish.runtime.queue import ReceiveQueue
 
@@ -253,3 +253,76 @@ def test_an_epoch_edge_against_a_list_model(ops):
     assert got == accepted[: len(got)]  # in order, nothing twice, nothing lost
     assert len(got) + len(visible) + len(staged) == len(accepted)
     assert ch.stats.queued == len(staged) + len(visible)
+
+
+multi_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(1, 7)),
+        st.tuples(st.just("read"), st.integers(0, 2), st.integers(1, 9)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.integers(1, 12), ops=multi_ops)
+def test_multi_readers_against_a_ring_with_a_cursor_each(capacity, ops):
+    """The model: one log, of which a ring keeps the last `capacity`; each reader has a
+    cursor and reads what is retained past it, once, in order. The edge: a drop_oldest
+    channel of that capacity per reader task (what readers='multi' builds); they agree,
+    and a reader that read nothing for a while misses exactly what the ring evicted."""
+    policy = make_policy("test", overflow="drop_oldest", capacity=capacity, readers="multi")
+    assert policy.readers == "multi" and policy.slow_reader_drop_risk
+    chans = [EdgeChannel(policy, EdgeStats("s", "default", r, policy), capacity) for r in range(3)]
+    log: list = []
+    cursor = [0, 0, 0]
+    read = [0, 0, 0]
+    for op in ops:
+        if op[0] == "write":
+            rows = [(len(log) + i,) for i in range(op[1])]
+            log += rows
+            for ch in chans:
+                ch.offer((1, "default", rows, None), len(rows))
+        else:
+            _, r, budget = op
+            out: list = []
+            chans[r].take(budget, out)
+            got = [v for b in out for v in b[2]]
+            start = max(cursor[r], len(log) - capacity)
+            retained = log[start:]
+            assert got == retained[: len(got)] and bool(got) == bool(retained)
+            cursor[r] = start + len(got)
+            read[r] += len(got)
+    for r, ch in enumerate(chans):
+        st_ = ch.stats
+        assert ch.size == len(log) - max(cursor[r], len(log) - capacity)
+        # the sum check, per reader: what it missed is what the ring evicted unread
+        assert st_.arrived == len(log) == read[r] + st_.dropped + ch.size
+
+
+def test_multi_readers_take_all_grouping_and_a_shared_window():
+    from stormish import Bolt, Spout, Topology
+
+    class S(Spout):
+        outputs = ["x"]
+
+        def next_tuple(self):
+            self.finish()
+
+    class B(Bolt):
+        def execute(self, tup):
+            pass
+
+    t = Topology("t")
+    t.set_spout("s", S())
+    with pytest.raises(TopologyError, match="readers='multi'.*subscribe with all_grouping"):
+        t.set_bolt("b", B(), parallelism=2).shuffle_grouping("s", readers="multi")
+    with pytest.raises(TopologyError, match="readers='multi' with overflow='fail'"):
+        make_policy("b", readers="multi", overflow="fail", capacity=3)
+    with pytest.raises(TopologyError, match="readers='multi' with mode='latched'"):
+        make_policy("b", readers="multi", mode="latched")
+    with pytest.raises(TopologyError, match="readers='sometimes' is not"):
+        make_policy("b", readers="sometimes")
+    block = make_policy("b", readers="multi")
+    assert block is not None and not block.channel and not block.slow_reader_drop_risk
+    assert block.as_dict()["readers"] == "multi"
