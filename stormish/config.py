@@ -227,8 +227,8 @@ KEYS: dict[str, Key] = {
             None,
             _edge_map,
             "per-edge channel policies for a topology given as a file: {'bolt <- "
-            "source[:stream]': {overflow, capacity, lifespan_ms, deadline_ms}}; wins over "
-            "the grouping's own options (docs/edges.md)",
+            "source[:stream]': {overflow, capacity, lifespan_ms, deadline_ms, mode, "
+            "readers}}; wins over the grouping's own options (docs/edges.md)",
             "topology",
         ),
         Key(

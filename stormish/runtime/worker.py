@@ -432,7 +432,7 @@ class Worker:
         spouts_done = True
         spouts_ended = True  # every user spout called finish (trees may be in flight)
         idle = True
-        transferred = consumed = held = 0  # held: what barriers keep short of n
+        transferred = consumed = held = 0  # held: what mode channels hold back
         for ex in self.executors.values():
             col = ex.collector
             transferred += col.transferred

@@ -143,7 +143,7 @@ class WorkerLink:
         self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
         self.lost_status = 0
         # the worker's latched edges: (peer) -> transfer items to send it again when it
-        # (re)connects (runtime.channel.Latching); None: no worker attached
+        # (re)connects (runtime.modes.Latching); None: no worker attached
         self.latched: Any = None
         # the worker's advance_epoch(to=n), for a peer's spout that advanced the epoch
         self.on_epoch: Any = None
