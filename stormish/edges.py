@@ -103,6 +103,13 @@ class EdgePolicy:
         return self.readers == "multi" and self.overflow in EVICTING
 
 
+def label(policy: Mapping[str, Any]) -> str:
+    """A policy (as the statistics give it) in a word, for tables: its mode when it has
+    one, else its overflow; `multi ` before it for several readers."""
+    word = policy.get("mode") or policy["overflow"]
+    return f"multi {word}" if policy.get("readers") == "multi" else word
+
+
 def make_policy(where: str, **given: Any) -> EdgePolicy | None:
     """The policy a grouping's keyword arguments ask for (None: none given, Storm's
     edge). `where` names the edge in errors."""

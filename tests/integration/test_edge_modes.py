@@ -104,6 +104,10 @@ def test_a_barrier_delivers_n_at_once_in_order_and_the_remainder_at_the_end(work
     edge = stats.components["b"].edges["src:default"]
     assert edge["arrived"] == edge["executed"] == 1003 and edge["queued"] == 0
     assert edge["policy"]["mode"] == "barrier" and edge["policy"]["capacity"] == 10
+    from stormish.runtime.stats import edge_table
+
+    (line,) = [x for x in edge_table(stats) if x.startswith("b <- src:default")]
+    assert line.split()[3:5] == ["barrier", "1,003"]  # the closing table names the mode
     if reliable:
         (spout,) = results["src"]
         assert spout == {"acked": 1003, "failed": []}

@@ -326,3 +326,27 @@ def test_multi_readers_take_all_grouping_and_a_shared_window():
     block = make_policy("b", readers="multi")
     assert block is not None and not block.channel and not block.slow_reader_drop_risk
     assert block.as_dict()["readers"] == "multi"
+
+
+def test_config_gives_a_topology_files_edge_a_mode():
+    """topology.edge.policies may set mode and readers too, checked as the grouping's."""
+    from stormish import Bolt, ConfigError, Spout, Topology
+
+    class S(Spout):
+        outputs = ["x"]
+
+        def next_tuple(self):
+            self.finish()
+
+    class B(Bolt):
+        def execute(self, tup):
+            pass
+
+    t = Topology("t")
+    t.set_spout("s", S())
+    t.set_bolt("b", B(), parallelism=2).shuffle_grouping("s")
+    key = "topology.edge.policies"
+    got = t.edge_policies({key: {"b <- s": {"mode": "barrier", "capacity": 5}}})
+    assert got[("b", "s", "default")].mode == "barrier"
+    with pytest.raises(ConfigError, match="readers='multi' needs the edge's grouping to be all"):
+        t.edge_policies({key: {"b <- s": {"readers": "multi"}}})
