@@ -396,3 +396,48 @@ def test_the_plan_reports_slow_reader_drop_risk(tmp_path):
     assert by["wall <- src:default"]["slow_reader_drop_risk"] is False
     risky = [f.where for f in report.findings if f.message.startswith("slow_reader_drop_risk")]
     assert risky == ["ring <- src:default"]
+
+
+class Wait(Spout):
+    """Five tuples, then nothing until the file `end` exists; then it finishes."""
+
+    outputs = ["n"]
+
+    def __init__(self, end: str):
+        self.end = end
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < 5:
+            self.emit((self.n,))
+            self.n += 1
+        elif os.path.exists(self.end):
+            self.finish()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_epoch_timer_makes_staged_tuples_visible_in_each_worker(workers, tmp_path):
+    """topology.epoch.millis on the wall clock: no spout advances the epoch and the input
+    has not ended, yet the staged tuples are executed (each worker's own timer)."""
+    end = str(tmp_path / "end")
+    conf = {
+        "topology.workers": workers,
+        "topology.acker.executors": 0,
+        "topology.epoch.millis": 50,
+    }
+    t = Topology("timer", config=conf)
+    t.set_spout("a_spout", Wait(end))
+    t.set_bolt("b_bolt", SawGo(end)).shuffle_grouping("a_spout", mode="previous_tick")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+
+        def executed() -> int:
+            return cluster.statistics(t.name).components["b_bolt"].executed
+
+        poll_for(lambda: executed() == 5, 30, 0.01, "five tuples executed")
+        open(end, "w").close()
+        cluster.wait_complete(t.name, timeout=30)
+        (seen,) = cluster._get(t.name).results()["b_bolt"]
+    assert seen == [(n, False) for n in range(5)]  # all before the input ended
