@@ -488,6 +488,8 @@ class BoltExecutor(Executor):
         q = self.queue
         if q.chan_list:
             lost, rejected = q.take_lost()
+            if lost or rejected:  # what they emit is flushed this turn, work or not
+                self.idle = 0
             for metas, reason in lost:
                 self.collector.acks.fail_lost(metas, reason)
             for src_task, stream, rows in rejected:  # a `fail` edge's: dead letters

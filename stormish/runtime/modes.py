@@ -69,6 +69,9 @@ class BlockingChannel:
     def _place(self, batch: tuple, n: int) -> None:
         self.batches.append(batch)
 
+    def offer_local(self, batch: tuple, n: int) -> int:
+        return self.offer(batch, n)
+
     def take(self, budget: int, out: list) -> int:
         """Whole ready batches up to `budget` tuples (at least one) into `out`."""
         bs = self.batches

@@ -23,8 +23,9 @@ import threading
 from collections import deque
 from typing import Any
 
+from ..edges import OVERFLOWED
 from ..transport.wakeup import Wakeup
-from .channel import EdgeChannel, LaneChannel
+from .channel import REJECTED_KEPT, EdgeChannel, LaneChannel
 from .modes import BlockingChannel, EpochChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 
@@ -86,9 +87,9 @@ class ReceiveQueue:
             self.channels[k] = channel
         self.chan_list.append(channel)
 
-    def _offer(self, ch: EdgeChannel | LaneChannel, batch: Batch, n: int) -> None:
+    def _offer(self, ch: Any, batch: Batch, n: int, local: bool = False) -> None:
         with self._lock:
-            ready = ch.offer(batch, n)
+            ready = ch.offer_local(batch, n) if local else ch.offer(batch, n)
             self.chan_size += ready
             self.published += n
         if self.parked and ready:  # a tuple held back (staged, short of a barrier) wakes nobody
@@ -109,6 +110,44 @@ class ReceiveQueue:
                     rejected += r
                     ch.rejected = []
         return out, rejected
+
+    def reserve(self, ch: EdgeChannel, src: int, k: int) -> bool:
+        """Room for k tuples a sender of this worker emitted to a `fail` edge and has not
+        published yet (runtime/fanout.py); False: the edge is full, nothing reserved."""
+        with self._lock:
+            if ch.size + ch.reserved + k > ch.capacity:
+                return False
+            ch.reserved += k
+            ch.reserved_by[src] = ch.reserved_by.get(src, 0) + k
+            return True
+
+    def unreserve(self, ch: EdgeChannel, src: int, k: int) -> None:
+        with self._lock:
+            ch.reserved -= k
+            ch.reserved_by[src] -= k
+
+    def reject(self, ch: EdgeChannel, batch: Batch, k: int, withheld: int) -> None:
+        """A fan-out refused at emit because this `fail` edge is full: counted here as
+        arrived and rejected, its trees failed by this task's executor (reason
+        `overflow`), its rows dead-lettered where someone reads them."""
+        src, stream, values, metas = batch
+        with self._lock:
+            st = ch.stats
+            st.arrived += k
+            st.rejected += k
+            full = min(ch.size + ch.reserved, ch.capacity)
+            st.note(
+                f"fail: no room for {k} ({full}/{ch.capacity} held), {k} rejected with their "
+                f"fan-out ({withheld} deliveries to other edges withheld)"
+            )
+            if metas is not None and any(metas):
+                ch.lost.append((metas, OVERFLOWED))
+            kept = ch.rejected
+            if kept and kept[-1][0] == src and kept[-1][1] == stream:
+                kept[-1][2].extend(values)  # one emit at a time: rows of a sender together
+            elif kept is not None and len(kept) < REJECTED_KEPT:
+                kept.append((src, stream, list(values)))
+        self._event.set()  # the trees fail on its next turn
 
     def flush_held(self) -> int:
         """The input has ended: what channels hold back (a barrier's remainder short of n,
@@ -144,7 +183,7 @@ class ReceiveQueue:
             if ch is not None:
                 if ch.refuses(n):  # an ordered_lanes edge that is full
                     return False
-                self._offer(ch, batch, n)
+                self._offer(ch, batch, n, True)
                 return True
         with self._lock:
             size = self.size

@@ -32,6 +32,7 @@ from .context import TopologyContext
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
+from .fanout import guard_for
 from .modes import BarrierChannel, EpochChannel, LatchedChannel, Latching
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
@@ -94,6 +95,7 @@ class Worker:
             batch = emit_batch(plan, plan.task_component[t], confs)
             self.executors[t] = self._make_executor(t, blobs, batch)
         self.edge_stats: list[EdgeStats] = self._wire_edges()
+        self._wire_fanout()
         # previous_tick edges: the epoch this worker is in (topology.epoch.millis, a
         # spout's advance_epoch here or in another worker)
         self.epoch = 0
@@ -212,12 +214,7 @@ class Worker:
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         ex = cls(plan, task, obj, self.queues[task], col, ctx, self)
-        if ex.conf["topology.typecheck"] or ex.conf["topology.debug"]:
-            schemas = obj.declared_schemas()
-            if schemas:  # typed streams, checked in debug mode only (stormish.schema)
-                checked_emits(obj, name, schemas)
-        if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
-            log_emits(obj, f"{name}[{task}]")
+        _debug_emits(ex)
         return ex
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -309,6 +306,20 @@ class Worker:
         for ex in self.executors.values():
             if isinstance(ex, SpoutExecutor):
                 ex.set_active(active)
+
+    def _wire_fanout(self) -> None:
+        """Components with a `fail` edge into a task of this worker: their emits on the
+        streams that feed one are all or nothing (runtime/fanout.py); the others'
+        emits stay as they were bound."""
+        for ex in self.executors.values():
+            guard = guard_for(ex, self.queues)
+            if guard is None:
+                continue
+            obj, col = ex.obj, ex.collector
+            obj.emit = guard.wrap(col.emit, 1)
+            obj.emit_many = guard.wrap(col.emit_many, 1)
+            obj.emit_direct = guard.wrap(col.emit_direct, 2)
+            _debug_emits(ex)
 
     def _wire_latching(self) -> None:
         """Latched edges into tasks of other workers: the sender keeps the last tuple it
@@ -623,3 +634,15 @@ def _kw(kwargs: Mapping[str, Any]) -> list[str]:
 
 def acker_bolt() -> AckerBolt:
     return AckerBolt()
+
+
+def _debug_emits(ex: Executor) -> None:
+    """Typed streams checked, emits logged, when the config asks (debug only: the hot
+    path pays nothing otherwise); again after the emits are rebound."""
+    obj, name = ex.obj, ex.component
+    if ex.conf["topology.typecheck"] or ex.conf["topology.debug"]:
+        schemas = obj.declared_schemas()
+        if schemas:  # typed streams, checked in debug mode only (stormish.schema)
+            checked_emits(obj, name, schemas)
+    if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
+        log_emits(obj, f"{name}[{ex.task}]")

@@ -441,3 +441,100 @@ def test_the_epoch_timer_makes_staged_tuples_visible_in_each_worker(workers, tmp
         cluster.wait_complete(t.name, timeout=30)
         (seen,) = cluster._get(t.name).results()["b_bolt"]
     assert seen == [(n, False) for n in range(5)]  # all before the input ended
+
+
+class Record(BasicBolt):
+    """Records every value; `per_tuple` seconds of simulated work each."""
+
+    def __init__(self, per_tuple: float = 0.0):
+        self.per_tuple = per_tuple
+
+    def prepare(self, conf, context):
+        self.seen: list = []
+
+    def execute(self, tup):
+        if self.per_tuple:
+            time.sleep(self.per_tuple)
+        self.seen.append(tup.values[0])
+
+    def result(self):
+        return self.seen
+
+
+class Reliable(Spout):
+    """0..n-1 reliably, `per_call` a call (or as emit_many rows of `per_call` when
+    `many`: one tree per call, msg id = its first number); records every failure."""
+
+    outputs = ["n"]
+
+    def __init__(self, n: int, per_call: int, many: bool = False):
+        self.total, self.per_call, self.many = n, per_call, many
+
+    def open(self, conf, context):
+        self.n = 0
+        self.done = 0
+        self.failures: dict = {}
+
+    def next_tuple(self):
+        if self.n >= self.total:
+            self.finish_input()
+            if self.done == self.total:
+                self.finish()
+            return
+        k = min(self.per_call, self.total - self.n)
+        if self.many:
+            self.emit_many([(self.n + i,) for i in range(k)], msg_id=self.n)
+        else:
+            for i in range(k):
+                self.emit((self.n + i,), msg_id=self.n + i)
+        self.n += k
+
+    def ack(self, msg_id):
+        self.done += self.per_call if self.many else 1
+
+    def fail(self, msg_id, failure):
+        self.done += self.per_call if self.many else 1
+        self.failures[msg_id] = (failure.reason, failure.component)
+
+    def result(self):
+        return self.failures
+
+
+def fanout_topology(name: str, workers: int, many: bool = False) -> Topology:
+    """a_src feeds b_all (a block edge) and c_full (a slow `fail` edge, capacity 25); with
+    2 workers a_src and c_full share one (the guard decides at the emit) and b_all is in
+    the other."""
+    t = Topology(name, config={"topology.workers": workers, "topology.max.spout.pending": None})
+    t.set_spout("a_src", Reliable(1500, 10, many))
+    t.set_bolt("b_all", Record()).shuffle_grouping("a_src")
+    t.set_bolt("c_full", Record(0.0005)).shuffle_grouping("a_src", overflow="fail", capacity=25)
+    return t
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("many", [False, True])
+def test_a_fan_out_is_all_or_nothing_when_a_fail_edge_is_full(workers, many):
+    stats, results = run(fanout_topology("fanout", workers, many))
+    if workers == 2:
+        where = {s.component: s.worker for s in stats.tasks.values()}
+        assert where["a_src"] == where["c_full"] != where["b_all"]
+    (everyone,) = results["b_all"]
+    (full,) = results["c_full"]
+    (failures,) = results["a_src"]
+    # all or nothing: the block edge got exactly what the fail edge let in
+    assert sorted(everyone) == sorted(full) and len(full) < 1500
+    edge = stats.components["c_full"].edges["a_src:default"]
+    assert edge["rejected"] == 1500 - len(full) > 0
+    assert edge["arrived"] == edge["executed"] + edge["rejected"] == 1500
+    assert edge["last_reason"].startswith("fail: no room for ")
+    assert "deliveries to other edges withheld" in edge["last_reason"]
+    assert set(failures.values()) == {("overflow", "c_full")}
+    if many:  # one emit_many's rows: every row in, or none
+        rows = set(full)
+        for first in range(0, 1500, 10):
+            got = {first + i in rows for i in range(10)}
+            assert len(got) == 1, f"emit_many at {first} went in part"
+        assert len(failures) * 10 == edge["rejected"]
+    else:
+        assert len(failures) == edge["rejected"]
+    assert stats.components["b_all"].executed == len(everyone)

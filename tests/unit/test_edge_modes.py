@@ -350,3 +350,28 @@ def test_config_gives_a_topology_files_edge_a_mode():
     assert got[("b", "s", "default")].mode == "barrier"
     with pytest.raises(ConfigError, match="readers='multi' needs the edge's grouping to be all"):
         t.edge_policies({key: {"b <- s": {"readers": "multi"}}})
+
+
+def test_room_reserved_at_emit_is_kept_for_its_sender():
+    """A `fail` edge with room reserved by a local sender (its fan-out admitted at emit)
+    places that sender's tuples whatever arrives meanwhile; others see only the room
+    left, and a rejection at emit is counted on the edge with the reason."""
+    policy = make_policy("test", overflow="fail", capacity=4)
+    q = ReceiveQueue(64)
+    ch = EdgeChannel(policy, EdgeStats("src", "default", 1, policy), 4)
+    q.add_channel([(1, "default"), (2, "default"), (3, "default")], ch)
+    assert q.reserve(ch, 1, 3)
+    assert not q.reserve(ch, 2, 2)  # one left: a fan-out of two does not fit
+    q.publish_remote((3, "default", [(30,), (31,)], None), 2)  # another worker's: 1 fits
+    assert ch.stats.rejected == 1 and ch.size == 1
+    assert q.try_publish((1, "default", [(10,), (11,), (12,)], None), 3)
+    assert ch.size == 4 and ch.stats.rejected == 1 and ch.reserved == 0
+    q.reject(ch, (2, "default", [(20,), (21,)], [[(7, 1)], [(7, 2)]]), 2, 3)
+    st_ = ch.stats
+    assert st_.rejected == 3 and st_.arrived == 2 + 3 + 2
+    assert st_.last_what.startswith("fail: no room for 2 (4/4 held)")
+    assert "3 deliveries to other edges withheld" in st_.last_what
+    lost, _ = q.take_lost()
+    assert ([[(7, 1)], [(7, 2)]], "overflow") in lost
+    out = q.consume()
+    assert [v for b in out for v in b[2]] == [(30,), (10,), (11,), (12,)]
