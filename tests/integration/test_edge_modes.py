@@ -538,3 +538,39 @@ def test_a_fan_out_is_all_or_nothing_when_a_fail_edge_is_full(workers, many):
     else:
         assert len(failures) == edge["rejected"]
     assert stats.components["b_all"].executed == len(everyone)
+
+
+class Relay(BasicBolt):
+    """Passes each tuple on, anchored to it (a BasicBolt's emit)."""
+
+    outputs = ["n"]
+
+    def execute(self, tup):
+        self.emit((tup.values[0],))
+
+
+@pytest.mark.parametrize(
+    "workers, names",
+    [
+        (1, ("b_relay", "c_all", "d_full")),
+        (2, ("b_relay", "c_all", "d_full")),  # the relay and the fail edge's bolt together
+        (2, ("a_relay", "b_all", "c_full")),  # apart: judged where it arrives
+    ],
+)
+def test_a_bolts_anchored_fan_out_is_all_or_nothing_and_fails_the_spouts_tree(workers, names):
+    relay, all_, full_ = names
+    t = Topology("relay", config={"topology.workers": workers})
+    t.set_spout("a_src", Reliable(1500, 10))
+    t.set_bolt(relay, Relay()).shuffle_grouping("a_src")
+    t.set_bolt(all_, Record()).shuffle_grouping(relay)
+    t.set_bolt(full_, Record(0.0005)).shuffle_grouping(relay, overflow="fail", capacity=25)
+    stats, results = run(t)
+    where = {s.component: s.worker for s in stats.tasks.values()}
+    (everyone,), (full,), (failures,) = results[all_], results[full_], results["a_src"]
+    edge = stats.components[full_].edges[f"{relay}:default"]
+    assert edge["rejected"] > 0 and set(failures.values()) == {("overflow", full_)}
+    assert len(failures) == edge["rejected"] == 1500 - len(full)
+    if where[relay] == where[full_]:
+        assert sorted(everyone) == sorted(full)
+    else:  # judged where it arrives: the other edge got everything
+        assert workers == 2 and sorted(everyone) == list(range(1500))
