@@ -114,6 +114,9 @@ class Spout(Component):
     # `__dead_letter` stream and counts it in `dead_lettered`, as the engine does past
     # topology.max.replays
     dead_letter = _not_running("dead_letter")
+    # previous_tick edges (docs/edges.md): what was published to them so far becomes
+    # visible to their readers, in every worker (beside topology.epoch.millis)
+    advance_epoch = _not_running("advance_epoch")
 
     # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
     def track_offset(self, offset: int, partition: Any = 0) -> None:

@@ -227,8 +227,17 @@ KEYS: dict[str, Key] = {
             None,
             _edge_map,
             "per-edge channel policies for a topology given as a file: {'bolt <- "
-            "source[:stream]': {overflow, capacity, lifespan_ms, deadline_ms}}; wins over "
-            "the grouping's own options (docs/edges.md)",
+            "source[:stream]': {overflow, capacity, lifespan_ms, deadline_ms, mode, "
+            "readers}}; wins over the grouping's own options (docs/edges.md)",
+            "topology",
+        ),
+        Key(
+            "topology.epoch.millis",
+            None,
+            _num(0, strict=True, optional=True),
+            "previous_tick edges: each worker advances its epoch this often (on the topology "
+            "clock), making what those edges staged visible; None: only a spout's "
+            "advance_epoch() and the end of the input do (docs/edges.md)",
             "topology",
         ),
         Key(

@@ -46,7 +46,19 @@ POLICY_KEYS = (
     "deadline_ms",
     "throttle",
     "emit_health_events",
+    "mode",
+    "readers",
 )
+# `readers="multi"`: one edge read by every task of the bolt (all_grouping), each with its
+# own cursor; these policies keep a window all of them read in (block: the slowest
+# holds the writer back; drop_oldest, latest: it misses what they evicted)
+MULTI_OVERFLOW = ("block", "drop_oldest", "latest")
+EVICTING = ("drop_oldest", "latest")
+# how an edge delivers (docs/edges.md): `queue` (every tuple, one at a time or as its
+# batches come), `barrier` (only n at once, as one batch: capacity=n), `latched` (as
+# `queue`, and the last tuple is kept for a task that starts later), `previous_tick` (what
+# is published in an epoch is visible from the next: topology.epoch.millis)
+MODES = ("queue", "barrier", "latched", "previous_tick")
 
 THROTTLE_MAX_S = 0.1  # the longest a throttle spaces two batches
 
@@ -65,11 +77,13 @@ class EdgePolicy:
     throttle: float | None = None  # block edges: slow the sender below this free fraction
     # with topology.edge.health.events: False leaves this edge's events out, nothing else
     emit_health_events: bool = True
+    mode: str = "queue"
+    readers: str = "one"
 
     @property
     def channel(self) -> bool:
-        """The edge has a channel of its own (anything but `block`)."""
-        return self.overflow != "block"
+        """The edge has a channel of its own (anything but `block` in `queue` mode)."""
+        return self.overflow != "block" or self.mode != "queue"
 
     @property
     def stamped(self) -> bool:
@@ -77,11 +91,28 @@ class EdgePolicy:
         return self.lifespan_ms is not None or self.deadline_ms is not None
 
     def as_dict(self) -> dict[str, Any]:
-        """The options as given (emit_health_events only when turned off)."""
-        d = {k: getattr(self, k) for k in POLICY_KEYS}
-        if self.emit_health_events:
-            del d["emit_health_events"]
-        return d
+        """The options; `emit_health_events`, `mode` and `readers` only when not the
+        default (what readers of the statistics and the plan knew stays as it was)."""
+        out = {k: getattr(self, k) for k in POLICY_KEYS[:5]}
+        if not self.emit_health_events:
+            out["emit_health_events"] = False
+        if self.mode != "queue":
+            out["mode"] = self.mode
+        if self.readers != "one":
+            out["readers"] = self.readers
+        return out
+
+    @property
+    def slow_reader_drop_risk(self) -> bool:
+        """Several readers, and a policy that evicts: a slow one misses tuples."""
+        return self.readers == "multi" and self.overflow in EVICTING
+
+
+def label(policy: Mapping[str, Any]) -> str:
+    """A policy (as the statistics give it) in a word, for tables: its mode when it has
+    one, else its overflow; `multi ` before it for several readers."""
+    word = policy.get("mode") or policy["overflow"]
+    return f"multi {word}" if policy.get("readers") == "multi" else word
 
 
 def make_policy(where: str, **given: Any) -> EdgePolicy | None:
@@ -96,11 +127,38 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
     values = {k: v for k, v in given.items() if v is not None}
     if not values:
         return None
+    readers = values.pop("readers", "one")
+    if readers not in ("one", "multi"):
+        raise TopologyError(f"{where}: readers={readers!r} is not 'one' or 'multi'")
+    if readers == "multi":
+        return _multi(where, values)
+    if not values:
+        return None
     overflow = values.get("overflow", "block")
     if overflow not in OVERFLOW:
         raise TopologyError(
             f"{where}: overflow={overflow!r} is not a policy; choose one of {', '.join(OVERFLOW)}"
         )
+    mode = values.get("mode", "queue")
+    if mode not in MODES:
+        raise TopologyError(
+            f"{where}: mode={mode!r} is not a mode; choose one of {', '.join(MODES)}"
+        )
+    health = _health(where, values)
+    if mode == "barrier":
+        return _barrier(where, values)
+    if mode in ("latched", "previous_tick"):
+        other = sorted(
+            k
+            for k in values
+            if k not in ("mode", "emit_health_events") and (k, values[k]) != ("overflow", "block")
+        )
+        if other:
+            raise TopologyError(
+                f"{where}: mode={mode!r} takes no other option (it delivers every tuple as "
+                f"Storm's edge does, blocking); got {', '.join(other)}"
+            )
+        return EdgePolicy(mode=mode, emit_health_events=health)
     capacity = values.get("capacity")
     if capacity is not None:
         if type(capacity) is not int or capacity < 1:
@@ -140,11 +198,66 @@ def make_policy(where: str, **given: Any) -> EdgePolicy | None:
                 f"{where}: throttle with overflow={overflow!r}: a throttle slows a sender "
                 "instead of stopping it, on a blocking edge; a dropping edge never stops it"
             )
+    return EdgePolicy(
+        overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle, health
+    )
+
+
+def _health(where: str, values: dict[str, Any]) -> bool:
     health = values.get("emit_health_events", True)
     if not isinstance(health, bool):
         raise TopologyError(f"{where}: emit_health_events={health!r} must be True or False")
+    return health
+
+
+def _barrier(where: str, values: dict[str, Any]) -> EdgePolicy:
+    """mode='barrier': capacity=n tuples delivered together as one batch, in order. It
+    blocks like Storm's edge (a sender waits while the edge holds more than the task's
+    queue), and an age check or a dropping policy would cut a batch short: refused."""
+    n = values.get("capacity")
+    if type(n) is not int or n < 1:
+        raise TopologyError(
+            f"{where}: mode='barrier' needs capacity=n (an integer >= 1), the tuples it "
+            f"delivers together; got capacity={n!r}"
+        )
+    other = sorted(
+        k for k in values if k not in ("mode", "capacity", "overflow", "emit_health_events")
+    )
+    if values.get("overflow", "block") != "block" or other:
+        given = (
+            [f"overflow={values['overflow']!r}"]
+            if values.get("overflow", "block") != "block"
+            else []
+        )
+        raise TopologyError(
+            f"{where}: mode='barrier' takes capacity only (a batch of n is whole, never "
+            f"dropped or aged); got {', '.join(given + other)}"
+        )
+    return EdgePolicy("block", n, mode="barrier", emit_health_events=_health(where, values))
+
+
+def _multi(where: str, values: dict[str, Any]) -> EdgePolicy:
+    """readers='multi': the edge's policy as for one reader, which every reader applies
+    to its own cursor; a policy that refuses a tuple for all because one reader is
+    behind (drop_newest, fail) or a mode is not offered."""
+    overflow = values.get("overflow", "block")
+    if overflow not in MULTI_OVERFLOW or values.get("mode", "queue") != "queue":
+        what = f"mode={values['mode']!r}" if "mode" in values else f"overflow={overflow!r}"
+        raise TopologyError(
+            f"{where}: readers='multi' with {what}: several readers share one edge with "
+            f"overflow {', '.join(MULTI_OVERFLOW)} (a slow reader holds the writer back, or "
+            "misses what was evicted)"
+        )
+    p = make_policy(where, **values) if values else EdgePolicy()
+    assert p is not None
     return EdgePolicy(
-        overflow, capacity, values.get("lifespan_ms"), values.get("deadline_ms"), throttle, health
+        p.overflow,
+        p.capacity,
+        p.lifespan_ms,
+        p.deadline_ms,
+        p.throttle,
+        p.emit_health_events,
+        readers="multi",
     )
 
 

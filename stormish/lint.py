@@ -35,6 +35,8 @@ class Edge:
     bolt_workers: list[int]
     crosses_workers: bool
     risks: list[str] = field(default_factory=list)
+    # readers='multi' with an evicting policy: a slow reader misses tuples
+    slow_reader_drop_risk: bool = False
 
     @property
     def name(self) -> str:
@@ -109,6 +111,7 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
                 bw,
                 len(set(sw) | set(bw)) > 1,
             )
+            e.slow_reader_drop_risk = sub.policy is not None and sub.policy.slow_reader_drop_risk
             e.risks = _risks(
                 e, sub.policy, spec.obj, plan.conf, plan.component_conf(name), plan.acking
             )
@@ -182,7 +185,30 @@ def _risks(
             "sees only the newest tuple per task, not every tuple of each key"
         )
     cap = policy.capacity
-    if cap is not None and size is not None and cap < size:
+    if policy.mode == "latched" and e.grouping != "all":
+        out.append(
+            f"mode='latched' with a {e.grouping} grouping: a restarted task is sent the last "
+            "tuple it was sent, not the stream's last; reference data for every task wants "
+            "all_grouping"
+        )
+    if policy.slow_reader_drop_risk:
+        out.append(
+            f"slow_reader_drop_risk: readers='multi' with overflow={policy.overflow!r}: a "
+            "reader slower than the writer misses what was evicted before it read it (the "
+            "others still see it)"
+        )
+    if policy.mode == "previous_tick" and conf.get("topology.epoch.millis") is None:
+        out.append(
+            "mode='previous_tick' without topology.epoch.millis: its tuples become visible "
+            "only when a spout calls advance_epoch() or the input ends"
+        )
+    if policy.mode == "barrier" and acking and cap is not None:
+        out.append(
+            f"mode='barrier' under acking: up to {cap - 1} tuples wait for the rest of their "
+            "batch, their trees open; a source slower than capacity tuples per "
+            "topology.message.timeout.secs fails them"
+        )
+    if cap is not None and size is not None and cap < size and policy.mode == "queue":
         out.append(
             f"capacity={cap} is smaller than the bolt's batch_size={size}: no batch ever fills"
         )
@@ -221,7 +247,15 @@ def _policy(p: dict[str, Any] | None) -> str:
         return "block (the task's queue, backpressure)"
     if p["overflow"] == "lanes":
         return f"ordered lanes: {p['lanes']} lanes, max_in_flight {p['max_in_flight']}"
+    if p.get("mode") == "barrier":
+        return f"barrier: batches of {p['capacity']}"
+    if p.get("mode") == "previous_tick":
+        return "previous_tick (visible from the next epoch)"
+    if p.get("mode") == "latched":
+        return "latched (the last tuple kept for a task that starts later)"
     parts = [p["overflow"]]
+    if p.get("readers") == "multi":
+        parts.insert(0, "multi-reader")
     if p.get("capacity") is not None:
         parts.append(f"capacity {p['capacity']}")
     if p.get("lifespan_ms") is not None:

@@ -88,6 +88,11 @@ class _Declarer:
             f"component {self._spec.name!r}: {grouping} grouping on {source!r} stream {stream!r}"
         )
         policy = make_policy(where, **(edge or {}))
+        if policy is not None and policy.readers == "multi" and grouping != "all":
+            raise TopologyError(
+                f"{where}: readers='multi' is one edge read by every task of the bolt, each "
+                "with its own cursor: subscribe with all_grouping"
+            )
         sub = Subscription(source, stream, grouping, tuple(fields), custom, policy)
         self._topology._check_subscription(self._spec.name, sub)
         self._spec.subscriptions.append(sub)
@@ -339,6 +344,14 @@ class Topology:
                 )
             where = f"config key {key!r}, edge '{bolt} <- {source}:{stream}'"
             policy = make_policy(where, **options)
+            grouping = next(
+                s.grouping for s in spec.subscriptions if s.source == source and s.stream == stream
+            )
+            if policy is not None and policy.readers == "multi" and grouping != "all":
+                raise ConfigError(
+                    f"{where}: readers='multi' needs the edge's grouping to be all_grouping, "
+                    f"not {grouping}"
+                )
             if policy is None:
                 out.pop((bolt, source, stream), None)
             else:

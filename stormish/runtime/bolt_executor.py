@@ -280,6 +280,9 @@ class BoltExecutor(Executor):
     def _execute_settle(self, batch: tuple) -> None:
         """Rows into the batcher, by lane for an ordered_lanes edge; full batches run."""
         src_task, stream, values, metas = batch
+        if (src_task, stream) in self.barrier_keys:  # formed by its edge: one batch, whole
+            self._run_settle(src_task, stream, values, metas, False)
+            return
         bt = self.batcher
         assert bt is not None
         late = False
@@ -495,6 +498,8 @@ class BoltExecutor(Executor):
         q = self.queue
         if q.chan_list:
             lost, rejected = q.take_lost()
+            if lost or rejected:  # what they emit is flushed this turn, work or not
+                self.idle = 0
             for metas, reason in lost:
                 self.collector.acks.fail_lost(metas, reason)
             for src_task, stream, rows in rejected:  # a `fail` edge's: dead letters

@@ -137,7 +137,18 @@ class EdgeChannel:
     """The bounded channel of one edge at one task. Called under the owning queue's lock
     (offer, take, take_lost)."""
 
-    __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "_apply", "rejected")
+    __slots__ = (
+        "policy",
+        "stats",
+        "capacity",
+        "batches",
+        "size",
+        "lost",
+        "_apply",
+        "rejected",
+        "reserved",
+        "reserved_by",
+    )
 
     def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy
@@ -150,6 +161,10 @@ class EdgeChannel:
         # rows a `fail` edge refused, for the bolt's dead-letter stream when someone
         # subscribes (None: nobody does, keep nothing), at most REJECTED_KEPT waiting
         self.rejected: list[tuple[int, str, list]] | None = None
+        # `fail` edges: room taken at emit by senders of this worker for tuples still in
+        # their outboxes (runtime/fanout.py: a fan-out is all or nothing), by sender task
+        self.reserved = 0
+        self.reserved_by: dict[int, int] = {}
         self._apply = {
             "drop_oldest": self._drop_oldest,
             "drop_newest": self._refuse_newest,
@@ -177,6 +192,35 @@ class EdgeChannel:
         st.queued = self.size
         if st.events is not None:
             st.depth(self.size)
+        return self.size - before
+
+    def offer_local(self, batch: tuple, n: int) -> int:
+        """A batch from a task of this worker: what its sender reserved is placed whatever
+        the fill (its room was taken at emit), the rest under the policy. Returns the
+        change in tuples waiting, as `offer`."""
+        src = batch[0]
+        r = min(self.reserved_by.get(src, 0), n) if self.reserved else 0
+        if not r:
+            return self.offer(batch, n)
+        self.reserved_by[src] -= r
+        self.reserved -= r
+        before = self.size
+        _, stream, values, metas = batch
+        if r == n:
+            self.batches.append(batch)
+        else:
+            m = None if metas is None else metas[:r]
+            self.batches.append((src, stream, _slice(values, 0, r), m))
+        self.size += r
+        self.stats.arrived += r
+        if r < n:  # not reserved (a system emit): judged as any arrival
+            self.offer(
+                (src, stream, _slice(values, r), None if metas is None else metas[r:]), n - r
+            )
+        st = self.stats
+        if self.size > st.high:
+            st.high = self.size
+        st.queued = self.size
         return self.size - before
 
     def _let_go(self, metas: list | None, k: int, reason: str) -> None:
@@ -213,7 +257,7 @@ class EdgeChannel:
         st.note(what, OVERFLOW, self.size)
 
     def _refuse_newest(self, batch: tuple, n: int) -> None:
-        free = self.capacity - self.size
+        free = self.capacity - self.size - self.reserved
         if n <= free:
             self.batches.append(batch)
             self.size += n
@@ -330,6 +374,9 @@ class LaneChannel:
         if st.events is not None:
             st.depth(self.size)
         return n
+
+    def offer_local(self, batch: tuple, n: int) -> int:
+        return self.offer(batch, n)
 
     def take(self, budget: int, out: list) -> int:
         room = self.policy.max_in_flight - self.in_flight

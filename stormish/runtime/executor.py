@@ -63,6 +63,7 @@ class Executor:
         # inbound edges with a policy, by (src_task, stream): (health counters, the clock
         # its batches were stamped on); filled by the worker (stormish.edges)
         self.edges: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self.barrier_keys: set[tuple[int, str]] = set()  # mode="barrier" edges' (task, stream)
         # statistics
         self.executed = 0
         self.consumed = 0

@@ -108,6 +108,8 @@ class WorkerServer:
             link.stop()
             raise
         link.attach(worker.queues)
+        link.latched = worker.latched_for  # a (re)connected worker gets the latched tuples
+        link.on_epoch = lambda n: worker.advance_epoch(to=n)  # a peer's spout advanced it
         worker.link = link
         self.worker, self.link = worker, link
         return link.address

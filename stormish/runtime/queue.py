@@ -23,8 +23,10 @@ import threading
 from collections import deque
 from typing import Any
 
+from ..edges import OVERFLOWED
 from ..transport.wakeup import Wakeup
-from .channel import EdgeChannel, LaneChannel
+from .channel import REJECTED_KEPT, EdgeChannel, LaneChannel
+from .modes import BlockingChannel, EpochChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 
 
@@ -85,11 +87,12 @@ class ReceiveQueue:
             self.channels[k] = channel
         self.chan_list.append(channel)
 
-    def _offer(self, ch: EdgeChannel | LaneChannel, batch: Batch, n: int) -> None:
+    def _offer(self, ch: Any, batch: Batch, n: int, local: bool = False) -> None:
         with self._lock:
-            self.chan_size += ch.offer(batch, n)
+            ready = ch.offer_local(batch, n) if local else ch.offer(batch, n)
+            self.chan_size += ready
             self.published += n
-        if self.parked:
+        if self.parked and ready:  # a tuple held back (staged, short of a barrier) wakes nobody
             self._event.set()
 
     def take_lost(self) -> tuple[list[tuple[list, str]], list[tuple[int, str, list]]]:
@@ -108,6 +111,71 @@ class ReceiveQueue:
                     ch.rejected = []
         return out, rejected
 
+    def reserve(self, ch: EdgeChannel, src: int, k: int) -> bool:
+        """Room for k tuples a sender of this worker emitted to a `fail` edge and has not
+        published yet (runtime/fanout.py); False: the edge is full, nothing reserved."""
+        with self._lock:
+            if ch.size + ch.reserved + k > ch.capacity:
+                return False
+            ch.reserved += k
+            ch.reserved_by[src] = ch.reserved_by.get(src, 0) + k
+            return True
+
+    def unreserve(self, ch: EdgeChannel, src: int, k: int) -> None:
+        with self._lock:
+            ch.reserved -= k
+            ch.reserved_by[src] -= k
+
+    def reject(self, ch: EdgeChannel, batch: Batch, k: int, withheld: int) -> None:
+        """A fan-out refused at emit because this `fail` edge is full: counted here as
+        arrived and rejected, its trees failed by this task's executor (reason
+        `overflow`), its rows dead-lettered where someone reads them."""
+        src, stream, values, metas = batch
+        with self._lock:
+            st = ch.stats
+            st.arrived += k
+            st.rejected += k
+            full = min(ch.size + ch.reserved, ch.capacity)
+            st.note(
+                f"fail: no room for {k} ({full}/{ch.capacity} held), {k} rejected with their "
+                f"fan-out ({withheld} deliveries to other edges withheld)"
+            )
+            if metas is not None and any(metas):
+                ch.lost.append((metas, OVERFLOWED))
+            kept = ch.rejected
+            if kept and kept[-1][0] == src and kept[-1][1] == stream:
+                kept[-1][2].extend(values)  # one emit at a time: rows of a sender together
+            elif kept is not None and len(kept) < REJECTED_KEPT:
+                kept.append((src, stream, list(values)))
+        self._event.set()  # the trees fail on its next turn
+
+    def flush_held(self) -> int:
+        """The input has ended: what channels hold back (a barrier's remainder short of n,
+        an epoch edge's staged tuples) may go. Returns the tuples released."""
+        return self._release(BlockingChannel, "flush")
+
+    def advance_epoch(self) -> int:
+        """The worker's epoch advanced: epoch edges' staged tuples become visible, and
+        the task is woken for them (not when they were staged)."""
+        return self._release(EpochChannel, "advance")
+
+    def _release(self, kind: type, how: str) -> int:
+        got = 0
+        with self._lock:
+            for ch in self.chan_list:
+                if isinstance(ch, kind):
+                    got += getattr(ch, how)()
+            self.chan_size += got
+        if got:
+            self._event.set()
+        return got
+
+    def held(self) -> int:
+        """Tuples channels hold back (not in `len`: the consumer cannot take them, and
+        must not spin on them)."""
+        blocking: list[Any] = [ch for ch in self.chan_list if isinstance(ch, BlockingChannel)]
+        return sum(ch.size - ch.ready() for ch in blocking)
+
     def try_publish(self, batch: Batch, n: int) -> bool:
         """Place a batch of n tuples if it fits; False means full (nothing was placed).
         A batch of an edge with a channel always fits: its policy decides."""
@@ -116,7 +184,7 @@ class ReceiveQueue:
             if ch is not None:
                 if ch.refuses(n):  # an ordered_lanes edge that is full
                     return False
-                self._offer(ch, batch, n)
+                self._offer(ch, batch, n, True)
                 return True
         with self._lock:
             size = self.size
@@ -208,7 +276,7 @@ class ReceiveQueue:
             got = 0
             drained = False
             for ch in self.chan_list:
-                if ch.size:
+                if ch.size:  # a barrier's that is not ready gives nothing
                     over = ch.excess()
                     got += ch.take(self.budget, out)
                     drained = drained or (over > 0 and not ch.excess())

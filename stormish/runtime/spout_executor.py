@@ -77,12 +77,18 @@ class SpoutExecutor(Executor):
         obj.finish = self.finish
         obj.finish_input = self.finish_input
         obj.dead_letter = self.dead_letter
+        obj.advance_epoch = self._advance_epoch
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
             obj.emit = col.bound_emit()
 
     def finish(self) -> None:
         self.finished = True
+
+    def _advance_epoch(self) -> None:
+        """Flush what this spout emitted first: it was published in the epoch that ends."""
+        self.collector.flush_all()
+        self.worker.advance_epoch(broadcast=True)
 
     def finish_input(self) -> None:
         """No new tuples will come; failed ones may still be replayed (next_tuple is

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ..edges import label
 from ..transport.wire import record
 from .channel import EDGE_COUNTS
 
@@ -290,7 +291,7 @@ def edge_table(stats: TopologyStatistics) -> list[str]:
     ]
     for bolt, e in rows:
         out.append(
-            f"{bolt + ' <- ' + e['edge']:<30}{e['policy']['overflow']:>12}{e['arrived']:>11,}"
+            f"{bolt + ' <- ' + e['edge']:<30}{label(e['policy']):>12}{e['arrived']:>11,}"
             f"{e['executed']:>11,}{e['dropped']:>10,}{e['stale']:>8,}{e['overwritten']:>9,}"
             f"{e['rejected']:>9,}{e['deadline_missed']:>8,}{e['high_watermark']:>7,}"
         )
@@ -322,5 +323,5 @@ def edge_changes(stats: TopologyStatistics, seen: dict[str, tuple[int, ...]]) ->
                 )
                 if b != a
             )
-            out.append(f"edge {name} [{e['policy']['overflow']}]: {grew}; {e['last_reason'] or ''}")
+            out.append(f"edge {name} [{label(e['policy'])}]: {grew}; {e['last_reason'] or ''}")
     return out

@@ -32,7 +32,9 @@ from .context import TopologyContext, wiring
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
+from .fanout import guard_for
 from .health import HealthEvents
+from .modes import BarrierChannel, EpochChannel, LatchedChannel, Latching
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
@@ -43,6 +45,7 @@ from .ticks import TickSchedule
 from .typecheck import checked_emits
 
 TICK_TASK = 0
+EPOCH_TIMER = -1  # the tick schedule's entry for topology.epoch.millis (no task)
 debug_log = logging.getLogger("stormish.debug")
 
 
@@ -96,6 +99,14 @@ class Worker:
             HealthEvents(index) if plan.conf["topology.edge.health.events"] else None
         )
         self.edge_stats: list[EdgeStats] = self._wire_edges()
+        self._wire_fanout()
+        # previous_tick edges: the epoch this worker is in (topology.epoch.millis, a
+        # spout's advance_epoch here or in another worker)
+        self.epoch = 0
+        self._epoch_lock = threading.Lock()
+        self.epoch_edges = any(
+            isinstance(ch, EpochChannel) for q in self.queues.values() for ch in q.chan_list
+        )
 
     def _wire_edges(self) -> list[EdgeStats]:
         """Edges with a policy (stormish.edges): a channel at each local destination task
@@ -130,13 +141,21 @@ class Worker:
                 st.capacity = p.capacity or q.capacity
                 st.events = events if p.emit_health_events else None
                 out.append(st)
-                if p.channel:
+                if p.mode == "latched":
+                    q.add_channel(keys, LatchedChannel(p, st, q.capacity))
+                elif p.mode == "barrier":
+                    q.add_channel(keys, BarrierChannel(p, st, q.capacity))
+                    ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
+                elif p.mode == "previous_tick":
+                    q.add_channel(keys, EpochChannel(p, st, q.capacity))
+                elif p.channel:
                     ch = EdgeChannel(p, st, p.capacity or q.capacity)
                     if p.overflow == "fail" and plan.consumers(ex.component, DEAD_LETTER_STREAM):
                         ch.rejected = []  # someone reads this bolt's dead letters
                     q.add_channel(keys, ch)
                 for k in keys:
                     ex.edges[k] = (st, self.clock.now if k[0] in local else time.time)
+        self._wire_latching()
         by_edge = {(st.task, st.source, st.stream): st for st in out}
         throttles: dict[tuple[str, str, str], float] = {
             (n, sub.source, sub.stream): sub.policy.throttle
@@ -206,12 +225,7 @@ class Worker:
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         ex = cls(plan, task, obj, self.queues[task], col, ctx, self)
-        if ex.conf["topology.typecheck"] or ex.conf["topology.debug"]:
-            schemas = obj.declared_schemas()
-            if schemas:  # typed streams, checked in debug mode only (stormish.schema)
-                checked_emits(obj, name, schemas)
-        if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
-            log_emits(obj, f"{name}[{task}]")
+        _debug_emits(ex)
         return ex
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -304,6 +318,67 @@ class Worker:
             if isinstance(ex, SpoutExecutor):
                 ex.set_active(active)
 
+    def _wire_fanout(self) -> None:
+        """Components with a `fail` edge into a task of this worker: their emits on the
+        streams that feed one are all or nothing (runtime/fanout.py); the others'
+        emits stay as they were bound."""
+        for ex in self.executors.values():
+            guard = guard_for(ex, self.queues)
+            if guard is None:
+                continue
+            obj, col = ex.obj, ex.collector
+            obj.emit = guard.wrap(col.emit, 1)
+            obj.emit_many = guard.wrap(col.emit_many, 1)
+            obj.emit_direct = guard.wrap(col.emit_direct, 2)
+            _debug_emits(ex)
+
+    def _wire_latching(self) -> None:
+        """Latched edges into tasks of other workers: the sender keeps the last tuple it
+        published to each (`Latching`), which the link sends again when that worker
+        (re)connects (`latched_for`)."""
+        plan = self.plan
+        latched = {
+            (n, sub.source, sub.stream)
+            for n, spec in plan.components.items()
+            for sub in spec.subscriptions
+            if sub.policy is not None and sub.policy.mode == "latched"
+        }
+        self.latching: list[Latching] = []
+        if not latched:
+            return
+        for ex in self.executors.values():
+            for ob in ex.collector.outboxes:
+                dest = ob.task
+                if dest in self.local_tasks:
+                    continue
+                if (plan.task_component[dest], ex.component, ob.stream) in latched:
+                    w = plan.assignment[dest]
+                    ob.target = Latching(ob.target, dest, w, ex.task, ob.stream)
+                    self.latching.append(ob.target)
+
+    def latched_for(self, worker: int) -> list[tuple]:
+        """What latched edges sent last to tasks of `worker` (it just connected), as
+        transfer items; the link's thread calls it."""
+        items = (lt.again() for lt in self.latching if lt.worker == worker)
+        return [i for i in items if i is not None]
+
+    def advance_epoch(self, to: int | None = None, broadcast: bool = False) -> int:
+        """The next epoch (or epoch `to`, another worker's, if it is ahead): what epoch
+        edges staged becomes visible, their tasks are woken. `broadcast`: tell the
+        other workers (a spout's advance_epoch). Returns the epoch now."""
+        with self._epoch_lock:
+            n = self.epoch + 1 if to is None else to
+            if n <= self.epoch:
+                return self.epoch
+            self.epoch = n
+            if self.epoch_edges:
+                for q in self.queues.values():
+                    if q.chan_list:
+                        q.advance_epoch()
+        if broadcast and self.link is not None:
+            self.link.broadcast_control({"epoch": n})
+        return n
+
     def end_of_input(self) -> int:
         """Every spout has finished and nothing moves, yet trees are in flight: tell each
         bolt that holds tuples until time passes (a windowed bolt) that time has ended,
@@ -315,6 +390,10 @@ class Worker:
                 self.queues[task].publish_force(
                     (TICK_TASK, TICK_STREAM, [(END_OF_INPUT,)], None), 1
                 )
+                told += 1
+            # a barrier edge's remainder short of n leaves as a last short batch, an epoch
+            # edge's staged tuples become visible (issue 28)
+            if ex.queue.chan_list and ex.queue.flush_held():
                 told += 1
         return told
 
@@ -342,6 +421,9 @@ class Worker:
     # -- ticks -------------------------------------------------------------------------------
     def _tick_freqs(self) -> dict[int, float]:
         freqs = {}
+        every = self.plan.conf.get("topology.epoch.millis")
+        if every is not None and self.epoch_edges:
+            freqs[EPOCH_TIMER] = every / 1000.0
         for t, ex in self.executors.items():
             f = ex.conf.get("topology.tick.tuple.freq.secs")
             if ex.component == ACKER:
@@ -360,6 +442,9 @@ class Worker:
             if not self.clock.wait_until(nxt, self._stop):  # on the clock: a fake one too
                 return
             for task in sched.due(self.clock.now()):
+                if task == EPOCH_TIMER:  # each worker on its own timer: nothing to tell
+                    self.advance_epoch()
+                    continue
                 seq += 1
                 self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
 
@@ -369,7 +454,7 @@ class Worker:
         spouts_done = True
         spouts_ended = True  # every user spout called finish (trees may be in flight)
         idle = True
-        transferred = consumed = 0
+        transferred = consumed = held = 0  # held: what mode channels hold back
         for ex in self.executors.values():
             col = ex.collector
             transferred += col.transferred
@@ -383,6 +468,10 @@ class Worker:
                     spouts_ended = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
+            if ex.queue.chan_list:
+                held += ex.queue.held()
+                # a latched tuple sent again to this worker: counted as sent, once taken
+                transferred += sum(getattr(ch, "replayed", 0) for ch in ex.queue.chan_list)
         # what edges' policies let go (stormish.edges) was published and is never consumed
         dropped = sum(st.lost() for st in self.edge_stats)
         if self.link is not None:
@@ -398,6 +487,7 @@ class Worker:
             "transferred": transferred,
             "consumed": consumed,
             "dropped": dropped,
+            "held": held,
         }
 
     def task_stats(self) -> list[TaskStats]:
@@ -571,3 +661,15 @@ def _kw(kwargs: Mapping[str, Any]) -> list[str]:
 
 def acker_bolt() -> AckerBolt:
     return AckerBolt()
+
+
+def _debug_emits(ex: Executor) -> None:
+    """Typed streams checked, emits logged, when the config asks (debug only: the hot
+    path pays nothing otherwise); again after the emits are rebound."""
+    obj, name = ex.obj, ex.component
+    if ex.conf["topology.typecheck"] or ex.conf["topology.debug"]:
+        schemas = obj.declared_schemas()
+        if schemas:  # typed streams, checked in debug mode only (stormish.schema)
+            checked_emits(obj, name, schemas)
+    if ex.conf["topology.debug"]:  # wrapped only when on: the hot path pays nothing
+        log_emits(obj, f"{name}[{ex.task}]")

@@ -142,6 +142,11 @@ class WorkerLink:
         self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
         self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
         self.lost_status = 0
+        # the worker's latched edges: (peer) -> transfer items to send it again when it
+        # (re)connects (runtime.modes.Latching); None: no worker attached
+        self.latched: Any = None
+        # the worker's advance_epoch(to=n), for a peer's spout that advanced the epoch
+        self.on_epoch: Any = None
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
@@ -250,6 +255,23 @@ class WorkerLink:
             self._on_status(msg.body, _connection(first))
         elif msg.kind == fr.Kind.HELLO:
             self._on_hello(msg.sender, msg.body, _connection(first))
+        elif msg.kind == fr.Kind.CONTROL:
+            self._on_control(msg.sender, msg.body)
+
+    def _on_control(self, peer: int, body: dict) -> None:
+        """A peer's spout advanced the epoch (previous_tick edges): ours follows."""
+        epoch = body.get("epoch")
+        if peer not in self._peers or type(epoch) is not int or epoch < 0:
+            self.malformed += 1
+            return
+        if self.on_epoch is not None:
+            self.on_epoch(epoch)
+
+    def broadcast_control(self, payload: dict) -> None:
+        """A small message to every peer, behind the statuses (any thread)."""
+        for peer in list(self._peers):
+            self._control.append((peer, fr.encode_control(self.index, 0, payload)))
+        self.transfer.wake()
 
     def _on_status(self, status: Any, connection: str | None) -> None:
         """A status counts only in its worker's epoch (`RemoteBackpressure.apply`); one
@@ -282,6 +304,9 @@ class WorkerLink:
         if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
         self._run(self.tracker.peer_connected(peer))
+        if self.latched is not None:  # as the status: what latched edges sent it last
+            for item in self.latched(peer):
+                self.transfer.put_force(peer, item, 1)
         self.transfer.wake()
 
     def _place(self, dest: int, batch: tuple, n: int) -> None:

@@ -41,6 +41,13 @@ class TransferQueue:
         self._event.set()
         return True
 
+    def put_force(self, worker: int, item: tuple, n: int) -> None:
+        """Never refused: a latched tuple sent again to a worker that (re)connected (one
+        per latched edge and task, sent by the link's own thread, which must not wait)."""
+        with self._lock:
+            self._q.append((worker, item, n))
+        self._event.set()
+
     def drain(self) -> dict[int, list[tuple]]:
         """Everything queued, grouped by destination worker, each group in order."""
         with self._lock:

@@ -223,17 +223,21 @@ def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(wor
         stats = cluster.wait_complete("dl", timeout=90)
         results = cluster._get("dl").results()
     dead = [r for part in results["dead"] for r in part]
+    (slow,) = results["slow"]
+    # a fan-out is all or nothing (issue 28): where src and slow share a worker, the
+    # sorter gets only what slow's fail edge let in; a fail edge in another worker
+    # decides on arrival, and the sorter gets everything
+    where = {s.component: s.worker for s in stats.tasks.values()}
+    sorted_ = slow["seen"] if where["src"] == where["slow"] else range(N)
+    odd = [n for n in sorted_ if n % 2]
     orphans = sorted(d for d in dead if d[4] == "no_subscriber")
-    assert orphans == sorted(
-        (None, "odd", (n,), "sorter", "no_subscriber", 1) for n in range(1, N, 2)
-    )
+    assert orphans == sorted((None, "odd", (n,), "sorter", "no_subscriber", 1) for n in odd)
     rejected = [d for d in dead if d[4] == "overflow"]
     edge = stats.components["slow"].edges["src:default"]
     assert len(rejected) == edge["rejected"] > 0
     assert all(d[1] == "default" and d[3] == "src" for d in rejected)
-    (slow,) = results["slow"]
     assert sorted([d[2][0] for d in rejected] + slow["seen"]) == list(range(N))
-    assert stats.components["sorter"].dead_lettered == N // 2
+    assert stats.components["sorter"].dead_lettered == len(odd)
     assert stats.components["slow"].dead_lettered == edge["rejected"]
 
 
