@@ -1,0 +1,153 @@
+"""KafkaSink against the real broker (the session's Tansu, tests/brokers.py): a tuple is
+acked on its delivery report and failed with the reason on a delivery error; a full
+producer queue holds input back through the engine's backpressure with nothing lost and
+each key's order kept; cleanup flushes; transactions commit per batch and abort on a
+delivery error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from stormish import Topology
+from stormish.kafka import KafkaSink
+from stormish.testing import ListSpout, run_topology
+
+from .kafka_util import new_topic, read_topic
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class CountingSink(KafkaSink):
+    """KafkaSink that also reports how often its producer's queue refused a record."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        super().prepare(conf, context)
+        self.refusals = 0
+        send = self._send
+
+        def counted(tup: Any) -> bool:
+            ok = send(tup)
+            self.refusals += not ok
+            return ok
+
+        self._send = counted
+
+    def result(self) -> dict[str, int]:
+        return {"refusals": self.refusals}
+
+
+def _run(sink: KafkaSink, items: list, fields: tuple, **conf: Any) -> Any:
+    t = Topology("kafka-sink", config={"topology.workers": 1, **conf})
+    t.set_spout("src", ListSpout(items, fields=fields, per_call=64))
+    t.set_bolt("sink", sink).shuffle_grouping("src")
+    return run_topology(t, timeout=60)
+
+
+def _by_key(records: list) -> dict[bytes, list[bytes]]:
+    out: dict[bytes, list[bytes]] = defaultdict(list)
+    for _p, _o, k, v in sorted(records):  # by partition, then offset: the log's order
+        out[k].append(v)
+    return out
+
+
+def test_each_tuple_is_acked_on_its_delivery_report(kafka: Any) -> None:
+    topic = new_topic(kafka.address, partitions=3)
+    items = [(f"k{i % 7}", f"v{i}") for i in range(2000)]
+    sink = KafkaSink(kafka.address, topic, key_field="key", producer_config={"linger.ms": 5})
+    r = _run(sink, items, ("key", "value"))
+    spout = r.results["src"][0]
+    assert len(spout["acked"]) == 2000 and not spout["failed"]
+    got = read_topic(kafka.address, topic, 2000)
+    assert sorted(v for *_, v in got) == sorted(v.encode() for _k, v in items)
+    by_key = _by_key(got)
+    for k in {k for k, _ in items}:  # each key on one partition, in input order
+        assert by_key[k.encode()] == [v.encode() for kk, v in items if kk == k]
+
+
+def test_a_delivery_error_fails_the_tuple_with_the_reason(kafka: Any) -> None:
+    """A topic name the broker refuses ('bad topic!') comes back as a delivery error;
+    a record over the producer's message.max.bytes is refused at produce. Both fail
+    their tuple (dead-lettered at once with topology.max.replays 1) with the reason;
+    the others are acked and in the topic."""
+    good = new_topic(kafka.address)
+    items = [(good, f"v{i}") for i in range(20)]
+    items[5] = ("bad topic!", "never")
+    items[9] = (good, "x" * 20_000)
+    sink = KafkaSink(
+        kafka.address, topic_field="topic", producer_config={"message.max.bytes": 10_000}
+    )
+    r = _run(sink, items, ("topic", "value"), **{"topology.max.replays": 1})
+    spout = r.results["src"][0]
+    assert sorted(spout["dead"]) == [5, 9]
+    assert "delivery to 'bad topic!' failed" in spout["dead"][5]["error"]
+    assert "Invalid topic" in spout["dead"][5]["error"]
+    assert "MSG_SIZE_TOO_LARGE" in spout["dead"][9]["error"]
+    assert "KafkaSink 'sink'" in spout["dead"][9]["error"]
+    assert sorted(spout["acked"]) == [i for i in range(20) if i not in (5, 9)]
+    got = read_topic(kafka.address, good, 18)
+    assert sorted(v for *_, v in got) == sorted(v.encode() for i, (_t, v) in enumerate(items)
+                                                 if i not in (5, 9))  # fmt: skip
+
+
+def test_a_full_producer_queue_holds_input_back_and_loses_nothing(kafka: Any) -> None:
+    topic = new_topic(kafka.address, partitions=2)
+    items = [(f"k{i % 10}", f"{i}") for i in range(5000)]
+    sink = CountingSink(
+        kafka.address,
+        topic,
+        key_field="key",
+        producer_config={"queue.buffering.max.messages": 8, "linger.ms": 2},
+    )
+    r = _run(sink, items, ("key", "value"))
+    spout = r.results["src"][0]
+    assert len(spout["acked"]) == 5000 and not spout["failed"]
+    assert r.results["sink"][0]["refusals"] > 0, "the queue was never full: no test"
+    got = read_topic(kafka.address, topic, 5000)
+    assert len(got) == 5000
+    by_key = _by_key(got)
+    for k in range(10):
+        assert by_key[f"k{k}".encode()] == [str(i).encode() for i in range(k, 5000, 10)]
+
+
+def test_cleanup_flushes_what_the_producer_still_holds(kafka: Any) -> None:
+    """Acking off: the topology completes when the sink has executed everything, long
+    before a 60 s linger would send it; only the flush at cleanup delivers it."""
+    topic = new_topic(kafka.address)
+    items = [(f"v{i}",) for i in range(300)]
+    sink = KafkaSink(kafka.address, topic, producer_config={"linger.ms": 60_000})
+    _run(sink, items, ("value",), **{"topology.acker.executors": 0})
+    got = read_topic(kafka.address, topic, 300, timeout=15)
+    assert sorted(v for *_, v in got) == sorted(v.encode() for (v,) in items)
+
+
+def test_import_needs_no_client_until_prepare() -> None:
+    """`import stormish.kafka` and building a KafkaSink import no confluent_kafka; a
+    prepare without it says which extra to install."""
+    code = (
+        "import sys; sys.modules['confluent_kafka'] = None\n"
+        "from stormish.kafka import KafkaSink\n"
+        "s = KafkaSink('127.0.0.1:1', 'x')\n"
+        "try:\n    s.prepare({}, None)\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "pip install 'stormish[kafka]'" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({}, "exactly one of topic= or topic_field="),
+        ({"topic": "a", "topic_field": "t"}, "exactly one of topic= or topic_field="),
+        ({"topic": "a", "producer_config": {"transactional.id": "x"}}, "transactional_id="),
+        ({"topic": "a", "transaction_max_ms": 0}, "transaction_max_ms"),
+        ({"topic": "a", "serializer": 3}, "serializer must be callable"),
+    ],
+)
+def test_bad_arguments_name_what_is_wrong(kwargs: dict, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        KafkaSink("127.0.0.1:9092", **kwargs)
