@@ -119,6 +119,11 @@ def families(samples: list[TopologySample]) -> list[Metric]:
     gauges = {
         attr: GaugeMetricFamily(f"stormish_{name}", doc, labels=TASK) for name, attr, doc in _GAUGES
     }
+    component_gauges = GaugeMetricFamily(
+        "stormish_component_gauge",
+        "what a component's gauges() reports (a Kafka spout's lag:TOPIC/PARTITION)",
+        labels=[*TASK, "gauge"],
+    )
     bp_status = GaugeMetricFamily(
         "stormish_backpressure_status",
         "1 while the task's senders wait for it (queue full, overflow, or announced)",
@@ -169,6 +174,8 @@ def families(samples: list[TopologySample]) -> list[Metric]:
             for attr, g in gauges.items():
                 g.add_metric(labels, getattr(t, attr))
             bp_status.add_metric(labels, 1 if congested(t) else 0)
+            for name, v in sorted(t.gauges.items()):
+                component_gauges.add_metric([*labels, name], v)
             if t.execute_histogram and t.kind != "spout":
                 _histogram(
                     execute, labels, t.execute_histogram, EXECUTE_BUCKETS, t.execute_latency_ms
@@ -187,7 +194,8 @@ def families(samples: list[TopologySample]) -> list[Metric]:
     return [
         topo, uptime, restarts, emitted, dropped, edge_dropped, edge_late, *counters.values(),
         bp_seconds,
-        *gauges.values(), bp_status, execute, process, complete, *link_counters.values(),
+        *gauges.values(), component_gauges, bp_status, execute, process, complete,
+        *link_counters.values(),
     ]  # fmt: skip
 
 

@@ -18,6 +18,8 @@
   mock sources and read-tuples (testing_complete.py).
 - `FeederSpout`: fed while the topology runs, with an ack/fail tracker by message id
   (testing_feeder.py).
+- `MemoryLog`: an in-memory partitioned log with Kafka's consumer-group contract, that a
+  `stormish.kafka.KafkaSpout` reads as `memory://NAME` (testing_memory_log.py).
 - `tracked_wait`, `advance_time`, `FakeClock`: waiting without sleeps, in real or
   simulated time (testing_tracked.py, clock.py).
 """
@@ -33,6 +35,7 @@ from .component import BasicBolt, Bolt, Spout
 from .local import LocalCluster, poll_for
 from .testing_complete import CompletedTopology, MockSpout, complete_topology
 from .testing_feeder import FeederSpout
+from .testing_memory_log import MemoryConsumer, MemoryLog
 from .testing_tracked import advance_time, tracked_wait
 from .topology import Topology
 
@@ -42,6 +45,8 @@ __all__ = [
     "FailOnceBolt",
     "FakeClock",
     "FeederSpout",
+    "MemoryConsumer",
+    "MemoryLog",
     "ListSpout",
     "MockSpout",
     "RunResult",

@@ -97,6 +97,9 @@ class TaskStats:
     # how long a call into its user code has gone on without returning, once reported
     # as stuck (past topology.executor.stuck.secs); 0: not stuck
     stuck_seconds: float = 0.0
+    # what the component's optional `gauges()` reports, name -> value (a Kafka spout's
+    # lag per partition, "lag:TOPIC/PARTITION"); summed per name over a component's tasks
+    gauges: Mapping[str, float] = field(default_factory=dict)
 
 
 @record
@@ -126,6 +129,7 @@ class ComponentStats:
     edges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # summed over tasks
     process_latency_ms: float = 0.0  # weighted by each task's measured tuples
     stuck_seconds: float = 0.0  # the longest of its tasks' (0: none is stuck)
+    gauges: Mapping[str, float] = field(default_factory=dict)  # summed per name over tasks
 
 
 def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
@@ -204,8 +208,17 @@ def aggregate(tasks: Iterable[TaskStats]) -> dict[str, ComponentStats]:
             edges=_edges(ts),
             process_latency_ms=_weighted(ts, "process_latency_ms", _process_count),
             stuck_seconds=max(t.stuck_seconds for t in ts),
+            gauges=_gauges(ts),
             **sums,
         )
+    return out
+
+
+def _gauges(ts: list[TaskStats]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in ts:
+        for name, v in t.gauges.items():
+            out[name] = out.get(name, 0) + v
     return out
 
 

@@ -431,6 +431,7 @@ class Worker:
                     process_latency_ms=process_ms,
                     process_histogram=process_hist,
                     stuck_seconds=_stuck_seconds(ex, real_now),
+                    gauges=_gauges(ex.obj),
                     **_progress(ex.obj),
                 )
             )
@@ -469,6 +470,19 @@ def _process(ex: Any) -> tuple[float, tuple[int, ...]]:
     hist = tuple(p.hist)
     n = sum(hist)
     return (p.seconds / n * 1000.0 if n else 0.0), hist
+
+
+def _gauges(obj: Any) -> dict[str, float]:
+    """An optional `gauges()` -> {name: number} on a component (KafkaSpout's lag per
+    partition); read from the statistics thread, so it returns a dict it swaps whole,
+    and a failing one is ignored, never fatal."""
+    fn = getattr(obj, "gauges", None)
+    if not callable(fn):
+        return {}
+    try:
+        return {str(k): float(v) for k, v in fn().items()}
+    except Exception:
+        return {}
 
 
 def _progress(obj: Any) -> dict[str, int | None]:

@@ -213,6 +213,7 @@ def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
                 "overflow": t.overflow,
                 "backpressure": congested(t),
                 "stuckSeconds": round(t.stuck_seconds, 1),  # topology.executor.stuck.secs
+                "gauges": dict(sorted(t.gauges.items())),  # a component's gauges()
             }
             for t in tasks
         ],
@@ -220,6 +221,7 @@ def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
             {"task": t.task, "worker": t.worker, "error": e} for t in tasks for e in t.last_errors
         ],
         "errorsTotal": c.errors,
+        "gauges": dict(sorted(c.gauges.items())),
     }
 
 

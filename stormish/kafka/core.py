@@ -1,0 +1,359 @@
+"""The Kafka spout's decisions, with no I/O: what to emit, commit, pause and resume.
+
+Events go in (`assigned`, `polled`, `take`, `ack`, `fail`, `tick`, `revoking`,
+`release`), decisions come out as plain values (`Commit`, `Pause`, `Resume`,
+`DeadLetter`), and a thin shell (spout.py, feed.py) does what they say against a real
+consumer or the in-memory log. Time is a number given by the caller (an injected clock),
+so retry backoff and the commit interval are tested exactly.
+
+One `Lane` per assigned partition keeps what storm-kafka-client's OffsetManager and
+retry service keep: the records fetched and not yet emitted (in offset order), the
+offsets in flight (`stormish.offsets.OffsetTracker`: the commit is the in-order
+completed prefix), and the failed records waiting out their backoff. A lane's new
+records are emitted in offset order; a replay, once due, goes out before its lane's next
+new record.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..offsets import OffsetTracker
+from .retry import Retry
+
+AT_LEAST_ONCE, AT_MOST_ONCE, NO_GUARANTEE = "at_least_once", "at_most_once", "no_guarantee"
+GUARANTEES = (AT_LEAST_ONCE, AT_MOST_ONCE, NO_GUARANTEE)
+
+TP = tuple[str, int]  # (topic, partition)
+# A record as the feed hands it over: (topic, partition, offset, key, value, timestamp);
+# it is also the default output tuple, emitted as it is.
+Record = tuple[str, int, int, Any, Any, Any]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Commit these positions (the next offset to read, per partition); `sync`: wait for
+    the broker's answer (a revoke, at_most_once, closing)."""
+
+    offsets: dict[TP, int]
+    sync: bool = False
+
+
+@dataclass(frozen=True)
+class Pause:
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class Resume:
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record given up after its retries: emit it on `__dead_letter`, commit past it."""
+
+    record: Record
+    msg_id: Any
+    failures: int
+    error: str | None
+
+
+@dataclass
+class Lane:
+    """One assigned partition. `epoch` tells a late ack of an earlier assignment apart."""
+
+    epoch: int
+    tracker: OffsetTracker | None = None  # at_least_once: made at the first record emitted
+    start: int | None = None  # where reading began (None: the log's beginning or end)
+    from_end: bool = False  # reading began at the end of the log
+    fetched: int | None = None  # the next offset the consumer will hand over
+    emitted: int | None = None  # the next offset to emit (at_most_once, no_guarantee)
+    buffer: collections.deque = field(default_factory=collections.deque)
+    inflight: dict[int, Record] = field(default_factory=dict)  # offset -> record
+    failures: dict[int, int] = field(default_factory=dict)  # offset -> times failed
+    due: list[tuple[float, int]] = field(default_factory=list)  # (when, offset), to replay
+    paused: bool = False
+    revoking: bool = False
+    end: int | None = None  # stop_at_end: the high watermark seen at start
+    high: int | None = None  # the latest high watermark (lag)
+    last_commit: int | None = None
+
+    def position(self) -> int | None:
+        """The next offset a restart should read: the completed prefix (at_least_once) or
+        what was emitted; before any record, where reading began."""
+        if self.tracker is not None:
+            return self.tracker.committed
+        return self.emitted if self.emitted is not None else self.start
+
+    def uncommitted(self) -> int:
+        pos = self.position()
+        if pos is None or self.fetched is None:
+            return 0
+        return self.fetched - pos
+
+
+class SpoutCore:
+    """The per-partition state machine behind KafkaSpout (see the module docstring)."""
+
+    def __init__(
+        self,
+        guarantee: str = AT_LEAST_ONCE,
+        max_uncommitted: int = 10_000_000,
+        commit_interval: float = 30.0,
+        retry: Retry | None = None,
+        now: float = 0.0,
+    ):
+        if guarantee not in GUARANTEES:
+            raise ValueError(f"processing_guarantee must be one of {GUARANTEES}, got {guarantee!r}")
+        self.guarantee = guarantee
+        self.tracking = guarantee == AT_LEAST_ONCE
+        self.max_uncommitted = max_uncommitted
+        self.commit_interval = commit_interval
+        self.retry = retry or Retry()
+        self.lanes: dict[TP, Lane] = {}
+        self.ever_assigned = False
+        self._epoch = 0
+        self._next_commit = now + commit_interval
+        self.dead_lettered = 0
+        self.warned_pause = False
+        self.buffered = 0  # records fetched and not emitted yet, over all lanes
+
+    # -- assignment ----------------------------------------------------------------------------
+    def assigned(self, starts: dict[TP, int | str]) -> None:
+        """Partitions given to this consumer, with where each is read from: an offset
+        (the committed position), "earliest" or "latest" (client.start_offset)."""
+        self.ever_assigned = True
+        for tp, start in starts.items():
+            self._epoch += 1
+            pos = start if isinstance(start, int) else None
+            self.lanes[tp] = Lane(self._epoch, start=pos, from_end=start == "latest")
+            self.lanes[tp].last_commit = pos
+
+    def revoking(self, tps: Iterable[TP]) -> None:
+        """Stop emitting for these partitions: what is buffered or waits to be replayed is
+        dropped (the next owner reads it from the committed position)."""
+        for tp in tps:
+            lane = self.lanes.get(tp)
+            if lane is not None:
+                lane.revoking = True
+                self.buffered -= len(lane.buffer)
+                lane.buffer.clear()
+                lane.due.clear()
+
+    def drained(self, tps: Iterable[TP]) -> bool:
+        """No tree of these partitions is in flight."""
+        return all(not lane.inflight for tp in tps if (lane := self.lanes.get(tp)) is not None)
+
+    def release(self, tps: Iterable[TP]) -> Commit:
+        """Forget these partitions; the positions to commit before they go."""
+        out = {}
+        for tp in tps:
+            lane = self.lanes.pop(tp, None)
+            if lane is None:
+                continue
+            self.buffered -= len(lane.buffer)
+            pos = lane.position()
+            if self.guarantee == AT_MOST_ONCE:
+                continue  # committed as it was polled already
+            if pos is not None and pos != lane.last_commit:
+                out[tp] = pos
+        return Commit(out, sync=True)
+
+    # -- records in ----------------------------------------------------------------------------
+    def polled(self, records: list[Record]) -> list[Any]:
+        """Records the consumer handed over, in offset order per partition. Returns the
+        commit at_most_once makes before any of them is emitted, and the pauses of
+        partitions that reached max_uncommitted."""
+        touched = set()
+        for r in records:
+            tp = (r[0], r[1])
+            lane = self.lanes.get(tp)
+            if lane is None or lane.revoking:
+                continue  # not ours (any more): the owner reads it from its position
+            if lane.fetched is not None and r[2] < lane.fetched:
+                continue  # a duplicate delivery of something already had
+            lane.buffer.append(r)
+            lane.fetched = r[2] + 1
+            self.buffered += 1
+            touched.add(tp)
+        out: list[Any] = []
+        if self.guarantee == AT_MOST_ONCE and touched:
+            commit = {tp: self.lanes[tp].fetched for tp in touched}
+            for tp, pos in commit.items():
+                self.lanes[tp].last_commit = pos
+            out.append(Commit(commit, sync=True))  # type: ignore[arg-type]
+        if self.tracking:
+            full = tuple(tp for tp in touched if self._over(self.lanes[tp]))
+            if full:
+                for tp in full:
+                    self.lanes[tp].paused = True
+                out.append(Pause(full))
+        return out
+
+    def _over(self, lane: Lane) -> bool:
+        return lane.uncommitted() >= self.max_uncommitted and not lane.paused
+
+    # -- emitting ------------------------------------------------------------------------------
+    def take(self, limit: int, now: float) -> list[tuple[Record, Any]]:
+        """Up to `limit` records to emit now, each with its message id (None where the
+        guarantee does not track): per lane, replays that are due first, then new
+        records, in offset order (as storm-kafka-client, a replay waiting out its
+        backoff does not hold the later records of its partition back)."""
+        out: list[tuple[Record, Any]] = []
+        for tp, lane in self.lanes.items():
+            if len(out) >= limit:
+                break
+            if lane.revoking:
+                continue
+            if lane.due:
+                self._take_due(tp, lane, now, limit, out)
+            self._take_new(tp, lane, limit, out)
+        return out
+
+    def _take_due(self, tp: TP, lane: Lane, now: float, limit: int, out: list) -> None:
+        due = lane.due
+        while due and len(out) < limit and due[0][0] <= now:
+            _, offset = due.pop(0)
+            out.append((lane.inflight[offset], (tp[0], tp[1], offset, lane.epoch)))
+
+    def _take_new(self, tp: TP, lane: Lane, limit: int, out: list) -> None:
+        buf = lane.buffer
+        before = len(out)
+        if not self.tracking:
+            while buf and len(out) < limit:
+                out.append((buf.popleft(), None))
+            if len(out) > before:
+                lane.emitted = out[-1][0][2] + 1
+                self.buffered -= len(out) - before
+            return
+        topic, partition, epoch = tp[0], tp[1], lane.epoch
+        while buf and len(out) < limit:
+            r = buf.popleft()
+            offset = r[2]
+            if lane.tracker is None:
+                lane.tracker = OffsetTracker(offset)
+            lane.tracker.track(offset)
+            lane.inflight[offset] = r
+            out.append((r, (topic, partition, offset, epoch)))
+        self.buffered -= len(out) - before
+
+    # -- completion ----------------------------------------------------------------------------
+    def ack(self, msg_id: Any) -> Resume | None:
+        """A tree completed: its offset joins the completed prefix; the partition resumes
+        when it fell back under max_uncommitted."""
+        lane = self._lane_of(msg_id)
+        if lane is None:
+            return None
+        offset = msg_id[2]
+        if lane.inflight.pop(offset, None) is None:
+            return None
+        lane.failures.pop(offset, None)
+        lane.tracker.complete(offset)  # type: ignore[union-attr]
+        if lane.paused and lane.uncommitted() < self.max_uncommitted:
+            lane.paused = False
+            return Resume(((msg_id[0], msg_id[1]),))
+        return None
+
+    def fail(
+        self, msg_id: Any, now: float, dead: bool = False, error: str | None = None
+    ) -> list[Any]:
+        """A tree failed: schedule its replay after the backoff, or give it up and commit
+        past it: `dead` (the engine dead-lettered it, topology.max.replays) or past the
+        retry limit (then a DeadLetter for the spout to emit). Returns the decisions
+        (DeadLetter, Resume)."""
+        lane = self._lane_of(msg_id)
+        offset = msg_id[2]
+        if lane is None or offset not in lane.inflight:
+            return []
+        if lane.revoking:  # the next owner reads it again: only stop waiting for it
+            del lane.inflight[offset]
+            return []
+        n = lane.failures.get(offset, 0) + 1
+        if dead or not self.retry.may_retry(n):
+            out: list[Any] = []
+            if not dead:
+                self.dead_lettered += 1
+                out.append(DeadLetter(lane.inflight[offset], msg_id, n, error))
+            resume = self.ack(msg_id)
+            return out if resume is None else [*out, resume]
+        lane.failures[offset] = n
+        _insort(lane.due, (now + self.retry.delay(n), offset))
+        return []
+
+    def _lane_of(self, msg_id: Any) -> Lane | None:
+        lane = self.lanes.get((msg_id[0], msg_id[1]))
+        if lane is None or lane.epoch != msg_id[3]:
+            return None  # an ack of an earlier assignment: that owner's business is over
+        return lane
+
+    # -- periodic ------------------------------------------------------------------------------
+    def tick(self, now: float) -> Commit | None:
+        """The periodic commit (at_least_once: each partition's completed prefix;
+        no_guarantee: what was polled), every `commit_interval` seconds."""
+        if now < self._next_commit or self.guarantee == AT_MOST_ONCE:
+            return None
+        self._next_commit = now + self.commit_interval
+        return self.commit_now(sync=False)
+
+    def commit_now(self, sync: bool) -> Commit | None:
+        if self.guarantee == AT_MOST_ONCE:
+            return None  # committed as it was polled
+        out = {}
+        for tp, lane in self.lanes.items():
+            pos = lane.position()
+            if pos is not None and pos != lane.last_commit:
+                out[tp] = lane.last_commit = pos
+        return Commit(out, sync) if out else None
+
+    # -- progress ------------------------------------------------------------------------------
+    def set_high(self, highs: dict[TP, int], stop_at_end: bool) -> None:
+        """High watermarks from the consumer's fetches; the first one of a lane is its
+        end when the spout stops at the end."""
+        for tp, high in highs.items():
+            lane = self.lanes.get(tp)
+            if lane is not None:
+                lane.high = high
+                if stop_at_end and lane.end is None:
+                    lane.end = high
+
+    def at_end(self) -> bool:
+        """Every assigned partition completed up to the end seen at its start."""
+        if not self.ever_assigned:
+            return False
+        for lane in self.lanes.values():
+            if lane.end is None or lane.inflight or lane.buffer or lane.due:
+                return False
+            pos = lane.position()
+            if pos is None:
+                if not (lane.from_end or lane.end == 0):
+                    return False
+            elif pos < lane.end:
+                return False
+        return True
+
+    def lag(self) -> dict[TP, int]:
+        """Per partition: the high watermark less the completed position (what a restart
+        would still have to read); partitions whose high watermark is not known yet are
+        left out."""
+        out = {}
+        for tp, lane in self.lanes.items():
+            if lane.high is None:
+                continue
+            pos = lane.position()
+            out[tp] = max(0, lane.high - (pos if pos is not None else 0))
+        return out
+
+    def in_flight(self) -> int:
+        return sum(len(lane.inflight) for lane in self.lanes.values())
+
+
+def _insort(due: list[tuple[float, int]], item: tuple[float, int]) -> None:
+    """Due replays are kept by (time, offset); few, so a list is enough."""
+    i = len(due)
+    while i and due[i - 1] > item:
+        i -= 1
+    due.insert(i, item)

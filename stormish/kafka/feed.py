@@ -1,0 +1,151 @@
+"""The Kafka spout's feed: one thread that owns the consumer, so `next_tuple` never waits
+on the network.
+
+It polls in batches while fewer than `max_buffered` records wait for the spout, and
+hands over events through `inbox` (a deque, the spout's thread pops it):
+("assigned", {tp: start}), ("revoke", tps, token), ("records", [record, ...]) and
+("high", {tp: high watermark}). The spout's commands (commit, pause, resume, released)
+come the other way through `commands`.
+
+A revoke waits here, inside the consumer's rebalance callback, on the feed's own thread:
+the spout stops emitting for those partitions, waits for their trees in flight (its
+acks arrive on its own thread, which is never blocked), commits, then answers
+"released"; after `revoke_timeout` the feed gives up waiting and the partitions go with
+what was committed by then (the next owner replays the rest: at least once).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .client import start_offset
+
+log = logging.getLogger("stormish.kafka")
+HIGH_EVERY = 0.2  # seconds between high-watermark reports (lag, stop_at_end)
+
+
+class Feed:
+    def __init__(
+        self,
+        make_client: Callable[[], Any],
+        topics: list[str] | None,
+        pattern: str | None,
+        first_poll_offset: str,
+        metadata: str,
+        batch: int = 500,
+        max_buffered: int = 10_000,
+        revoke_timeout: float = 30.0,
+        name: str = "kafka-feed",
+    ):
+        self.make_client = make_client
+        self.topics, self.pattern = topics, pattern
+        self.mode, self.metadata = first_poll_offset, metadata
+        self.batch, self.max_buffered, self.revoke_timeout = batch, max_buffered, revoke_timeout
+        self.inbox: collections.deque = collections.deque()
+        self.commands: collections.deque = collections.deque()
+        self.handed = 0  # records put in the inbox ...
+        self.taken = 0  # ... and taken by the spout (its thread counts them)
+        self.error: BaseException | None = None
+        self._wake = threading.Event()
+        self._stop = False
+        self._closing = False
+        self._released: set[int] = set()
+        self._token = 0
+        self._assigned: set[tuple[str, int]] = set()
+        self._client: Any = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._client = self.make_client()
+        self._client.subscribe(self.topics, self.pattern, self._on_assign, self._on_revoke)
+        self._thread.start()
+
+    def command(self, cmd: tuple) -> None:
+        """From the spout's thread."""
+        self.commands.append(cmd)
+        self._wake.set()
+
+    def close(self, final: dict | None, timeout: float = 30.0) -> None:
+        """Commit `final` (synchronously), leave the group and stop the thread."""
+        if final:
+            self.command(("commit", final, True))
+        self._closing = True
+        self._stop = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        client = self._client
+        next_high = 0.0
+        try:
+            while not self._stop:
+                self._run_commands()
+                if self.handed - self.taken < self.max_buffered:
+                    records = client.poll(self.batch, 0.05)
+                    if records:
+                        self.handed += len(records)
+                        self.inbox.append(("records", records))
+                else:
+                    self._wake.wait(0.01)
+                    self._wake.clear()
+                now = time.monotonic()
+                if now >= next_high and self._assigned:
+                    self.inbox.append(("high", client.high_watermarks(self._assigned)))
+                    next_high = now + HIGH_EVERY
+        except BaseException as exc:  # noqa: BLE001 - handed to the spout, which raises it
+            self.error = exc
+        finally:
+            self._run_commands()
+            try:
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - closing: say it, go on
+                log.warning("closing the Kafka consumer: %s", exc)
+
+    def _run_commands(self) -> None:
+        commands, client = self.commands, self._client
+        while commands:
+            cmd = commands.popleft()
+            kind = cmd[0]
+            if kind == "commit":
+                client.commit(cmd[1], cmd[2], self.metadata)
+            elif kind == "pause":
+                client.pause(cmd[1])
+            elif kind == "resume":
+                client.resume(cmd[1])
+            elif kind == "released":
+                self._released.add(cmd[1])
+
+    def _on_assign(self, tps: list[tuple[str, int]]) -> dict:
+        committed = self._client.committed(tps)
+        starts = {tp: start_offset(self.mode, committed.get(tp), self.metadata) for tp in tps}
+        self._assigned.update(tps)
+        self.inbox.append(("assigned", starts))
+        return starts
+
+    def _on_revoke(self, tps: list[tuple[str, int]]) -> None:
+        self._assigned.difference_update(tps)
+        if self._closing:
+            return  # the spout committed what it had before closing
+        self._token += 1
+        token = self._token
+        self.inbox.append(("revoke", list(tps), token))
+        deadline = time.monotonic() + self.revoke_timeout
+        while token not in self._released and time.monotonic() < deadline:
+            self._wake.wait(0.005)
+            self._wake.clear()
+            self._run_commands()
+        if token not in self._released:
+            log.warning(
+                "Kafka partitions %s revoked before their trees in flight completed "
+                "(%.0f s): the next owner replays them",
+                tps,
+                self.revoke_timeout,
+            )
+        self._released.discard(token)
