@@ -1,0 +1,66 @@
+"""Kafka word count: a topic of sentences in, running word counts out to another topic.
+
+    KafkaSpout(topic "sentences") -> split (shuffle) -> count (fields on "word")
+        -> KafkaSink(topic "word-counts", key = the word, value = its count so far)
+
+Each count update is one record keyed by its word, so the last record of a key is that
+word's count (a compacted topic keeps just that). Reliable end to end: the spout commits
+a partition's offsets only when every tuple of the records below them is acked, and the
+sink acks a count only on the broker's delivery report, so a crash replays what was
+not written (at least once). The spout stops at the end offsets it saw at start, so
+`stormish run topologies/kafka_wordcount.py` completes; KAFKA_FOLLOW=1 keeps reading.
+README "Kafka" shows how to start a broker and feed it. Settings by environment:
+KAFKA_BOOTSTRAP (127.0.0.1:9092), KAFKA_IN (sentences), KAFKA_OUT (word-counts),
+KAFKA_GROUP (kafka-wordcount).
+"""
+
+import os
+
+from stormish import BasicBolt, Bolt, Topology
+from stormish.kafka import KafkaSink, KafkaSpout
+
+BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+IN = os.environ.get("KAFKA_IN", "sentences")
+OUT = os.environ.get("KAFKA_OUT", "word-counts")
+GROUP = os.environ.get("KAFKA_GROUP", "kafka-wordcount")
+FOLLOW = os.environ.get("KAFKA_FOLLOW", "") not in ("", "0")
+# a broker's group joins settle within the session timeout: 2 s keeps a run short
+FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        for word in tup["value"].decode("utf-8", "replace").split():
+            self.emit([word])
+
+
+class Count(Bolt):
+    outputs = ["word", "count"]
+
+    def prepare(self, conf, context):
+        self.counts = {}
+
+    def execute(self, tup):
+        word = tup["word"]
+        n = self.counts[word] = self.counts.get(word, 0) + 1
+        self.emit([word, n], anchors=[tup])
+        self.ack(tup)
+
+    def cleanup(self):
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:3]
+        print(f"count: {len(self.counts)} words, top {top}")
+
+
+topology = Topology("kafka-wordcount")
+topology.set_spout(
+    "sentences",
+    KafkaSpout(BOOTSTRAP, topics=[IN], group_id=GROUP, stop_at_end=not FOLLOW,
+               consumer_config=FAST_GROUP),
+)  # fmt: skip
+topology.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
+topology.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+topology.set_bolt(
+    "out", KafkaSink(BOOTSTRAP, OUT, key_field="word", value_field="count")
+).fields_grouping("count", ["word"])
