@@ -119,6 +119,7 @@ class KafkaSink(Bolt):
             self._txn = Transaction(
                 self._producer, ck.KafkaException, self.transaction_max_records,
                 self.transaction_max_ms / 1000.0, self.ack, self.fail, self._name,
+                self.flush_timeout_secs,
             )  # fmt: skip
             self._txn.init(self.flush_timeout_secs)
 
