@@ -9,12 +9,17 @@ a partition's offsets only when every tuple of the records below them is acked, 
 sink acks a count only on the broker's delivery report, so a crash replays what was
 not written (at least once). The spout stops at the end offsets it saw at start, so
 `stormish run topologies/kafka_wordcount.py` completes; KAFKA_FOLLOW=1 keeps reading.
-README "Kafka" shows how to start a broker and feed it. Settings by environment:
-KAFKA_BOOTSTRAP (127.0.0.1:9092), KAFKA_IN (sentences), KAFKA_OUT (word-counts),
-KAFKA_GROUP (kafka-wordcount).
+README "Kafka" shows how to start a broker. The file is also a small tool:
+`python topologies/kafka_wordcount.py feed N` creates the input topic (4 partitions)
+and writes N sentences to it; `python topologies/kafka_wordcount.py counts` prints each
+word's last count from the output topic. Settings by environment: KAFKA_BOOTSTRAP
+(127.0.0.1:9092), KAFKA_IN (sentences), KAFKA_OUT (word-counts), KAFKA_GROUP
+(kafka-wordcount).
 """
 
 import os
+import sys
+import uuid
 
 from stormish import BasicBolt, Bolt, Topology
 from stormish.kafka import KafkaSink, KafkaSpout
@@ -64,3 +69,61 @@ topology.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["wo
 topology.set_bolt(
     "out", KafkaSink(BOOTSTRAP, OUT, key_field="word", value_field="count")
 ).fields_grouping("count", ["word"])
+
+
+# -- the tool: feed the input topic, read the counts ------------------------------------------
+CORPUS = [
+    "the cow jumped over the moon",
+    "an apple a day keeps the doctor away",
+    "four score and seven years ago",
+    "snow white and the seven dwarfs",
+    "i am at two with nature",
+]
+
+
+def feed(n: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    if IN not in admin.list_topics(timeout=10).topics:
+        admin.create_topics([NewTopic(IN, 4, 1)])[IN].result(15)
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 20})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(IN, CORPUS[i % len(CORPUS)].encode())
+                break
+            except BufferError:  # the producer's queue is full: let it send
+                p.poll(0.05)
+    left = p.flush(60)
+    print(f"wrote {n - left:,} sentences to {IN!r} at {BOOTSTRAP}")
+
+
+def counts() -> None:
+    from confluent_kafka import Consumer
+
+    group = f"read-{uuid.uuid4().hex}"
+    conf = {"bootstrap.servers": BOOTSTRAP, "group.id": group, "auto.offset.reset": "earliest"}
+    c = Consumer({**conf, "enable.auto.commit": False, **FAST_GROUP})
+    c.subscribe([OUT])
+    last: dict[str, int] = {}
+    idle = 0
+    while idle < 10:  # a second with nothing new (after the group join)
+        batch = c.consume(1000, 0.2 if last else 5.0)
+        idle = 0 if batch else idle + 1
+        for m in batch:
+            if m.error() is None:
+                last[m.key().decode()] = int(m.value())
+    c.close()
+    for word, n in sorted(last.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{word:>10} {n:,}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "feed":
+        feed(int(sys.argv[2]))
+    elif sys.argv[1:] == ["counts"]:
+        counts()
+    else:
+        sys.exit("usage: python topologies/kafka_wordcount.py feed N | counts")
