@@ -97,6 +97,11 @@ class Spout(Component):
         pass
 
     finish = _not_running("finish")
+    # dead_letter(msg_id, values, error=None, failures=1, stream="default"): a spout that
+    # gives a record up by its own rule (KafkaSpout's retry limit) sends it to its
+    # `__dead_letter` stream and counts it in `dead_lettered`, as the engine does past
+    # topology.max.replays
+    dead_letter = _not_running("dead_letter")
 
     # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
     def track_offset(self, offset: int, partition: Any = 0) -> None:

@@ -176,6 +176,8 @@ class SpoutCore:
                 continue  # not ours (any more): the owner reads it from its position
             if lane.fetched is not None and r[2] < lane.fetched:
                 continue  # a duplicate delivery of something already had
+            if lane.start is None:
+                lane.start = r[2]  # it began at the log's beginning or end: here
             lane.buffer.append(r)
             lane.fetched = r[2] + 1
             self.buffered += 1
@@ -231,12 +233,16 @@ class SpoutCore:
                 self.buffered -= len(out) - before
             return
         topic, partition, epoch = tp[0], tp[1], lane.epoch
-        while buf and len(out) < limit:
+        if lane.tracker is None and buf:
+            lane.tracker = OffsetTracker(buf[0][2])
+        tracker = lane.tracker
+        # max_uncommitted bounds what is emitted too, not only what is fetched: a
+        # partition never has more offsets in flight past its completed prefix
+        cap = tracker.committed + self.max_uncommitted if tracker is not None else 0
+        while buf and len(out) < limit and buf[0][2] < cap:
             r = buf.popleft()
             offset = r[2]
-            if lane.tracker is None:
-                lane.tracker = OffsetTracker(offset)
-            lane.tracker.track(offset)
+            tracker.track(offset)  # type: ignore[union-attr]
             lane.inflight[offset] = r
             out.append((r, (topic, partition, offset, epoch)))
         self.buffered -= len(out) - before

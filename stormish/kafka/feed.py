@@ -54,6 +54,9 @@ class Feed:
         self._wake = threading.Event()
         self._stop = False
         self._closing = False
+        # the spout is deactivated (its next_tuple is not called): a revoke does not wait
+        # for it; the partitions go with what it committed when it was deactivated
+        self.passive = False
         self._released: set[int] = set()
         self._token = 0
         self._assigned: set[tuple[str, int]] = set()
@@ -114,7 +117,11 @@ class Feed:
             cmd = commands.popleft()
             kind = cmd[0]
             if kind == "commit":
-                client.commit(cmd[1], cmd[2], self.metadata)
+                # only partitions still ours: a late commit must not move another
+                # member's position (Kafka checks the generation, not the partition)
+                mine = {tp: o for tp, o in cmd[1].items() if tp in self._assigned}
+                if mine:
+                    client.commit(mine, cmd[2], self.metadata)
             elif kind == "pause":
                 client.pause(cmd[1])
             elif kind == "resume":
@@ -130,18 +137,26 @@ class Feed:
         return starts
 
     def _on_revoke(self, tps: list[tuple[str, int]]) -> None:
-        self._assigned.difference_update(tps)
-        if self._closing:
-            return  # the spout committed what it had before closing
+        try:
+            self._revoke(tps)
+        finally:
+            self._assigned.difference_update(tps)
+
+    def _revoke(self, tps: list[tuple[str, int]]) -> None:
         self._token += 1
         token = self._token
         self.inbox.append(("revoke", list(tps), token))
+        if self._closing or self.passive:
+            self._run_commands()  # the spout committed what it had when it stopped
+            return
         deadline = time.monotonic() + self.revoke_timeout
         while token not in self._released and time.monotonic() < deadline:
+            if self._closing or self.passive:
+                break
             self._wake.wait(0.005)
             self._wake.clear()
             self._run_commands()
-        if token not in self._released:
+        if token not in self._released and not (self._closing or self.passive):
             log.warning(
                 "Kafka partitions %s revoked before their trees in flight completed "
                 "(%.0f s): the next owner replays them",

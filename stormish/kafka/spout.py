@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..component import DEFAULT_STREAM, Spout
-from ..tuple import DEAD_LETTER_STREAM
 from .client import FIRST_POLL_OFFSETS
 from .core import AT_LEAST_ONCE, GUARANTEES, Commit, DeadLetter, Pause, Resume, SpoutCore
 from .retry import Retry
@@ -184,6 +183,8 @@ class KafkaSpout(Spout):
         elif self.stop_at_end and not self._finished and core.at_end():
             self._do(core.commit_now(sync=True))
             self._finished = True
+            self._next_gauges = now  # the last lag (0) is what the statistics keep
+            feed.passive = True  # next_tuple is not called any more: revokes do not wait
             self.finish()
         if now >= self._next_gauges:
             self._gauges = {f"lag:{t}/{p}": n for (t, p), n in core.lag().items()}
@@ -255,10 +256,7 @@ class KafkaSpout(Spout):
         elif isinstance(d, Resume):
             self._feed.command(("resume", d.partitions))
         elif isinstance(d, DeadLetter):
-            self.emit(
-                (d.msg_id, DEFAULT_STREAM, d.record, self.component, d.error, d.failures),
-                DEAD_LETTER_STREAM,
-            )
+            self.dead_letter(d.msg_id, d.record, d.error, d.failures)
 
     def ack(self, msg_id: Any) -> None:
         resume = self._core.ack(msg_id)
@@ -275,6 +273,19 @@ class KafkaSpout(Spout):
         self._do_all(self._core.fail(msg_id, self._now(), dead, error))
         if self._revoking:
             self._check_revoked()
+
+    def deactivate(self) -> None:
+        """Commit what completed; a revoke while deactivated does not wait for this
+        thread (next_tuple is not called), the partitions go with this commit."""
+        feed = getattr(self, "_feed", None)
+        if feed is not None:
+            self._do(self._core.commit_now(sync=True))
+            feed.passive = True
+
+    def activate(self) -> None:
+        feed = getattr(self, "_feed", None)
+        if feed is not None:
+            feed.passive = False
 
     def close(self) -> None:
         feed = getattr(self, "_feed", None)

@@ -68,12 +68,27 @@ class SpoutExecutor(Executor):
             obj.emit = col.bound_emit()
         obj.report_error = self.report_error
         obj.finish = self.finish
+        obj.dead_letter = self.dead_letter
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
             obj.emit = col.bound_emit()
 
     def finish(self) -> None:
         self.finished = True
+
+    def dead_letter(
+        self,
+        msg_id: Any,
+        values: Any,
+        error: str | None = None,
+        failures: int = 1,
+        stream: str = "default",
+    ) -> None:
+        """The spout gave a record up by its own rule: on to its `__dead_letter` stream."""
+        self.dead_lettered += 1
+        self.collector.emit_dead_letter(
+            (msg_id, stream, tuple(values), self.component, error, failures)
+        )
 
     def _track(
         self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""

@@ -228,3 +228,14 @@ def test_committed_is_the_first_offset_not_yet_completed(steps):
     for o in sorted(set(range(20)) - done):
         core.ack(ids[o])
     assert committed(core) == {TP: 20}
+
+
+def test_max_uncommitted_bounds_what_is_emitted_from_the_buffer():
+    core = SpoutCore(max_uncommitted=250)
+    core.assigned({TP: 0})
+    core.polled(records(400))  # one big fetch, before the pause could act
+    ids = emitted(core)
+    assert sorted(ids) == list(range(250))
+    assert core.take(10, 0.0) == []  # 250 unacked: nothing more
+    core.ack(ids[0])
+    assert [r[2] for r, _ in core.take(10, 0.0)] == [250]
