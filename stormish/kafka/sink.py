@@ -26,6 +26,7 @@ from typing import Any
 
 from ..component import Bolt
 from ..tuple import Tuple
+from .producer import MEMORY, open_producer
 from .txn import Transaction
 
 # `enable.idempotence`: the producer's retries never reorder or duplicate a partition's
@@ -82,7 +83,9 @@ class KafkaSink(Bolt):
         transaction_max_ms: float = 100.0,
         flush_timeout_secs: float = 30.0,
     ):
-        _check_args(bootstrap_servers, topic, topic_field, producer_config, serializer)
+        _check_args(
+            bootstrap_servers, topic, topic_field, producer_config, serializer, transactional_id
+        )
         _check_number("transaction_max_records", transaction_max_records, integer=True)
         _check_number("transaction_max_ms", transaction_max_ms)
         _check_number("flush_timeout_secs", flush_timeout_secs)
@@ -98,17 +101,17 @@ class KafkaSink(Bolt):
 
     # -- lifecycle ----------------------------------------------------------------------------
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
-        ck = confluent_kafka()
-        self._kafka_exception = ck.KafkaException
+        memory = self.bootstrap_servers.startswith(MEMORY)
+        ck = None if memory else confluent_kafka()
+        self._kafka_exception = _NeverRaised if ck is None else ck.KafkaException
         comp = context.get_this_component_id() if context is not None else "KafkaSink"
         task = context.get_this_task_id() if context is not None else 0
         self._name = f"KafkaSink {comp!r} task {task}"
         config = {**PRODUCER_DEFAULTS, **self.producer_config}
-        config["bootstrap.servers"] = self.bootstrap_servers
         if self.transactional_id is not None:
             # one id per task: a restarted task fences its own zombie, never a sibling
             config["transactional.id"] = f"{self.transactional_id}-{task}"
-        self._producer = ck.Producer(config)
+        self._producer = open_producer(self.bootstrap_servers, config, ck)
         self._produce = self._producer.produce
         self._poll = self._producer.poll
         self._serialize = self.serializer or to_bytes
@@ -117,7 +120,7 @@ class KafkaSink(Bolt):
         self._txn: Transaction | None = None
         if self.transactional_id is not None:
             self._txn = Transaction(
-                self._producer, ck.KafkaException, self.transaction_max_records,
+                self._producer, self._kafka_exception, self.transaction_max_records,
                 self.transaction_max_ms / 1000.0, self.ack, self.fail, self._name,
                 self.flush_timeout_secs,
             )  # fmt: skip
@@ -201,6 +204,10 @@ class KafkaSink(Bolt):
         return f"{self._name}: delivery to {msg.topic()!r} failed: {_reason(err)}"
 
 
+class _NeverRaised(Exception):
+    """The client's exception type where there is no client (an in-memory log)."""
+
+
 def _reason(err: Any) -> str:
     """A KafkaError (or the exception carrying one) as 'text (CODE)'."""
     if err.__class__.__name__ == "KafkaException" and err.args:
@@ -211,10 +218,17 @@ def _reason(err: Any) -> str:
 
 
 def _check_args(
-    servers: Any, topic: Any, topic_field: Any, producer_config: Any, serializer: Any
+    servers: Any,
+    topic: Any,
+    topic_field: Any,
+    producer_config: Any,
+    serializer: Any,
+    transactional_id: Any,
 ) -> None:
     if not isinstance(servers, str) or not servers:
         raise ValueError(f"KafkaSink bootstrap_servers must be 'host:port[,...]', got {servers!r}")
+    if servers.startswith(MEMORY) and transactional_id is not None:
+        raise ValueError("KafkaSink transactional_id needs a broker, not an in-memory log")
     if (topic is None) == (topic_field is None):
         raise ValueError("KafkaSink needs exactly one of topic= or topic_field=")
     if topic is not None and (not isinstance(topic, str) or not topic):
