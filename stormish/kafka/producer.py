@@ -5,6 +5,7 @@ a KafkaSink runs in a test with no broker, its output asserted from the log."""
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,10 +28,10 @@ class MemoryDeliveryError:
     def __init__(self, text: str):
         self.text = text
 
-    def str(self) -> str:
+    def str(self) -> builtins.str:
         return self.text
 
-    def name(self) -> str:
+    def name(self) -> builtins.str:
         return "UNKNOWN_TOPIC_OR_PART"
 
 

@@ -273,7 +273,7 @@ class BoltExecutor(Executor):
         """Bolt.on_turn; what it settled goes out with this turn's flush (an idle turn
         flushes only when it follows work, so it counts as work here)."""
         settled = self.acked + self.failed
-        held = self._on_turn()
+        held = self._on_turn()  # type: ignore[misc]  # set: step() checked
         if self.acked + self.failed != settled:
             self._settled_outside()
             self.idle = 0
