@@ -308,6 +308,11 @@ class MemoryConsumer:
         with self.log._cond:
             return {tp: self.high[tp] for tp in tps if tp in self.high}
 
+    def positions(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """The next offset `poll` hands over, per owned partition."""
+        with self.log._cond:
+            return {tp: self.position[tp] for tp in tps if tp in self.owned}
+
     def close(self) -> None:
         """Leave the group, revoking what it owns first (as confluent-kafka's close)."""
         if self.closed:

@@ -6,7 +6,8 @@ interface with plain `(topic, partition)` pairs and record tuples:
     poll(max_records, timeout) -> [(topic, partition, offset, key, value, timestamp)]
     committed(tps) -> {tp: (position, metadata) | None}
     commit(offsets, sync, metadata) -> bool
-    pause(tps), resume(tps), high_watermarks(tps) -> {tp: high}, close()
+    pause(tps), resume(tps), high_watermarks(tps) -> {tp: high},
+    positions(tps) -> {tp: next offset poll hands over}, close()
 
 and `start_offset`, the first-poll-offset rule (pure).
 """
@@ -69,6 +70,9 @@ class ConfluentClient:
             **consumer_config,
         }
         self._consumer = ck.Consumer(conf)
+        # KIP-429: with a cooperative strategy a rebalance assigns and revokes only what
+        # moves, and the callbacks must say so incrementally
+        self._cooperative = "cooperative" in str(conf.get("partition.assignment.strategy", ""))
         self._starts = {BEGINNING: ck.OFFSET_BEGINNING, END: ck.OFFSET_END}
 
     def _tps(self, tps: Iterable[TP]) -> list[Any]:
@@ -86,11 +90,17 @@ class ConfluentClient:
             for p in parts:
                 s = starts.get((p.topic, p.partition))
                 p.offset = self._starts.get(s, s) if s is not None else p.offset
-            consumer.assign(parts)
+            if self._cooperative:
+                consumer.incremental_assign(parts)
+            else:
+                consumer.assign(parts)
 
         def revoke(consumer: Any, parts: list[Any]) -> None:
             on_revoke([(p.topic, p.partition) for p in parts])
-            consumer.unassign()
+            if self._cooperative:
+                consumer.incremental_unassign(parts)
+            else:
+                consumer.unassign()
 
         names = list(topics or ())
         if pattern is not None:
@@ -141,6 +151,12 @@ class ConfluentClient:
             if high >= 0:
                 out[(tp.topic, tp.partition)] = high
         return out
+
+    def positions(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """The next offset poll will hand over, per partition (local, no request); past
+        the control records of transactions, which are never handed over."""
+        got = self._consumer.position(self._tps(tps))
+        return {(p.topic, p.partition): p.offset for p in got if p.offset >= 0}
 
     def close(self) -> None:
         self._consumer.close()

@@ -116,6 +116,9 @@ class SpoutCore:
         self.retry = retry or Retry()
         self.lanes: dict[TP, Lane] = {}
         self.ever_assigned = False
+        # between a revoke and the assignment that follows it (an eager rebalance always
+        # assigns again, maybe nothing): no lanes then does not mean "at the end"
+        self.rebalancing = False
         self._epoch = 0
         self._next_commit = now + commit_interval
         self.dead_lettered = 0
@@ -127,6 +130,7 @@ class SpoutCore:
         """Partitions given to this consumer, with where each is read from: an offset
         (the committed position), "earliest" or "latest" (client.start_offset)."""
         self.ever_assigned = True
+        self.rebalancing = False
         for tp, start in starts.items():
             self._epoch += 1
             pos = start if isinstance(start, int) else None
@@ -136,6 +140,7 @@ class SpoutCore:
     def revoking(self, tps: Iterable[TP]) -> None:
         """Stop emitting for these partitions: what is buffered or waits to be replayed is
         dropped (the next owner reads it from the committed position)."""
+        self.rebalancing = True
         for tp in tps:
             lane = self.lanes.get(tp)
             if lane is not None:
@@ -251,13 +256,14 @@ class SpoutCore:
     def ack(self, msg_id: Any) -> Resume | None:
         """A tree completed: its offset joins the completed prefix; the partition resumes
         when it fell back under max_uncommitted."""
-        lane = self._lane_of(msg_id)
-        if lane is None:
+        lane = self.lanes.get((msg_id[0], msg_id[1]))  # _lane_of, inlined: once per tree
+        if lane is None or lane.epoch != msg_id[3]:
             return None
         offset = msg_id[2]
         if lane.inflight.pop(offset, None) is None:
             return None
-        lane.failures.pop(offset, None)
+        if lane.failures:
+            lane.failures.pop(offset, None)
         lane.tracker.complete(offset)  # type: ignore[union-attr]
         if lane.paused and lane.uncommitted() < self.max_uncommitted:
             lane.paused = False
@@ -316,19 +322,42 @@ class SpoutCore:
         return Commit(out, sync) if out else None
 
     # -- progress ------------------------------------------------------------------------------
-    def set_high(self, highs: dict[TP, int], stop_at_end: bool) -> None:
+    def set_high(
+        self, highs: dict[TP, int], stop_at_end: bool, positions: dict[TP, int] | None = None
+    ) -> None:
         """High watermarks from the consumer's fetches; the first one of a lane is its
-        end when the spout stops at the end."""
+        end when the spout stops at the end. `positions`: the consumer's position in each
+        partition, given after every record before it was handed over."""
         for tp, high in highs.items():
             lane = self.lanes.get(tp)
             if lane is not None:
                 lane.high = high
                 if stop_at_end and lane.end is None:
                     lane.end = high
+        for tp, pos in (positions or {}).items():
+            lane = self.lanes.get(tp)
+            if lane is not None and not (lane.inflight or lane.buffer or lane.due):
+                self._skip_to(lane, pos)
+
+    def _skip_to(self, lane: Lane, consumed: int) -> None:
+        """An idle lane whose consumer is past its position moves up to it: offsets the
+        consumer skipped (transaction markers, compacted records) are never emitted, and
+        would otherwise hold the commit (and stop_at_end) back for ever."""
+        pos = lane.position()
+        if pos is not None and consumed <= pos:
+            return
+        if self.tracking:
+            if lane.tracker is None:
+                lane.tracker = OffsetTracker(consumed)
+            else:
+                lane.tracker.committed = consumed  # idle: nothing pending or done behind
+        else:
+            lane.emitted = consumed
+        lane.fetched = max(lane.fetched or 0, consumed)
 
     def at_end(self) -> bool:
         """Every assigned partition completed up to the end seen at its start."""
-        if not self.ever_assigned:
+        if not self.ever_assigned or self.rebalancing:
             return False
         for lane in self.lanes.values():
             if lane.end is None or lane.inflight or lane.buffer or lane.due:

@@ -100,7 +100,10 @@ class Feed:
                     self._wake.clear()
                 now = time.monotonic()
                 if now >= next_high and self._assigned:
-                    self.inbox.append(("high", client.high_watermarks(self._assigned)))
+                    # after the records polled so far: each position covers what is queued
+                    tps = list(self._assigned)
+                    highs, positions = client.high_watermarks(tps), client.positions(tps)
+                    self.inbox.append(("high", highs, positions))
                     next_high = now + HIGH_EVERY
         except BaseException as exc:  # noqa: BLE001 - handed to the spout, which raises it
             self.error = exc

@@ -65,6 +65,7 @@ class KafkaSpout(Spout):
         poll_batch: int = 500,
         max_buffered: int = 10_000,
         revoke_timeout_secs: float = 30.0,
+        commit_offsets: bool = True,
     ):
         if isinstance(topics, str):
             topics = [topics]
@@ -86,6 +87,8 @@ class KafkaSpout(Spout):
                 raise ValueError(f"KafkaSpout {name} must be a number >= 0, got {f!r}")
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"KafkaSpout retry must be a stormish.kafka.Retry, got {retry!r}")
+        if not commit_offsets and processing_guarantee != AT_LEAST_ONCE:
+            raise ValueError("KafkaSpout commit_offsets=False needs at_least_once")
         if stream_per_topic and not topics:
             raise ValueError("KafkaSpout stream_per_topic needs topics (not topic_pattern)")
         self.bootstrap_servers, self.group_id = bootstrap_servers, group_id
@@ -102,6 +105,9 @@ class KafkaSpout(Spout):
         self.stream_per_topic = stream_per_topic
         self.poll_batch, self.max_buffered = poll_batch, max_buffered
         self.revoke_timeout_secs = float(revoke_timeout_secs)
+        # False: a transactional sink commits the offsets with its output (it sends them
+        # in its transaction); the spout only tracks completion and never commits
+        self.commit_offsets = bool(commit_offsets)
         if translator is None and (fields is not None or streams):
             raise ValueError(
                 "KafkaSpout fields/streams declare a translator's output: give translator"
@@ -131,10 +137,9 @@ class KafkaSpout(Spout):
             self.retry,
             self._now(),
         )
-        acking = conf.get("topology.acker.executors") != 0
-        if not acking and self._core.tracking:
+        if conf.get("topology.acker.executors") == 0 and self._core.tracking:
+            # the runtime acks each message id as it is emitted
             log.warning("%s: acking is off, so at_least_once commits on emit", self.component)
-        self._acked_on_emit = not acking
         self._max_pending = conf.get("topology.max.spout.pending")
         self._pulled = 0
         self._revoking: list[tuple[list, int]] = []
@@ -176,9 +181,6 @@ class KafkaSpout(Spout):
                     emit(r, DEFAULT_STREAM, None, mid)
             else:
                 self._emit_translated(batch)
-            if self._acked_on_emit and core.tracking:
-                for _, mid in batch:
-                    self.ack(mid)
             feed.taken = self._pulled - core.buffered
         elif self.stop_at_end and not self._finished and core.at_end():
             self._do(core.commit_now(sync=True))
@@ -219,7 +221,7 @@ class KafkaSpout(Spout):
                 self._revoking.append((event[1], event[2]))
                 self._check_revoked()
             elif kind == "high":
-                core.set_high(event[1], self.stop_at_end)
+                core.set_high(event[1], self.stop_at_end, event[2])
 
     def _check_revoked(self) -> None:
         """Partitions being revoked whose trees all completed: commit and let them go."""
@@ -240,7 +242,7 @@ class KafkaSpout(Spout):
         if d is None:
             return
         if isinstance(d, Commit):
-            if d.offsets:
+            if d.offsets and self.commit_offsets:
                 self._feed.command(("commit", d.offsets, d.sync))
         elif isinstance(d, Pause):
             if not self._core.warned_pause:
@@ -292,7 +294,7 @@ class KafkaSpout(Spout):
         if feed is None:
             return
         final = self._core.commit_now(sync=True)
-        feed.close(final.offsets if final else None)
+        feed.close(final.offsets if final and self.commit_offsets else None)
 
     # -- what the statistics read (another thread: a dict swapped whole) -----------------------
     def gauges(self) -> Mapping[str, float]:

@@ -112,14 +112,20 @@ def produce_more(address: str, topic: str, partitions: int, start: int, n: int) 
 
 
 @pytest.mark.timeout(90)
-def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka):
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka, strategy):
     topic, _ = make_topic(kafka.address, 4, 400)
     group, key = unique("g"), unique("rebalance")
     pending = 40
+    cfg = {**KAFKA_FAST_GROUP, "partition.assignment.strategy": strategy}
 
     def topology(name: str) -> Topology:
         t = Topology(name, config={"topology.max.spout.pending": pending})
-        t.set_spout("k", spout(kafka.address, topic, group, commit_interval_secs=0.2))
+        k = KafkaSpout(
+            kafka.address, topics=topic, group_id=group, commit_interval_secs=0.2,
+            consumer_config=cfg,
+        )  # fmt: skip
+        t.set_spout("k", k)
         t.set_bolt("note", Note(f"{key}-{name}")).shuffle_grouping("k")
         return t
 
@@ -147,3 +153,38 @@ def test_second_topology_joins_the_group_nothing_lost_duplicates_bounded(kafka):
     # owner's max.spout.pending (its revoke waits for them, so normally none)
     print(f"rebalance: a {len(a)}, b {len(b)}, {dups} processed twice")
     assert dups <= pending, dups
+
+
+@pytest.mark.timeout(60)
+def test_stop_at_end_with_an_empty_partition_finishes(kafka):
+    # (first_poll_offset="latest" is tested on the MemoryLog: Tansu's memory storage
+    # answers ListOffsets for the latest offset wrongly, so the broker starts it early)
+    topic, _ = make_topic(kafka.address, 2, 0)
+    produce_more(kafka.address, topic, 1, 0, 5)  # partition 0 only
+    group, key = unique("g"), unique("empty")
+    t = Topology("kbroker-empty")
+    t.set_spout("k", spout(kafka.address, topic, group, stop_at_end=True))
+    t.set_bolt("note", Note(key)).shuffle_grouping("k")
+    run_topology(t, timeout=45)
+    assert sorted(o for _, _, o, _ in seen(key)) == [0, 1, 2, 3, 4]
+    assert committed(kafka.address, group, topic, 2)[0] == 5
+
+
+@pytest.mark.timeout(60)
+def test_stop_at_end_on_a_transactional_topic_finishes_past_the_commit_marker(kafka):
+    topic, _ = make_topic(kafka.address, 1, 0)
+    producer = ck.Producer({"bootstrap.servers": kafka.address, "transactional.id": unique("tx")})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, str(i).encode(), partition=0)
+    producer.commit_transaction(20)
+    group, key = unique("g"), unique("tx")
+    t = Topology("kbroker-tx")
+    t.set_spout("k", spout(kafka.address, topic, group, stop_at_end=True))
+    t.set_bolt("note", Note(key)).shuffle_grouping("k")
+    run_topology(t, timeout=45)
+    assert sorted(o for _, _, o, _ in seen(key)) == [0, 1, 2, 3, 4]
+    (end,) = committed(kafka.address, group, topic, 1)
+    assert end >= 5  # past the records, and past the marker where the broker wrote one
+    print(f"transactional topic: committed {end}")

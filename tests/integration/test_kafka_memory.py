@@ -4,6 +4,7 @@ storm-kafka-client's scenarios end to end, each with the exact count."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 
 import pytest
@@ -45,13 +46,19 @@ def test_finite_run_sums_exactly_keeps_partition_order_and_commits_the_end(log):
     t = Topology("kmem-sum")
     t.set_spout("k", KafkaSpout(log.address, topics="in", group_id="g", stop_at_end=True))
     t.set_bolt("note", Note("kmem-sum"), parallelism=2).fields_grouping("k", ["partition"])
+    t.set_bolt("lanes", Note("kmem-sum-lanes"), parallelism=2).ordered_lanes(
+        "k", key=["partition"], lanes=8
+    )
     stats = run(t)
     rows = seen("kmem-sum")
     assert len(rows) == 1200
     assert sum(int(v) for *_, v in rows) == total
     check_order(rows)
+    check_order(seen("kmem-sum-lanes"))  # a partition is an ordered lane downstream too
+    assert len(seen("kmem-sum-lanes")) == 1200
     assert [log.committed("g", "in", p) for p in range(4)] == [300] * 4
     assert stats.components["k"].gauges == {f"lag:in/{p}": 0 for p in range(4)}
+    assert not [t for t in threading.enumerate() if t.name.startswith("kafka-feed")]
 
 
 def test_failed_offset_is_replayed_alone_and_the_commit_waits_for_it(log):
@@ -231,8 +238,48 @@ def test_two_spout_tasks_in_one_group_split_the_partitions(log):
     t.set_bolt("note", Note("kmem-two")).shuffle_grouping("k")
     stats = run(t)
     rows = seen("kmem-two")
-    assert len(rows) == 800 and sum(int(v) for *_, v in rows) == total
+    assert len(rows) == 800 and sum(int(v) for *_, v in rows) == total, log.events
     assert [log.committed("g", "in", p) for p in range(4)] == [200] * 4
     owners = {e[2] for e in log.events if e[0] == "assign" and e[3]}
     assert len(owners) == 2, log.events  # both members were given partitions
     assert stats.components["k"].tasks == 2
+
+
+def test_latest_reads_only_what_comes_after_the_assignment(log):
+    fill(log, "in", 1, 5)
+    spout = KafkaSpout(log.address, topics="in", group_id="g", first_poll_offset="latest")
+    t = Topology("kmem-latest")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-latest")).shuffle_grouping("k")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: any(e[0] == "assign" for e in log.events), 10, 0.01, "assigned")
+        poll_for(lambda: cluster.statistics(t.name).components["k"].gauges, 10, 0.01, "lag")
+        for v in (100, 101):
+            log.produce("in", str(v).encode(), partition=0)
+        poll_for(lambda: len(seen("kmem-latest")) == 2, 10, 0.01, "the two new records")
+    assert [int(v) for *_, v in seen("kmem-latest")] == [100, 101]
+    assert log.committed("g", "in", 0) == 7
+
+
+def test_commit_offsets_false_leaves_committing_to_someone_else(log):
+    fill(log, "in", 2, 20)
+    spout = KafkaSpout(
+        log.address, topics="in", group_id="g", stop_at_end=True, commit_offsets=False
+    )
+    t = Topology("kmem-nocommit")
+    t.set_spout("k", spout)
+    t.set_bolt("note", Note("kmem-nocommit")).shuffle_grouping("k")
+    run(t)
+    assert len(seen("kmem-nocommit")) == 40
+    assert [log.committed("g", "in", p) for p in (0, 1)] == [None, None]
+
+
+def test_with_acking_off_at_least_once_commits_what_it_emitted(log):
+    fill(log, "in", 2, 30)
+    t = Topology("kmem-noack", config={"topology.acker.executors": 0})
+    t.set_spout("k", KafkaSpout(log.address, topics="in", group_id="g", stop_at_end=True))
+    t.set_bolt("note", Note("kmem-noack")).shuffle_grouping("k")
+    run(t)
+    assert len(seen("kmem-noack")) == 60
+    assert [log.committed("g", "in", p) for p in (0, 1)] == [30, 30]

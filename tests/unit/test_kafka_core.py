@@ -239,3 +239,64 @@ def test_max_uncommitted_bounds_what_is_emitted_from_the_buffer():
     assert core.take(10, 0.0) == []  # 250 unacked: nothing more
     core.ack(ids[0])
     assert [r[2] for r, _ in core.take(10, 0.0)] == [250]
+
+
+def test_between_a_revoke_and_the_next_assignment_the_spout_is_not_at_its_end():
+    core = SpoutCore()
+    core.assigned({TP: 0})
+    core.set_high({TP: 0}, stop_at_end=True)
+    assert core.at_end()
+    core.revoking([TP])
+    core.release([TP])
+    assert not core.at_end()  # no lanes, but an assignment is on its way
+    core.assigned({("t", 1): 0})
+    core.set_high({("t", 1): 0}, stop_at_end=True)
+    assert core.at_end()
+
+
+def test_offsets_the_consumer_skipped_do_not_hold_the_commit_or_the_end_back():
+    # a transactional topic: offset 2 is a commit marker, never handed over; hwm is 3
+    core = SpoutCore()
+    core.assigned({TP: BEGINNING})
+    core.polled(records(2))
+    ids = emitted(core)
+    core.set_high({TP: 3}, stop_at_end=True, positions={TP: 3})  # 0 and 1 in flight
+    assert core.lanes[TP].position() == 0
+    for mid in ids.values():
+        core.ack(mid)
+    assert not core.at_end()  # completed up to 2; the end is 3
+    core.set_high({TP: 3}, stop_at_end=True, positions={TP: 3})
+    assert core.at_end()
+    assert committed(core) == {TP: 3}
+    core.polled(records(1, start=3))  # and on it goes
+    assert list(emitted(core)) == [3]
+
+
+def test_a_due_replay_is_emitted_even_past_max_uncommitted():
+    # KafkaSpoutEmitTest: failed tuples are emitted again although the limit is reached
+    core = SpoutCore(max_uncommitted=3, retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled(records(5))
+    ids = emitted(core)
+    assert sorted(ids) == [0, 1, 2]
+    core.fail(ids[1], now=0.0)
+    assert list(emitted(core)) == [1]  # the replay, and nothing new
+
+
+def test_a_fail_of_a_partition_no_longer_assigned_is_ignored():
+    # KafkaSpoutRebalanceTest: fails (as acks) of an earlier assignment change nothing
+    core = SpoutCore(retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    old = emitted(core)
+    core.revoking([TP])
+    core.release([TP])
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    new = emitted(core)
+    assert core.fail(old[0], now=0.0) == [] and emitted(core) == {}
+    core.ack(old[1])
+    assert core.lanes[TP].position() == 0
+    core.ack(new[0])
+    core.ack(new[1])
+    assert committed(core) == {TP: 2}

@@ -78,3 +78,13 @@ def test_gauges_are_summed_per_component_and_scraped_with_their_name():
 def test_retry_rejects_negative_delays():
     with pytest.raises(ValueError, match="delay_period_secs"):
         Retry(delay_period_secs=-1)
+
+
+def test_the_rest_component_view_carries_the_gauges():
+    from stormish.ui.rest import component_view
+
+    t = TaskStats(1, "k", 0, "spout", gauges={"lag:t/0": 3.0})
+    stats = TopologyStatistics("top", "running", 1.0, 1, {1: t}, aggregate([t]))
+    view = component_view(stats, "k")
+    assert view["gauges"] == {"lag:t/0": 3.0}
+    assert view["executorStats"][0]["gauges"] == {"lag:t/0": 3.0}
