@@ -139,6 +139,9 @@ class KafkaSink(Bolt):
         if self._txn is not None:
             self._txn.finish(max(0.0, deadline - time.monotonic()))
         producer.flush(max(0.0, deadline - time.monotonic()))
+        # the producer's callbacks hold this sink: let both go now (its threads and
+        # sockets close with it), not at some later garbage collection
+        self._producer = self._produce = self._poll = self._txn = None  # type: ignore[assignment]
 
     # -- the per-tuple path -------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:

@@ -37,13 +37,14 @@ class CountingSink(KafkaSink):
 
         self._send = counted
 
+    def cleanup(self) -> None:
+        txn = self._txn  # cleanup lets the producer and the transaction go
+        super().cleanup()
+        self.committed = 0 if txn is None else txn.committed
+        self.aborted = 0 if txn is None else txn.aborted
+
     def result(self) -> dict[str, int]:
-        txn = self._txn
-        return {
-            "refusals": self.refusals,
-            "committed": 0 if txn is None else txn.committed,
-            "aborted": 0 if txn is None else txn.aborted,
-        }
+        return {"refusals": self.refusals, "committed": self.committed, "aborted": self.aborted}
 
 
 def _run(sink: KafkaSink, items: list, fields: tuple, **conf: Any) -> Any:
