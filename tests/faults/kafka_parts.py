@@ -21,12 +21,12 @@ class Relay(BasicBolt):
 def kafka_pipeline(
     name: str, address: str, src: str, out: str, consumer: dict, **conf: Any
 ) -> Topology:
-    """KafkaSpout (at_least_once, finite) -> relay (2 tasks) -> KafkaSink (2 tasks),
-    2 workers."""
+    """KafkaSpout (at_least_once, finite, committing every 0.2 s so that a kill lands
+    after commits and mid-stream) -> relay (2 tasks) -> KafkaSink (2 tasks), 2 workers."""
     t = Topology(name, config={"topology.workers": 2, **conf})
     spout = KafkaSpout(
         address, topics=[src], group_id=f"g-{name}-{src}", stop_at_end=True,
-        commit_interval_secs=1, consumer_config=consumer,
+        commit_interval_secs=0.2, consumer_config=consumer,
     )  # fmt: skip
     t.set_spout("src", spout)
     t.set_bolt("relay", Relay(), parallelism=2).shuffle_grouping("src")

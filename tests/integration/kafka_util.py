@@ -27,10 +27,12 @@ def read_topic(
     timeout: float = 30.0,
     isolation: str = "read_uncommitted",
     quiet_secs: float = 0.5,
+    timestamps: bool = False,
 ) -> list[Any]:
     """Every record of `topic` from the start: reads until `expect` records came and
     nothing more arrived for `quiet_secs` (more than expected shows up as duplicates),
-    or until `timeout`. Records as (partition, offset, key, value)."""
+    or until `timeout`. Records as (partition, offset, key, value), and the record's
+    timestamp (ms) last with `timestamps`."""
     from confluent_kafka import Consumer
 
     c = Consumer(
@@ -52,7 +54,8 @@ def read_topic(
             batch = c.consume(1000, 0.1)
             for m in batch:
                 if m.error() is None:
-                    out.append((m.partition(), m.offset(), m.key(), m.value()))
+                    rec = (m.partition(), m.offset(), m.key(), m.value())
+                    out.append((*rec, m.timestamp()[1]) if timestamps else rec)
             if batch:
                 last = time.monotonic()
             elif len(out) >= expect and time.monotonic() - last >= quiet_secs:
@@ -60,3 +63,15 @@ def read_topic(
     finally:
         c.close()
     return out
+
+
+def committed_total(address: str, group: str, topic: str, partitions: int) -> int:
+    """The sum of the group's committed positions over the topic's partitions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": address, "group.id": group, **KAFKA_FAST_GROUP})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return sum(max(tp.offset, 0) for tp in tps)
+    finally:
+        c.close()
