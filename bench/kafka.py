@@ -15,7 +15,8 @@ count) to a fresh output topic, so each run writes as many records as it reads:
   (bench/kafka_bytewax.py; `--bytewax-python` names an interpreter that has bytewax).
 - `stormish`: `stormish run topologies/kafka_wordcount.py`, one worker, KafkaSpout
   at_least_once with acking on (stop_at_end) -> split -> count -> KafkaSink (acked on
-  each delivery report).
+  each delivery report). `stormish-noidem`: the same with the sink's idempotent producer
+  off (KAFKA_IDEMPOTENCE=0), as Bytewax's sink and the plain loop run theirs.
 
 Each engine runs as its own command; rounds interleave the engines. Reported per
 engine: the whole command (wall seconds from start to exit, Python start-up, group join
@@ -42,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = [f"w{i:03d}" for i in range(1000)]
-ENGINES = ("plain-consume", "plain-wordcount", "bytewax", "stormish")
+ENGINES = ("plain-consume", "plain-wordcount", "bytewax", "stormish", "stormish-noidem")
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 
 
@@ -149,6 +150,7 @@ def run_engine(engine: str, bootstrap: str, src: str, n: int, bw_python: str) ->
         cmd = [bw_python, "-m", "bytewax.run", "bench.kafka_bytewax:flow"]
     else:
         cmd = [sys.executable, "-m", "stormish.cli", "run", "topologies/kafka_wordcount.py"]
+        env["KAFKA_IDEMPOTENCE"] = "0" if engine == "stormish-noidem" else "1"
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     whole = time.perf_counter() - t0

@@ -14,7 +14,8 @@ README "Kafka" shows how to start a broker. The file is also a small tool:
 and writes N sentences to it; `python topologies/kafka_wordcount.py counts` prints each
 word's last count from the output topic. Settings by environment: KAFKA_BOOTSTRAP
 (127.0.0.1:9092), KAFKA_IN (sentences), KAFKA_OUT (word-counts), KAFKA_GROUP
-(kafka-wordcount).
+(kafka-wordcount); KAFKA_IDEMPOTENCE=0 turns the sink's idempotent producer off
+(faster, but a retried batch may then be reordered or duplicated).
 """
 
 import os
@@ -29,6 +30,7 @@ IN = os.environ.get("KAFKA_IN", "sentences")
 OUT = os.environ.get("KAFKA_OUT", "word-counts")
 GROUP = os.environ.get("KAFKA_GROUP", "kafka-wordcount")
 FOLLOW = os.environ.get("KAFKA_FOLLOW", "") not in ("", "0")
+IDEMPOTENCE = os.environ.get("KAFKA_IDEMPOTENCE", "1") != "0"
 # a broker's group joins settle within the session timeout: 2 s keeps a run short
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 
@@ -67,7 +69,14 @@ topology.set_spout(
 topology.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
 topology.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
 topology.set_bolt(
-    "out", KafkaSink(BOOTSTRAP, OUT, key_field="word", value_field="count")
+    "out",
+    KafkaSink(
+        BOOTSTRAP,
+        OUT,
+        key_field="word",
+        value_field="count",
+        producer_config={"enable.idempotence": IDEMPOTENCE},
+    ),
 ).fields_grouping("count", ["word"])
 
 
