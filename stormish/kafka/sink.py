@@ -173,6 +173,8 @@ class KafkaSink(Bolt):
             key = None if self.key_field is None else to_bytes(tup[self.key_field])
             value = self._serialize(tup[self.value_field])
         except Exception as exc:  # noqa: BLE001 - a bad tuple fails, the sink lives
+            if tup.is_tick:  # a tick tuple (topology.tick.tuple.freq.secs) is not a record
+                return True
             self.fail(tup, f"{self._name}: cannot serialize: {type(exc).__name__}: {exc}")
             return True
         txn = self._txn
