@@ -88,6 +88,11 @@ class Transaction:
         if len(self.producer):  # delivery reports to come: served by poll(0)
             self.producer.poll(0)
             return True
+        if self.state == COMMITTING and self.error is not None:
+            # a report that came while it waited to commit: a record librdkafka failed
+            # before it joined the transaction (an unknown topic's) does not fail the
+            # commit, so the commit would ack a tuple whose record is nowhere
+            self.state = ABORTING
         if self.state == COMMITTING:
             self._end(self.producer.commit_transaction, self.end_timeout)
         if self.state == ABORTING:
@@ -96,7 +101,8 @@ class Transaction:
 
     def finish(self, timeout: float) -> None:
         """At cleanup: end what is open within `timeout` (commit, or abort after an error)."""
-        if self.state == OPEN:
+        if self.state in (OPEN, COMMITTING):
+            self.producer.flush(timeout)  # every report served: an error is known
             self.state = COMMITTING if self.error is None else ABORTING
         try:
             if self.state == COMMITTING:
@@ -121,7 +127,10 @@ class Transaction:
                 return
             self._settle(reason, ok=False)
             raise RuntimeError(reason) from exc  # fatal (fenced, ...): the task ends
-        if self.state == COMMITTING:
+        if self.state == COMMITTING and self.error is not None:  # reported during the call
+            self.committed += 1
+            self._settle(self.error, ok=False)  # replayed: those delivered come twice
+        elif self.state == COMMITTING:
             self.committed += 1
             self._settle(None, ok=True)
         else:

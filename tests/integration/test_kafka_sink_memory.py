@@ -9,6 +9,7 @@ from collections import Counter
 from stormish import BasicBolt, Topology
 from stormish.kafka import KafkaSink, KafkaSpout
 from stormish.testing import ListSpout, MemoryLog, run_topology
+from stormish.tuple import TICK_STREAM, Source, Tuple
 
 
 class Split(BasicBolt):
@@ -37,33 +38,32 @@ def test_a_topic_to_topic_word_count_on_the_memory_log() -> None:
         assert [log.committed("g", "in", p) for p in range(3)] == log.end_offsets("in")
 
 
-class TickCounting(KafkaSink):
-    def prepare(self, conf, context):
-        super().prepare(conf, context)
-        self.ticks = 0
-
-    def execute(self, tup):
-        self.ticks += tup.is_tick
-        super().execute(tup)
-
-    def result(self):
-        return self.ticks
-
-
-def test_a_missing_topic_fails_the_tuple_with_the_reason_and_ticks_are_no_records() -> None:
+def test_a_missing_topic_fails_the_tuple_with_the_reason() -> None:
     with MemoryLog("sink-missing") as log:
         log.create_topic("ok")
-        conf = {"topology.max.replays": 1, "topology.tick.tuple.freq.secs": 0.01}
-        t = Topology("mem-missing", config=conf)
-        items = [("ok", f"v{i}") for i in range(2000)]
-        items[1] = ("nope", "b")
-        t.set_spout("src", ListSpout(items, fields=("topic", "value"), per_call=1))
-        t.set_bolt("out", TickCounting(log.address, topic_field="topic")).shuffle_grouping("src")
+        t = Topology("mem-missing", config={"topology.max.replays": 1})
+        items = [("ok", "a"), ("nope", "b"), ("ok", "c")]
+        t.set_spout("src", ListSpout(items, fields=("topic", "value")))
+        t.set_bolt("out", KafkaSink(log.address, topic_field="topic")).shuffle_grouping("src")
         r = run_topology(t)
         spout = r.results["src"][0]
-        assert len(spout["acked"]) == 1999 and list(spout["dead"]) == [1]
+        assert sorted(spout["acked"]) == [0, 2] and list(spout["dead"]) == [1]
         assert "delivery to 'nope' failed" in spout["dead"][1]["error"]
         assert "has no topic 'nope'" in spout["dead"][1]["error"]
-        assert [r[4] for r in log.records("ok", 0)] == [v.encode() for t, v in items if t == "ok"]
-        assert r.results["out"][0] > 0, "no tick came: the test proves nothing"
-        assert r.stats.components["out"].failed == 1  # the missing topic's; no tick
+        assert [r[4] for r in log.records("ok", 0)] == [b"a", b"c"]
+
+
+def test_a_tick_tuple_is_no_record() -> None:
+    """Storm's KafkaBolt ignores ticks: nothing produced, nothing failed."""
+    with MemoryLog("sink-tick") as log:
+        log.create_topic("ok")
+        sink = KafkaSink(log.address, topic_field="topic")
+        sink.prepare({}, None)
+        failed: list = []
+        sink.fail = lambda tup, why=None: failed.append(why)  # type: ignore[method-assign]
+        sink.execute(Tuple((1.0,), Source("__system", -1, TICK_STREAM, ("freq",))))
+        sink.execute(Tuple(("nope-field",), Source("src", 1, "default", ("other",))))
+        sink.on_turn()
+        sink.cleanup()
+        assert log.end_offsets("ok") == [0]
+        assert len(failed) == 1 and "cannot serialize" in failed[0]  # the non-tick only

@@ -48,6 +48,10 @@ class Producer:
         self.calls.append("poll")
         return 0
 
+    def flush(self, timeout: float) -> int:
+        self.calls.append("flush")
+        return 0
+
     def _end(self, name: str) -> None:
         self.calls.append(name)
         err = self.raises.pop(0) if self.raises else None
@@ -138,3 +142,21 @@ def test_finish_commits_what_is_open(txn: Any) -> None:
     txn.broken("lost")
     txn.finish(1.0)
     assert txn.failed == [("b", "lost")] and txn.state == IDLE != ABORTING
+
+
+def test_an_error_reported_while_waiting_to_commit_aborts_instead(txn: Any) -> None:
+    """A record librdkafka failed before it joined the transaction (an unknown topic)
+    does not fail the commit: the sink must not commit over it."""
+    txn.open_for("a")
+    txn.open_for("b")
+    txn.now[0] = 1.0
+    txn.p.outstanding = 1
+    assert txn.turn() is True  # committing: waits for the last report
+    txn.broken("delivery to 'bad topic!' failed")
+    txn.p.outstanding = 0
+    assert txn.turn() is False
+    assert "commit" not in txn.p.calls and txn.p.calls[-1] == "abort"
+    assert txn.failed == [
+        ("a", "delivery to 'bad topic!' failed"),
+        ("b", "delivery to 'bad topic!' failed"),
+    ]
