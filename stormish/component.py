@@ -183,6 +183,20 @@ class Bolt(Component):
     def cleanup(self) -> None:
         pass
 
+    def on_turn(self) -> bool:
+        """Work that completes outside `execute`, and a way to stop taking input.
+
+        Define it in a bolt that hands tuples to a client with its own queue and
+        callbacks (a Kafka producer: stormish.kafka.KafkaSink). The runtime then calls it
+        on the task's thread at the start of every turn of the bolt loop, with or without
+        input, so callbacks settle (ack or fail) on the thread that owns the tuples, at
+        most one idle wait after they are due. It must not block. Return True while the
+        bolt cannot take more input (the client's queue is full): that turn takes none,
+        the task counts as under backpressure, and its receive queue fills until the
+        engine's backpressure holds its upstream, as for a bolt whose emits cannot go
+        out. A bolt that does not define it pays nothing."""
+        return False
+
     ack = _not_running("ack")
     fail = _not_running("fail")
     ack_batch = _not_running("ack_batch")

@@ -3,7 +3,9 @@
 Bolt loop: flush the pendingEmitQ first (stopping at the first refusal); while anything
 remains parked, read no new input and idle under the backpressure wait strategy, except
 on a cycle (below); otherwise consume up to the queue's budget, execute it, and idle under
-the bolt wait strategy when there is nothing.
+the bolt wait strategy when there is nothing. A bolt that defines `Bolt.on_turn` is
+called first in every turn that is not parked, and is parked as under backpressure while
+it returns True (a client's queue is full: stormish.kafka.KafkaSink).
 
 Cycles (beyond Storm, whose STORM-3637 topologies deadlock): an executor on a cycle of
 the topology graph keeps consuming input while parked, as long as its pendingEmitQ holds
@@ -72,6 +74,9 @@ class BoltExecutor(Executor):
             self.process = ProcessLatency(float(self.conf["topology.message.timeout.secs"]))
         # a Bolt settles its tuples itself and may keep them (a settle batch's wait too)
         self._keeps = not self.basic or self.batcher is not None
+        # Bolt.on_turn, where the bolt defines it: called before each turn takes input
+        on_turn = getattr(type(self.obj), "on_turn", Bolt.on_turn)
+        self._on_turn = None if on_turn is Bolt.on_turn else self.obj.on_turn
         self._bind()
 
     def _bind(self) -> None:
@@ -98,7 +103,7 @@ class BoltExecutor(Executor):
     def _count_ack(self, tup: Tuple) -> None:
         self.acked += 1
 
-    def _count_fail(self, tup: Tuple) -> None:
+    def _count_fail(self, tup: Tuple, error: str | None = None) -> None:
         self.failed += 1
 
     def _count_ack_batch(self, batch: TupleBatch) -> None:
@@ -192,6 +197,9 @@ class BoltExecutor(Executor):
                 self.worker.cycle_congestion(self.task, col.pending_count * 2 > self.budget)
             if not drain:
                 return HELD
+        elif self._on_turn is not None and self._turn_held():
+            self._enter_bp(now())  # the bolt holds its input back (Bolt.on_turn)
+            return HELD
         elif self.bp_since is not None:
             self._leave_bp(now())
             if self.on_cycle:
@@ -270,6 +278,18 @@ class BoltExecutor(Executor):
             col.flush_all()
             self.next_flush = now() + self.flush_every
         return IDLE
+
+    def _turn_held(self) -> bool:
+        """Bolt.on_turn; what it settled goes out with this turn's flush (an idle turn
+        flushes only when it follows work, so it counts as work here)."""
+        settled = self.acked + self.failed
+        held = self._on_turn()  # type: ignore[misc]  # set: step() checked
+        if self.acked + self.failed != settled:
+            self._settled_outside()
+            self.idle = 0
+            if held:
+                self.collector.flush_all()
+        return held
 
     def _settled_outside(self) -> None:
         """Tuples settled outside the loop's executes (runtime/process_latency.py)."""

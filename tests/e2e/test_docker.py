@@ -54,10 +54,12 @@ class Deployment:
     def __init__(self, tmp: str):
         self.keys = os.path.join(tmp, "keys")
         create(self.keys)
-        socks = [__import__("socket").socket() for _ in range(3)]
+        socks = [__import__("socket").socket() for _ in range(5)]
         for s in socks:
             s.bind(("127.0.0.1", 0))
-        self.port, self.metrics_port, self.redis_port = (s.getsockname()[1] for s in socks)
+        self.port, self.metrics_port, self.redis_port, kafka_port, nats_port = (
+            s.getsockname()[1] for s in socks
+        )
         for s in socks:
             s.close()
         self.project = f"stormish-e2e-{os.getpid()}"
@@ -67,6 +69,8 @@ class Deployment:
             STORMISH_NIMBUS_PORT=str(self.port),
             STORMISH_METRICS_PORT=str(self.metrics_port),
             STORMISH_REDIS_PORT=str(self.redis_port),
+            STORMISH_KAFKA_PORT=str(kafka_port),
+            STORMISH_NATS_PORT=str(nats_port),
             STORMISH_TASK_TIMEOUT="5",
         )
         self.compose = [*_compose(), "-p", self.project, "-f", COMPOSE]
@@ -184,6 +188,56 @@ def test_wordcount_runs_exactly_on_the_compose_cluster(deployment):
     finally:
         ui.terminate()
         ui.wait(30)
+
+
+# run in the nimbus container (the image has confluent-kafka): the compose network's
+# `kafka` service is what the cluster's workers read from and write to
+KAFKA_FEED = """
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+a = AdminClient({"bootstrap.servers": "kafka:9092"})
+a.create_topics([NewTopic("e2e-sentences", 4, 1)])["e2e-sentences"].result(30)
+p = Producer({"bootstrap.servers": "kafka:9092", "linger.ms": 5})
+for i in range(3000):
+    p.produce("e2e-sentences", f"the cow jumped n{i % 11}".encode())
+assert p.flush(60) == 0
+"""
+KAFKA_READ = """
+import json, uuid
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": "kafka:9092", "group.id": uuid.uuid4().hex,
+              "auto.offset.reset": "earliest", "session.timeout.ms": 2000,
+              "heartbeat.interval.ms": 500})
+c.subscribe(["e2e-counts"])
+last, idle = {}, 0
+while idle < 10:
+    batch = c.consume(1000, 1.0 if last else 10.0)
+    idle = 0 if batch else idle + 1
+    for m in batch:
+        if m.error() is None:
+            last[m.key().decode()] = max(int(m.value()), last.get(m.key().decode(), 0))
+c.close()
+print(json.dumps(last))
+"""
+
+
+def test_kafka_wordcount_reads_and_writes_the_compose_kafka(deployment, monkeypatch):
+    """topologies/kafka_wordcount.py on the compose cluster against its `kafka` service:
+    KafkaSpout and KafkaSink in the workers' containers, every count right."""
+    import json
+
+    py = ["exec", "-T", "nimbus", "/opt/stormish/bin/python", "-c"]
+    deployment.run(*py, KAFKA_FEED, timeout=120)
+    for k, v in {"KAFKA_BOOTSTRAP": "kafka:9092", "KAFKA_IN": "e2e-sentences",
+                 "KAFKA_OUT": "e2e-counts", "KAFKA_GROUP": "e2e"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    topology = load_topology(os.path.join(REPO, "topologies", "kafka_wordcount.py"))
+    assert deployment.call("submit", (topology, {"topology.workers": 2})) == "kafka-wordcount"
+    poll_for(lambda: deployment.status("kafka-wordcount") == "complete", 180, 0.5, "complete")
+    counts = json.loads(deployment.run(*py, KAFKA_READ, timeout=120).strip().splitlines()[-1])
+    expect = {"the": 3000, "cow": 3000, "jumped": 3000}
+    expect.update({f"n{j}": len(range(j, 3000, 11)) for j in range(11)})
+    assert counts == expect
 
 
 def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deployment):

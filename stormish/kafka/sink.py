@@ -1,0 +1,258 @@
+"""KafkaSink: a bolt that produces each input tuple to Kafka and settles it on the
+producer's delivery report.
+
+The rule: a tuple is acked only when the broker has the record (the delivery report
+without an error; with `transactional_id`, when its transaction commits), and failed
+with the reason when it cannot be delivered, so an at-least-once spout upstream replays
+exactly what did not reach Kafka. The producer batches by its own `linger.ms`; the sink
+never waits on it inside a turn: delivery reports are served by `producer.poll(0)` at
+the start of every turn of the bolt loop (`Bolt.on_turn`), and when the producer's
+local queue is full (BufferError) the tuple is held, in order, and the bolt takes no
+more input until the queue has room: its receive queue fills and the engine's
+backpressure holds its upstream. `cleanup` flushes what is still queued.
+
+confluent-kafka is imported when a task prepares, never at import time, so a topology
+file can name KafkaSink on a machine without the client (`pip install 'stormish[kafka]'`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from ..component import Bolt
+from ..tuple import Tuple
+from .producer import MEMORY, open_producer
+from .txn import Transaction
+
+# `enable.idempotence`: the producer's retries never reorder or duplicate a partition's
+# records (the order of each key is kept); a user's producer_config may turn it off.
+PRODUCER_DEFAULTS: dict[str, Any] = {"enable.idempotence": True}
+
+
+def confluent_kafka() -> Any:
+    """The client module, or an ImportError saying which extra installs it."""
+    try:
+        import confluent_kafka as ck
+    except ImportError as exc:
+        raise ImportError(
+            "stormish.kafka needs confluent-kafka: pip install 'stormish[kafka]'"
+        ) from exc
+    return ck
+
+
+def to_bytes(value: Any) -> Any:
+    """The default serializer: bytes and str go as they are (str as UTF-8), None stays
+    None (a tombstone), numbers as their decimal text, anything else as compact JSON."""
+    if value is None or isinstance(value, bytes | str):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+class KafkaSink(Bolt):
+    """Produce each input tuple's `value_field` (serialized by `serializer`, default
+    `to_bytes`) to `topic`, or to the topic named by the tuple's `topic_field`, keyed by
+    `key_field` when given. `producer_config` is passed to confluent-kafka's Producer
+    (`linger.ms`, `queue.buffering.max.messages`, ...). With `transactional_id` the
+    records go out in transactions of at most `transaction_max_records` records or
+    `transaction_max_ms` milliseconds; a transaction's tuples are acked when it commits
+    and failed when it aborts. Declares no output stream."""
+
+    outputs = None
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str | None = None,
+        *,
+        topic_field: str | None = None,
+        key_field: str | None = None,
+        value_field: str = "value",
+        serializer: Callable[[Any], Any] | None = None,
+        producer_config: Mapping[str, Any] | None = None,
+        transactional_id: str | None = None,
+        transaction_max_records: int = 10_000,
+        transaction_max_ms: float = 100.0,
+        flush_timeout_secs: float = 30.0,
+    ):
+        _check_args(
+            bootstrap_servers, topic, topic_field, producer_config, serializer, transactional_id
+        )
+        _check_number("transaction_max_records", transaction_max_records, integer=True)
+        _check_number("transaction_max_ms", transaction_max_ms)
+        _check_number("flush_timeout_secs", flush_timeout_secs)
+        self.bootstrap_servers = bootstrap_servers
+        self.topic, self.topic_field = topic, topic_field
+        self.key_field, self.value_field = key_field, value_field
+        self.serializer = serializer
+        self.producer_config = dict(producer_config or {})
+        self.transactional_id = transactional_id
+        self.transaction_max_records = transaction_max_records
+        self.transaction_max_ms = float(transaction_max_ms)
+        self.flush_timeout_secs = float(flush_timeout_secs)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        memory = self.bootstrap_servers.startswith(MEMORY)
+        ck = None if memory else confluent_kafka()
+        self._kafka_exception = _NeverRaised if ck is None else ck.KafkaException
+        comp = context.get_this_component_id() if context is not None else "KafkaSink"
+        task = context.get_this_task_id() if context is not None else 0
+        self._name = f"KafkaSink {comp!r} task {task}"
+        config = {**PRODUCER_DEFAULTS, **self.producer_config}
+        if self.transactional_id is not None:
+            # one id per task: a restarted task fences its own zombie, never a sibling
+            config["transactional.id"] = f"{self.transactional_id}-{task}"
+        self._producer = open_producer(self.bootstrap_servers, config, ck)
+        self._produce = self._producer.produce
+        self._poll = self._producer.poll
+        self._serialize = self.serializer or to_bytes
+        self._held: deque[Tuple] = deque()  # refused by a full queue, in input order
+        self._in_flight = 0  # produced, delivery report not yet served
+        self._txn: Transaction | None = None
+        if self.transactional_id is not None:
+            self._txn = Transaction(
+                self._producer, self._kafka_exception, self.transaction_max_records,
+                self.transaction_max_ms / 1000.0, self.ack, self.fail, self._name,
+                self.flush_timeout_secs,
+            )  # fmt: skip
+            self._txn.init(self.flush_timeout_secs)
+
+    def cleanup(self) -> None:
+        """Flush what is held and queued, up to `flush_timeout_secs` (a transaction
+        still open is committed): nothing the sink took is dropped on a clean stop."""
+        producer = getattr(self, "_producer", None)
+        if producer is None:
+            return
+        deadline = time.monotonic() + self.flush_timeout_secs
+        while self._held and time.monotonic() < deadline:
+            self._poll(0.05)
+            self._release_held()
+        if self._txn is not None:
+            self._txn.finish(max(0.0, deadline - time.monotonic()))
+        producer.flush(max(0.0, deadline - time.monotonic()))
+        # the producer's callbacks hold this sink: let both go now (its threads and
+        # sockets close with it), not at some later garbage collection
+        self._producer = self._produce = self._poll = self._txn = None  # type: ignore[assignment]
+
+    # -- the per-tuple path -------------------------------------------------------------------
+    def execute(self, tup: Tuple) -> None:
+        if self._held or not self._send(tup):
+            self._held.append(tup)
+
+    def on_turn(self) -> bool:
+        """Serve delivery reports, send what was held while the queue has room, move the
+        transaction on; True (take no input) while anything is still held or a
+        transaction is committing or aborting."""
+        if self._in_flight:
+            self._poll(0)
+        if self._held:
+            self._release_held()
+        if self._txn is not None:
+            return self._txn.turn() or bool(self._held)
+        return bool(self._held)
+
+    def _release_held(self) -> None:
+        held = self._held
+        while held and self._send(held[0]):
+            held.popleft()
+
+    def _send(self, tup: Tuple) -> bool:
+        """Produce one tuple; False when the producer's queue is full (try again later).
+        A tuple that cannot be produced at all is failed here, with the reason."""
+        try:
+            topic = self.topic if self.topic_field is None else tup[self.topic_field]
+            key = None if self.key_field is None else to_bytes(tup[self.key_field])
+            value = self._serialize(tup[self.value_field])
+        except Exception as exc:  # noqa: BLE001 - a bad tuple fails, the sink lives
+            if tup.is_tick:  # a tick tuple (topology.tick.tuple.freq.secs) is not a record
+                return True
+            self.fail(tup, f"{self._name}: cannot serialize: {type(exc).__name__}: {exc}")
+            return True
+        txn = self._txn
+        if txn is not None and not txn.open_for(tup):
+            return False
+        try:
+            self._produce(topic, value, key, on_delivery=partial(self._delivered, tup))
+        except BufferError:
+            if txn is not None:
+                txn.unadd()
+            return False
+        except (self._kafka_exception, TypeError, ValueError) as exc:
+            if txn is not None:
+                txn.unadd()
+            self.fail(tup, f"{self._name}: produce to {topic!r} refused: {_reason(exc)}")
+            return True
+        self._in_flight += 1
+        return True
+
+    def _delivered(self, tup: Tuple, err: Any, msg: Any) -> None:
+        """The delivery report (served by poll, on the task's thread)."""
+        self._in_flight -= 1
+        if self._txn is not None:  # settled when the transaction ends
+            if err is not None:
+                self._txn.broken(self._delivery_error(err, msg))
+        elif err is None:
+            self.ack(tup)
+        else:
+            self.fail(tup, self._delivery_error(err, msg))
+
+    def _delivery_error(self, err: Any, msg: Any) -> str:
+        return f"{self._name}: delivery to {msg.topic()!r} failed: {_reason(err)}"
+
+
+class _NeverRaised(Exception):
+    """The client's exception type where there is no client (an in-memory log)."""
+
+
+def _reason(err: Any) -> str:
+    """A KafkaError (or the exception carrying one) as 'text (CODE)'."""
+    if err.__class__.__name__ == "KafkaException" and err.args:
+        err = err.args[0]
+    if hasattr(err, "str") and hasattr(err, "name"):
+        return f"{err.str()} ({err.name()})"
+    return f"{type(err).__name__}: {err}"
+
+
+def _check_args(
+    servers: Any,
+    topic: Any,
+    topic_field: Any,
+    producer_config: Any,
+    serializer: Any,
+    transactional_id: Any,
+) -> None:
+    if not isinstance(servers, str) or not servers:
+        raise ValueError(f"KafkaSink bootstrap_servers must be 'host:port[,...]', got {servers!r}")
+    if servers.startswith(MEMORY) and transactional_id is not None:
+        raise ValueError("KafkaSink transactional_id needs a broker, not an in-memory log")
+    if (topic is None) == (topic_field is None):
+        raise ValueError("KafkaSink needs exactly one of topic= or topic_field=")
+    if topic is not None and (not isinstance(topic, str) or not topic):
+        raise ValueError(f"KafkaSink topic must be a non-empty string, got {topic!r}")
+    if producer_config is not None and not isinstance(producer_config, Mapping):
+        raise ValueError(
+            f"KafkaSink producer_config must be a mapping of librdkafka settings, "
+            f"got {type(producer_config).__name__}"
+        )
+    if producer_config and "transactional.id" in producer_config:
+        raise ValueError(
+            "KafkaSink producer_config: set transactional_id= instead of 'transactional.id' "
+            "(the sink makes one id per task from it)"
+        )
+    if serializer is not None and not callable(serializer):
+        raise ValueError(f"KafkaSink serializer must be callable, got {serializer!r}")
+
+
+def _check_number(name: str, value: Any, integer: bool = False) -> None:
+    kinds = int if integer else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        raise ValueError(f"KafkaSink {name} must be a number > 0, got {value!r}")
