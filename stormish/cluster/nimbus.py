@@ -97,6 +97,10 @@ class Nimbus:
         self.control_address = f"tcp://{host}:{self.control.address.rsplit(':', 1)[1]}"
         self.supervisors: dict[str, SupervisorInfo] = {}
         self.deployments: dict[str, Deployment] = {}
+        # the epoch a removed topology had reached: a topology submitted again under its
+        # name starts past it, or a supervisor still holding the old one's finished
+        # workers (same name, index, port) takes them for the new ones and starts nothing
+        self.removed_epochs: dict[str, int] = {}
         self._stop = False
         self.log_asks: dict[str, list[tuple]] = {}  # supervisor -> asks for its next beat
         self.log_requests: dict[int, dict[str, Any]] = {}
@@ -347,8 +351,9 @@ class Nimbus:
         conf = topology.validate(extra)
         d = Deployment(self, topology, conf)
         d.active = active
-        if old is not None:  # a new epoch: its supervisors may still hold the old one's
-            d.epoch += old.epoch  # finished workers, which must not stand for the new ones
+        # a new epoch: supervisors may still hold the previous one's finished workers,
+        # which must not stand for the new ones (also when `kill` removed it)
+        d.epoch += max(old.epoch if old is not None else 0, self.removed_epochs.pop(d.name, 0))
         self.store.forget(d.name)
         self.store.save_topology(d.name, topology, conf)
         self.deployments[d.name] = d
@@ -382,6 +387,7 @@ class Nimbus:
         d = self._get(name)
         if d.status in ENDED:
             del self.deployments[name]
+            self.removed_epochs[name] = d.epoch
             self.store.forget(name)
             log.info(f"nimbus: {name}: removed (it was {d.status})")
             return d.status
