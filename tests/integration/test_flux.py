@@ -199,3 +199,32 @@ def test_multilang_yaml_shell_components() -> None:
         results = cluster._get(topology.name).results()
     words = ["the", "cow", "jumped", "over", "the", "moon"]
     assert results["count"] == [{w: 50 * words.count(w) for w in words}]
+
+
+@pytest.mark.timeout(90)
+def test_kafka_spout_yaml_reads_a_real_broker_and_counts_exactly(kafka, tmp_path) -> None:
+    """flux-examples' kafka_spout.yaml (KafkaSpoutConfig$Builder with properties and
+    setProp, a record translator, FluxShellBolt, a word counter) against the test
+    session's broker: every sentence read once, every word counted exactly."""
+    from confluent_kafka import Producer
+
+    from .kafka_util import new_topic
+
+    topic = new_topic(kafka.address, partitions=2, prefix="flux")
+    sentences = ["the cow jumped over the moon", "an apple a day", "four score and seven"]
+    p = Producer({"bootstrap.servers": kafka.address})
+    for i in range(60):
+        p.produce(topic, sentences[i % 3].encode())
+    assert p.flush(15) == 0
+    props = tmp_path / "kafka.properties"
+    props.write_text(
+        f"kafka.bootstrap={kafka.address}\nkafka.topic={topic}\nkafka.group=g-{topic}\n"
+    )
+    topology = load("kafka_spout.yaml", props=str(props))
+    out = run_topology(topology, timeout=60)
+    expected: dict[str, int] = {}
+    for i in range(60):
+        for w in sentences[i % 3].split(" "):
+            expected[w] = expected.get(w, 0) + 1
+    assert out.results["count"] == [expected]
+    assert out.stats.components["kafka-spout"].acked == 60
