@@ -201,3 +201,38 @@ def test_the_sink_declares_no_thread_of_its_own_and_no_ticks():
     assert "topology.executor.own.thread" not in conf
     assert "topology.tick.tuple.freq.secs" not in conf
     assert "on_turn" in JetStreamSink.__dict__  # the engine calls it every turn instead
+
+
+@pytest.mark.timeout(60)
+def test_the_loop_thread_wakes_the_task_once_per_batch_of_outcomes(nats):
+    """NatsPublisher calls the task's wake when outcomes come back, at most once for
+    each batch the task has not yet taken (not once per PubAck), and never loses one:
+    every publish's outcome is taken after a wake-up."""
+    from stormish.nats.publisher import NatsPublisher
+
+    out = f"OUT{uuid.uuid4().hex[:8]}"
+    asyncio.run(_add_stream(nats.address, out))
+    woken = threading.Semaphore(0)
+    wakes = []
+
+    def wake() -> None:
+        wakes.append(threading.current_thread().name)
+        woken.release()
+
+    pub = NatsPublisher(JetStreamSink(nats.address, subject=out, max_in_flight=500), wake)
+    try:
+        for i in range(300):
+            pub.publish(out, str(i).encode(), None, i)
+        got, takes = [], 0
+        while len(got) < 300:
+            assert woken.acquire(timeout=10), f"no wake-up with {300 - len(got)} outstanding"
+            done = pub.take_done()
+            takes += 1
+            got += done
+        assert sorted(t for t, _ in got) == list(range(300)) and pub.in_flight == 0
+        assert all(err is None for _, err in got), got
+        assert set(wakes) == {"stormish-nats-loop"}  # from the loop thread
+        assert len(wakes) <= takes + 1, (len(wakes), takes)  # one per batch taken
+    finally:
+        pub.close(5)
+    assert nats_loop.running() is None
