@@ -3,8 +3,11 @@
 The sink's thread appends requests to a deque and wakes the loop only when the loop's
 publishing task sleeps (one wake-up per burst, not per message); the loop publishes
 with `publish_async` (many in flight, no round trip each) and hands each outcome back
-through a second deque. Every outcome comes back: a PubAck, the server's error, or a
-timeout after `publish_timeout_secs` (the sweeper), so the sink acks or fails each input.
+through a second deque, waking the sink's task (`context.wake`) once per batch of
+outcomes the task has not yet looked at, so the task settles them in its next turn
+instead of after an idle wait. Every outcome comes back: a PubAck, the server's error,
+or a timeout after `publish_timeout_secs` (the sweeper), so the sink acks or fails each
+input.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -26,11 +30,17 @@ SWEEP_SECS = 0.25
 
 class NatsPublisher:
     """`publish(subject, value, headers, tup)` and `take_done()` from the sink's thread;
-    `in_flight` counts what was handed over and not yet taken back."""
+    `in_flight` counts what was handed over and not yet taken back. `wake_task` (from
+    any thread) ends the sink task's idle wait; None where nothing waits (a bare test)."""
 
-    def __init__(self, sink: Any) -> None:
+    def __init__(self, sink: Any, wake_task: Callable[[], None] | None = None) -> None:
         import_nats()
         self.sink = sink
+        self.wake_task = wake_task or _nothing
+        # set by the loop thread when it wakes the task, cleared by the task before it
+        # drains `done`: one wake-up per batch, and an outcome appended after the drain
+        # always finds it clear (never a lost wake-up)
+        self.woken = False
         self.requests: deque[tuple] = deque()
         self.done: deque[tuple[Any, str | None]] = deque()
         self.in_flight = 0
@@ -62,6 +72,7 @@ class NatsPublisher:
             self.loop.call(self.wake.set)
 
     def take_done(self) -> list[tuple[Any, str | None]]:
+        self.woken = False
         done, out = self.done, []
         while done:
             out.append(done.popleft())
@@ -69,7 +80,7 @@ class NatsPublisher:
         return out
 
     def wait(self, timeout: float) -> None:
-        """Block the sink's own thread until an outcome comes back (at the bound)."""
+        """Block until an outcome comes back (cleanup only: a turn never waits)."""
         self.ready.wait(timeout)
         self.ready.clear()
 
@@ -107,6 +118,9 @@ class NatsPublisher:
     def _outcome(self, tup: Any, error: str | None) -> None:
         self.done.append((tup, error))
         self.ready.set()
+        if not self.woken:
+            self.woken = True
+            self.wake_task()
 
     async def _sweep(self) -> None:
         """Fail publishes whose PubAck is later than publish_timeout_secs."""
@@ -132,3 +146,7 @@ class NatsPublisher:
             t.cancel()
         await self.nc.flush()
         await self.nc.close()
+
+
+def _nothing() -> None:
+    pass

@@ -5,23 +5,26 @@ with the reason, on an error or when no PubAck came within `publish_timeout_secs
 spout upstream then replays it (at-least-once into the stream; JetStream's duplicate
 window can drop the repeats if a header `Nats-Msg-Id` is set through `headers_field`).
 
-Backpressure, not buffering: at most `max_in_flight` publishes wait for a PubAck. At the
-bound `execute` waits for outcomes before it takes the next input, so the sink's
-receive queue fills and the engine holds its upstream back (Storm's backpressure). The
-sink runs on a thread of its own (`topology.executor.own.thread`) so that wait never
-holds up another executor, and takes a tick every TICK_SECS to settle outcomes that
-come back while no input arrives.
+Backpressure, not buffering, and never a wait inside a turn: `execute` hands the publish
+to the loop thread and returns. PubAcks are settled in `Bolt.on_turn`, which the bolt
+loop calls at the start of every turn, input or not; the loop thread wakes the task
+(`context.wake`) when outcomes come back, so they settle promptly with no tick. At most
+`max_in_flight` publishes wait for a PubAck: while that many do, `on_turn` returns True,
+the task takes no input and counts as under backpressure, its receive queue fills and
+the engine holds its upstream back (Storm's backpressure). Inputs a turn took past the
+bound wait in order in the sink (at most one turn's takes) until PubAcks make room.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..component import Bolt
 from ..tuple import Tuple
 
-TICK_SECS = 0.05
 CLOSE_SECS = 10.0
 
 
@@ -31,10 +34,6 @@ class JetStreamSink(Bolt):
     `headers_field` if given."""
 
     outputs: Any = []
-    component_config = {
-        "topology.executor.own.thread": True,
-        "topology.tick.tuple.freq.secs": TICK_SECS,
-    }
 
     def __init__(
         self,
@@ -67,23 +66,19 @@ class JetStreamSink(Bolt):
         self.publish_timeout_secs = float(publish_timeout_secs)
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        # publishes past the bound, ready to go, in input order
+        self.held: deque[tuple[str, bytes, Any, Tuple]] = deque()
         opener = getattr(self.servers, "publisher", None)
         if opener is not None:
             self.out = opener(self)
         else:
             from .publisher import NatsPublisher
 
-            self.out = NatsPublisher(self)
+            self.out = NatsPublisher(self, getattr(context, "wake", None))
 
     def execute(self, tup: Tuple) -> None:
-        out = self.out
-        if out.done:
-            self._settle()
-        if tup.is_tick:
+        if tup.is_tick:  # a tick the topology asked for is not a message
             return
-        while out.in_flight >= self.max_in_flight:
-            out.wait(self.publish_timeout_secs)
-            self._settle()
         try:
             subject = self.subject or tup[self.subject_field]  # type: ignore[index]
             value = tup[self.value_field]
@@ -100,7 +95,20 @@ class JetStreamSink(Bolt):
                 f"got {type(value).__name__}",
             )
             return
-        out.publish(subject, bytes(value), headers, tup)
+        if self.held or self.out.in_flight >= self.max_in_flight:
+            self.held.append((subject, bytes(value), headers, tup))
+        else:
+            self.out.publish(subject, bytes(value), headers, tup)
+
+    def on_turn(self) -> bool:
+        """Settle the PubAcks that came back, publish what was held while there is room;
+        True (take no input) while `max_in_flight` publishes await their PubAck."""
+        out = self.out
+        if out.done:
+            self._settle()
+        if self.held:
+            self._release()
+        return out.in_flight >= self.max_in_flight
 
     def _settle(self) -> None:
         ack, fail = self.ack, self.fail
@@ -110,14 +118,20 @@ class JetStreamSink(Bolt):
             else:
                 fail(tup, error)
 
+    def _release(self) -> None:
+        held, out, most = self.held, self.out, self.max_in_flight
+        while held and out.in_flight < most:
+            out.publish(*held.popleft())
+
     def cleanup(self) -> None:
+        """Publish what is held and wait for the PubAcks, up to CLOSE_SECS (blocking is
+        fine here: the task is stopping), so a clean stop settles what the sink took."""
         out = getattr(self, "out", None)
         if out is None:
             return
-        import time
-
         deadline = time.monotonic() + CLOSE_SECS
-        while out.in_flight and time.monotonic() < deadline:
+        while (out.in_flight or self.held) and time.monotonic() < deadline:
             out.wait(0.05)
             self._settle()
+            self._release()
         out.close(CLOSE_SECS)

@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -181,7 +181,8 @@ class Scheduler:
                             ex.done = True
             if not live:
                 return
-            did = held = False
+            did = False
+            held: list[Executor] = []  # parked this round (backpressure, Bolt.on_turn)
             for ex in begun:
                 if not ex.running:
                     did = True  # the list changes: look again at once
@@ -216,20 +217,29 @@ class Scheduler:
                     ex.idle += 1
                 elif r == HELD:
                     ex.idle += 1
-                    held = True
+                    held.append(ex)
             if did:
                 rounds_idle = 0
                 continue
             rounds_idle += 1
             if rounds_idle > self.spin_rounds:
-                self._park(begun, waiting, self.held_park_s if held else self.park_s)
+                self._park(begun, waiting, self.held_park_s if held else self.park_s, held)
 
-    def _park(self, begun: list[Executor], waiting: list[Executor], park_s: float) -> None:
+    def _park(
+        self,
+        begun: list[Executor],
+        waiting: list[Executor],
+        park_s: float,
+        held: Collection[Executor] = (),
+    ) -> None:
         queues = [ex.queue for ex in begun]
         for q in queues:
             q.parked = True
         try:
-            if not any(q.has_data() for q in queues):
+            # input waiting for an executor held this round is no reason not to park: it
+            # takes none next round either, and a round-after-round spin would hold the
+            # GIL from the threads that end the hold (a NATS loop thread with PubAcks)
+            if not any(ex.queue.has_data() for ex in begun if ex not in held):
                 timeout = 0.1 if waiting and not begun else park_s
                 if self.link is not None:
                     self.link.park(timeout)

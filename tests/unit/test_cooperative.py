@@ -138,6 +138,24 @@ def test_a_held_executor_does_not_keep_the_scheduler_from_parking():
     stop(s, exs)
 
 
+def test_input_waiting_for_a_held_executor_does_not_keep_the_scheduler_spinning():
+    """Held (backpressure, Bolt.on_turn) with a full queue: the round parks until the
+    executor's wake-up (a client thread's callback: context.wake) instead of stepping
+    it round after round, which held the GIL from the thread that would end the hold."""
+    exs = [Stand("a"), Stand("b")]
+    exs[0].held = True
+    exs[0].queue.try_publish((0, "default", [(1,)], None), 1)
+    s = Scheduler(exs, Wakeup(), 30.0, 0, "sched", held_park_s=30.0)  # only a wake ends it
+    s.start()
+    poll_for(lambda: exs[0].queue.parked, 5, what="parked with input waiting for a held one")
+    turns = exs[0].turns
+    assert exs[0].queue.parked and exs[0].turns == turns <= 3, turns  # no spin
+    exs[0].held = False
+    exs[0].queue.wake()
+    poll_for(lambda: not exs[0].queue.has_data(), 5, what="woken, the input taken")
+    stop(s, exs)
+
+
 def test_an_executor_that_may_not_begin_yet_is_not_stepped_until_it_may():
     late = Stand("late", ready=False)
     other = Stand("other", work=5)
