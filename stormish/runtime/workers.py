@@ -257,11 +257,16 @@ class WorkerHandle:
     def stats_snapshot(self) -> tuple[list, dict]:
         if not self.answers.ended and self.failure() is not None:
             return [], {}
+        if self.stopped and not self.answers.ended and not self.alive():
+            # stopped, but its answer to `stop` (the final statistics) never came: what
+            # went wrong was recorded by the stop (stuck); asking now would only say it
+            # is gone
+            return [], {}
         try:
             return self.answers.stats(self.ask)
         except WorkerError:
-            if self.failure() is not None:  # died meanwhile: its statistics died with it
-                return [], {}
+            if self.failure() is not None or (self.stopped and not self.alive()):
+                return [], {}  # died meanwhile: its statistics died with it
             raise
 
     def set_active(self, active: bool) -> None:
