@@ -15,7 +15,9 @@ and writes N sentences to it; `python topologies/kafka_wordcount.py counts` prin
 word's last count from the output topic. Settings by environment: KAFKA_BOOTSTRAP
 (127.0.0.1:9092), KAFKA_IN (sentences), KAFKA_OUT (word-counts), KAFKA_GROUP
 (kafka-wordcount); KAFKA_IDEMPOTENCE=0 turns the sink's idempotent producer off
-(faster, but a retried batch may then be reordered or duplicated).
+(faster, but a retried batch may then be reordered or duplicated);
+KAFKA_RECORDS_PER_TREE=N makes N consecutive records of a partition one tuple tree
+(KafkaSpout records_per_tree: less tracking per record, a failure replays the N).
 """
 
 import os
@@ -31,6 +33,8 @@ OUT = os.environ.get("KAFKA_OUT", "word-counts")
 GROUP = os.environ.get("KAFKA_GROUP", "kafka-wordcount")
 FOLLOW = os.environ.get("KAFKA_FOLLOW", "") not in ("", "0")
 IDEMPOTENCE = os.environ.get("KAFKA_IDEMPOTENCE", "1") != "0"
+# records per tuple tree (KafkaSpout records_per_tree): 1 is Storm's one tree a record
+PER_TREE = int(os.environ.get("KAFKA_RECORDS_PER_TREE", "1"))
 # a broker's group joins settle within the session timeout: 2 s keeps a run short
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 
@@ -60,11 +64,16 @@ class Count(Bolt):
         print(f"count: {len(self.counts)} words, top {top}")
 
 
-topology = Topology("kafka-wordcount")
+# max.spout.pending counts trees: with N records a tree, N times fewer keep the records in
+# flight (and the queues' load) what they are at one record a tree
+topology = Topology(
+    "kafka-wordcount",
+    {"topology.max.spout.pending": max(1, 1000 // PER_TREE)} if PER_TREE > 1 else None,
+)
 topology.set_spout(
     "sentences",
     KafkaSpout(BOOTSTRAP, topics=[IN], group_id=GROUP, stop_at_end=not FOLLOW,
-               consumer_config=FAST_GROUP),
+               consumer_config=FAST_GROUP, records_per_tree=PER_TREE),
 )  # fmt: skip
 topology.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
 topology.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
