@@ -18,7 +18,7 @@ count) to a fresh output topic, so each run writes as many records as it reads:
   each delivery report). `stormish-noidem`: the same with the sink's idempotent producer
   off (KAFKA_IDEMPOTENCE=0), as Bytewax's sink and the plain loop run theirs.
   `stormish-tree`: `stormish` with 100 consecutive records of a partition as one tuple
-  tree (KafkaSpout records_per_tree=100, max.spout.pending 10): still at_least_once
+  tree (KafkaSpout records_per_tree=100, max.spout.pending 50): still at_least_once
   with acking on and the same in-order commit; a failure replays the tree's records.
 
 Each engine runs as its own command; rounds interleave the engines. Reported per
