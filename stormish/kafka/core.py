@@ -266,15 +266,15 @@ class SpoutCore:
         max.spout.pending does): each entry is (list of records, (topic, partition,
         first offset, epoch, last offset)). Returns how many records it took."""
         buf, inflight, per = lane.buffer, lane.inflight, self.per_tree
-        track = lane.tracker.track  # type: ignore[union-attr]
+        track = lane.tracker.track_range  # type: ignore[union-attr]
         taken = 0
         while buf and len(out) < limit and buf[0][2] < cap:
             rows: list = []
             while buf and len(rows) < per and buf[0][2] < cap:
                 r = buf.popleft()
-                track(r[2])
                 inflight[r[2]] = r
                 rows.append(r)
+            track(rows[0][2], rows[-1][2])  # one heap entry a tree
             taken += len(rows)
             out.append((rows, (tp[0], tp[1], rows[0][2], lane.epoch, rows[-1][2])))
         return taken
@@ -302,18 +302,18 @@ class SpoutCore:
         return None
 
     def _complete_range(self, lane: Lane, first: int, last: int) -> bool:
-        """A tree of records completed: its offsets still in flight (offsets a log
-        skipped are not there) join the completed prefix."""
-        complete = lane.tracker.complete  # type: ignore[union-attr]
+        """A tree of records completed: its offsets (tracked as one range) join the
+        completed prefix. False when it is not in flight (acked twice)."""
         pop, failures = lane.inflight.pop, lane.failures
-        any_done = False
-        for offset in range(first, last + 1):
-            if pop(offset, None) is not None:
-                any_done = True
-                complete(offset)
-                if failures:
-                    failures.pop(offset, None)
-        return any_done
+        if pop(first, None) is None:
+            return False
+        for offset in range(first + 1, last + 1):
+            pop(offset, None)  # offsets the log skipped are not there
+        if failures:
+            for offset in range(first, last + 1):
+                failures.pop(offset, None)
+        lane.tracker.complete(first)  # type: ignore[union-attr]
+        return True
 
     def fail(
         self, msg_id: Any, now: float, dead: bool = False, error: str | None = None
@@ -328,10 +328,13 @@ class SpoutCore:
             if lane is None:
                 return []
             each: list[Any] = []
-            t, p, epoch = msg_id[0], msg_id[1], msg_id[3]
-            for offset in range(msg_id[2], msg_id[4] + 1):
-                if offset in lane.inflight:
-                    each.extend(self.fail((t, p, offset, epoch), now, dead, error))
+            t, p, first, epoch = msg_id[0], msg_id[1], msg_id[2], msg_id[3]
+            if first not in lane.inflight:
+                return each
+            rest = [o for o in range(first + 1, msg_id[4] + 1) if o in lane.inflight]
+            lane.tracker.split(first, rest)  # type: ignore[union-attr]
+            for offset in (first, *rest):
+                each.extend(self.fail((t, p, offset, epoch), now, dead, error))
             return each
         lane = self._lane_of(msg_id)
         offset = msg_id[2]

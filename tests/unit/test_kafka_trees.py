@@ -140,3 +140,43 @@ def test_max_uncommitted_pauses_and_a_tree_ack_resumes():
 def test_records_per_tree_bad_combinations_are_refused(kw):
     with pytest.raises(ValueError, match="records_per_tree"):
         KafkaSpout("127.0.0.1:9092", topics=["t"], group_id="g", **kw)
+
+
+def test_offset_tracker_range_completes_as_one_and_splits_into_singles():
+    from stormish.offsets import OffsetTracker
+
+    t = OffsetTracker(0)
+    t.track_range(0, 4)
+    t.track_range(5, 9)
+    assert t.complete(5) is None  # 0..4 still pending
+    assert t.complete(0) == 10
+    t.track_range(10, 14)
+    t.split(10, [11, 13, 14])  # 12 the log skipped
+    assert t.complete(11) is None and t.complete(10) == 12
+    assert t.complete(14) is None and t.complete(13) == 15
+    t.track(15)
+    assert t.complete(15) == 16  # single offsets as before
+
+
+def test_a_tree_failed_for_good_by_the_engine_commits_past_all_its_records():
+    core = SpoutCore(records_per_tree=3)
+    core.assigned({TP: 0})
+    core.polled(records(6))
+    (_, a), (_, b) = trees(core)
+    assert core.fail(a, now=0.0, dead=True) == []  # topology.max.replays: no replay
+    core.ack(b)
+    assert committed(core) == {TP: 6}
+    assert core.in_flight() == 0 and trees(core, now=100.0) == []
+
+
+def test_a_failed_tree_with_a_skipped_offset_replays_the_records_it_has():
+    core = SpoutCore(records_per_tree=10, retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled([r for r in records(5) if r[2] != 2])
+    ((_, mid),) = trees(core)
+    core.fail(mid, now=0.0)
+    again = trees(core, now=0.0)
+    assert [r[2] for r, _ in again] == [0, 1, 3, 4]
+    for _, m in reversed(again):
+        core.ack(m)
+    assert committed(core) == {TP: 5}
