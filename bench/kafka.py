@@ -17,6 +17,9 @@ count) to a fresh output topic, so each run writes as many records as it reads:
   at_least_once with acking on (stop_at_end) -> split -> count -> KafkaSink (acked on
   each delivery report). `stormish-noidem`: the same with the sink's idempotent producer
   off (KAFKA_IDEMPOTENCE=0), as Bytewax's sink and the plain loop run theirs.
+  `stormish-tree`: `stormish` with 100 consecutive records of a partition as one tuple
+  tree (KafkaSpout records_per_tree=100, max.spout.pending 50): still at_least_once
+  with acking on and the same in-order commit; a failure replays the tree's records.
 
 Each engine runs as its own command; rounds interleave the engines. Reported per
 engine: the whole command (wall seconds from start to exit, Python start-up, group join
@@ -43,7 +46,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = [f"w{i:03d}" for i in range(1000)]
-ENGINES = ("plain-consume", "plain-wordcount", "bytewax", "stormish", "stormish-noidem")
+ENGINES = ("plain-consume", "plain-wordcount", "bytewax", "stormish", "stormish-noidem",
+           "stormish-tree")  # fmt: skip
+PER_TREE = 100  # stormish-tree: KafkaSpout records_per_tree
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 
 
@@ -151,6 +156,7 @@ def run_engine(engine: str, bootstrap: str, src: str, n: int, bw_python: str) ->
     else:
         cmd = [sys.executable, "-m", "stormish.cli", "run", "topologies/kafka_wordcount.py"]
         env["KAFKA_IDEMPOTENCE"] = "0" if engine == "stormish-noidem" else "1"
+        env["KAFKA_RECORDS_PER_TREE"] = str(PER_TREE if engine == "stormish-tree" else 1)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     whole = time.perf_counter() - t0

@@ -16,12 +16,13 @@ class OffsetTracker:
     """Offsets in flight per partition; `committed` is the next offset to read on a
     restart: every tracked offset below it completed."""
 
-    __slots__ = ("committed", "_pending", "_done")
+    __slots__ = ("committed", "_pending", "_done", "_last")
 
     def __init__(self, start: int = 0):
         self.committed = start
         self._pending: list[int] = []  # a heap of offsets emitted and not completed
         self._done: set[int] = set()  # completed, but behind one still pending
+        self._last: dict[int, int] = {}  # a range tracked as one: first -> last offset
 
     def track(self, offset: int) -> None:
         """An offset emitted (again, after a fail: it stays pending)."""
@@ -30,6 +31,21 @@ class OffsetTracker:
         if offset in self._done:
             raise ValueError(f"offset {offset} already completed")
         heapq.heappush(self._pending, offset)
+
+    def track_range(self, first: int, last: int) -> None:
+        """Offsets first..last emitted as one (a tree of records): one entry, completed
+        by `complete(first)`; offsets between them the log skipped complete with it."""
+        self.track(first)
+        if last != first:
+            self._last[first] = last
+
+    def split(self, first: int, offsets: list[int]) -> None:
+        """The range starting at `first` goes on as single offsets: `offsets` (those of
+        it still pending, past `first`) are tracked one by one (a failed tree replays
+        its records one by one)."""
+        if self._last.pop(first, None) is not None:
+            for o in offsets:
+                heapq.heappush(self._pending, o)
 
     def complete(self, offset: int) -> int | None:
         """Its tree completed; returns the new committed position when it moved."""
@@ -43,7 +59,7 @@ class OffsetTracker:
             while pending and pending[0] == o:  # tracked twice (a replay): one entry
                 heapq.heappop(pending)
             done.discard(o)
-            self.committed = o + 1
+            self.committed = (self._last.pop(o, o) if self._last else o) + 1
         return self.committed if self.committed != before else None
 
     def in_flight(self) -> int:

@@ -106,6 +106,7 @@ class SpoutCore:
         commit_interval: float = 30.0,
         retry: Retry | None = None,
         now: float = 0.0,
+        records_per_tree: int = 1,
     ):
         if guarantee not in GUARANTEES:
             raise ValueError(f"processing_guarantee must be one of {GUARANTEES}, got {guarantee!r}")
@@ -124,6 +125,10 @@ class SpoutCore:
         self.dead_lettered = 0
         self.warned_pause = False
         self.buffered = 0  # records fetched and not emitted yet, over all lanes
+        # > 1 (at_least_once): up to this many consecutive new records of a lane form one
+        # tree, id (topic, partition, first, epoch, last); acked, each of its offsets
+        # completes; failed, each is replayed on its own (a one-record tree)
+        self.per_tree = records_per_tree if self.tracking else 1
 
     # -- assignment ----------------------------------------------------------------------------
     def assigned(self, starts: dict[TP, int | str]) -> None:
@@ -244,6 +249,10 @@ class SpoutCore:
         # max_uncommitted bounds what is emitted too, not only what is fetched: a
         # partition never has more offsets in flight past its completed prefix
         cap = tracker.committed + self.max_uncommitted if tracker is not None else 0
+        if self.per_tree > 1:
+            if buf:
+                self.buffered -= self._take_trees(tp, lane, limit, cap, out)
+            return
         while buf and len(out) < limit and buf[0][2] < cap:
             r = buf.popleft()
             offset = r[2]
@@ -251,6 +260,24 @@ class SpoutCore:
             lane.inflight[offset] = r
             out.append((r, (topic, partition, offset, epoch)))
         self.buffered -= len(out) - before
+
+    def _take_trees(self, tp: TP, lane: Lane, limit: int, cap: int, out: list) -> int:
+        """New records in trees of up to `per_tree` (`limit` counts trees, as
+        max.spout.pending does): each entry is (list of records, (topic, partition,
+        first offset, epoch, last offset)). Returns how many records it took."""
+        buf, inflight, per = lane.buffer, lane.inflight, self.per_tree
+        track = lane.tracker.track_range  # type: ignore[union-attr]
+        taken = 0
+        while buf and len(out) < limit and buf[0][2] < cap:
+            rows: list = []
+            while buf and len(rows) < per and buf[0][2] < cap:
+                r = buf.popleft()
+                inflight[r[2]] = r
+                rows.append(r)
+            track(rows[0][2], rows[-1][2])  # one heap entry a tree
+            taken += len(rows)
+            out.append((rows, (tp[0], tp[1], rows[0][2], lane.epoch, rows[-1][2])))
+        return taken
 
     # -- completion ----------------------------------------------------------------------------
     def ack(self, msg_id: Any) -> Resume | None:
@@ -260,15 +287,33 @@ class SpoutCore:
         if lane is None or lane.epoch != msg_id[3]:
             return None
         offset = msg_id[2]
-        if lane.inflight.pop(offset, None) is None:
-            return None
-        if lane.failures:
-            lane.failures.pop(offset, None)
-        lane.tracker.complete(offset)  # type: ignore[union-attr]
+        if len(msg_id) == 5:  # a tree of records: each of its offsets completes
+            if not self._complete_range(lane, offset, msg_id[4]):
+                return None
+        else:
+            if lane.inflight.pop(offset, None) is None:
+                return None
+            if lane.failures:
+                lane.failures.pop(offset, None)
+            lane.tracker.complete(offset)  # type: ignore[union-attr]
         if lane.paused and lane.uncommitted() < self.max_uncommitted:
             lane.paused = False
             return Resume(((msg_id[0], msg_id[1]),))
         return None
+
+    def _complete_range(self, lane: Lane, first: int, last: int) -> bool:
+        """A tree of records completed: its offsets (tracked as one range) join the
+        completed prefix. False when it is not in flight (acked twice)."""
+        pop, failures = lane.inflight.pop, lane.failures
+        if pop(first, None) is None:
+            return False
+        for offset in range(first + 1, last + 1):
+            pop(offset, None)  # offsets the log skipped are not there
+        if failures:
+            for offset in range(first, last + 1):
+                failures.pop(offset, None)
+        lane.tracker.complete(first)  # type: ignore[union-attr]
+        return True
 
     def fail(
         self, msg_id: Any, now: float, dead: bool = False, error: str | None = None
@@ -276,7 +321,21 @@ class SpoutCore:
         """A tree failed: schedule its replay after the backoff, or give it up and commit
         past it: `dead` (the engine dead-lettered it, topology.max.replays) or past the
         retry limit (then a DeadLetter for the spout to emit). Returns the decisions
-        (DeadLetter, Resume)."""
+        (DeadLetter, Resume). A tree of records fails each of its records (each then
+        replays as a tree of its own)."""
+        if len(msg_id) == 5:
+            lane = self._lane_of(msg_id)
+            if lane is None:
+                return []
+            each: list[Any] = []
+            t, p, first, epoch = msg_id[0], msg_id[1], msg_id[2], msg_id[3]
+            if first not in lane.inflight:
+                return each
+            rest = [o for o in range(first + 1, msg_id[4] + 1) if o in lane.inflight]
+            lane.tracker.split(first, rest)  # type: ignore[union-attr]
+            for offset in (first, *rest):
+                each.extend(self.fail((t, p, offset, epoch), now, dead, error))
+            return each
         lane = self._lane_of(msg_id)
         offset = msg_id[2]
         if lane is None or offset not in lane.inflight:

@@ -66,6 +66,7 @@ class KafkaSpout(Spout):
         max_buffered: int = 10_000,
         revoke_timeout_secs: float = 30.0,
         commit_offsets: bool = True,
+        records_per_tree: int = 1,
     ):
         if isinstance(topics, str):
             topics = [topics]
@@ -76,6 +77,7 @@ class KafkaSpout(Spout):
             ("max_uncommitted_offsets", max_uncommitted_offsets),
             ("poll_batch", poll_batch),
             ("max_buffered", max_buffered),
+            ("records_per_tree", records_per_tree),
         ):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"KafkaSpout {name} must be an integer >= 1, got {v!r}")
@@ -89,6 +91,13 @@ class KafkaSpout(Spout):
             raise TypeError(f"KafkaSpout retry must be a stormish.kafka.Retry, got {retry!r}")
         if not commit_offsets and processing_guarantee != AT_LEAST_ONCE:
             raise ValueError("KafkaSpout commit_offsets=False needs at_least_once")
+        if records_per_tree > 1 and (
+            translator is not None or stream_per_topic or processing_guarantee != AT_LEAST_ONCE
+        ):
+            raise ValueError(
+                "KafkaSpout records_per_tree > 1 needs at_least_once and the default output "
+                "(no translator, no stream_per_topic)"
+            )
         if stream_per_topic and not topics:
             raise ValueError("KafkaSpout stream_per_topic needs topics (not topic_pattern)")
         self.bootstrap_servers, self.group_id = bootstrap_servers, group_id
@@ -105,6 +114,9 @@ class KafkaSpout(Spout):
         self.stream_per_topic = stream_per_topic
         self.poll_batch, self.max_buffered = poll_batch, max_buffered
         self.revoke_timeout_secs = float(revoke_timeout_secs)
+        # > 1: consecutive records of a partition form one tree (one message id): far
+        # less tracking per record; a failed tree replays each of its records on its own
+        self.records_per_tree = records_per_tree
         # False: a transactional sink commits the offsets with its output (it sends them
         # in its transaction); the spout only tracks completion and never commits
         self.commit_offsets = bool(commit_offsets)
@@ -136,6 +148,7 @@ class KafkaSpout(Spout):
             self.commit_interval_secs,
             self.retry,
             self._now(),
+            self.records_per_tree,
         )
         if conf.get("topology.acker.executors") == 0 and self._core.tracking:
             # the runtime acks each message id as it is emitted
@@ -171,11 +184,13 @@ class KafkaSpout(Spout):
         if now >= core._next_commit:
             self._do(core.tick(now))
         limit = EMITS_PER_CALL
-        if self._max_pending is not None:
-            limit = min(limit, max(0, self._max_pending - core.in_flight()))
+        if self._max_pending is not None:  # counts trees; in_flight, records
+            limit = min(limit, max(0, self._max_pending - core.in_flight() // core.per_tree))
         batch = core.take(limit, now)
         if batch:
-            if self._plain:
+            if core.per_tree > 1:
+                self._emit_trees(batch)
+            elif self._plain:
                 emit = self.emit
                 for r, mid in batch:
                     emit(r, DEFAULT_STREAM, None, mid)
@@ -191,6 +206,15 @@ class KafkaSpout(Spout):
         if now >= self._next_gauges:
             self._gauges = {f"lag:{t}/{p}": n for (t, p), n in core.lag().items()}
             self._next_gauges = now + 1.0
+
+    def _emit_trees(self, batch: list) -> None:
+        """Trees of records (emit_many: one message id each) and one-record replays."""
+        emit, emit_many = self.emit, self.emit_many
+        for rows, mid in batch:
+            if len(mid) == 5:
+                emit_many(rows, DEFAULT_STREAM, None, mid)
+            else:
+                emit(rows, DEFAULT_STREAM, None, mid)
 
     def _emit_translated(self, batch: list) -> None:
         translate, emit = self.translator, self.emit
