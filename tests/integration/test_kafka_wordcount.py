@@ -19,7 +19,8 @@ CORPUS = ["the cow jumped over the moon", "an apple a day keeps the doctor away"
 
 
 @pytest.mark.timeout(90)
-def test_kafka_wordcount_counts_a_topic_into_a_topic(kafka: Any) -> None:
+@pytest.mark.parametrize("per_tree", ["1", "50"])  # KafkaSpout records_per_tree
+def test_kafka_wordcount_counts_a_topic_into_a_topic(kafka: Any, per_tree: str) -> None:
     from confluent_kafka import Producer
 
     src, out = new_topic(kafka.address, 2, "sentences"), new_topic(kafka.address, 2, "counts")
@@ -29,7 +30,8 @@ def test_kafka_wordcount_counts_a_topic_into_a_topic(kafka: Any) -> None:
         p.produce(src, s.encode())
     assert p.flush(15) == 0
     env = {**os.environ, "KAFKA_BOOTSTRAP": kafka.address, "KAFKA_IN": src, "KAFKA_OUT": out,
-           "KAFKA_GROUP": f"g-{src}", "PYTHONPATH": str(ROOT)}  # fmt: skip
+           "KAFKA_GROUP": f"g-{src}", "PYTHONPATH": str(ROOT),
+           "KAFKA_RECORDS_PER_TREE": per_tree}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "stormish.cli", "run", str(ROOT / "topologies/kafka_wordcount.py")],
         env=env, capture_output=True, text=True, timeout=80,

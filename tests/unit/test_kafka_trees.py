@@ -180,3 +180,16 @@ def test_a_failed_tree_with_a_skipped_offset_replays_the_records_it_has():
     for _, m in reversed(again):
         core.ack(m)
     assert committed(core) == {TP: 5}
+
+
+def test_a_revoke_waits_for_trees_in_flight_and_commits_what_completed():
+    core = SpoutCore(records_per_tree=4)
+    core.assigned({TP: 0})
+    core.polled(records(12))
+    (_, a), (_, b) = trees(core, limit=2)  # 8..11 stay buffered
+    core.revoking([TP])
+    assert not core.drained([TP])
+    core.ack(a)
+    assert core.fail(b, now=0.0) == []  # revoking: the next owner reads it again
+    assert core.drained([TP])
+    assert core.release([TP]).offsets == {TP: 4}
