@@ -10,6 +10,8 @@ import shutil
 
 import pytest
 
+from stormish.testing import poll_for
+
 from .test_rest_api import start
 
 pytestmark = pytest.mark.browser
@@ -174,6 +176,18 @@ def red_minus_green(page, comp: str) -> int:
     return r - g
 
 
+def backlog(url: str, comp: str) -> float:
+    """The component's queue fill (receive queue and overflowQ over capacity), from the
+    same REST API the page reads."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/api/v1/topology/slowpoke/graph", timeout=10) as r:
+        graph = json.loads(r.read())
+    return float(next(c for c in graph["components"] if c["id"] == comp)["queueFill"] or 0)
+
+
+@pytest.mark.timeout(300)
 def test_the_graph_colours_follow_a_slow_bolt_and_the_plots_fill_in(browser, tmp_path):
     """Issue 31 (the web UI): the slow bolt turns red and is marked ROOT, the bolt parked
     behind it violet; the plots gain points while it runs; once the load is gone the
@@ -213,6 +227,9 @@ def test_the_graph_colours_follow_a_slow_bolt_and_the_plots_fill_in(browser, tmp
         shot(page, tmp_path, "component-plots.png")
         # the load goes: the colour follows, green once the recent window has no work
         (tmp_path / "stop").write_text("")
+        # what the slow bolt still holds drains first (3 ms a tuple): at start, before
+        # backpressure engages, its overflowQ takes 6,000-20,000 remote tuples
+        poll_for(lambda: backlog(url, "slow") == 0, 150, 0.5, "the slow bolt's backlog drained")
         page.goto(url + "/#/topology/slowpoke")
         wait_node(page, "slow", "d.state === 'ok' && Number(d.capacity) < 0.5")
         assert red_minus_green(page, "slow") < 0, "an idle bolt is green"
