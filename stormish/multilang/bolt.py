@@ -10,12 +10,12 @@ task's `inputs` until it acks or fails them; a child that dies fails them all.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ..component import Bolt
 from ..tuple import Tuple
-from .shell import ShellMixin, check_args
+from .shell import ShellMixin
 
 
 class ShellBolt(ShellMixin, Bolt):
@@ -23,27 +23,6 @@ class ShellBolt(ShellMixin, Bolt):
     `outputs` are the default stream's fields, `streams` maps stream names to fields
     (and wins); `serializer` is "json" (Storm's) or "msgpack" (pystorm's); `config` is
     per-component config (Flux's addComponentConfig)."""
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        outputs: Sequence[str] | None = None,
-        streams: Mapping[str, Sequence[str]] | None = None,
-        serializer: str = "json",
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        config: Mapping[str, Any] | None = None,
-    ):
-        self.command = check_args("ShellBolt", command, serializer, env)
-        self.outputs = list(outputs) if outputs is not None else None
-        self.streams = {str(k): list(v) for k, v in streams.items()} if streams else None
-        self.serializer = serializer
-        self.cwd = cwd
-        self.env = dict(env) if env else None
-        # it waits for its child when the child is slow (backpressure): a thread of its
-        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
-        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         self.inputs: dict[str, Tuple] = {}

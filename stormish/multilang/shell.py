@@ -73,6 +73,30 @@ class ShellMixin:
     emit: Any
     emit_direct: Any
     emit_tasks: Any
+    outputs: Any  # as Component declares them
+    streams: Mapping[str, Any] | None
+    component_config: Mapping[str, Any] | None
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        outputs: Sequence[str] | None = None,
+        streams: Mapping[str, Sequence[str]] | None = None,
+        serializer: str = "json",
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ):
+        self.command = check_args(type(self).__name__, command, serializer, env)
+        self.outputs = list(outputs) if outputs is not None else None
+        self.streams = {str(k): list(v) for k, v in streams.items()} if streams else None
+        self.serializer = serializer
+        self.cwd = cwd
+        self.env = dict(env) if env else None
+        # it waits for its child when the child is slow (backpressure): a thread of its
+        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
+        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
 
     def _start(self, conf: Mapping[str, Any], context: Any, heartbeat: bool) -> None:
         self._conf, self._context = conf, context

@@ -15,38 +15,17 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ..component import Spout
-from .shell import ShellMixin, check_args
+from .shell import ShellMixin
 
 NEXT_WAIT = 0.002  # seconds next_tuple waits for its sync before it returns
 
 
 class ShellSpout(ShellMixin, Spout):
     """Arguments as ShellBolt's."""
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        outputs: Sequence[str] | None = None,
-        streams: Mapping[str, Sequence[str]] | None = None,
-        serializer: str = "json",
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        config: Mapping[str, Any] | None = None,
-    ):
-        self.command = check_args("ShellSpout", command, serializer, env)
-        self.outputs = list(outputs) if outputs is not None else None
-        self.streams = {str(k): list(v) for k, v in streams.items()} if streams else None
-        self.serializer = serializer
-        self.cwd = cwd
-        self.env = dict(env) if env else None
-        # it waits for its child when the child is slow (backpressure): a thread of its
-        # own under the cooperative scheduler, as Storm's ShellBolt has its own threads
-        self.component_config = {"topology.executor.own.thread": True, **(config or {})}
 
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         self._sent: deque[str] = deque()  # commands awaiting their sync, in order
