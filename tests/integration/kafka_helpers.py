@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from stormish import BasicBolt, Bolt
+from stormish.testing import MemoryLog
 
 SEEN: dict[str, list[tuple]] = defaultdict(list)
 _LOCK = threading.Lock()
@@ -62,3 +63,16 @@ def check_order(rows: list[tuple]) -> None:
         before = last.get((task, partition), -1)
         assert offset >= before, f"partition {partition}: offset {offset} after {before}"
         last[(task, partition)] = offset
+
+
+def fill(log: MemoryLog, topic: str, partitions: int, per_partition: int) -> int:
+    """`per_partition` records in each of `partitions`, values 0.. dealt round the
+    partitions; returns their sum (the exact-sum checks)."""
+    log.create_topic(topic, partitions)
+    total = 0
+    for i in range(per_partition):
+        for p in range(partitions):
+            v = i * partitions + p
+            log.produce(topic, str(v).encode(), key=None, partition=p)
+            total += v
+    return total

@@ -13,7 +13,7 @@ from stormish import LocalCluster, Topology
 from stormish.kafka import KafkaSpout, Retry
 from stormish.testing import MemoryLog
 
-from .kafka_helpers import Note, check_order, seen
+from .kafka_helpers import Note, check_order, fill, seen
 
 _names = itertools.count()
 
@@ -22,17 +22,6 @@ _names = itertools.count()
 def log():
     with MemoryLog(f"kafka-trees-{next(_names)}") as log:
         yield log
-
-
-def fill(log: MemoryLog, topic: str, partitions: int, per_partition: int) -> int:
-    log.create_topic(topic, partitions)
-    total = 0
-    for i in range(per_partition):
-        for p in range(partitions):
-            v = i * partitions + p
-            log.produce(topic, str(v).encode(), key=None, partition=p)
-            total += v
-    return total
 
 
 def run(topology: Topology, config: dict | None = None):
