@@ -8,6 +8,11 @@ acked, whatever the order in which the messages arrive. The spout's init may arr
 acks from downstream: a tree completes only once the spout task is known and the value is
 0. Entries expire (rotating buckets) so a lost tree cannot hold memory forever; the spout
 times the tree out on its own clock and fails it.
+
+A stateful bolt's acks of a committed checkpoint come as one message tagged (task, txid)
+(`AckFolder.committed`) and are applied once per tag: a restarted task sends its last
+commit's acks again, not knowing whether its previous process sent them before it died,
+and XOR would undo acks applied twice. Tags expire with the entries.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from ..component import Bolt
 from ..tuple import TICK_STREAM
-from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
+from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
 
 COMPLETE, FAILED = "complete", "failed"
 
@@ -39,11 +44,14 @@ class AckerLedger:
     entry lives between one and two rotation periods. Entry: [xor, spout task or -1,
     failed: False, or the fail's why (True when none was given)]."""
 
-    __slots__ = ("cur", "old")
+    __slots__ = ("cur", "old", "tags", "old_tags", "repeated")
 
     def __init__(self) -> None:
         self.cur: dict[int, list[Any]] = {}
         self.old: dict[int, list[Any]] = {}
+        self.tags: set[tuple[int, int]] = set()  # (task, txid) of committed acks applied
+        self.old_tags: set[tuple[int, int]] = set()
+        self.repeated = 0  # committed acks that came again and were not applied
 
     def _entry(self, root: int) -> list[Any]:
         e = self.cur.get(root)
@@ -64,6 +72,22 @@ class AckerLedger:
         e = self._entry(root)
         e[0] ^= val
         return self._settle(root, e)
+
+    def committed(self, tagged: Any) -> list[tuple[str, int, int, Any]]:
+        """A checkpoint's acks from one stateful task, `(task, txid, [(root, xor)])`:
+        applied once per (task, txid), and what completed."""
+        task, txid, pairs = tagged
+        tag = (task, txid)
+        if tag in self.tags or tag in self.old_tags:
+            self.repeated += 1
+            return []
+        self.tags.add(tag)
+        out = []
+        for root, val in pairs:
+            done = self.ack(root, val)
+            if done is not None:
+                out.append(done)
+        return out
 
     def fail(self, root: int, why: Any = None) -> tuple[str, int, int, Any] | None:
         e = self._entry(root)
@@ -93,6 +117,7 @@ class AckerLedger:
         dead = len(self.old)
         self.old = self.cur
         self.cur = {}
+        self.old_tags, self.tags = self.tags, set()
         return dead
 
     def __len__(self) -> int:
@@ -114,6 +139,10 @@ class AckerBolt(Bolt):
             for root, val in values:
                 e = cur.get(root)
                 if e is None:
+                    if root == COMMITTED_ACKS:
+                        for done in ledger.committed(val):
+                            self._tell(done, emit_direct)
+                        continue
                     e = ledger._entry(root)
                 e[0] ^= val
                 if e[0] == 0 and e[1] >= 0 and not e[2]:

@@ -15,6 +15,9 @@ the messages to its ackers (the acker's side is `acker.py`).
 - Acker routing: messages for a tree go to acker `root % ackers`. A spout chooses its
   roots so that this is an acker on its own worker (beyond Storm, which hashes them
   anywhere): the tree's init and the acker's verdict never cross a link.
+- A stateful bolt's acks of a committed checkpoint go as one message per acker tagged
+  (task, txid), `committed`: a restarted task sends its last commit's again (its previous
+  process may have died before they left), and the acker applies each tag once.
 - Fails carry why (this component, and the error when an exception failed the tuple);
   resets are published at once (a bolt resets because it is inside a long execute).
 """
@@ -27,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ..tuple import TrackedTuple, Tuple, TupleBatch
-from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
+from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
 from .routing import Outbox, Route
 
 _NATIVE = sys.byteorder
@@ -190,6 +193,22 @@ class AckFolder:
                 if len(ob) >= size:
                     self.flush_box(ob)
         acks.clear()
+
+    def committed(self, txid: int, acks: Sequence[tuple[int, int]]) -> None:
+        """A stateful bolt's acks of checkpoint `txid`, folded per tree: one message per
+        acker, `(COMMITTED_ACKS, (task, txid, pairs))`, sent at once. The acker applies
+        a (task, txid) once, so sending them again is safe (module doc)."""
+        boxes = self.ack_boxes
+        if not boxes or not acks:
+            return
+        n = len(boxes)
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for root, x in acks:
+            groups.setdefault(root % n, []).append((root, x))
+        for i, pairs in groups.items():
+            ob = boxes[i]
+            ob.append((COMMITTED_ACKS, (self.task, txid, pairs)))
+            self.flush_box(ob)
 
     def fail(self, tup: Tuple, error: str | None = None) -> None:
         """The fail carries why to the spout: this component, and the error ("Type:

@@ -90,18 +90,28 @@ class BoltExecutor(Executor):
             obj.ack_batch = self._count_ack_batch
             obj.fail_batch = self._count_fail_batch
             obj.reset_timeout = noop
+            obj.ack_committed = self._count_committed
         else:
             obj.ack = self._ack
             obj.fail = self._fail
             obj.ack_batch = self._ack_batch
             obj.fail_batch = self._fail_batch
             obj.reset_timeout = col.acks.reset
+            obj.ack_committed = self._ack_committed
         obj.emit_direct = col.emit_direct
         obj.emit_tasks = col.emit_tasks
         obj.report_error = self.report_error
 
     def _count_ack(self, tup: Tuple) -> None:
         self.acked += 1
+
+    def _count_committed(self, txid: int, acks: Any, tuples: int) -> None:
+        self.acked += tuples
+
+    def _ack_committed(self, txid: int, acks: Any, tuples: int) -> None:
+        """A stateful bolt's acks of checkpoint `txid` (for `tuples` of its inputs)."""
+        self.acked += tuples
+        self.collector.acks.committed(txid, acks)
 
     def _count_fail(self, tup: Tuple, error: str | None = None) -> None:
         self.failed += 1

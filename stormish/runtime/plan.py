@@ -19,6 +19,9 @@ from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TI
 
 ACKER = "__acker"
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail", "__ack_reset"
+# the root of an ACK_ACK message that carries a committed checkpoint's acks (acking.py);
+# a tree's root is never negative
+COMMITTED_ACKS = -1
 # a fail carries why: (failing component, "Type: message" of its error or None)
 BOLT_ACK_STREAMS = {ACK_ACK: ("root", "val"), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
 SPOUT_ACK_STREAMS = {ACK_INIT: ("root", "val", "task")}

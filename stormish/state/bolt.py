@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..component import BasicBolt, Bolt, prepare_bolt
-from ..tuple import TrackedTuple, Tuple, TupleBatch
+from ..tuple import Tuple, TupleBatch
 from .factory import open_state
 from .kv import KeyValueState
 from .protocol import (
@@ -281,6 +281,9 @@ class StatefulBoltExecutor(_Shell):
         self.bolt.ack = self._core.acked  # held until the commit after it
         self.bolt.ack_batch = self._hold_batch
         self.state = open_state(conf, context)
+        last = self.state.committed_acks()
+        if last is not None:  # this task's previous process may have died before they left
+            self.ack_committed(last[0], last[1], 0)
         prepare_bolt(self.bolt, conf, context)
 
     def _hold_batch(self, batch: TupleBatch) -> None:
@@ -303,8 +306,11 @@ class StatefulBoltExecutor(_Shell):
         )  # fmt: skip
         try:
             steps = self._core.checkpoint(action, txid)
+            # a commit's ACKs left with it, as one message (COMMIT_STATE): counted there
+            self._acked_by_commit = sum(1 for what, _ in steps if what == ACK)
             for what, arg in steps:
-                self._carry_out(what, arg, tup)
+                if what != ACK:
+                    self._carry_out(what, arg, tup)
         except Exception as exc:  # noqa: BLE001 - Storm's: fail the barrier, report
             self.fail(tup)
             self.report_error(exc)
@@ -313,8 +319,6 @@ class StatefulBoltExecutor(_Shell):
         bolt, state = self.bolt, self.state
         if what == EXECUTE:
             self._run(arg)
-        elif what == ACK:
-            self.ack(arg)
         elif what == FAIL:
             self.fail(arg)
         elif what == PREPARE_STATE:
@@ -322,8 +326,9 @@ class StatefulBoltExecutor(_Shell):
             state.prepare_commit(arg, self._held_acks())
         elif what == COMMIT_STATE:
             bolt.pre_commit(arg)
-            for root, val in state.commit(arg):  # prepared by this task's last process
-                self.ack(TrackedTuple((), tup.source, ((root, val),)))
+            # the acks prepared with it (by this process, or by its last one when this one
+            # rolls the commit forward), tagged with the txid: sent again after a restart
+            self.ack_committed(arg, state.commit(arg), self._acked_by_commit)
         elif what == ROLLBACK_STATE:
             bolt.pre_rollback()
             state.rollback()
@@ -338,8 +343,11 @@ class StatefulBoltExecutor(_Shell):
 
     def _held_acks(self) -> list[tuple[int, int]]:
         """What acking the prepared tuples sends, folded per tree: kept with the prepared
-        transaction, so that a restarted task that rolls it forward can still send it
-        (its previous process held these acks and died before the commit)."""
+        transaction and sent when it commits (`KeyValueState.commit`), so that a restarted
+        task that rolls it forward can still send it (its previous process held these
+        acks and died before the commit), and kept after the commit, so that a task
+        restarted after it sends it again (its previous process may have died before
+        the acks left)."""
         folded: dict[int, int] = {}
         for t in self._core.prepared:
             meta = getattr(t, "meta", None)

@@ -28,12 +28,14 @@ class Store(Protocol):
     """A backend (sqlite.py, redis.py, MemoryStore). `prepare` replaces any prepared
     transaction (its writes, and the acks the bolt holds for them); `commit` applies the
     prepared one of that txid and returns its acks (nothing when it was committed
-    already: recovery may repeat a COMMIT); each is atomic."""
+    already: recovery may repeat a COMMIT), and keeps them as the last commit's
+    (`committed_acks`) until the next commit; each is atomic."""
 
     def get(self, key: Any) -> Any: ...  # TOMBSTONE when absent
     def items(self) -> Iterator[tuple[Any, Any]]: ...
     def prepare(self, txid: int, writes: dict[Any, Any], acks: Acks = ()) -> None: ...
     def commit(self, txid: int) -> Acks: ...  # the acks prepared with it, [] if none
+    def committed_acks(self) -> tuple[int, Acks] | None: ...  # the last commit's (txid, acks)
     def rollback(self) -> None: ...
     def txids(self) -> tuple[int | None, int | None]: ...  # (committed, prepared)
     def close(self) -> None: ...
@@ -107,9 +109,10 @@ class KeyValueState:
         """Commit prepared transaction `txid`; without a txid, prepare and commit the
         writes so far at once (Storm's State.commit()).
 
-        Returns the acks prepared with `txid` when an earlier process prepared it (a
-        restarted bolt rolling a commit forward): that process died before it could
-        send them, and they complete their trees now instead of a replay."""
+        Returns the acks prepared with `txid` (nothing if it was committed already): the
+        bolt sends them now, whether this process prepared them or an earlier one did
+        (a restarted bolt rolling a commit forward: that process died before it could
+        send them, and they complete their trees now instead of a replay)."""
         if txid is None:
             committed, _ = self.store.txids()
             txid = (committed or 0) + 1 if self.prepared_txid is None else self.prepared_txid
@@ -117,8 +120,13 @@ class KeyValueState:
         acks = self.store.commit(txid)
         if self.prepared_txid == txid:
             self.prepared, self.prepared_txid = {}, None
-            return []
         return list(acks)
+
+    def committed_acks(self) -> tuple[int, Acks] | None:
+        """The last committed transaction's txid and acks, as the store keeps them: a
+        restarted bolt sends them again, since its previous process may have died after
+        the commit and before they left (the ackers apply them once: `AckFolder.committed`)."""
+        return self.store.committed_acks()
 
     def rollback(self) -> None:
         """Back to the last committed state: the prepared transaction and every write
@@ -141,6 +149,7 @@ class MemoryStore:
         self.data: dict[Any, Any] = {}
         self.pending: dict[Any, Any] | None = None
         self.acks: Acks = ()
+        self.last_acks: tuple[int, Acks] | None = None
         self.committed_txid: int | None = None
         self.prepared_txid: int | None = None
 
@@ -163,7 +172,11 @@ class MemoryStore:
                 self.data[k] = v
         self.pending, self.prepared_txid, self.committed_txid = None, None, txid
         acks, self.acks = self.acks, ()
+        self.last_acks = (txid, list(acks))
         return acks
+
+    def committed_acks(self) -> tuple[int, Acks] | None:
+        return self.last_acks
 
     def rollback(self) -> None:
         self.pending, self.prepared_txid = None, None

@@ -6,6 +6,8 @@ Keys, all under the namespace NS (TOPOLOGY:COMPONENT-TASK):
 - `NS$prepare` a hash of the prepared transaction's writes, a delete as an empty value
   (a pickle is never empty);
 - `NS$acks` the acks held for the prepared writes (a pickled list);
+- `NS$committed_acks` the acks of the last committed transaction, with its txid (a
+  restarted task sends them again: its previous process may have died before they left);
 - `NS$txid` a hash with the committed and the prepared txid.
 Prepare and commit are each one MULTI/EXEC transaction, so the server applies all of
 it or none; a commit checks the prepared txid inside a WATCH, so a repeated COMMIT is
@@ -36,6 +38,7 @@ class RedisStore:
         self.prepare_key = f"{namespace}$prepare"
         self.tx_key = f"{namespace}$txid"
         self.acks_key = f"{namespace}$acks"
+        self.committed_acks_key = f"{namespace}$committed_acks"
 
     def get(self, key: Any) -> Any:
         v = self.client.hget(self.ns, _dump(key))
@@ -65,6 +68,7 @@ class RedisStore:
                 return  # committed already (a repeated COMMIT), or nothing was prepared
             acks = pipe.get(self.acks_key)
             applied.append([] if acks is None else pickle.loads(acks))
+            kept_acks = _dump((txid, applied[0]))
             writes = pipe.hgetall(self.prepare_key)
             gone = [k for k, v in writes.items() if v == _DELETED]
             kept = {k: v for k, v in writes.items() if v != _DELETED}
@@ -76,9 +80,14 @@ class RedisStore:
             pipe.delete(self.prepare_key, self.acks_key)
             pipe.hdel(self.tx_key, "prepared")
             pipe.hset(self.tx_key, "committed", txid)
+            pipe.set(self.committed_acks_key, kept_acks)
 
         self.client.transaction(apply, self.tx_key, self.prepare_key, self.acks_key)
         return applied[0] if applied else []
+
+    def committed_acks(self) -> tuple[int, Acks] | None:
+        raw = self.client.get(self.committed_acks_key)
+        return None if raw is None else pickle.loads(raw)
 
     def rollback(self) -> None:
         pipe = self.client.pipeline(transaction=True)

@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS prepared (k BLOB PRIMARY KEY, v BLOB);
 CREATE TABLE IF NOT EXISTS tx (name TEXT PRIMARY KEY, txid INTEGER);
 CREATE TABLE IF NOT EXISTS prepared_acks (one INTEGER PRIMARY KEY CHECK (one = 1), acks BLOB);
+CREATE TABLE IF NOT EXISTS committed_acks (
+  one INTEGER PRIMARY KEY CHECK (one = 1), txid INTEGER, acks BLOB
+);
 """
 
 
@@ -82,7 +85,13 @@ class SqliteStore:
             db.execute("DELETE FROM prepared_acks")
             db.execute("DELETE FROM tx WHERE name = 'prepared'")
             db.execute("INSERT OR REPLACE INTO tx (name, txid) VALUES ('committed', ?)", (txid,))
+            acks = _dump([]) if row is None else row[0]
+            db.execute("INSERT OR REPLACE INTO committed_acks VALUES (1, ?, ?)", (txid, acks))
         return [] if row is None else pickle.loads(row[0])
+
+    def committed_acks(self) -> tuple[int, Acks] | None:
+        row = self.db.execute("SELECT txid, acks FROM committed_acks").fetchone()
+        return None if row is None else (int(row[0]), pickle.loads(row[1]))
 
     def rollback(self) -> None:
         with self._transaction() as db:

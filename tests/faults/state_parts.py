@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import time
 
 from stormish import BasicBolt, Spout, Topology
@@ -141,6 +142,29 @@ class Counter(StatefulBolt):
         self.ack(tup)
 
 
+class DiesAfterCommit(Counter):
+    """A Counter that, once the file `order` names its task, commits its next
+    checkpoint itself and dies (SIGKILL) before the engine can send the acks it held
+    for it: the state has the commit, the ackers never heard of it."""
+
+    def __init__(self, order: str, **kw):
+        super().__init__(**kw)
+        self.order = order
+
+    def pre_commit(self, txid):
+        super().pre_commit(txid)
+        try:
+            with open(self.order) as f:
+                task = int(f.read())
+        except (OSError, ValueError):
+            return
+        if task == self.task and not os.path.exists(self.order + ".done"):
+            self.counts.commit(txid)
+            with open(self.order + ".done", "w") as f:
+                f.write(str(txid))
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def topology(
     name: str,
     count: int,
@@ -148,6 +172,7 @@ def topology(
     pause: float = 0.0,
     audit: str | None = None,
     per_tree: int = 1,
+    counter: Counter | None = None,
     **conf,
 ) -> Topology:
     """`state`: a directory (the embedded provider's topology.state.dir) or a Redis URL;
@@ -168,9 +193,8 @@ def topology(
     )
     t.set_spout("words", WordSpout(count, per_tree, audit=audit))
     t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("words")
-    count = t.set_bolt("count", Counter(pause, audit), parallelism=4).fields_grouping(
-        "split", ["word"]
-    )
+    counter = counter or Counter(pause, audit)
+    count = t.set_bolt("count", counter, parallelism=4).fields_grouping("split", ["word"])
     if pause:  # a slow store blocks: not on the scheduler thread the spout shares
         count.add_configuration("topology.executor.own.thread", True)
     return t

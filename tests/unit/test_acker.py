@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger, rotation_period
-from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET
+from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
 from stormish.tuple import TICK_STREAM
 
 ROOT, SPOUT = 123456789, 7
@@ -306,6 +306,42 @@ def test_acker_bolt_ack_of_an_entry_from_the_previous_generation():
     bolt.execute_raw(ACK_ACK, [(ROOT, 12)], out)
     assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
     assert len(bolt.ledger) == 0
+
+
+def test_a_checkpoints_acks_complete_trees_and_their_second_copy_changes_nothing():
+    """A stateful task's acks of checkpoint 4, tagged (task, txid), complete the trees
+    they finish; the same message again (the task restarted, not knowing whether its
+    previous process sent it) is not applied: XOR would reopen a tree still pending."""
+    bolt, out = prepared_acker(), FakeDirect()
+    other = ROOT + 1
+    bolt.execute_raw(ACK_INIT, [(ROOT, 3 ^ 5, SPOUT), (other, 6 ^ 9, SPOUT)], out)
+    bolt.execute_raw(ACK_ACK, [(ROOT, 3)], out)  # a stateless bolt's ack
+    tagged = (COMMITTED_ACKS, (11, 4, [(ROOT, 5), (other, 6)]))
+    bolt.execute_raw(ACK_ACK, [tagged], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]  # `other` waits for another edge
+    bolt.execute_raw(ACK_ACK, [tagged], out)  # sent again after a restart
+    assert bolt.ledger.repeated == 1
+    bolt.execute_raw(ACK_ACK, [(other, 9)], out)
+    assert out.sent[-1] == (SPOUT, (other,), ACK_ACK)
+    assert len(bolt.ledger) == 0
+    # another txid, or another task's acks of txid 4, are applied
+    assert bolt.ledger.committed((11, 5, [(ROOT + 2, 1)])) == []
+    assert bolt.ledger.committed((12, 4, [(ROOT + 2, 1)])) == []
+    assert bolt.ledger.repeated == 1 and len(bolt.ledger) == 1
+
+
+def test_a_checkpoints_tag_is_forgotten_with_the_entries():
+    """A tag lives as long as an entry (two rotations): by then the trees it acked have
+    completed or timed out at their spouts."""
+    led = AckerLedger()
+    led.committed((11, 4, [(ROOT, 5)]))
+    led.rotate()
+    led.committed((11, 4, [(ROOT, 5)]))
+    assert led.repeated == 1
+    led.rotate()
+    led.rotate()
+    led.committed((11, 4, [(ROOT, 5)]))
+    assert led.repeated == 1
 
 
 @settings(max_examples=100, deadline=None)

@@ -76,20 +76,31 @@ def test_a_prepared_transaction_is_invisible_after_a_restart_until_committed(mak
     assert dict(again) == {"a": 1}
 
 
-def test_a_commit_rolled_forward_after_a_restart_returns_the_held_acks(make):
-    """The acks a bolt held for a prepared transaction are kept with it: a restarted
-    process that commits it gets them (its predecessor died before sending them); the
-    process that prepared it, or a repeated commit, gets none."""
+def test_a_commit_returns_the_held_acks_and_keeps_them_as_the_last_commits(make):
+    """The acks a bolt held for a prepared transaction are kept with it: the commit
+    returns them, whether this process prepared it or a restarted one rolls it forward
+    (its predecessor died before sending them); a repeated commit gets none. The last
+    commit's acks stay in the store with its txid: a process that starts after the
+    commit sends them again (its predecessor may have died before they left)."""
     s = make()
+    assert s.committed_acks() is None
     s.put("a", 1)
     s.prepare_commit(1, [(11, 5), (12, 6)])
-    assert s.commit(1) == []
+    assert s.commit(1) == [(11, 5), (12, 6)]
+    assert s.committed_acks() == (1, [(11, 5), (12, 6)])
     s.put("a", 2)
     s.prepare_commit(2, [(13, 7)])
     again = make()
+    assert again.committed_acks() == (1, [(11, 5), (12, 6)])  # 2 is only prepared
     assert again.commit(2) == [(13, 7)]
     assert again.commit(2) == []
+    assert again.committed_acks() == (2, [(13, 7)])
+    assert make().committed_acks() == (2, [(13, 7)])
     assert again.get("a") == 2
+    again.put("a", 3)
+    again.prepare_commit(3, [(14, 8)])
+    again.rollback()
+    assert make().committed_acks() == (2, [(13, 7)])  # a rollback keeps the last commit's
 
 
 def test_a_prepared_transaction_rolled_back_after_a_restart_is_gone(make):

@@ -48,6 +48,9 @@ class Collector:
         shell.ack = lambda t: self.log.append(("ack", _id(t)))
         shell.fail = lambda t, *a: self.log.append(("fail", _id(t)))
         shell.ack_batch = shell.fail_batch = None
+        shell.ack_committed = lambda txid, acks, n: self.log.append(
+            ("committed", txid, list(acks), n)
+        )
         shell.report_error = lambda exc: self.log.append(("error", str(exc)))
 
     def take(self) -> list[tuple]:
@@ -127,7 +130,7 @@ def test_a_task_whose_copy_came_is_held_until_the_last_copy(counter):
     assert shell.held_tuples() == 0
     col.take()
     barrier(shell, COMMIT, 1, root=3)
-    assert ("ack", 300) in col.take()  # "after" waits for the next commit
+    assert ("committed", 1, [(300, 1)], 1) in col.take()  # "after" waits for the next commit
     assert store.data == {"before": 1}
 
 
@@ -170,7 +173,7 @@ def test_acks_wait_for_the_commit_after_them(counter):
     barrier(shell, COMMIT, 1, root=20)
     assert col.take() == [
         ("ack", "20@1"),
-        ("ack", 100),
+        ("committed", 1, [(100, 1)], 1),  # one message per acker, tagged (task, txid)
         ("emit", CHECKPOINT_STREAM, (1, COMMIT, 20)),
         ("ack", "20@2"),
     ]
@@ -301,9 +304,9 @@ def test_a_restarted_task_rolling_a_commit_forward_sends_the_acks_kept_with_it(m
     col.bind(shell)
     shell.prepare({}, None)
     shell.execute_batch(batch(CHECKPOINT_STREAM, 1, (1, COMMIT), root0=1))
-    # the kept ack goes out as a tuple of the barrier's source (only its root and value count)
+    # the kept acks go out tagged with the txid, as the previous process would have sent them
     assert col.take() == [
-        ("ack", "100@1"),
+        ("committed", 1, [(100, 7)], 0),
         ("emit", CHECKPOINT_STREAM, (1, COMMIT, 1)),
         ("ack", "1@1"),
     ]
