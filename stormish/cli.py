@@ -264,7 +264,7 @@ def submit(
             err=True,
         )
     # the checks a local run makes (picklable components, config, the graph), here before
-    # anything is sent: the same message and exit 2 on every path (issue 14 item 6)
+    # anything is sent: the same message and exit 2 on every path (`run` and `submit --nimbus` alike)
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
@@ -397,7 +397,7 @@ def _run_local(
         stop.set()
 
     # SIGTERM stops the run as Ctrl-C does (workers stopped, temporary directories
-    # removed), then exits 143 (DESIGN section 12); the default handler left both behind.
+    # removed), then exits 143 (docs/design.md, Exit codes); the default handler left both behind.
     # Ctrl-C exits 130: a script must tell an interrupted run from a complete one
     old_term = signal.signal(signal.SIGTERM, on_term)
     try:

@@ -176,7 +176,7 @@ KEYS: dict[str, Key] = {
             "timeout, they are dropped and counted (peer_lost) and their trees replay",
             "topology",
         ),
-        # Storm's level 2 is 1,000 yields; ours is 0 (DESIGN section 3): measured, a
+        # Storm's level 2 is 1,000 yields; ours is 0 (docs/design.md, Defaults): measured, a
         # yielding Python thread keeps taking back the GIL the working threads need (a
         # third of a core per worker, twice the p99 across workers: bench/README.md)
         *_wait_keys("backpressure", 1, 0, 1),

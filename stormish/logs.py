@@ -204,7 +204,7 @@ def start_line(topology: str, index: int, pid: int, details: str) -> bytes:
 
 
 # A worker's log holds what its code prints and logs (data, tracebacks with values): only
-# the user that runs it reads it, whatever the umask (issue 24: they were 0644 in 0755).
+# the user that runs it reads it, whatever the umask (not 0644 in 0755).
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 

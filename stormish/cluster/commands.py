@@ -741,7 +741,7 @@ def supervisor(
 def daemon_security(
     role: str, keys: str | None, insecure: bool, data_dir: str | None = None
 ) -> Any:
-    """A daemon is keyed unless told `--insecure` (DESIGN section 6): nimbus makes the
+    """A daemon is keyed unless told `--insecure` (docs/security.md): nimbus makes the
     cluster's keys in DATA/keys on its first start; a supervisor must be given them."""
     import os
 

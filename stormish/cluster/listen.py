@@ -1,7 +1,7 @@
 """Where a supervisor listens: on the address its `--host` names, not on every interface.
 
 `--host` is the name other hosts reach this host's workers by; the workers' links and the
-supervisor's metrics listen on that address only (issue 24: a keyed supervisor listened on
+supervisor's metrics listen on that address only (a keyed supervisor once listened on
 0.0.0.0 whatever its `--host`, so a host with a private and a public interface exposed
 its worker ports on both). ZeroMQ binds addresses and interface names, not host names, so
 a name is resolved here, once, at start-up.

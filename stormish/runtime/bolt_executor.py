@@ -1,4 +1,5 @@
-"""The bolt executor: Storm 2.0's bolt loop on one thread per task.
+"""The bolt executor: Storm 2.0's bolt loop, one bounded turn per `step` (run by the
+worker's scheduler thread, or by a thread of its own: executor.py).
 
 Bolt loop: flush the pendingEmitQ first (stopping at the first refusal); while anything
 remains parked, read no new input and idle under the backpressure wait strategy, except

@@ -1,4 +1,10 @@
-"""Executors: one thread per task running Storm 2.0's bolt and spout loops.
+"""Executors: one per task, running Storm 2.0's bolt and spout loops as bounded turns.
+
+An executor's loop is `begin`, `step` (one bounded turn) and `end`. By default a
+worker's scheduler thread calls the steps of its executors in turns (`scheduler.py`);
+`run` loops over `step` on a thread of the executor's own (`topology.executor.own.thread`
+or `topology.worker.scheduler: threads`). An executor whose user code blocks keeps the
+scheduler thread it blocked, which then runs only its loop.
 
 This module holds what both loops share (lifecycle, statistics, error records, idling
 under backpressure); `bolt_executor.py` and `spout_executor.py` hold the loops.

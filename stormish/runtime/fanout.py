@@ -1,4 +1,4 @@
-"""A fan-out is all or nothing for `fail` edges (issue 28): when one emit goes to several
+"""A fan-out is all or nothing for `fail` edges: when one emit goes to several
 edges (several subscribers, all_grouping's tasks, or the rows of one `emit_many`) and a
 `fail` edge among them is full, none of them gets the tuple: the rejection is counted on
 the full edge, with the reason, and the tuple's tree fails there (reason `overflow`).

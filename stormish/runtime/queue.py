@@ -10,7 +10,7 @@ in the order they were emitted.
 
 A consume takes at most `budget` tuples (whole batches, at least one). Taking the whole
 queue at once let an executor hold a second queue's worth out of sight: at 1 ms a tuple,
-65 s of work behind a 30 s message timeout (issue 11). Now a tuple waits behind at most
+65 s of work behind a 30 s message timeout. Now a tuple waits behind at most
 the capacity plus one take, and `taken` (tuples handed out, ever) against the executor's
 executed count tells what it holds. While the overflowQ is not empty, local producers
 are refused: with a bounded take they could otherwise keep the queue full and the

@@ -268,7 +268,7 @@ class Scheduler:
             return False
 
     def _finish(self, ex: Executor) -> None:
-        self.naming = ex  # cleanup/close's prints and records name it (issue 31)
+        self.naming = ex  # cleanup/close's prints and records name it
         try:
             self._guard(ex, ex.end)
         finally:
@@ -324,7 +324,7 @@ class Watchdog:
         """How long the call into user code that `s`'s thread is in now has run, at
         least the time between two looks (0: it is between calls), and its name. A turn
         is judged by its calls, not its length: a bolt at 0.2 ms a tuple runs a batch of
-        500 in a 100 ms turn and blocks no one for long (issue 31)."""
+        500 in a 100 ms turn and blocks no one for long."""
         thread = s.thread
         frame = user_call(thread.ident) if thread is not None else None
         rec = self.calls.get(s)

@@ -1,4 +1,5 @@
-"""The spout executor: Storm 2.0's spout loop on one thread per task.
+"""The spout executor: Storm 2.0's spout loop, one bounded turn per `step` (run by the
+worker's scheduler thread, or by a thread of its own: executor.py).
 
 Always drain the spout's own receive queue (acks, fails, resets, ticks): that is what
 keeps spout -> acker -> spout from deadlocking. Call `next_tuple` only while the

@@ -1,8 +1,10 @@
 """A worker: the executors of one topology's tasks on this process, and their wiring.
 
 The worker builds one receive queue per local task, one collector per task whose outboxes
-point at local queues or at remote targets (supplied by the transport), starts one thread
-per executor plus a timer thread for ticks, and answers the cluster's questions: is it
+point at local queues or at remote targets (supplied by the transport), starts its
+executors (by default on one scheduler thread, `scheduler.py`; a thread each for those
+with `topology.executor.own.thread`, or for all under `topology.worker.scheduler:
+threads`) plus a timer thread for ticks, and answers the cluster's questions: is it
 quiescent, what are its statistics, did an executor die.
 """
 
@@ -392,7 +394,7 @@ class Worker:
                 )
                 told += 1
             # a barrier edge's remainder short of n leaves as a last short batch, an epoch
-            # edge's staged tuples become visible (issue 28)
+            # edge's staged tuples become visible
             if ex.queue.chan_list and ex.queue.flush_held():
                 told += 1
         return told

@@ -301,7 +301,7 @@ class WorkerHandle:
 def _check_local_host(host: str, topology: str) -> None:
     """The worker processes bind their links on `stormish.local.host`. A run's own key
     pair secures it on this machine, but listening beyond loopback is for configured
-    keys (STORMISH_KEYS), as for a daemon (DESIGN section 6): say so here, naming the
+    keys (STORMISH_KEYS), as for a daemon (docs/security.md): say so here, naming the
     key, rather than in each worker's log."""
     from ..errors import ConfigError
     from ..transport.security import security_for

@@ -16,7 +16,7 @@ it. So each batch goes through three steps, each of which can be repeated safely
 On start, a logged batch without a mark is applied again from its log, then marked:
 a crash anywhere leaves the batch either absent or present once. The ledger (batch ids
 and row keys) is the `_commits/` directory. Readers see the extra partition column
-`stormish_batch`. Cost: one Spark job per batch (150-300 ms here, DESIGN section 7).
+`stormish_batch`. Cost: one Spark job per batch (150-300 ms here).
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ class BarrierAligner:
     Storm's executor counts copies without holding anything: a tuple that came after
     one copy and before the last was executed before the checkpoint in one bolt and
     after it in another, and a rollback then failed a tree whose other half was
-    committed, which its replay counted again (issue 24).
+    committed, which its replay counted again.
 
     Copies are known by their emission number (the checkpoint spout sends the same
     action and txid again after a fail; its emissions are numbered in order). Every

@@ -24,7 +24,7 @@ from ..topology import Topology
 
 
 def project_src(path: Path) -> Path | None:
-    """The streamparse project's `src/` for topology file `path` (`topologies/x.py`
+    """The streamparse project's `src/` for topology file `path` (`topologies/NAME.py`
     beside `src/`), when there is one."""
     src = path.resolve().parent.parent / "src"
     return src if src.is_dir() else None

@@ -25,7 +25,7 @@ waited for, bounded, where Storm's Netty client drops what it cannot deliver):
   (`peer_lost`), and so is what comes until the connection is back, so those trees
   fail and replay through acking. Dropping from the start lost the first checkpoint a
   restarted worker was sent, so a stateful topology's recovery waited a whole message
-  timeout (issue 24).
+  timeout.
   Senders are not parked while it is down (nobody is there to push back, and parking
   would stop their traffic to healthy peers too), but load-aware shuffles steer away
   (the peer's tasks report load 1.0). Control messages wait, at most `CONTROL_BACKLOG`

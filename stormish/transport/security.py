@@ -3,8 +3,8 @@
 Every socket stormish binds or connects (worker links, the control channel between a
 worker and whoever started it) goes through a `Security` object before it is used, so
 that authentication is one object to swap, not a change at each socket. `Loopback` is
-the policy without keys: a socket may only be bound on a loopback address (DESIGN
-section 6). `Curve` is the policy with keys: every socket is encrypted with ZeroMQ
+the policy without keys: a socket may only be bound on a loopback address
+(docs/security.md). `Curve` is the policy with keys: every socket is encrypted with ZeroMQ
 CURVE, and a ZAP handler on each context that binds lets in only peers that prove they
 hold a key of the cluster, during the handshake, so an unauthenticated peer never
 reaches a decoder.

@@ -1,7 +1,7 @@
 """The safe format of control messages: JSON, with the few shapes JSON lacks tagged.
 
-A control message from a peer must never run code when it is read (issue 24: an unkeyed
-nimbus unpickled a stranger's `list` request and ran it). So every control payload is
+A control message from a peer must never run code when it is read (an unkeyed
+nimbus once unpickled a stranger's `list` request and ran it). So every control payload is
 JSON, read with `json.loads` and turned back into Python values by a table of known
 shapes, never by names the message chooses:
 

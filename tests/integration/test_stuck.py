@@ -213,7 +213,7 @@ def test_stormish_run_fails_fast_on_a_stuck_bolt_and_prints_its_stack(tmp_path):
 
 
 def test_sigterm_stops_a_run_stuck_on_two_workers_and_leaves_nothing_behind(tmp_path):
-    """DESIGN section 12: exit 143, no worker process left, the run's temporary
+    """docs/design.md, Exit codes: exit 143, no worker process left, the run's temporary
     directories (worker logs, data) removed, though a bolt's thread never returns."""
     f = tmp_path / "stuck.py"
     f.write_text(STUCK_FILE)

@@ -12,7 +12,7 @@ from stormish import config
 from stormish.config import KEYS, check_value, parse_override, resolve
 from stormish.errors import ConfigError, StormishError
 
-# Storm's names and defaults (DESIGN.md section 9); a change here is a change of contract.
+# Storm's names and defaults (docs/config.md); a change here is a change of contract.
 STORM_DEFAULTS = {
     "topology.transfer.buffer.size": 1000,
     "topology.backpressure.wait.strategy": "progressive",
@@ -54,7 +54,7 @@ def test_storm_defaults(name, value):
 @pytest.mark.parametrize("use", ["backpressure", "bolt"])
 def test_level_2_yields_are_off_by_default_unlike_storm(use):
     """Storm yields 1,000 times; measured in Python that costs a third of a core per worker
-    and doubles p99 latency (DESIGN section 3: the default is the measured best)."""
+    and doubles p99 latency (docs/design.md, Defaults: the default is the measured best)."""
     assert config.defaults()[f"topology.{use}.wait.progressive.level2.count"] == 0
 
 

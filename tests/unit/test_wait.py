@@ -133,7 +133,7 @@ def test_park_zero_spins(sleeps):
 
 # -- from_config
 # Storm's levels, except level 2 (Storm: 1,000 yields for bolts and backpressure), which
-# is 0: measured to hurt in Python (config.py, DESIGN section 3)
+# is 0: measured to hurt in Python (config.py, docs/design.md)
 DEFAULTS = {
     "backpressure": (1, 0, 1),
     "spout": (0, 0, 1),
