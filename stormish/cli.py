@@ -264,7 +264,7 @@ def submit(
             err=True,
         )
     # the checks a local run makes (picklable components, config, the graph), here before
-    # anything is sent: the same message and exit 2 on every path (`run` and `submit --nimbus` alike)
+    # anything is sent: the same message and exit 2 on every path (as `run` does)
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:

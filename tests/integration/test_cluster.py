@@ -13,8 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 
 import psutil
 import pytest
@@ -26,6 +25,7 @@ from stormish.testing import ListSpout, poll_for
 from stormish.transport.keys import create
 from stormish.transport.security import LOOPBACK, Curve
 
+from .harness import no_process_left, running
 from .parts import Count, CountingSpout, Split, sentences
 from .test_metrics import scrape
 
@@ -42,18 +42,6 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
-
-
-@contextmanager
-def no_process_left() -> Iterator[None]:
-    """Every process started inside is gone at the end: one left is killed and named."""
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    yield
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
 
 
 class Cluster:
@@ -173,17 +161,8 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path):
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(str(tmp_path))
-    yield c
-    c.close()
-    for name in ("nimbus.log", "s0.log", "s1.log"):  # shown by pytest when the test failed
-        print(f"--- {name}\n{c.log(name)[-3000:]}")
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    with running(lambda: Cluster(str(tmp_path))) as c:
+        yield c
 
 
 def wordcount(name: str, workers: int = 2, **conf) -> Topology:
@@ -527,21 +506,13 @@ def metrics_url(log: str) -> str:
 
 @pytest.fixture
 def backoff_cluster(tmp_path):
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(
+    make = lambda: Cluster(  # noqa: E731
         str(tmp_path),
         supervisor_args=("--restart-backoff", "3", "--metrics-port", "0"),
         nimbus_args=("--metrics-port", "0"),
     )
-    yield c
-    c.close()
-    for name in ("nimbus.log", "s0.log", "s1.log"):
-        print(f"--- {name}\n{c.log(name)[-3000:]}")
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    with running(make) as c:
+        yield c
 
 
 def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts(

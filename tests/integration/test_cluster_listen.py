@@ -15,6 +15,7 @@ import pytest
 from stormish import BasicBolt, Topology
 from stormish.testing import poll_for
 
+from .harness import running
 from .parts import CountingSpout
 from .test_cluster import Cluster
 
@@ -40,24 +41,19 @@ def keyed_umask0_cluster(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    old = os.umask(0)  # the daemons inherit it, and their workers
-    try:
-        c = Cluster(
-            str(tmp_path), keys=keys,
-            supervisor_args=("--host", "127.0.0.1", "--metrics-port", "0"),
-        )  # fmt: skip
-    finally:
-        os.umask(old)
-    yield c
-    c.close()
-    for name in ("nimbus.log", "s0.log", "s1.log"):
-        print(f"--- {name}\n{c.log(name)[-3000:]}")
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+    def make() -> Cluster:
+        old = os.umask(0)  # the daemons inherit it, and their workers
+        try:
+            return Cluster(
+                str(tmp_path), keys=keys,
+                supervisor_args=("--host", "127.0.0.1", "--metrics-port", "0"),
+            )  # fmt: skip
+        finally:
+            os.umask(old)
+
+    with running(make) as c:
+        yield c
 
 
 def test_a_keyed_supervisor_listens_on_its_host_only_and_keeps_private_logs(

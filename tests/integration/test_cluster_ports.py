@@ -14,13 +14,13 @@ import pytest
 from stormish import BasicBolt, Topology, WorkerError
 from stormish.testing import ListSpout, poll_for
 
+from .harness import no_process_left
 from .test_cluster import (
     SENTENCES,
     WORDS,
     Cluster,
     _cli,
     free_ports,
-    no_process_left,
     wordcount,
 )
 

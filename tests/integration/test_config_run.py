@@ -9,7 +9,8 @@ import pytest
 from stormish import Bolt, ConfigError, LocalCluster, Spout, Topology
 from stormish.testing import ListSpout, run_topology
 
-from .test_workers import no_leaks  # noqa: F401 - autouse: no process or socket left
+pytestmark = pytest.mark.usefixtures("no_leaks")  # no process or socket left (conftest)
+
 
 QUEUE = "topology.executor.receive.buffer.size"
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import signal
 import time
 
-import psutil
 import pytest
 
 from stormish import Bolt, Topology
 from stormish.testing import ListSpout, poll_for
 
+from .harness import running
 from .test_cluster import Cluster
 
 IDS = 10_000
@@ -48,17 +48,9 @@ def spread(name: str) -> Topology:
 
 @pytest.fixture
 def three(tmp_path):
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    c = Cluster(str(tmp_path), supervisors=3)
-    yield c
-    c.close()
-    for name in ("nimbus.log", "s0.log", "s1.log", "s2.log"):  # shown when the test failed
-        print(f"--- {name}\n{c.log(name)[-3000:]}")
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
-    assert not left, f"processes left running: {[p.pid for p in left]}"
+    logs = ("nimbus.log", "s0.log", "s1.log", "s2.log")
+    with running(lambda: Cluster(str(tmp_path), supervisors=3), logs) as c:
+        yield c
 
 
 def test_a_lost_host_moves_its_worker_and_the_topology_completes(three):

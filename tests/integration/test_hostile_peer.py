@@ -37,19 +37,7 @@ HANDSHAKE = (
 )
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    me = psutil.Process()
-    before_conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
-    before_children = {p.pid for p in me.children(recursive=True)}
-    yield
-    left = [p for p in me.children(recursive=True) if p.pid not in before_children]
-    for p in left:
-        p.kill()
-    assert not left, f"worker processes left running: {[p.pid for p in left]}"
-    conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
-    leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
-    assert not leaked, f"sockets left open: {leaked}"
+pytestmark = pytest.mark.usefixtures("no_leaks")  # no process or socket left (conftest)
 
 
 class GatedSpout(Spout):

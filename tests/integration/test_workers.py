@@ -10,7 +10,6 @@ import sys
 import time
 from collections import Counter
 
-import psutil
 import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
@@ -23,20 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SENTENCES = sentences(50, 7, 5, 3000)
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    me = psutil.Process()
-    before_conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
-    before_children = {p.pid for p in me.children(recursive=True)}
-    yield
-    # the test's processes were waited for at stop; anything left is a leak
-    left = [p for p in me.children(recursive=True) if p.pid not in before_children]
-    for p in left:
-        p.kill()
-    assert not left, f"worker processes left running: {[p.pid for p in left]}"
-    conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
-    leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
-    assert not leaked, f"sockets left open: {leaked}"
+pytestmark = pytest.mark.usefixtures("no_leaks")  # no process or socket left (conftest)
 
 
 def wordcount(name="wc", acking=True):

@@ -9,31 +9,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish import Bolt, Spout, Topology, TopologyError
+from stormish import Topology, TopologyError
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
 from stormish.runtime.emitters import make_collector
 from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.tuple import Source, TrackedTuple, Tuple, TupleBatch
 
+from .idle import IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     outputs = ["x"]
 
-    def next_tuple(self):
-        pass
 
-
-class Mid(Bolt):
+class Mid(IdleBolt):
     outputs = ["y"]
 
-    def execute(self, tup):
-        pass
 
-
-class End(Bolt):
-    def execute(self, tup):
-        pass
+class End(IdleBolt):
+    pass
 
 
 def make(mid_tasks: int = 2, batch_size: int = 4, seed: int = 1):

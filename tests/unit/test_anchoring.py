@@ -15,26 +15,22 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish import Bolt, Spout, Topology
+from stormish import Topology
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger
 from stormish.runtime.emitters import make_collector
 from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.tuple import Source, TrackedTuple, Tuple
 
+from .idle import IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     outputs = ["x"]
 
-    def next_tuple(self):
-        pass
 
-
-class Mid(Bolt):
+class Mid(IdleBolt):
     outputs = ["x"]
-
-    def execute(self, tup):
-        pass
 
 
 def make(seed: int):

@@ -6,23 +6,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish import Bolt, Spout, Topology, TopologyError
+from stormish import Topology, TopologyError
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.emitters import make_collector as collector_for
 from stormish.runtime.plan import ACK_INIT, build_plan
 from stormish.runtime.queue import ReceiveQueue
 
+from .idle import IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     streams = {"default": ["x"], "other": ["y", "z"], "dir": ["d"]}
 
-    def next_tuple(self):
-        pass
 
-
-class Sink(Bolt):
-    def execute(self, tup):
-        pass
+class Sink(IdleBolt):
+    pass
 
 
 # Task ids by sorted name: direct 1-2, side 3, sink 4-5, src 6.
@@ -301,11 +299,8 @@ def test_regular_emit_on_a_direct_only_stream_reaches_nobody():
 
 
 # -- property: order and completeness under refusals
-class TwoStreamSrc(Spout):
+class TwoStreamSrc(IdleSpout):
     streams = {"default": ["seq"], "other": ["seq", "tag"]}
-
-    def next_tuple(self):
-        pass
 
 
 def make_ordered(caps: dict[str, int], batch_size: int):
@@ -437,18 +432,12 @@ def test_roots_stay_random_with_a_single_acker():
 
 
 # -- bound_emit: the closure a one-stream component gets as its emit (acking off)
-class Words(Spout):
+class Words(IdleSpout):
     outputs = ["w"]
 
-    def next_tuple(self):
-        pass
 
-
-class Named(Spout):
+class Named(IdleSpout):
     streams = {"words": ["w"]}
-
-    def next_tuple(self):
-        pass
 
 
 def one_stream(spout, grouping: str, sinks: int = 1):
@@ -537,11 +526,8 @@ def test_emit_many_by_key_in_bulk_matches_emit_row_by_row(keys):
 
 
 # -- bound_emit of a BasicBolt with acking on: the anchored closure
-class Mid(Bolt):
+class Mid(IdleBolt):
     outputs = ["w"]
-
-    def execute(self, tup):
-        pass
 
 
 def basic_mid(grouping: str, sinks: int):

@@ -5,27 +5,23 @@ from __future__ import annotations
 
 import logging
 
-from stormish import Bolt, Spout, Topology
+from stormish import Topology
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import build_plan
 from stormish.runtime.worker import Worker, emit_batch
+
+from .idle import IdleBolt, IdleSpout
 
 QUEUE = "topology.executor.receive.buffer.size"
 BATCH = "topology.producer.batch.size"
 
 
-class Words(Spout):
+class Words(IdleSpout):
     outputs = ["word"]
 
-    def next_tuple(self):
-        pass
 
-
-class Pass(Bolt):
+class Pass(IdleBolt):
     outputs = ["word"]
-
-    def execute(self, tup):
-        pass
 
 
 def plan_of(t: Topology, extra=None):

@@ -10,13 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish import Bolt, ConfigError, Spout, Topology, TopologyError
+from stormish import ConfigError, Topology, TopologyError
 from stormish.edges import EdgePolicy, make_policy
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.channel import EdgeChannel, EdgeStats, StampedRows
 from stormish.runtime.plan import build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.transport import frames as fr
+
+from .idle import IdleBolt, IdleSpout
 
 POLICIES = ["drop_oldest", "drop_newest", "latest", "fail"]
 REASON = {
@@ -153,18 +155,12 @@ def test_no_option_is_storms_edge_and_latest_has_one_slot():
     assert p == EdgePolicy("block", None, 50) and p.stamped and not p.channel
 
 
-class Src(Spout):
+class Src(IdleSpout):
     outputs = ["k", "v"]
 
-    def next_tuple(self):
-        pass
 
-
-class Sink(Bolt):
+class Sink(IdleBolt):
     outputs = ["k"]
-
-    def execute(self, tup):
-        pass
 
 
 def test_every_grouping_takes_a_policy_and_the_plan_carries_it():

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from stormish import Bolt, Spout, Topology, TopologyError
+from stormish import Bolt, Topology, TopologyError
 from stormish.lint import analyse, format_plan
 
+from .idle import IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     outputs = ["k", "v"]
 
-    def next_tuple(self):
-        pass
 
-
-class Sink(Bolt):
+class Sink(IdleBolt):
     outputs = ["k", "v"]
-
-    def execute(self, tup):
-        pass
 
 
 class Batches(Bolt):

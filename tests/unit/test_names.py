@@ -8,10 +8,12 @@ import stat
 
 import pytest
 
-from stormish import Bolt, Spout, StormishError, Topology, TopologyError
+from stormish import Bolt, StormishError, Topology, TopologyError
 from stormish.cluster.store import Store
 from stormish.names import MAX_LENGTH, inside
 from stormish.state.sqlite import SqliteStore, db_path
+
+from .idle import IdleSpout
 
 BAD = [
     (".", "names a directory itself or its parent"),
@@ -24,9 +26,8 @@ BAD = [
 ]
 
 
-class _S(Spout):
-    def next_tuple(self) -> None:
-        pass
+class _S(IdleSpout):
+    pass
 
 
 class _B(Bolt):

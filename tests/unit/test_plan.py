@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 
-from stormish import Bolt, Spout, Topology
+from stormish import Topology
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import (
     ACK_ACK,
@@ -19,19 +19,15 @@ from stormish.runtime.plan import (
 from stormish.topology import Subscription
 from stormish.tuple import SYSTEM_COMPONENT, TICK_STREAM
 
+from .idle import IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     outputs = ["x"]
 
-    def next_tuple(self):
-        pass
 
-
-class Pass(Bolt):
+class Pass(IdleBolt):
     outputs = ["x"]
-
-    def execute(self, tup):
-        pass
 
 
 def plan_of(t: Topology, **conf):

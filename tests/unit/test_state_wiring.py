@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stormish import BasicBolt, Bolt, ConfigError, Spout, Topology, TopologyError
+from stormish import BasicBolt, ConfigError, Topology, TopologyError
 from stormish.runtime.plan import build_plan
 from stormish.runtime.worker import acker_bolt
 from stormish.state import CHECKPOINT_STREAM, StatefulBolt
@@ -17,26 +17,19 @@ from stormish.state.bolt import (
 )
 from stormish.state.spout import CHECKPOINT_COMPONENT, CheckpointSpout
 
+from .idle import IdleBasicBolt, IdleBolt, IdleSpout
 
-class Src(Spout):
+
+class Src(IdleSpout):
     outputs = ["word"]
 
-    def next_tuple(self):
-        pass
 
-
-class Split(BasicBolt):
+class Split(IdleBasicBolt):
     outputs = ["word"]
 
-    def execute(self, tup):
-        pass
 
-
-class Relay(Bolt):
+class Relay(IdleBolt):
     outputs = ["word"]
-
-    def execute(self, tup):
-        pass
 
 
 class Counter(StatefulBolt):

@@ -6,21 +6,17 @@ import threading
 
 import pytest
 
-from stormish import BasicBolt, Bolt, ConfigError, Spout, Topology, TopologyError
+from stormish import Bolt, ConfigError, Spout, Topology, TopologyError
+
+from .idle import IdleBasicBolt, IdleBolt, IdleSpout
 
 
-class Words(Spout):
+class Words(IdleSpout):
     outputs = ["word"]
 
-    def next_tuple(self):
-        pass
 
-
-class TwoStreams(Spout):
+class TwoStreams(IdleSpout):
     streams = {"default": ["word"], "numbers": ["n", "square"]}
-
-    def next_tuple(self):
-        pass
 
 
 class Silent(Spout):
@@ -30,16 +26,12 @@ class Silent(Spout):
         pass
 
 
-class Count(Bolt):
+class Count(IdleBolt):
     outputs = ["word", "count"]
 
-    def execute(self, tup):
-        pass
 
-
-class Sink(BasicBolt):
-    def execute(self, tup):
-        pass
+class Sink(IdleBasicBolt):
+    pass
 
 
 class Locked(Bolt):

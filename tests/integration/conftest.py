@@ -1,0 +1,25 @@
+"""Fixtures of the integration tests (the brokers' are in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+
+@pytest.fixture
+def no_leaks():
+    """At the end of the test no worker process it started is running (one left is
+    killed) and this process holds no socket it did not hold before (TIME_WAIT aside).
+    A module takes it for every test with `pytestmark = pytest.mark.usefixtures(...)`."""
+    me = psutil.Process()
+    before_conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
+    before_children = {p.pid for p in me.children(recursive=True)}
+    yield
+    # the test's processes were waited for at stop; anything left is a leak
+    left = [p for p in me.children(recursive=True) if p.pid not in before_children]
+    for p in left:
+        p.kill()
+    assert not left, f"worker processes left running: {[p.pid for p in left]}"
+    conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
+    leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
+    assert not leaked, f"sockets left open: {leaked}"
