@@ -164,7 +164,7 @@ def test_wordcount_runs_exactly_on_the_compose_cluster(deployment):
     hosts = {w["host"] for w in deployment.call("supervisors")}
     assert hosts == {"supervisor-1", "supervisor-2"}
     # the web UI of the compose cluster: `stormish ui` on the host, with the cluster's
-    # keys, talking to the published nimbus port (docs/cluster.md, issue 14 item 10)
+    # keys, talking to the published nimbus port (docs/cluster.md)
     ui = subprocess.Popen(
         [sys.executable, "-m", "stormish.cli", "ui", "--port", "0", "--nimbus",
          f"127.0.0.1:{deployment.port}", "--keys", deployment.keys],
@@ -264,7 +264,7 @@ def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deploym
         return True
 
     poll_for(executing, 120, 1.0, "the moved topology processing")
-    # nimbus's Prometheus metrics, published on the host's loopback (issue 14 item 9)
+    # nimbus's Prometheus metrics, published on the host's loopback
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -320,7 +320,7 @@ def test_workers_run_on_while_the_nimbus_container_restarts(deployment):
     poll_for(lambda: deployment.status("steady") == "killed", 60, 0.5, "killed")
 
 
-# -- stateful bolts on the compose cluster, their state in its Redis (issue 15, part 2) ----
+# -- stateful bolts on the compose cluster, their state in its Redis ----
 # the components of the kill -9 fault tests (tests/faults/state_parts.py), sent to the
 # containers by value like this module's
 STATE_WORDS = 100_000
@@ -346,7 +346,7 @@ def _committed_txids(r, name: str) -> list[int]:
 
 
 def test_a_stateful_count_in_redis_survives_a_killed_worker_exactly(deployment):
-    """Issue 15's acceptance on the compose cluster: a stateful word count over 100,000
+    """Stateful bolts' acceptance on the compose cluster: a stateful word count over 100,000
     words on 2 workers keeps its state in the compose Redis; the worker without the
     spout is killed -9 right after a checkpoint committed and restarted by its
     supervisor; the committed counts then equal the truth (nothing lost, nothing

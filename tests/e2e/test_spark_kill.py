@@ -1,4 +1,4 @@
-"""Issue 4: "The sink's worker killed mid-run (2 workers) -> still exactly once".
+"""The sink's worker killed mid-run (2 workers) -> still exactly once.
 
 A 150,000-row DataFrame -> SparkSpout -> a bolt -> SparkSink, on two worker processes,
 acking on, a short message timeout. The plan puts the spout (and the bolt) on one worker

@@ -1,4 +1,4 @@
-"""Issue 4's exact round trip, on the engine (LocalCluster, one worker): a 200,000-row
+"""The Spark connector's exact round trip, on the engine (LocalCluster, one worker): a 200,000-row
 DataFrame -> SparkSpout -> a bolt that fails 10% of the tuples once -> SparkSink ->
 reading the output back gives exactly the 200,000 rows: no duplicates, no loss.
 

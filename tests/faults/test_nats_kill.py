@@ -1,5 +1,5 @@
 """kill -9 of the worker that runs a JetStreamSpout, mid-stream (100,000 messages on four
-subjects, killed a fifth of the way), in a nimbus + two supervisors cluster (issue 25):
+subjects, killed a fifth of the way), in a nimbus + two supervisors cluster:
 the supervisor restarts the worker, its new spout binds the same durable consumer,
 JetStream redelivers what the dead one held once ack_wait passes, and the run completes
 with every message in the output stream.

@@ -1,6 +1,6 @@
-"""A slow bolt behind a fast reliable spout, with every setting at its default (issue 11,
-item 3): the defaults must keep the topology making progress, not turn the backlog into
-a storm of timed-out trees and replays. About a minute of wall time: marked `faults`."""
+"""A slow bolt behind a fast reliable spout, with every setting at its default: the
+defaults must keep the topology making progress, not turn the backlog into a storm of
+timed-out trees and replays. About a minute of wall time: marked `faults`."""
 
 from __future__ import annotations
 

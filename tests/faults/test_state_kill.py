@@ -1,18 +1,18 @@
-"""Stateful bolts are exact after kill -9 (issues 15 and 24): a stateful word count on 2
+"""Stateful bolts are exact after kill -9: a stateful word count on 2
 workers of a real cluster (nimbus and two supervisors, the `cluster` fixture), the
 worker without the word spout killed -9 after checkpoints committed and restarted by its
 supervisor; the counts are read from what the counters committed, each tree of words
 replayed by its spout until acked (tests/faults/state_parts.py).
 
-`test_kill_9_of_the_worker_without_the_spout_counts_exactly` is issue 24's scenario,
-ten runs: 640,000 words in trees of 8 (a sentence: its words go to several counter
-tasks on both workers), the kill landing at a different point of each run and, in turn,
-right after a commit, while a prepare is under way, and while a commit is under way.
+`test_kill_9_of_the_worker_without_the_spout_counts_exactly` is docs/reliability.md's
+scenario, ten runs: 640,000 words in trees of 8 (a sentence: its words go to several
+counter tasks on both workers), the kill landing at a different point of each run and, in
+turn, right after a commit, while a prepare is under way, and while a commit is under way.
 Every run must count each word exactly once. The duplicates this found came from a tree
 executed before a checkpoint in one bolt and after it in another (copies aligned without
 holding back the tuples behind them), and from a restarted bolt counting what waited for
-its INITSTATE while every other bolt rolled the same trees back (state_audit.causes
-names such causes).
+its INITSTATE while every other bolt rolled the same trees back (state_audit.causes names
+such causes).
 
 A failed run says which words were counted twice, in which transaction, and why
 (`state_audit`). The figures of each run: the transaction and phase at the kill, words

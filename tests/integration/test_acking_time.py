@@ -1,4 +1,4 @@
-"""Acking in simulated time (issue 10 items 2 and 3), with the Storm-style test kit.
+"""Acking in simulated time, with the Storm-style test kit.
 
 The acker must keep a tree for at least a whole message timeout wherever the tree starts
 in its rotation: the spout waits 1 to 1.5 timeouts before it fails a tree, so an ack that

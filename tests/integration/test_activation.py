@@ -1,4 +1,4 @@
-"""Activation (issue 10 items 5 and 6): every spout callback, activate and deactivate
+"""Activation: every spout callback, activate and deactivate
 included, runs on the spout's executor thread; a topology submitted inactive opens no
 spout and emits nothing until it is activated. On one worker (in-process) and on two
 worker processes."""

@@ -1,4 +1,4 @@
-"""Issue 14 item 11: the backpressure root is named, not its victims.
+"""The backpressure root is named, not its victims.
 
 A chain spout -> a -> b -> slow c on two workers: c is slow, so b parks its emits and
 fills, a parks and fills, the spout parks. Every component but c shows parked emits;

@@ -152,11 +152,11 @@ def test_unknown_profile_is_named():
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path, workers):
-    """Ctrl-C as a terminal sends it: SIGINT to the whole process group (issue 14 item
-    1). With worker processes they must leave it to their parent, which stops them and
-    prints the summary: no KeyboardInterrupt traceback, no 'killed by signal', and exit
-    130 as Python and shell tools do on SIGINT (issue 31 item 4: it exited 0, so a
-    script could not tell an interrupted run from a complete one)."""
+    """Ctrl-C as a terminal sends it: SIGINT to the whole process group. With worker
+    processes they must leave it to their parent, which stops them and prints the summary:
+    no KeyboardInterrupt traceback, no 'killed by signal', and exit 130 as Python and shell
+    tools do on SIGINT (it exited 0, so a script could not tell an interrupted run from a
+    complete one)."""
     import os
     import signal
     import time
@@ -201,7 +201,7 @@ def test_ctrl_c_stops_cleanly_and_runs_cleanup(tmp_path, workers):
 
 
 def test_time_stops_on_purpose_with_exit_0_and_help_names_the_exit_codes(tmp_path):
-    """`--time N` ends a run as asked: 0, not an interruption's 130 (issue 31 item 4)."""
+    """`--time N` ends a run as asked: 0, not an interruption's 130."""
     topo = tmp_path / "forever.py"
     topo.write_text(
         "from stormish import Spout, BasicBolt, Topology\n"
@@ -421,7 +421,7 @@ def wheel_venv(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
-    """Issue 14 item 5: the built-in profiles are package data: the wheel, installed in a
+    """The built-in profiles are package data: the wheel, installed in a
     venv of its own, runs `--profile low-cpu` from a directory that is not a checkout; a
     user's workers/profiles/NAME.json there wins; an unknown name lists what is known."""
     import zipfile
@@ -465,7 +465,7 @@ def test_profiles_ship_in_the_wheel_and_work_from_anywhere(tmp_path):
     "command", [["list"], ["kill", "x"], ["submit", "topologies/wordcount.py"]]
 )
 def test_a_cluster_command_without_a_nimbus_fails_fast_and_says_what_it_tried(command):
-    """Issue 14 item 3: not 30 s of silence. The default is 2 s (a generous bound here:
+    """Not 30 s of silence. The default is 2 s (a generous bound here:
     the point is seconds, not half a minute), --connect-timeout changes it."""
     import socket
     import time
@@ -486,7 +486,7 @@ def test_a_cluster_command_without_a_nimbus_fails_fast_and_says_what_it_tried(co
 
 
 def test_an_unpicklable_component_is_named_the_same_way_locally_and_to_a_nimbus(tmp_path):
-    """Issue 14 item 6: `submit --nimbus` checks before sending, as `run` does: exit 2 and
+    """`submit --nimbus` checks before sending, as `run` does: exit 2 and
     the attribute named, no raw traceback (the nimbus address need not even answer)."""
     topo = tmp_path / "lock.py"
     topo.write_text(
@@ -509,7 +509,7 @@ def test_an_unpicklable_component_is_named_the_same_way_locally_and_to_a_nimbus(
 
 
 def test_keys_made_inside_a_git_checkout_warn_unless_ignored(tmp_path):
-    """Issue 14 item 7: a secret key written into a checkout where git would commit it
+    """A secret key written into a checkout where git would commit it
     is named in a warning; ignored (as keys/ is in this project), or outside any
     checkout, nothing is said."""
     repo = tmp_path / "repo"
@@ -559,7 +559,7 @@ def option_help(text: str, flag: str) -> str:
 
 
 def test_run_json_prints_the_statistics_for_scripts_and_help_shows_defaults():
-    """Issue 14 item 12: `--json` gives the closing summary's data as JSON on stdout (the
+    """`--json` gives the closing summary's data as JSON on stdout (the
     statistics' documented shape), and every command's --help shows its defaults."""
     import json
 
@@ -600,7 +600,7 @@ topology = t
 
 
 def test_run_log_level_formats_records_in_this_process_and_in_worker_processes(tmp_path):
-    """Issue 14 item 8: `stormish run -v` (or --log-level) logs with time, level, worker
+    """`stormish run -v` (or --log-level) logs with time, level, worker
     and component:task, in process (1 worker) and in the worker processes (2)."""
     import re
 

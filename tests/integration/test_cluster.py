@@ -310,7 +310,7 @@ def test_kill_rebalance_and_clear_errors(cluster):
             env=cluster.env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
-    out = cli("deactivate", "endless")  # each says what it did (issue 14 item 12)
+    out = cli("deactivate", "endless")  # each says what it did
     assert out.returncode == 0 and "deactivated topology 'endless'" in out.stdout, out.stderr
     assert "activated topology 'endless'" in cli("activate", "endless").stdout
     scripted = subprocess.Popen(
@@ -371,7 +371,7 @@ def test_cli_submit_list_and_kill(cluster):
 
 
 def test_cli_submit_inactive_opens_nothing_until_activate(cluster):
-    """Issue 10 item 6 on a cluster: `submit --inactive`, then `stormish activate`."""
+    """Activation on a cluster: `submit --inactive`, then `stormish activate`."""
     env, nimbus = cluster.env, f"127.0.0.1:{cluster.api}"
     wc = os.path.join(os.path.dirname(__file__), "..", "..", "topologies", "wordcount.py")
 
@@ -393,7 +393,7 @@ def test_cli_submit_inactive_opens_nothing_until_activate(cluster):
     poll_for(lambda: spouts(), 30, 0.1, "the spout's statistics")
     assert all(t.active is False and t.emitted == 0 for t in spouts())
     assert next(r for r in cluster.call("list") if r["name"] == "wordcount")["active"] is False
-    # issue 14 item 12: list says inactive (Storm's INACTIVE), in text and in JSON
+    # List says inactive (Storm's INACTIVE), in text and in JSON
     listed = cli("list")
     assert re.search(r"^wordcount\s+inactive\s+2 workers", listed.stdout, re.M), listed.stdout
     rows = json.loads(cli("list", "--json").stdout)["topologies"]
@@ -435,7 +435,7 @@ def test_a_cluster_with_keys_runs_and_refuses_clients_without_them(keyed_cluster
 
 
 def test_a_topology_wanting_more_slots_than_are_free_says_so_and_can_be_rebalanced(cluster):
-    """Issue 14 item 2: `submit -w 5` on 4 slots says at once what it waits for (submit,
+    """`submit -w 5` on 4 slots says at once what it waits for (submit,
     list, monitor, nimbus's log); it can be rebalanced to 4 from `starting` and then
     runs to completion."""
     env = cluster.env
@@ -518,7 +518,7 @@ def backoff_cluster(tmp_path):
 def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts(
     backoff_cluster, tmp_path
 ):
-    """Issue 14 item 4: a worker that dies while processing, three times in a row, is
+    """A worker that dies while processing, three times in a row, is
     restarted at once, then after 3 s, then 6 s; the topology keeps running (it used
     to fail with 'died during start'), `list` and `monitor` show the restart count, the
     state and how the worker last ended with its log's last line, and once the crashes
@@ -596,7 +596,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
 
 
 def test_monitor_names_the_root_of_backpressure_not_its_victims(cluster):
-    """Issue 14 item 11: spout -> a -> b -> slow c on 2 workers of a cluster; monitor's
+    """Spout -> a -> b -> slow c on 2 workers of a cluster; monitor's
     root line names c's task (with its worker), a and b only as parked behind it, and
     its rate line marks c ROOT."""
     from .test_bp_root import chain
@@ -637,7 +637,7 @@ def ui_cluster(tmp_path):
 
 
 def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(ui_cluster):
-    """Issue 14 item 10 on a cluster: nimbus --ui-port serves /api/v1 (on loopback,
+    """Nimbus --ui-port serves /api/v1 (on loopback,
     reaching nimbus through its own API with its keys); a POST kill ends the topology."""
     from .test_rest_api import get, post
 
@@ -713,7 +713,7 @@ class Quiet(BasicBolt):
 
 
 def test_stormish_logs_fetches_tagged_worker_logs_from_the_supervisors(cluster):
-    """Issue 14 item 8: worker logs live with their supervisor (a file per topology and
+    """Worker logs live with their supervisor (a file per topology and
     worker, a separator per start); `stormish logs` fetches them through nimbus, every
     line tagged with its worker and, for code of a task, its component and task;
     --component and --worker filter, --follow keeps printing."""

@@ -1,4 +1,4 @@
-"""Issue 24, findings 7 and 8: a keyed supervisor listens where its `--host` says (its
+"""A keyed supervisor listens where its `--host` says (its
 metrics and its workers' link ports), not on every interface; its workers' log files are
 0600 in a 0700 directory whatever the umask. Real daemons and workers on 127.0.0.1."""
 

@@ -1,4 +1,4 @@
-"""Slot ports on a real cluster (issue 31 defect 1): two supervisors on one host left at
+"""Slot ports on a real cluster: two supervisors on one host left at
 the same ports, a port taken before a supervisor starts, a port taken later by another
 program, and `kill` of a topology that failed. Real daemons (`Cluster`), real sockets."""
 

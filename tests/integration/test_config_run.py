@@ -1,4 +1,4 @@
-"""Config on real worker processes (issue 10, items 10-12): application keys reach
+"""Config on real worker processes: application keys reach
 open()/prepare() on every worker, a component's own receive buffer is the one its tasks
 get, `stormish.local.host` is where the links bind, `topology.debug` logs in workers."""
 

@@ -1,4 +1,4 @@
-"""Invocation metadata (issue 28): a tuple may carry `correlation_id` and `causation_id`
+"""Invocation metadata: a tuple may carry `correlation_id` and `causation_id`
 (`stormish.traced`); an emit anchored to a traced tuple inherits them unless it gives its
 own; they travel across workers, and replays and dead letters keep them. Acking off,
 there are no anchors: nothing is inherited."""

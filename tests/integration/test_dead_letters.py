@@ -1,4 +1,4 @@
-"""Poison tuples go to a dead-letter stream, not round and round (issue 10 item 9).
+"""Poison tuples go to a dead-letter stream, not round and round.
 
 With `topology.max.replays` = N, a spout tuple whose tree failed N times is handed to
 `Spout.fail(msg_id, failure)` as final (`failure.dead_letter`), with the reason, the
@@ -171,7 +171,7 @@ def test_dead_letter_subscriptions_are_checked_when_built():
     t = Topology("bad")
     t.set_spout("rows", ListSpout([(1,)]))
     t.set_bolt("mid", Poison()).shuffle_grouping("rows")
-    # a bolt's dead letters (its DEAD_LETTER batch results, issue 13) may be subscribed too
+    # a bolt's dead letters (its DEAD_LETTER batch results) may be subscribed too
     t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("mid")
     with pytest.raises(TopologyError, match="unknown field"):
         t.set_bolt("dead2", CaptureBolt()).dead_letter_grouping("rows", ["nope"])

@@ -1,5 +1,5 @@
 """Channel modes beyond overflow policies on a running topology, on 1 worker and across 2
-(issue 28): barrier edges deliver n tuples at once as one batch, in order, and the
+: barrier edges deliver n tuples at once as one batch, in order, and the
 remainder of a finite input leaves as a last short batch; latched edges give a restarted
 worker's tasks the last tuple once, without the spout replaying it; previous_tick edges
 make what was published visible one epoch later; multi-reader edges give each reader

@@ -1,6 +1,6 @@
-"""Per-edge channel policies on a running topology, on 1 worker and across 2 (issue 13,
-part 1): what each policy keeps, the health counters' sum check, trees of dropped tuples
-failing with the reason, lifespans and deadlines.
+"""Per-edge channel policies on a running topology, on 1 worker and across 2: what each
+policy keeps, the health counters' sum check, trees of dropped tuples failing with the
+reason, lifespans and deadlines.
 
 The bolt is slower than its spout (it sleeps per tuple: simulated work, not waiting for
 anything), so the edge is full most of the run; how many tuples each policy lets go
@@ -207,7 +207,7 @@ class Sorter(BasicBolt):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(workers):
-    """Issue 13 part 4: a bolt's dead-letter stream gets the tuples it emitted on a stream
+    """A bolt's dead-letter stream gets the tuples it emitted on a stream
     with no subscriber (reason no_subscriber) and those its `fail` edge rejected (reason
     overflow, with the source component and stream); each counted as dead_lettered."""
     from stormish.testing import CaptureBolt
@@ -224,7 +224,7 @@ def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(wor
         results = cluster._get("dl").results()
     dead = [r for part in results["dead"] for r in part]
     (slow,) = results["slow"]
-    # a fan-out is all or nothing (issue 28): where src and slow share a worker, the
+    # a fan-out is all or nothing: where src and slow share a worker, the
     # sorter gets only what slow's fail edge let in; a fail edge in another worker
     # decides on arrival, and the sorter gets everything
     where = {s.component: s.worker for s in stats.tasks.values()}
@@ -281,7 +281,7 @@ class _Stats:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_health_events_record_overflow_and_high_watermark_with_depth_and_capacity(workers):
-    """Issue 28: with topology.edge.health.events the drops are also events (edge,
+    """With topology.edge.health.events the drops are also events (edge,
     policy, reason, depth, capacity), bounded per worker, served at /events in time
     order; the counters and the accounting are what they are without events."""
     from stormish.runtime.health import EVENTS_KEPT

@@ -155,8 +155,8 @@ def test_backpressure_stops_spout_and_releases_it(model):
 
 
 def test_receive_population_counts_what_the_executor_took():
-    """What a task holds is its queue plus what its executor took and has not executed
-    (issue 11): everything published to it and not executed, and at most the capacity
+    """What a task holds is its queue plus what its executor took and has not executed:
+    everything published to it and not executed, and at most the capacity
     plus one take."""
     Gate.event.clear()
     cap = 1024
@@ -200,7 +200,7 @@ class Stuck(BasicBolt):
 
 
 def test_default_max_spout_pending_bounds_the_trees_in_flight():
-    """Unset, topology.max.spout.pending is 1,000 trees per spout task (issue 11): a
+    """Unset, topology.max.spout.pending is 1,000 trees per spout task: a
     reliable spout behind a stuck bolt stops there instead of queueing what would time
     out."""
     Gate.event.clear()
@@ -249,7 +249,7 @@ class Sleepy(BasicBolt):
 
 def test_execute_latency_moves_with_executed_mid_run():
     """execute_latency_ms is time in execute per tuple executed, at any moment: both
-    move per batch (issue 11; it moved per drain, and a 5 ms bolt showed ~0 mid-run)."""
+    move per batch (it moved per drain, and a 5 ms bolt showed ~0 mid-run)."""
     t = Topology("lat", config={"topology.acker.executors": 0})
     t.set_spout("s", CountingSpout(400, per_call=400)).add_configuration(
         "topology.producer.batch.size", 10
@@ -270,7 +270,7 @@ def test_execute_latency_moves_with_executed_mid_run():
 
 def test_a_stop_that_abandons_a_busy_executor_says_so(monkeypatch, capsys):
     """The executors a stop had to abandon are named in the final statistics (and so in
-    --stats-json and the summary), not set after they were built (issue 11)."""
+    --stats-json and the summary), not set after they were built."""
     from stormish.cli import _summary
     from stormish.runtime import running as running_module
 

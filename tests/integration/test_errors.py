@@ -1,4 +1,4 @@
-"""Errors a user can see (issue 10, items 7 and 8): every method of a component that
+"""Errors a user can see: every method of a component that
 raises is reported with the method and the user's file and line, in the statistics and
 on the terminal; programming errors (a TopologyError from emit) end the run at once, and
 `stormish run` stops at the first error unless told otherwise."""
@@ -422,7 +422,7 @@ def test_list_and_monitor_show_errors_with_method_and_line(tmp_path):
         t = Topology("bad-rows", config={"topology.workers": 2, "topology.acker.executors": 0})
         t.set_spout("s", Endless())
         t.set_bolt("b", BadExecute()).shuffle_grouping("s")
-        # a dropping edge into a slow bolt: monitor tells its losses too (issue 13)
+        # a dropping edge into a slow bolt: monitor tells its losses too
         t.set_bolt("lossy", Sleepy()).shuffle_grouping("s", overflow="drop_oldest", capacity=10)
         cluster.call("submit", (t, {}))
         cluster.wait_status("bad-rows", "running")

@@ -1,4 +1,4 @@
-"""A run that fails (issue 31 defect 6): one wrong-arity emit in a bolt of several tasks
+"""A run that fails: one wrong-arity emit in a bolt of several tasks
 writes its traceback once, with the other tasks named, and the summary gives its count and
 tasks; the first line says how long it ran in ms, not `0.00s`; the failing bolt's row
 counts as executed the tuples whose emits it counts (`emitted 18, executed 0` before)."""

@@ -1,4 +1,4 @@
-"""Issue 11, item 1: a host lost under a running topology (its supervisor and its worker
+"""A host lost under a running topology (its supervisor and its worker
 killed -9, the worker's port closed). nimbus moves the worker to another supervisor; the
 topology must complete with every message id acked, and traffic between the surviving
 workers must go on meanwhile (a send to the lost peer must not hold up the others).

@@ -1,6 +1,6 @@
 """A hostile process on the same machine against a real `LocalCluster(workers=2)` run.
 
-Issue 11, item 2: without keys any local process could connect to a worker's link port
+Without keys any local process could connect to a worker's link port
 and run code in it (a TUPLES pickle), inject rows into a sink, or freeze a run with one
 forged backpressure status (id 2**64-1). Every multi-worker local run now has ephemeral
 CURVE keys: a plain pyzmq socket is refused at the handshake, before any decoder. A peer

@@ -1,4 +1,4 @@
-"""Issue 24, finding 8: the HTTP server behind --metrics-port and the UI, with real sockets
+"""The HTTP server behind --metrics-port and the UI, with real sockets
 on 127.0.0.1. Slow clients cost no thread and are dropped after the request timeout, a
 burst of connections does not overflow the listen queue, a normal request is answered
 beside 200 slow ones; a loopback server checks the Host of every path."""

@@ -1,4 +1,4 @@
-"""Issue 24, finding 2, with real processes and real CURVE handshakes: another user cannot
+"""With real processes and real CURVE handshakes: another user cannot
 read the secret while it is made, and only keys an operator named are let in."""
 
 from __future__ import annotations

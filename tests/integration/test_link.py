@@ -184,7 +184,7 @@ def test_overflow_limit_drops_are_counted_exactly():
     assert dropped > 0
 
 
-# -- a peer that stops reading, or is gone, must not hold up the others (issue 11, item 1)
+# -- a peer that stops reading, or is gone, must not hold up the others
 
 
 class Peer:
@@ -303,7 +303,7 @@ def test_a_lost_peer_never_holds_up_a_healthy_one_and_its_new_address_is_used(lo
 
 
 def test_what_is_sent_to_a_peer_while_it_restarts_reaches_it_when_it_is_back():
-    """Issue 24: a peer whose connection was lost is taken as restarting; what is sent
+    """A peer whose connection was lost is taken as restarting; what is sent
     to it meanwhile is held (not dropped) and delivered, in order, once a process listens
     on its address again. Held past the message timeout, it is dropped and counted."""
     import zmq

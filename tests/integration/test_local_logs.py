@@ -1,4 +1,4 @@
-"""Worker logs of the local cluster (issue 14, item 8): `stormish run -w 2 --log-dir DIR`
+"""Worker logs of the local cluster: `stormish run -w 2 --log-dir DIR`
 keeps a file per topology and worker, with a line per start, rolled as a supervisor
 rolls its workers' logs; without --log-dir the temporary logs are rolled too (one old
 file kept), so a long run cannot fill the disk, and removed at exit."""
@@ -82,7 +82,7 @@ def test_run_log_dir_keeps_rolled_worker_logs_with_a_line_per_start(tmp_path):
 
 
 def test_run_log_files_are_0600_in_a_0700_directory_under_umask_0(tmp_path):
-    """Issue 24 finding 8: they were 0644 in 0755 (the umask's)."""
+    """They were 0644 in 0755 (the umask's)."""
     import os
     import stat
 

@@ -1,4 +1,4 @@
-"""Issue 14 item 9: Prometheus metrics of a running 2-worker topology, scraped over HTTP
+"""Prometheus metrics of a running 2-worker topology, scraped over HTTP
 from `stormish run --metrics-port`, equal the statistics `--stats-json` writes.
 
 The spout emits its tuples, then holds (not finished) until the test has scraped a

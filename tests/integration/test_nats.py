@@ -1,4 +1,4 @@
-"""JetStreamSpout and JetStreamSink against a real nats-server with JetStream (issue 25).
+"""JetStreamSpout and JetStreamSink against a real nats-server with JetStream.
 
 Each test makes streams of its own on the session's server, runs a topology in a
 LocalCluster (one in-process worker, so bolts here can record what they saw) and reads

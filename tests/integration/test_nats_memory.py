@@ -1,5 +1,5 @@
 """JetStreamSpout and JetStreamSink on stormish.testing.MemoryJetStream in a LocalCluster
-(no server), and the spout hook a bolt's reset_timeout reaches (issue 25)."""
+(no server), and the spout hook a bolt's reset_timeout reaches."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 24, findings 1 and 5, against a real `stormish nimbus` process on loopback.
+"""Against a real `stormish nimbus` process on loopback.
 
 The attacks of finding 1: a pickle sent to nimbus's `list`, to a verb it does not have,
 and as a `hello` on its worker control port, each as another local user (uid nobody,
@@ -290,7 +290,7 @@ def test_every_client_command_has_a_deadline(tmp_path, peer_kind):
 def test_a_submit_whose_code_does_not_unpickle_on_nimbus_is_answered_with_why(
     tmp_path, monkeypatch
 ):
-    """Issue 31, defect 3: a topology importing a module nimbus's host lacks was dropped
+    """A topology importing a module nimbus's host lacks was dropped
     unanswered (the client waited 30 s and blamed the keys); nimbus answers at once,
     naming the module."""
     from stormish import StormishError, Topology

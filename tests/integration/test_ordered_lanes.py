@@ -1,7 +1,7 @@
-"""Ordered lanes and batch settle on a running topology, 1 worker and 2 (issue 13, parts
-2 and 3): per-key order across a bolt's tasks, `max_in_flight` as a real bound that holds
-the spout back, batches of one lane in order settled result by result, dead letters, and
-a partial batch executed at shutdown."""
+"""Ordered lanes and batch settle on a running topology, 1 worker and 2: per-key order
+across a bolt's tasks, `max_in_flight` as a real bound that holds the spout back, batches
+of one lane in order settled result by result, dead letters, and a partial batch executed
+at shutdown."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14 item 10: Storm's UI REST API over a real `stormish run --ui` (2 worker
+"""Storm's UI REST API over a real `stormish run --ui` (2 worker
 processes) and a real nimbus (`--ui-port`), with plain HTTP from this process."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_storms_rest_shapes_from_a_local_run(run_with_ui):
     assert get(api + "/topology/ghost")[0] == 404
     assert get(api + "/topology/restful/component/ghost")[0] == 404
     assert get(api + "/topology/restful?window=-1")[0] == 400
-    for w in ("inf", "1e400", "nan"):  # issue 24: these were a 500
+    for w in ("inf", "1e400", "nan"):  # these were a 500
         code, body = get(api + f"/topology/restful?window={w}")
         assert code == 400 and body["error"].startswith(f"window '{w}'"), body
     assert proc.poll() is None
@@ -169,7 +169,7 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     api = url + "/api/v1"
     code, body = get(api + "/topology/summary", host="attacker.example:80")
     assert code == 403 and "loopback only" in body["error"]
-    # issue 24: /metrics on the UI port too (it skipped the check)
+    # /metrics on the UI port too (it skipped the check)
     code, body = get(url + "/metrics", host="attacker.example:80")
     assert code == 403 and "loopback only" in body["error"]
     req = urllib.request.Request(url + "/metrics")
@@ -190,7 +190,7 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
 
 
 def test_the_summary_says_whether_the_topology_is_active(run_with_ui):
-    """Issue 24: a local run's summary said `"active": true` after a deactivate."""
+    """A local run's summary said `"active": true` after a deactivate."""
     proc, url, _release = run_with_ui
     api = url + "/api/v1"
 

@@ -1,4 +1,4 @@
-"""Issue 14 items 8 and 12: on a terminal, what a bolt prints goes above `stormish run`'s
+"""On a terminal, what a bolt prints goes above `stormish run`'s
 status line (rich's Live display), never after it on the same line; a spout that reports
 its progress gets a bar under it. A real pseudo-terminal, a real run (1 worker in
 process, and 2 worker processes whose output is pumped through the parent)."""

@@ -1,4 +1,4 @@
-"""A bolt that never returns (issue 24, finding 6): past `topology.executor.stuck.secs`
+"""A bolt that never returns: past `topology.executor.stuck.secs`
 it is reported as stuck, with the stack of its thread, wherever errors show; with
 fail-fast the run stops with that error; without it the run goes on and says so once;
 and a SIGTERM'd `stormish run` leaves no worker process and no temporary directory.

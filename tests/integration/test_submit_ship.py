@@ -1,5 +1,5 @@
-"""`stormish submit` ships the modules a topology file imports from its own directory
-(issue 31 defect 3, second half), as Storm ships the topology jar: a topology file with a
+"""`stormish submit` ships the modules a topology file imports from its own directory,
+as Storm ships the topology jar: a topology file with a
 helper module and a helper package next to it runs on a real cluster whose nimbus and
 supervisors cannot import them (their PYTHONPATH lacks that directory); with
 `--no-ship` nimbus answers with the missing module's name."""

@@ -1,7 +1,7 @@
-"""Every line a component's code writes carries its tag, in every mode (issue 31 defect
-7): prepare/open and cleanup/close too, not only execute; in a `-w 1` run (executors in
-the CLI's own process) as in worker processes and their log files, so `stormish logs
-NAME --component C` (logs.component_lines) finds them all."""
+"""Every line a component's code writes carries its tag, in every mode: prepare/open and
+cleanup/close too, not only execute; in a `-w 1` run (executors in the CLI's own process)
+as in worker processes and their log files, so `stormish logs NAME --component C`
+(logs.component_lines) finds them all."""
 
 from __future__ import annotations
 

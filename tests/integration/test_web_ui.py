@@ -1,4 +1,4 @@
-"""Issue 14 item 10: the web page in headless Chromium (Debian's, driven by Playwright):
+"""The web page in headless Chromium (Debian's, driven by Playwright):
 it draws the running topology's components and edges, a component page shows its errors
 with their tracebacks, and a kill from the page stops the run. Screenshots are written
 to the test's tmp dir (and to $STORMISH_SCREENSHOTS when set)."""
@@ -189,7 +189,7 @@ def backlog(url: str, comp: str) -> float:
 
 @pytest.mark.timeout(300)
 def test_the_graph_colours_follow_a_slow_bolt_and_the_plots_fill_in(browser, tmp_path):
-    """Issue 31 (the web UI): the slow bolt turns red and is marked ROOT, the bolt parked
+    """The slow bolt turns red and is marked ROOT, the bolt parked
     behind it violet; the plots gain points while it runs; once the load is gone the
     slow bolt turns green again. No request of the page is a 404 (the favicon was)."""
     proc, url = start_slow(tmp_path)

@@ -2,7 +2,7 @@
 what it gets to a file (so worker processes can report too), simulated time on one
 worker (FakeClock, advance_time) and the real clock on two.
 
-Acceptance (issue 15): Storm's documented event-time example, the late tuple stream,
+Acceptance: Storm's documented event-time example, the late tuple stream,
 acking on expiry, the submit check of the message timeout, a sliding count window, a
 session window, tumbling processing-time windows, and users x orders joins.
 """
@@ -397,7 +397,7 @@ class NoSuperJoin(JoinBolt):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_windowed_and_join_bolts_need_no_super_prepare(tmp_path, workers):
-    """Issue 28: the engine sets a windowed bolt up outside the user's prepare (Storm's
+    """The engine sets a windowed bolt up outside the user's prepare (Storm's
     windowed bolts need no base call); the windows and the join run as without it."""
     path = tmp_path / "out.jsonl"
     t = Topology("nosuper", config={"topology.message.timeout.secs": 60})
@@ -432,7 +432,7 @@ def test_windowed_and_join_bolts_need_no_super_prepare(tmp_path, workers):
 
 
 def test_millisecond_timestamps_are_warned_once_naming_the_component(tmp_path, caplog):
-    """Issue 28: Storm's timestamps are ms; an int above 10^11 in the timestamp field is
+    """Storm's timestamps are ms; an int above 10^11 in the timestamp field is
     said once per task (the component, the value, the field), and the run goes on."""
     path = tmp_path / "out.jsonl"
     base_ms = int(BASE * 1000)
@@ -455,7 +455,7 @@ def test_millisecond_timestamps_are_warned_once_naming_the_component(tmp_path, c
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_storm_documented_example_as_a_finite_run_completes(workers):
-    """Issue 28: the documented example fed by a finite reliable spout, acking on. When
+    """The documented example fed by a finite reliable spout, acking on. When
     the spout has emitted everything (finish_input) and nothing moves, time goes to its
     end: every remaining window runs, its tuples are acked, and the run completes with
     nothing failed, in seconds rather than at the 60 s message timeout."""

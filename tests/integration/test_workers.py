@@ -185,7 +185,7 @@ def test_overflow_limit_sent_equals_delivered_plus_dropped():
     assert sent == n
     assert dropped > 0
     assert sent == delivered + dropped
-    # and on the task that lost them, as docs/statistics.md says (issue 11)
+    # and on the task that lost them, as docs/statistics.md says
     assert final.components["slow"].dropped == {"overflow_limit": dropped}
     assert final.components["fast"].dropped == {}
 

@@ -3,7 +3,7 @@ anchor twice, anchors from several trees) and any order in which the acker hears
 a tree completes exactly when its last edge is acked, and never while a tuple of it is
 held. Real collectors and receive queues; the acker is the pure ledger.
 
-Issue 10 item 1: one edge id per delivery XORed into every anchor cancelled out when two
+One edge id per delivery XORed into every anchor cancelled out when two
 anchors came from one tree (`anchors=[tup, tup]`, or an aggregate of two tuples of one
 spout tuple), completing the tree before the child was acked.
 """
@@ -206,7 +206,7 @@ def test_anchoring_twice_to_the_same_tuple_keeps_the_tree_open():
 
 
 def test_reset_timeout_reaches_the_acker_at_once_not_when_execute_returns():
-    """Issue 10 item 2: the reset sat in the acker outbox until `execute` returned, so a
+    """The reset sat in the acker outbox until `execute` returned, so a
     bolt that resets in the middle of a long `execute` reset nothing."""
     plan, queues, spout, mid, root, t0 = _one_tree()
     spout.flush_all()
@@ -217,7 +217,7 @@ def test_reset_timeout_reaches_the_acker_at_once_not_when_execute_returns():
 
 
 def test_the_acker_keeps_a_tree_a_whole_message_timeout_whenever_it_started():
-    """Issue 10 item 3: rotated every half timeout, the acker forgot a tree after 0.5-1 x
+    """Rotated every half timeout, the acker forgot a tree after 0.5-1 x
     the timeout, while the spout waits 1-1.5 x: an ack at 0.8 x was lost. Here the tree
     starts just before a tick, the worst case, and its last ack comes at 0.99 x."""
     from stormish.runtime.acker import rotation_period

@@ -1,4 +1,4 @@
-"""The batches a batch-settle bolt gets (issue 13, part 3), on a fake clock: cut at the
+"""The batches a batch-settle bolt gets, on a fake clock: cut at the
 batch size, one group (lane) per batch in arrival order, flushed when the oldest row has
 waited max_wait, every row exactly once."""
 

@@ -1,5 +1,5 @@
 """A component's resolved config in the runtime: what open/prepare receive, the queue and
-batch each task is built with, and `topology.debug` (issue 10, items 10-12)."""
+batch each task is built with, and `topology.debug`."""
 
 from __future__ import annotations
 

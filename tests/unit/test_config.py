@@ -67,7 +67,7 @@ def test_the_receive_queue_is_smaller_than_storm_s_by_measurement():
 def test_max_spout_pending_has_a_default_bound_unlike_storm():
     """Storm leaves it unset; unset here, a slow bolt behind a fast reliable spout held a
     whole queue (and a second one taken) of trees, far past the message timeout, and
-    timed out 60% of them (issue 11). 1,000 trees of a 1 ms bolt are 1 s of work, and
+    timed out 60% of them. 1,000 trees of a 1 ms bolt are 1 s of work, and
     cost a fast reliable topology nothing measurable (docs/config.md). None still means
     no limit, when set."""
     assert config.defaults()["topology.max.spout.pending"] == 1000

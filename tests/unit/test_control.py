@@ -1,6 +1,6 @@
 """The control channel's message shapes (pure functions): the safe format round-trips
 what the channel carries, and nothing a peer sends is unpickled unless the verb takes
-code and the receiver says its peer is authenticated (issue 24, finding 1)."""
+code and the receiver says its peer is authenticated."""
 
 from __future__ import annotations
 

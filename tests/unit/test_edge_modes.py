@@ -1,5 +1,5 @@
-"""Channel modes (issue 28): each mode's channel against a list model, and the checks of
-the options that declare them."""
+"""Channel modes: each mode's channel against a list model, and the checks of the
+options that declare them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-edge channel policies (issue 13, part 1): the channel's logic against a model, the
+"""Per-edge channel policies: the channel's logic against a model, the
 policy checks, and the API and config that declare them."""
 
 from __future__ import annotations

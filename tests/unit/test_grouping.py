@@ -302,7 +302,7 @@ def test_partial_key_candidates_always_differ_with_two_tasks_or_more(n, key):
 
 
 def test_partial_key_with_two_tasks_splits_every_key_between_both():
-    """Issue 10 item 4: with 2 tasks the old candidates (h % n, (h // 7919 + 1) % n)
+    """With 2 tasks the old candidates (h % n, (h // 7919 + 1) % n)
     collided for about half the keys, pinning them to one task."""
     two = [object(), object()]
     for i in range(200):

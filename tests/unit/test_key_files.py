@@ -1,4 +1,4 @@
-"""Key files private from the first byte, refused when they are not (issue 24, finding 2)."""
+"""Key files private from the first byte, refused when they are not."""
 
 from __future__ import annotations
 

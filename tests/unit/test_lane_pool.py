@@ -1,4 +1,4 @@
-"""Concurrent lanes (issue 13, part 2): whatever order a pool's threads finish items in,
+"""Concurrent lanes: whatever order a pool's threads finish items in,
 each lane's items run one at a time in submission order and are replayed in that order;
 calls made on a pool thread are recorded, not run, and replayed on the task's thread."""
 

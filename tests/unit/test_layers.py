@@ -1,4 +1,4 @@
-"""No module imports upward (issue 14, item 13).
+"""No module imports upward.
 
 stormish is layered, bottom to top: the core (tuples, config, errors, components, the
 topology), `transport` (the wire: frames, links, security, keys, the control channel,

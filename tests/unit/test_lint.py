@@ -1,4 +1,4 @@
-"""`stormish plan` / `stormish lint` logic (issue 13, part 5): the edges as the runtime
+"""`stormish plan` / `stormish lint` logic: the edges as the runtime
 builds them, and each risky choice the issue names, flagged by name."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which modules `submit` ships with a topology file (issue 31 defect 3): those it
+"""Which modules `submit` ships with a topology file: those it
 imports from its own directory (a module or a package there), not the topology module
 itself, not what is installed (even in a virtualenv inside that directory), and not
 past the size limit."""

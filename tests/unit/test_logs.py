@@ -22,7 +22,7 @@ def test_a_rotating_file_rolls_past_its_size_and_keeps_its_backups(tmp_path):
 
 
 def test_log_files_are_0600_in_a_0700_directory_whatever_the_umask(tmp_path):
-    """Issue 24 finding 8: worker logs were 0644 in 0755 directories."""
+    """Worker logs were 0644 in 0755 directories."""
     import os
     import stat
 

@@ -1,4 +1,4 @@
-"""Names that cannot escape their root (issue 24, finding 3): the rule where a topology is
+"""Names that cannot escape their root: the rule where a topology is
 built, again in nimbus's store and the embedded state, and paths checked to stay inside."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""JetStreamSpout's decisions and the in-memory JetStream, with no server (issue 25).
+"""JetStreamSpout's decisions and the in-memory JetStream, with no server.
 
 Scenarios: the bound (at max_ack_pending un-acked nothing is fetched), ack/nak/term/
 in_progress as a tree ends, redelivery after ack_wait, max_deliver, stop_at_end; driven by

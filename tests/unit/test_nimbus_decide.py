@@ -1,4 +1,4 @@
-"""Nimbus's decisions as scenarios (issue 14, item 13): a pure function of what nimbus
+"""Nimbus's decisions as scenarios: a pure function of what nimbus
 knows, so each case is a few lines, no process, no socket, a clock that is a number."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_a_stale_hello_announces_nothing_and_kills_end_at_their_time():
 
 
 def test_a_worker_whose_slot_port_failed_moves_and_is_placed_again_not_failed():
-    """Issue 31 defect 1: another program took the port of worker 1's slot on s1 (its
+    """Another program took the port of worker 1's slot on s1 (its
     supervisor reported it): the worker lets go of that slot and is placed again."""
     t = dc.TopologyView("wc", "starting", 2, {0: "s0", 1: "s1"}, ports={0: 6700, 1: 6700})
     v = dc.View(100.0, 30.0, {"s0": 99.0, "s1": 99.0}, [t], {}, {"s1": frozenset({6700})})

@@ -1,4 +1,4 @@
-"""Offsets a spout may commit (issue 13, part 2): exactly the in-order prefix of what
+"""Offsets a spout may commit: exactly the in-order prefix of what
 completed, whatever order trees complete in, fails and replays included."""
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_no_acker_when_acking_is_off():
     for name, streams in p.streams.items():
         if name != SYSTEM_COMPONENT:
             system = [s for s in streams if s.startswith("__")]
-            # spouts: trees past max.replays; bolts: DEAD_LETTER results (issue 13)
+            # spouts: trees past max.replays; bolts: DEAD_LETTER results
             assert system == ["__dead_letter"], name
 
 

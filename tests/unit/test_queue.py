@@ -197,7 +197,7 @@ def test_snapshot_reports_the_figures():
     }
 
 
-# -- the consume budget (issue 11, item 3): a take is bounded, so the capacity bounds
+# -- the consume budget: a take is bounded, so the capacity bounds
 # what a tuple waits behind
 def test_default_budget_is_an_eighth_of_the_capacity():
     assert ReceiveQueue(32768).budget == 4096

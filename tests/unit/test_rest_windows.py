@@ -70,7 +70,7 @@ def ask(app, method: str, path: str) -> tuple[str, dict]:
 
 
 def test_numbers_that_are_not_finite_or_out_of_range_are_a_400_naming_the_parameter():
-    """Issue 24 finding 8: window=inf / 1e400 reached round() and gave a 500."""
+    """Window=inf / 1e400 reached round() and gave a 500."""
     from stormish.ui.rest import RestApp
 
     backend = _Backend()

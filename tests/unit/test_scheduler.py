@@ -42,7 +42,7 @@ def test_no_slot_is_given_twice_and_placement_is_maximal(indices, free):
 
 
 def test_two_supervisors_on_one_host_share_its_ports():
-    """Issue 31 defect 1: both left at the default ports, two supervisors on one host
+    """Both left at the default ports, two supervisors on one host
     were each given port 6700, and the second worker could not listen. A port is the
     host's: one placing gives it once, and a worker holding it takes it from both."""
     from stormish.cluster.scheduler import shared_ports

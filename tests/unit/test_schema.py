@@ -1,4 +1,4 @@
-"""Typed streams (issue 13, part 4): a Schema or a dataclass declares a stream's fields
+"""Typed streams: a Schema or a dataclass declares a stream's fields
 and types; emits are checked in debug mode only, with an error naming component, stream
 and field."""
 

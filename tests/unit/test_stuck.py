@@ -1,6 +1,6 @@
 """The stuck-executor rule (runtime/stuck.py) as scenarios on a fake clock, what tells a
 thread in user code from one waiting in the engine, and the report a stuck thread
-becomes (issue 24, finding 6)."""
+becomes."""
 
 from __future__ import annotations
 

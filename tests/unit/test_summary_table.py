@@ -1,5 +1,5 @@
 """The closing table fits an 80-column terminal without cutting a number or a header
-(issue 31: rich squeezed it to `compon…`, `execu…` and `881,9…`); piped, it stays
+(rich squeezed it to `compon…`, `execu…` and `881,9…`); piped, it stays
 complete and exact; a spout's row shows no `executed` count."""
 
 from __future__ import annotations

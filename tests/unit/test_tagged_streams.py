@@ -1,6 +1,6 @@
-"""logs.tagged_streams and the status line: a component's print is tagged on the
-thread that writes it, also when it goes above `stormish run`'s status line (issue 31
-defect 7: a `-w 1` run's prints were not tagged at all)."""
+"""logs.tagged_streams and the status line: a component's print is tagged on the thread
+that writes it, also when it goes above `stormish run`'s status line (a `-w 1` run's prints
+were not tagged at all)."""
 
 from __future__ import annotations
 

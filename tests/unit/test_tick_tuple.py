@@ -1,4 +1,4 @@
-"""`tup.is_tick` is a property: `if tup.is_tick:` is false for data (issue 31: as a
+"""`tup.is_tick` is a property: `if tup.is_tick:` is false for data (as a
 method, the spelling a Python user writes first was always true), and the call
 `tup.is_tick()` is an error whose report says what to write."""
 

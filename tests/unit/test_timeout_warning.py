@@ -1,5 +1,5 @@
 """The warning `stormish run` and `stormish monitor` give when a spout's trees time out
-faster than they complete (issue 11): a run in that state replays into its own backlog
+faster than they complete: a run in that state replays into its own backlog
 and stops making progress."""
 
 from __future__ import annotations

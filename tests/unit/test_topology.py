@@ -336,7 +336,7 @@ def test_cross_key_error_from_a_component_override_names_the_component():
         t.validate()
 
 
-# -- application keys, scopes and per-component queues (issue 10)
+# -- application keys, scopes and per-component queues
 class Configured(Bolt):
     component_config = {"app.class.key": [1, 2], "fake.config": "from the class"}
 

@@ -1,4 +1,4 @@
-"""Issue 31 (the web UI): the plots' rings (bounded, rates from cumulative counters) and
+"""The web UI: the plots' rings (bounded, rates from cumulative counters) and
 the REST endpoints that serve them, with a fake clock and fake statistics."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The scheduler's watchdog judges a long turn by its calls into user code (issue 31
-defect 8): a turn of many quick calls (a batch of 500 tuples at 0.2 ms) is not blocking
-code and moves nothing; one call that runs past the limit is, and the warning names it.
-The engine is a loop compiled under a file name inside stormish/runtime, which is all
-the watchdog looks at; the thread is real."""
+"""The scheduler's watchdog judges a long turn by its calls into user code: a turn of many
+quick calls (a batch of 500 tuples at 0.2 ms) is not blocking code and moves nothing; one
+call that runs past the limit is, and the warning names it. The engine is a loop compiled
+under a file name inside stormish/runtime, which is all the watchdog looks at; the thread
+is real."""
 
 from __future__ import annotations
 

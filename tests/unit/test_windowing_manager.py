@@ -422,7 +422,7 @@ def test_acceptance_with_watermarks_on_a_fake_clock():
     assert clock.now() == 2.0
 
 
-# -- the end of input (issue 28): time goes to its end, every tuple leaves ----------------
+# -- the end of input: time goes to its end, every tuple leaves ----------------
 
 
 def _expired_all(run: Run) -> list[int]:

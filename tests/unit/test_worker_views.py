@@ -1,6 +1,6 @@
 """Nimbus's `ClusterWorker` and the local cluster's `WorkerHandle` are two answers to one
 declared protocol (`WorkerView`), not a subclass that overrides its base and writes its
-private members (issue 14, item 13); what they share (`WorkerAnswers`) is composed."""
+private members; what they share (`WorkerAnswers`) is composed."""
 
 from __future__ import annotations
 
