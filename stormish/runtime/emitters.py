@@ -10,7 +10,10 @@
 - `BasicCollector`: a BasicBolt: emits are anchored to the input being executed.
 
 The common emits are inlined (one destination by shuffle, one tree): they are the per
-tuple hot path, where a method call is a measurable share of the cost.
+tuple hot path, where a method call is a measurable share of the cost. The rules they
+inline (a tree's root and acker, an edge per delivery anchored to the input) are
+defined once, in `acking.AckFolder`; the inlined copies read the folder's parameters,
+and tests/unit/test_ack_paths.py checks each of them against it.
 """
 
 from __future__ import annotations
@@ -179,11 +182,9 @@ class SpoutCollector(Collector):
             return
         acks = self.acks
         rand = self.rand
-        root = rand(63)
-        if acks.root_n:
-            root += acks.root_k - root % acks.root_n
+        root = acks.new_root()
         sh = route.shuffle1
-        if sh is not None:  # the common case, inlined
+        if sh is not None:
             ob = sh.pick_next()
             xor = rand(63)
             ob.append(values)
@@ -197,19 +198,19 @@ class SpoutCollector(Collector):
                 xor ^= e
                 self._put(ob, values, ((root, e),))
         self.reliable(root, msg_id, 1, values, stream)
-        boxes = self._init_boxes  # acks.init(root, xor), inlined: one call per tuple less
-        if boxes:
-            ob = boxes[root % len(boxes)]
-            ob.append((root, xor, self.task))
-            if len(ob) >= self.batch_size:
-                self.flush(ob)
+        acks.init(root, xor)
 
     def bound_emit(self) -> Callable[..., None]:
         """`emit` as a reliable spout gets it: a closure over its one route when the spout
         declares one stream whose tuples go to one task or are shuffled (Storm's usual
         spout), so that an emit with a message id (a new tree: root, first edge, the
         executor's record, the acker's init) reads no attribute it can hold in the
-        closure. Call once `reliable` is bound. Anything else takes the method."""
+        closure. Call once `reliable` is bound. Anything else takes the method.
+
+        The tree's root and its init are `AckFolder.new_root` and `AckFolder.init`
+        inlined, from the folder's own root_n, root_k and init boxes; they run once per
+        reliable spout tuple. tests/unit/test_ack_paths.py checks every emit path
+        against the folder."""
         slow = self.emit
         route = _one_user_route(self)
         if route is None:
@@ -231,7 +232,7 @@ class SpoutCollector(Collector):
             if msg_id is None or stream != own or len(values) != arity:
                 slow(values, stream, anchors, msg_id)
                 return
-            root = rand(63)
+            root = rand(63)  # AckFolder.new_root
             if root_n:
                 root += root_k - root % root_n
             ob = only if only is not None else sh.pick_next()  # type: ignore[union-attr]
@@ -241,7 +242,7 @@ class SpoutCollector(Collector):
             if len(ob) >= size:
                 flush(ob)
             track(root, msg_id, 1, values, stream)
-            if nboxes:
+            if nboxes:  # AckFolder.init
                 ib = boxes[root % nboxes]
                 ib.append((root, xor, task))
                 if len(ib) >= size:
@@ -381,7 +382,7 @@ class BasicCollector(BoltCollector):
                             ob = route.single(values)
                     else:
                         ob = route.single(values)
-                if ob.__class__ is Outbox:
+                if ob.__class__ is Outbox:  # AckFolder.anchor((cur,)), inlined
                     e = self.rand(63)
                     cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
                     ob.append(values)

@@ -25,7 +25,7 @@ from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
 from .error_report import SHOWN, ErrorReport, report
 from .plan import Plan
-from .stats import EXECUTE_BUCKETS
+from .task_counts import TaskCounts
 
 log = logging.getLogger("stormish.executor")
 # What one loop turn (`step`) did: the caller idles on anything but WORK.
@@ -70,15 +70,7 @@ class Executor:
         # its batches were stamped on); filled by the worker (stormish.edges)
         self.edges: dict[tuple[int, str], tuple[Any, Any]] = {}
         self.barrier_keys: set[tuple[int, str]] = set()  # mode="barrier" edges' (task, stream)
-        # statistics
-        self.executed = 0
-        self.consumed = 0
-        self.acked = 0
-        self.failed = 0
-        self.timed_out = 0
-        self.dead_lettered = 0  # spouts: past topology.max.replays; bolts: DEAD_LETTER results
-        self.exec_seconds = 0.0
-        self.exec_hist = [0] * (len(EXECUTE_BUCKETS) + 1)  # see stats.EXECUTE_BUCKETS
+        self.counts = TaskCounts()  # statistics: executed, acked, ... (task_counts.py)
         self.bp_seconds = 0.0
         self.bp_since: float | None = None
         self.errors: list[ErrorReport] = []
@@ -96,6 +88,43 @@ class Executor:
         self.idle = 0  # turns in a row without work (the wait strategies' counter)
         self.idle_wait: Any = None
         self.outside: Any = None  # the component's poll_outside, if it has one
+
+    # -- statistics (read by the worker; the loops write `counts`) ----------------------
+    @property
+    def executed(self) -> int:
+        return self.counts.executed
+
+    @property
+    def consumed(self) -> int:
+        return self.counts.consumed
+
+    @property
+    def acked(self) -> int:
+        return self.counts.acked
+
+    @property
+    def failed(self) -> int:
+        return self.counts.failed
+
+    @property
+    def timed_out(self) -> int:
+        return self.counts.timed_out
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.counts.dead_lettered
+
+    @property
+    def dropped_stale(self) -> int:
+        return self.counts.dropped_stale
+
+    @property
+    def exec_seconds(self) -> float:
+        return self.counts.exec_seconds
+
+    @property
+    def exec_hist(self) -> list[int]:
+        return self.counts.exec_hist
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

@@ -38,6 +38,26 @@ class RotatingMap:
                 return b.pop(key)
         return default
 
+    def pop_found(self, keys: Any) -> list[Any]:
+        """Pop each of `keys` (newest bucket first), in order; the values found (a key
+        expired or popped already is skipped). One call for a batch of acks."""
+        buckets = self._buckets
+        out: list[Any] = []
+        append = out.append
+        for key in keys:
+            for b in buckets:
+                v = b.pop(key, None)
+                if v is not None:
+                    append(v)
+                    break
+        return out
+
+    def renew(self, key: Any) -> Any:
+        """`touch`, returning the entry's value (None when absent)."""
+        if self.touch(key):
+            return self._buckets[0][key]
+        return None
+
     def touch(self, key: Any) -> bool:
         """Move an entry to the newest bucket (reset its timeout)."""
         for b in self._buckets[1:]:

@@ -59,7 +59,6 @@ class SpoutExecutor(Executor):
         # dead letters: failures per message id, counted only with topology.max.replays
         self.max_replays = self.conf["topology.max.replays"]
         self.fail_counts: dict[Any, int] = {}
-        self.dead_lettered = 0
         self.fail_takes_reason = _takes_reason(self.obj.fail)
         # a spout that extends its source's own deadline (JetStream's in_progress)
         reset = self.obj.timeout_reset
@@ -105,7 +104,7 @@ class SpoutExecutor(Executor):
         stream: str = "default",
     ) -> None:
         """The spout gave a record up by its own rule: on to its `__dead_letter` stream."""
-        self.dead_lettered += 1
+        self.counts.dead_lettered += 1
         self.collector.emit_dead_letter(
             (msg_id, stream, tuple(values), self.component, error, failures)
         )
@@ -115,7 +114,7 @@ class SpoutExecutor(Executor):
     ) -> None:
         """`rows`: the spout tuples of the tree (emit_many); acked/failed count them, as
         `emitted` does, while max.spout.pending counts trees (message ids), as Storm's."""
-        self.inflight._buckets[0][root] = (msg_id, self._now(), rows)  # put_new, inlined
+        self.inflight.put_new(root, (msg_id, self._now(), rows))
         self.pending_trees += 1
 
     def _track_values(
@@ -255,7 +254,7 @@ class SpoutExecutor(Executor):
         ack = self.obj.ack
         for msg_id in ids:
             ack(msg_id)
-        self.acked += len(ids)
+        self.counts.acked += len(ids)
 
     def _control(self, batch: tuple) -> None:
         src_task, stream, values, _ = batch
@@ -266,16 +265,11 @@ class SpoutExecutor(Executor):
             ack = self.obj.ack
             if getattr(ack, "__func__", None) is Spout.ack:
                 ack = None  # the spout keeps no ack of its own: a call per tree less
-            buckets = self.inflight._buckets  # RotatingMap.pop, inlined: newest first
+            tc = self.counts
             done = rows = 0
             seconds = 0.0
-            for (root,) in values:
-                for b in buckets:
-                    entry = b.pop(root, None)
-                    if entry is not None:
-                        break
-                else:
-                    continue  # timed out already, or failed: its ack comes too late
+            # an ack of a tree timed out already, or failed, comes too late: not found
+            for entry in self.inflight.pop_found([r for (r,) in values]):
                 done += 1
                 took = t - entry[1]
                 seconds += took
@@ -288,14 +282,14 @@ class SpoutExecutor(Executor):
                     self.pending_trees -= done
                     self.completed += done
                     self.complete_seconds += seconds
-                    self.acked += rows
+                    tc.acked += rows
                     done = rows = 0
                     seconds = 0.0
                     ack(entry[0])
             self.pending_trees -= done
             self.completed += done
             self.complete_seconds += seconds
-            self.acked += rows
+            tc.acked += rows
         elif stream == ACK_FAIL:
             for root, why in values:
                 entry = self.inflight.pop(root)
@@ -305,26 +299,28 @@ class SpoutExecutor(Executor):
         elif stream == ACK_RESET:
             reset = self._timeout_reset
             for (root,) in values:
-                if self.inflight.touch(root) and reset is not None:
-                    reset(self.inflight._buckets[0][root][0])
+                entry = self.inflight.renew(root)
+                if entry is not None and reset is not None:
+                    reset(entry[0])
         # counted once the spout's ack/fail ran (as a bolt counts after execute): the
         # completion rule (published == consumed) then covers what those callbacks do
         n = len(values)
+        tc = self.counts
         if stream != TICK_STREAM:
-            self.consumed += n
-        self.executed += n
+            tc.consumed += n
+        tc.executed += n
 
     def _expire(self, dead: dict[int, Any]) -> None:
         self.pending_trees -= len(dead)
         for entry in dead.values():
-            self.timed_out += entry[2]
+            self.counts.timed_out += entry[2]
             self._failed(entry, TIMED_OUT, None)
 
     def _failed(self, entry: tuple, reason: str, why: Any) -> None:
         """Count the failure; past `topology.max.replays` failures of one message id,
         dead-letter it (final); tell the spout, with the reason when its fail takes one."""
         msg_id, rows = entry[0], entry[2]
-        self.failed += rows
+        self.counts.failed += rows
         component, error = (why[0], why[1]) if why else (None, None)
         if why and len(why) > 2:  # an edge's policy let one of its tuples go
             reason = why[2]
@@ -340,7 +336,7 @@ class SpoutExecutor(Executor):
             if failures >= self.max_replays:
                 dead = True
                 self.fail_counts.pop(msg_id, None)
-                self.dead_lettered += rows
+                self.counts.dead_lettered += rows
                 values, stream = entry[3], entry[4]
                 self.collector.emit_dead_letter(
                     (msg_id, stream, values, component, error, failures)

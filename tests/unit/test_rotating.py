@@ -126,3 +126,23 @@ def test_agrees_with_an_age_model(buckets, ops):
             assert m.rotate() == dead
         assert len(m) == len(model)
         assert dict(m.items()) == {k: v for k, (v, _) in model.items()}
+
+
+def test_pop_found_pops_each_key_found_in_order_and_skips_the_rest():
+    m = RotatingMap(3)
+    m.put("old", 1)
+    m.rotate()
+    m.put("new", 2)
+    m.put("mid", 3)
+    assert m.pop_found(["new", "gone", "old", "new"]) == [2, 1]
+    assert len(m) == 1 and m.get("mid") == 3
+
+
+def test_renew_moves_an_entry_to_the_newest_bucket_and_returns_it():
+    m = RotatingMap(2)
+    m.put("k", "v")
+    m.rotate()
+    assert m.renew("k") == "v"
+    assert m.rotate() == {}  # renewed: it lives two more rotations
+    assert m.renew("zz") is None
+    assert m.rotate() == {"k": "v"}
