@@ -73,8 +73,15 @@ class MemoryProducer:
         self._reports: deque[tuple[Callable[..., None], Any, MemoryMessage]] = deque()
 
     def produce(
-        self, topic: str, value: Any = None, key: Any = None, on_delivery: Any = None
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
     ) -> None:
+        """confluent-kafka's argument order (`partition` -1: the partitioner's choice;
+        the in-memory log picks its own)."""
         try:
             offset = self.log.produce(topic, _raw(value), key=_raw(key))
             err, msg = None, MemoryMessage(topic, None, offset, _raw(key), _raw(value))

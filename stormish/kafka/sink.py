@@ -248,7 +248,11 @@ class KafkaSink(Bolt):
                     if key is not None and key.__class__ is not str and key.__class__ is not bytes:
                         key = to_bytes(key)
                     value = v[vi]
-                    if not plain or (value.__class__ is not str and value.__class__ is not bytes):
+                    if not plain:
+                        value = serialize(value)
+                    elif value.__class__ is int:
+                        value = str(value)
+                    elif value.__class__ is not str and value.__class__ is not bytes:
                         value = serialize(value)
                 except Exception:  # noqa: BLE001 - a bad tuple fails, the sink lives
                     settle.skip(i)
@@ -256,7 +260,7 @@ class KafkaSink(Bolt):
                     self.fail(tup, self._unserializable(tup))
                     continue
                 try:
-                    produce(topic, value, key, on_delivery=settle)
+                    produce(topic, value, key, -1, settle)  # -1: the partitioner's choice
                 except BufferError:
                     self.refused += 1
                     settle.end = i
