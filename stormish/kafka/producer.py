@@ -39,9 +39,7 @@ class MemoryDeliveryError:
 class MemoryMessage:
     __slots__ = ("_topic", "_partition", "_offset", "_key", "_value")
 
-    def __init__(
-        self, topic: str, partition: int | None, offset: int | None, key: Any, value: Any
-    ):
+    def __init__(self, topic: str, partition: int | None, offset: int | None, key: Any, value: Any):
         self._topic, self._partition, self._offset = topic, partition, offset
         self._key, self._value = key, value
 
