@@ -172,6 +172,21 @@ class BoltExecutor(Executor):
                     settle(key, 1)
 
             self.obj.ack, self.obj.fail = lane_ack, lane_fail
+            ack_batch, fail_batch = self.obj.ack_batch, self.obj.fail_batch
+
+            def lane_ack_batch(batch: TupleBatch) -> None:  # all of a received batch
+                ack_batch(batch)
+                key = (batch.source.task, batch.source.stream)
+                if key in lanes:
+                    settle(key, len(batch))
+
+            def lane_fail_batch(batch: TupleBatch, *args: Any) -> None:
+                fail_batch(batch, *args)
+                key = (batch.source.task, batch.source.stream)
+                if key in lanes:
+                    settle(key, len(batch))
+
+            self.obj.ack_batch, self.obj.fail_batch = lane_ack_batch, lane_fail_batch
         conc = self.conf["topology.lanes.concurrency"]
         if self.lane_keys and conc > 1:
             self.pool = LanePool(conc, self.queue.wake, f"{self.component}[{self.task}]")
