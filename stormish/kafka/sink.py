@@ -170,7 +170,12 @@ class KafkaSink(Bolt):
 
     # -- the input path ----------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:
-        if self._held or not self._send(tup):
+        """One tuple (the runtime calls `execute_batch`): a batch of one, or into the
+        transaction."""
+        if self._txn is None:
+            meta = tup.meta
+            self.execute_batch(TupleBatch([tup.values], tup.source, [meta] if meta else None, None))
+        elif self._held or not self._send(tup):
             self._held.append(tup)
 
     def execute_batch(self, batch: TupleBatch) -> None:

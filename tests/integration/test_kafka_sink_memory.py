@@ -9,7 +9,7 @@ from collections import Counter
 from stormish import BasicBolt, Topology
 from stormish.kafka import KafkaSink, KafkaSpout
 from stormish.testing import ListSpout, MemoryLog, run_topology
-from stormish.tuple import TICK_STREAM, Source, Tuple, TupleBatch
+from stormish.tuple import TICK_STREAM, Source, TrackedTuple, Tuple, TupleBatch
 
 
 class Split(BasicBolt):
@@ -151,3 +151,14 @@ def test_ordered_lanes_into_the_sink_settle_on_its_batch_acks() -> None:
         assert len(r.results["src"][0]["acked"]) == 300
         got = [r[4] for p in range(2) for r in log.records("out", p)]
         assert sorted(got) == sorted(v.encode() for _, v in items)
+
+
+def test_execute_of_one_tuple_settles_as_a_batch_of_one() -> None:
+    with MemoryLog("sink-one") as log:
+        log.create_topic("ok")
+        sink, got = _driven(log, topic="ok")
+        src = Source("src", 1, "default", ("topic", "value"))
+        sink.execute(TrackedTuple(("ok", "a"), src, ((7, 9),)))
+        sink.on_turn()
+        assert got["batch"] == [[("ok", "a")]] and not got["fail"]
+        sink.cleanup()
