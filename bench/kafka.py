@@ -26,6 +26,9 @@ engine: the whole command (wall seconds from start to exit, Python start-up, gro
 and flush included) and the steady rate (records / span of the output records'
 timestamps, or of the consume loop), as median and spread (min-max) over the rounds.
 Every run's output is checked: the last count of each word equals its true count.
+`--compare-root DIR` (another checkout, e.g. `git archive HEAD~3 | tar -x -C DIR`) adds
+`base:ENGINE` for each stormish engine: the same command on that checkout's code, in the
+same rounds, so a change is measured against what it changes.
 Starts its own broker (tests/brokers.py) unless `--bootstrap` is given.
 """
 
@@ -144,10 +147,15 @@ def plain(bootstrap: str, src: str, out: str | None, n: int) -> float:
     return span
 
 
-def run_engine(engine: str, bootstrap: str, src: str, n: int, bw_python: str) -> dict:
+def run_engine(
+    engine: str, bootstrap: str, src: str, n: int, bw_python: str, base: str | None = None
+) -> dict:
+    root = ROOT
+    if engine.startswith("base:"):
+        engine, root = engine[len("base:") :], Path(base or ROOT)
     out = None if engine == "plain-consume" else new_topic(bootstrap)
     env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "KAFKA_IN": src, "KAFKA_OUT": out or "",
-           "KAFKA_GROUP": f"s-{uuid.uuid4().hex}", "PYTHONPATH": str(ROOT)}  # fmt: skip
+           "KAFKA_GROUP": f"s-{uuid.uuid4().hex}", "PYTHONPATH": str(root)}  # fmt: skip
     if engine.startswith("plain"):
         cmd = [sys.executable, __file__, "--child", engine, "--bootstrap", bootstrap,
                "--src", src, "--out", out or "", "--records", str(n)]  # fmt: skip
@@ -158,7 +166,7 @@ def run_engine(engine: str, bootstrap: str, src: str, n: int, bw_python: str) ->
         env["KAFKA_IDEMPOTENCE"] = "0" if engine == "stormish-noidem" else "1"
         env["KAFKA_RECORDS_PER_TREE"] = str(PER_TREE if engine == "stormish-tree" else 1)
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     whole = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{engine} failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
@@ -173,7 +181,7 @@ def summary(name: str, runs: list[dict], n: int) -> str:
     w = [r["whole"] for r in runs]
     s = [r["steady"] for r in runs]
     return (
-        f"{name:<16} whole {statistics.median(w):6.2f} s ({min(w):.2f}-{max(w):.2f})"
+        f"{name:<22} whole {statistics.median(w):6.2f} s ({min(w):.2f}-{max(w):.2f})"
         f"  = {n / statistics.median(w):>9,.0f} rec/s   steady {statistics.median(s):>9,.0f}"
         f" rec/s ({min(s):,.0f}-{max(s):,.0f})"
     )
@@ -186,6 +194,7 @@ def main() -> None:
     ap.add_argument("--bootstrap")
     ap.add_argument("--bytewax-python", default=sys.executable)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--compare-root")
     ap.add_argument("--child")
     ap.add_argument("--src")
     ap.add_argument("--out")
@@ -194,6 +203,8 @@ def main() -> None:
         print(plain(a.bootstrap, a.src, a.out or None, a.records))
         return
     engines = a.engines.split(",")
+    if a.compare_root:
+        engines += [f"base:{e}" for e in engines if e.startswith("stormish")]
     with ExitStack() as stack:
         bootstrap = a.bootstrap
         if bootstrap is None:
@@ -209,7 +220,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {e: [] for e in engines}
         for rnd in range(a.rounds):
             for e in engines:
-                r = run_engine(e, bootstrap, src, a.records, a.bytewax_python)
+                r = run_engine(e, bootstrap, src, a.records, a.bytewax_python, a.compare_root)
                 ok = r["counts"] is None or (r["counts"] == truth and r["written"] >= a.records)
                 runs[e].append(r)
                 print(json.dumps({"round": rnd, "engine": e, "whole_s": round(r["whole"], 2),

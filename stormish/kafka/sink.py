@@ -11,6 +11,18 @@ local queue is full (BufferError) the tuple is held, in order, and the bolt take
 more input until the queue has room: its receive queue fills and the engine's
 backpressure holds its upstream. `cleanup` flushes what is still queued.
 
+How a batch settles without a Python call per record (no transaction): the sink takes
+each received batch whole (`execute_batch`) and produces its records with one delivery
+callback object for the whole batch (a `_Settle`). The producer runs with
+`delivery.report.only.error`, so confluent-kafka calls it only for a record that failed
+(it notes the record and the reason); for a delivered record it only drops the
+reference its record held. When every record of the batch has its report, the `_Settle`
+has no reference left and is freed at once (CPython's reference counting, on the thread
+serving `poll`): its `__del__` queues what it noted, and the same turn acks the batch's
+tuples with one `ack_batch`, or, where a record failed, fails that record's tuple with
+the reason and acks the others. A tuple whose record could not be produced at all (it
+does not serialize, or the producer refuses it) is failed at once, left out of the ack.
+
 confluent-kafka is imported when a task prepares, never at import time, so a topology
 file can name KafkaSink on a machine without the client (`pip install 'stormish[kafka]'`).
 """
@@ -25,13 +37,17 @@ from functools import partial
 from typing import Any
 
 from ..component import Bolt
-from ..tuple import Tuple
+from ..tuple import TICK_STREAM, TrackedTuple, Tuple, TupleBatch
 from .producer import MEMORY, open_producer
 from .txn import Transaction
 
 # `enable.idempotence`: the producer's retries never reorder or duplicate a partition's
 # records (the order of each key is kept); a user's producer_config may turn it off.
+# `delivery.report.only.error` (without a transaction): a delivered record costs no
+# Python call (module doc); a user may turn it off, the sink then ignores the reports
+# without an error and settles the same way.
 PRODUCER_DEFAULTS: dict[str, Any] = {"enable.idempotence": True}
+ONLY_ERRORS: dict[str, Any] = {"delivery.report.only.error": True}
 
 
 def confluent_kafka() -> Any:
@@ -108,15 +124,22 @@ class KafkaSink(Bolt):
         task = context.get_this_task_id() if context is not None else 0
         self._name = f"KafkaSink {comp!r} task {task}"
         config = {**PRODUCER_DEFAULTS, **self.producer_config}
-        if self.transactional_id is not None:
+        if self.transactional_id is None:
+            config = {**ONLY_ERRORS, **config}
+        else:
             # one id per task: a restarted task fences its own zombie, never a sibling
             config["transactional.id"] = f"{self.transactional_id}-{task}"
         self._producer = open_producer(self.bootstrap_servers, config, ck)
         self._produce = self._producer.produce
         self._poll = self._producer.poll
         self._serialize = self.serializer or to_bytes
-        self._held: deque[Tuple] = deque()  # refused by a full queue, in input order
-        self._in_flight = 0  # produced, delivery report not yet served
+        # refused by a full queue, in input order: a Tuple (transactions) or, for a
+        # received batch, [batch, index of its first row not yet produced]
+        self._held: deque[Any] = deque()
+        self._in_flight = 0  # produced, delivery report not yet served (transactions)
+        self._open = 0  # batches produced (a _Settle each), not yet settled
+        self._done: deque[tuple] = deque()  # settled by the producer: to ack or fail
+        self.refused = 0  # how often the producer's full queue refused a record
         self._txn: Transaction | None = None
         if self.transactional_id is not None:
             self._txn = Transaction(
@@ -135,25 +158,47 @@ class KafkaSink(Bolt):
         deadline = time.monotonic() + self.flush_timeout_secs
         while self._held and time.monotonic() < deadline:
             self._poll(0.05)
+            self._settle()
             self._release_held()
         if self._txn is not None:
             self._txn.finish(max(0.0, deadline - time.monotonic()))
         producer.flush(max(0.0, deadline - time.monotonic()))
+        self._settle()
         # the producer's callbacks hold this sink: let both go now (its threads and
         # sockets close with it), not at some later garbage collection
         self._producer = self._produce = self._poll = self._txn = None  # type: ignore[assignment]
 
-    # -- the per-tuple path -------------------------------------------------------------------
+    # -- the input path ----------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:
-        if self._held or not self._send(tup):
+        """One tuple (the runtime calls `execute_batch`): a batch of one, or into the
+        transaction."""
+        if self._txn is None:
+            meta = tup.meta
+            self.execute_batch(TupleBatch([tup.values], tup.source, [meta] if meta else None, None))
+        elif self._held or not self._send(tup):
             self._held.append(tup)
 
+    def execute_batch(self, batch: TupleBatch) -> None:
+        """A received batch: produced, then settled, as one (module doc); with
+        `transactional_id`, tuple by tuple into the transaction."""
+        if self._txn is not None:
+            for tup in batch.tracked():
+                self.execute(tup)
+        elif self._held:
+            self._held.append([batch, 0])
+        else:
+            i = self._send_rows(batch, 0)
+            if i < len(batch.values):
+                self._held.append([batch, i])
+
     def on_turn(self) -> bool:
-        """Serve delivery reports, send what was held while the queue has room, move the
-        transaction on; True (take no input) while anything is still held or a
-        transaction is committing or aborting."""
-        if self._in_flight:
+        """Serve delivery reports, settle the batches they completed, send what was held
+        while the queue has room, move the transaction on; True (take no input) while
+        anything is still held or a transaction is committing or aborting."""
+        if self._open or self._in_flight:
             self._poll(0)
+            if self._done:
+                self._settle()
         if self._held:
             self._release_held()
         if self._txn is not None:
@@ -162,8 +207,136 @@ class KafkaSink(Bolt):
 
     def _release_held(self) -> None:
         held = self._held
-        while held and self._send(held[0]):
+        while held:
+            item = held[0]
+            if item.__class__ is list:
+                batch, start = item
+                i = self._send_rows(batch, start)
+                if i < len(batch.values):
+                    item[1] = i
+                    return
+            elif not self._send(item):
+                return
             held.popleft()
+
+    def _send_rows(self, batch: TupleBatch, start: int) -> int:
+        """Produce a batch's rows from `start` under one _Settle; the index of the first
+        row the producer's full queue refused (the batch's length when all went)."""
+        values = batch.values
+        n = len(values)
+        source = batch.source
+        if source.stream == TICK_STREAM:  # a tick is not a record (Storm's KafkaBolt)
+            return n
+        index = source.index
+        wanted = (self.topic_field, self.key_field, self.value_field)
+        if any(f is not None and f not in index for f in wanted):
+            for i in range(start, n):  # each fails with the reason its tuple gives
+                tup = _row_tuple(batch, i)
+                self.fail(tup, self._unserializable(tup))
+            return n
+        ti = None if self.topic_field is None else index[self.topic_field]
+        ki = None if self.key_field is None else index[self.key_field]
+        vi = index[self.value_field]
+        topic = self.topic
+        serialize = self._serialize
+        plain = serialize is to_bytes
+        produce, refused_exc = self._produce, (self._kafka_exception, TypeError, ValueError)
+        settle = _Settle(self._done, batch, start)
+        self._open += 1
+        try:
+            for i in range(start, n):
+                v = values[i]
+                try:
+                    if ti is not None:
+                        topic = v[ti]
+                    key = None if ki is None else v[ki]
+                    if key is not None and key.__class__ is not str and key.__class__ is not bytes:
+                        key = to_bytes(key)
+                    value = v[vi]
+                    if not plain:
+                        value = serialize(value)
+                    elif value.__class__ is int:
+                        value = str(value)
+                    elif value.__class__ is not str and value.__class__ is not bytes:
+                        value = serialize(value)
+                except Exception:  # noqa: BLE001 - a bad tuple fails, the sink lives
+                    settle.skip(i)
+                    tup = _row_tuple(batch, i)
+                    self.fail(tup, self._unserializable(tup))
+                    continue
+                try:
+                    produce(topic, value, key, -1, settle)  # -1: the partitioner's choice
+                except BufferError:
+                    self.refused += 1
+                    settle.end = i
+                    return i
+                except refused_exc as exc:
+                    settle.skip(i)
+                    why = f"{self._name}: produce to {topic!r} refused: {_reason(exc)}"
+                    self.fail(_row_tuple(batch, i), why)
+            settle.end = n
+            return n
+        finally:
+            del settle  # from here the producer's references alone keep it
+
+    def _unserializable(self, tup: Tuple) -> str:
+        """Why a tuple's record cannot be made (the error path only)."""
+        try:
+            _ = self.topic if self.topic_field is None else tup[self.topic_field]
+            _ = None if self.key_field is None else to_bytes(tup[self.key_field])
+            self._serialize(tup[self.value_field])
+        except Exception as exc:  # noqa: BLE001
+            return f"{self._name}: cannot serialize: {type(exc).__name__}: {exc}"
+        return f"{self._name}: cannot serialize"
+
+    def _settle(self) -> None:
+        """Ack or fail the batches whose records all have their delivery reports."""
+        done = self._done
+        while done:
+            batch, start, end, skipped, errors = done.popleft()
+            self._open -= 1
+            if start == 0 and end == len(batch.values) and skipped is None and errors is None:
+                self.ack_batch(batch)
+                continue
+            failed = self._match_errors(batch, start, end, skipped, errors) if errors else {}
+            for i in range(start, end):
+                if skipped is not None and i in skipped:
+                    continue
+                why = failed.get(i)
+                if why is None:
+                    self.ack(_row_tuple(batch, i))
+                else:
+                    self.fail(_row_tuple(batch, i), why)
+
+    def _match_errors(
+        self, batch: TupleBatch, start: int, end: int, skipped: Any, errors: list
+    ) -> dict[int, str]:
+        """Which rows the failed deliveries were: each to the first row not yet matched
+        with its topic, key and value (rows alike in all three are one record to Kafka).
+        One that matches no row fails every row of the batch: a replay too many, never a
+        loss. The error path only."""
+        rows: dict[tuple, list[int]] = {}
+        for i in range(start, end):
+            if skipped is not None and i in skipped:
+                continue
+            tup = _row_tuple(batch, i)
+            try:
+                topic = self.topic if self.topic_field is None else tup[self.topic_field]
+                key = None if self.key_field is None else to_bytes(tup[self.key_field])
+                value = self._serialize(tup[self.value_field])
+            except Exception:  # noqa: BLE001 - produced, so it serialized then
+                continue
+            rows.setdefault((topic, _raw(key), _raw(value)), []).append(i)
+        failed: dict[int, str] = {}
+        for topic, key, value, err in errors:
+            why = f"{self._name}: delivery to {topic!r} failed: {_reason(err)}"
+            same = rows.get((topic, key, value))
+            if same:
+                failed[same.pop(0)] = why
+            else:
+                for i in range(start, end):
+                    failed.setdefault(i, why)
+        return failed
 
     def _send(self, tup: Tuple) -> bool:
         """Produce one tuple; False when the producer's queue is full (try again later).
@@ -183,6 +356,7 @@ class KafkaSink(Bolt):
         try:
             self._produce(topic, value, key, on_delivery=partial(self._delivered, tup))
         except BufferError:
+            self.refused += 1
             if txn is not None:
                 txn.unadd()
             return False
@@ -207,6 +381,47 @@ class KafkaSink(Bolt):
 
     def _delivery_error(self, err: Any, msg: Any) -> str:
         return f"{self._name}: delivery to {msg.topic()!r} failed: {_reason(err)}"
+
+
+class _Settle:
+    """One produced batch's delivery callback (module doc). Called only for a record
+    whose delivery failed (`delivery.report.only.error`); freed when the producer drops
+    the reference of its last record, when `__del__` hands the batch, its rows [start,
+    end), the rows left out and the failed deliveries to the sink's queue."""
+
+    __slots__ = ("done", "batch", "start", "end", "skipped", "errors")
+
+    def __init__(self, done: deque[tuple], batch: TupleBatch, start: int):
+        self.done, self.batch, self.start, self.end = done, batch, start, start
+        self.skipped: set[int] | None = None
+        self.errors: list[tuple] | None = None
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:  # a delivered record's report (only-error turned off): nothing
+            if self.errors is None:
+                self.errors = []
+            self.errors.append((msg.topic(), msg.key(), msg.value(), err))
+
+    def skip(self, i: int) -> None:
+        if self.skipped is None:
+            self.skipped = set()
+        self.skipped.add(i)
+
+    def __del__(self) -> None:
+        self.done.append((self.batch, self.start, self.end, self.skipped, self.errors))
+
+
+def _row_tuple(batch: TupleBatch, i: int) -> Tuple:
+    """Row i of a received batch as a tuple to ack or fail (with its tree's meta)."""
+    metas = batch.metas
+    m = metas[i] if metas is not None else None
+    if m:
+        return TrackedTuple(batch.values[i], batch.source, m)
+    return Tuple(batch.values[i], batch.source)
+
+
+def _raw(v: Any) -> Any:
+    return v.encode() if isinstance(v, str) else v
 
 
 class _NeverRaised(Exception):

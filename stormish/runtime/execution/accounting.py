@@ -53,9 +53,19 @@ class Accounts:
             if key in self.lanes:
                 self.settle(key, 1)
 
+    def settled_batch_by_bolt(self, batch: Any) -> None:
+        """A Bolt acked or failed the whole of a received batch (ack_batch, fail_batch)."""
+        if not self.on_execute:
+            key = (batch.source.task, batch.source.stream)
+            if key in self.lanes:
+                self.settle(key, len(batch))
+
     def settle_by_bolt(self, obj: Any) -> None:
-        """Wrap a Bolt's ack and fail so that they settle its lane tuples."""
+        """Wrap a Bolt's ack and fail (and ack_batch, fail_batch: all of a received
+        batch) so that they settle its lane tuples."""
         ack, fail, settled = obj.ack, obj.fail, self.settled_by_bolt
+        ack_batch, fail_batch = obj.ack_batch, obj.fail_batch
+        settled_batch = self.settled_batch_by_bolt
 
         def lane_ack(tup: Tuple) -> None:
             ack(tup)
@@ -65,7 +75,16 @@ class Accounts:
             fail(tup, *args)
             settled(tup)
 
+        def lane_ack_batch(batch: Any) -> None:
+            ack_batch(batch)
+            settled_batch(batch)
+
+        def lane_fail_batch(batch: Any, *args: Any) -> None:
+            fail_batch(batch, *args)
+            settled_batch(batch)
+
         obj.ack, obj.fail = lane_ack, lane_fail
+        obj.ack_batch, obj.fail_batch = lane_ack_batch, lane_fail_batch
 
     def uncaught_at(
         self, exc: Exception, values: list, row: Any, failed_before: int | None = None
