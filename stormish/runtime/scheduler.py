@@ -321,21 +321,23 @@ class Watchdog:
         self.thread.start()
 
     def _call_time(self, s: Scheduler, since: float, now: float) -> tuple[float, str]:
-        """How long the call into user code that `s`'s thread is in now has run, at
-        least the time between two looks (0: it is between calls), and its name. A turn
-        is judged by its calls, not its length: a bolt at 0.2 ms a tuple runs a batch of
-        500 in a 100 ms turn and blocks no one for long."""
+        """How long the call into user code that `s`'s thread is in now has run, as
+        far as the looks saw it: from the first look that found it (0: it is between
+        calls, or this look is the first to find it), and its name. A turn is judged by
+        its calls, not its length: a bolt at 0.2 ms a tuple runs a batch of 500 in a
+        100 ms turn and blocks no one for long. A call first seen counts from then, not
+        from the last look: on a loaded machine a look can come 100 ms late, and a quick
+        call found by it was moved as blocking."""
         thread = s.thread
         frame = user_call(thread.ident) if thread is not None else None
         rec = self.calls.get(s)
-        last_look = since if rec is None or rec[0] != since else rec[3]
         if frame is None:
             self.calls[s] = (since, None, now, now)
             return 0.0, ""
         if rec is not None and rec[0] == since and rec[1] is frame:
             began = rec[2]
         else:
-            began = last_look  # a call this look has not seen yet began after the last
+            began = now  # a call no look has seen yet: it has run at least since now
         self.calls[s] = (since, frame, began, now)
         code = frame.f_code
         name = getattr(code, "co_qualname", code.co_name)
