@@ -64,7 +64,9 @@ def _int(lo: int | None = None, *, optional: bool = False) -> Callable[[Any], st
     return check
 
 
-def _num(lo: float = 0.0, *, strict: bool = False, optional: bool = False):
+def _num(
+    lo: float = 0.0, *, strict: bool = False, optional: bool = False
+) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         if v is None and optional:
             return None

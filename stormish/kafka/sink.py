@@ -141,7 +141,7 @@ class KafkaSink(Bolt):
         producer.flush(max(0.0, deadline - time.monotonic()))
         # the producer's callbacks hold this sink: let both go now (its threads and
         # sockets close with it), not at some later garbage collection
-        self._producer = self._produce = self._poll = self._txn = None  # type: ignore[assignment]
+        self._producer = self._produce = self._poll = self._txn = None
 
     # -- the per-tuple path -------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:

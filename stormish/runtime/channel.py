@@ -28,7 +28,7 @@ from .health import DEADLINE_MISSED, HIGH_MARK, HIGH_WATERMARK, OVERFLOW, REARM,
 def _slice(values: list, i: int, j: int | None = None) -> list:
     part = values[i:j]
     if values.__class__ is StampedRows:
-        return StampedRows(part, values.born)  # type: ignore[attr-defined]
+        return StampedRows(part, values.born)
     return part
 
 

@@ -278,8 +278,8 @@ def setup_logging(topology: str | None, index: int, level: str) -> None:
 
     raw = sys.stderr  # log records carry their tag in the format: not tagged twice
     logs.configure(f"worker {topology}/{index}" if topology else f"worker {index}", level, raw)
-    sys.stdout = logs.TaggedOutput(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = logs.TaggedOutput(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = logs.TaggedOutput(sys.stdout)
+    sys.stderr = logs.TaggedOutput(sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,7 +91,7 @@ class RunningTopology:
     @classmethod
     def start(
         cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None, active: bool = True
-    ):
+    ) -> RunningTopology:
         """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)
         plan = build_plan(topology, conf, acker_bolt())

@@ -145,7 +145,7 @@ class Worker:
                     q.add_channel(keys, LatchedChannel(p, st, q.capacity))
                 elif p.mode == "barrier":
                     q.add_channel(keys, BarrierChannel(p, st, q.capacity))
-                    ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
+                    ex.barrier_keys.update(keys)
                 elif p.mode == "previous_tick":
                     q.add_channel(keys, EpochChannel(p, st, q.capacity))
                 elif p.channel:

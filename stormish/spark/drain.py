@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .errors import SparkSourceError, WouldBlock, short, where
@@ -165,7 +166,7 @@ class Drain:
                             f"{where(self.component)}no chunk within {timeout}s"
                         ) from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         while (chunk := self.next_chunk()) is not None:
             yield chunk
 
