@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import pickling
 from ..errors import WorkerError
+from ..runtime.acker import AckerBolt
 from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
 from ..runtime.running import Completion, RunningTopology
-from ..runtime.worker import acker_bolt
 from ..topology import Topology
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class Deployment:
         self.epoch += 1
         for key in [k for k in self.control.hellos if k[0] == self.name]:
             del self.control.hellos[key]
-        self.plan = build_plan(self.topology, self.conf, acker_bolt())
+        self.plan = build_plan(self.topology, self.conf, AckerBolt())
         self.blob = pickling.dumps((self.topology, self.conf, dict(self.plan.assignment)))
         self.handles = [ClusterWorker(self.name, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)

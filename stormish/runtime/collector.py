@@ -292,9 +292,6 @@ class Collector:
     def reset_timeout(self, tup: Tuple) -> None:
         self.acks.reset(tup)
 
-    def flush_acks(self) -> None:
-        self.acks.flush()
-
     # -- publishing --------------------------------------------------------------------------
     def flush(self, ob: Outbox) -> None:
         n = len(ob)

@@ -74,14 +74,15 @@ class WorkerServer:
 
     def do_assign(self, payload: Any) -> str:
         from ..transport.link import WorkerLink
+        from .acker import AckerBolt
         from .plan import build_plan
-        from .worker import Worker, acker_bolt
+        from .worker import Worker
 
         if self.worker is not None:
             raise RuntimeError(f"worker {self.index} already has a topology")
         topology, conf, assignment = cloudpickle.loads(payload)
         gctune.hold(conf["topology.worker.gc.threshold"])  # this process: kept until exit
-        plan = build_plan(topology, conf, acker_bolt())
+        plan = build_plan(topology, conf, AckerBolt())
         if dict(plan.assignment) != dict(assignment):
             raise RuntimeError(
                 f"worker {self.index} planned a different task assignment than its "

@@ -25,9 +25,10 @@ from ..clock import SYSTEM_CLOCK
 from ..errors import ConfigError, WorkerError
 from ..topology import Topology
 from . import gctune
+from .acker import AckerBolt
 from .plan import build_plan
 from .stats import TopologyStatistics, aggregate
-from .worker import Worker, acker_bolt
+from .worker import Worker
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every
@@ -94,7 +95,7 @@ class RunningTopology:
     ) -> RunningTopology:
         """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)
-        plan = build_plan(topology, conf, acker_bolt())
+        plan = build_plan(topology, conf, AckerBolt())
         if plan.workers > 1:
             if clock is not None:
                 raise ConfigError(

@@ -659,10 +659,6 @@ def _kw(kwargs: Mapping[str, Any]) -> list[str]:
     return [f"{k}={v!r}" for k, v in kwargs.items()]
 
 
-def acker_bolt() -> AckerBolt:
-    return AckerBolt()
-
-
 def _debug_emits(ex: Executor) -> None:
     """Typed streams checked, emits logged, when the config asks (debug only: the hot
     path pays nothing otherwise); again after the emits are rebound."""

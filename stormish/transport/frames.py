@@ -43,9 +43,8 @@ class Kind(IntEnum):
     HELLO = 1
     TUPLES = 2
     BP_STATUS = 3
-    EOS = 4
-    EOS_ACK = 5
-    HEARTBEAT = 6
+    # 4, 5 and 6 (EOS, EOS_ACK, HEARTBEAT) were never sent and are retired: a peer that
+    # sends them gets FrameError (unknown kind); never give their numbers to a new kind
     CONTROL = 7
 
 
@@ -56,8 +55,7 @@ class FrameError(StormishError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Message:
     """A decoded message. `body` by kind: TUPLES a list of `Batch` tuples, BP_STATUS a
-    `BackpressureStatus`, HELLO a `Hello`, HEARTBEAT and CONTROL a dict, EOS and
-    EOS_ACK None."""
+    `BackpressureStatus`, HELLO a `Hello`, CONTROL a dict (a peer's epoch)."""
 
     kind: Kind
     sender: int
@@ -189,18 +187,6 @@ def encode_status(sender: int, seq: int, status: BackpressureStatus) -> list[Fra
             f"{status.worker_id!r}: ids must be uint32 (status id uint64)"
         ) from None
     return [_header(Kind.BP_STATUS, sender, seq), body + tasks]
-
-
-def encode_eos(sender: int, seq: int) -> list[Frame]:
-    return [_header(Kind.EOS, sender, seq)]
-
-
-def encode_eos_ack(sender: int, seq: int) -> list[Frame]:
-    return [_header(Kind.EOS_ACK, sender, seq)]
-
-
-def encode_heartbeat(sender: int, seq: int, payload: dict) -> list[Frame]:
-    return [_header(Kind.HEARTBEAT, sender, seq), _json(Kind.HEARTBEAT, payload)]
 
 
 def encode_control(sender: int, seq: int, payload: dict) -> list[Frame]:
@@ -345,10 +331,6 @@ def _decode_hello(kind: Kind, sender: int, frames: Sequence[Any]) -> Hello:
     return Hello(topology_id, info)
 
 
-def _no_body(_kind: Kind, _sender: int, _frames: Sequence[Any]) -> None:
-    return None
-
-
 # kind number -> (kind, frame count with -1 meaning "2 or more", body decoder)
 _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]] = {
     k: (k, n, fn)
@@ -356,9 +338,6 @@ _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]
         (Kind.HELLO, 2, _decode_hello),
         (Kind.TUPLES, -1, _decode_tuples),
         (Kind.BP_STATUS, 2, _decode_status),
-        (Kind.EOS, 1, _no_body),
-        (Kind.EOS_ACK, 1, _no_body),
-        (Kind.HEARTBEAT, 2, _decode_json),
         (Kind.CONTROL, 2, _decode_json),
     ]
 }
