@@ -16,7 +16,14 @@ from typing import Any, Protocol
 from ..errors import StormishError
 
 
+class NotFound(LookupError):
+    """No such topology (or component, or path): the REST API's 404. A `KeyError` from a
+    view is a bug, a 500 with its traceback, never taken for a missing topology."""
+
+
 class Backend(Protocol):
+    """A backend raises `NotFound` for a topology it does not know."""
+
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
     def stats(self, name: str) -> Any: ...
@@ -81,7 +88,7 @@ class LocalBackend:
 
     def _check(self, name: str) -> None:
         if name != self.running.name:
-            raise KeyError(name)
+            raise NotFound(name)
 
 
 class ClusterBackend:
@@ -123,4 +130,4 @@ class ClusterBackend:
 
     def _known(self, name: str) -> None:
         if not any(r["name"] == name for r in self.topologies()):
-            raise KeyError(name)
+            raise NotFound(name)
