@@ -121,8 +121,8 @@ class Worker:
             for sub in plan.components[ex.component].subscriptions:
                 keys = [(u, sub.stream) for u in plan.tasks[sub.source]]
                 if sub.grouping == "lanes":
-                    lanes, most = sub.custom
-                    lp = LanePolicy(tuple(sub.fields), lanes, most)
+                    assert sub.lanes is not None  # ordered_lanes always sets it
+                    lp = LanePolicy(tuple(sub.fields), sub.lanes.lanes, sub.lanes.max_in_flight)
                     st = EdgeStats(sub.source, sub.stream, t, lp)  # type: ignore[arg-type]
                     st.capacity = q.capacity
                     st.events = events
@@ -132,7 +132,7 @@ class Worker:
                     idx = tuple(fields.index(f) for f in sub.fields)
                     for k in keys:
                         ex.edges[k] = (st, self.clock.now)
-                        ex.lane_keys[k] = (idx, lanes)  # type: ignore[attr-defined]
+                        ex.lane_keys[k] = (idx, sub.lanes.lanes)  # type: ignore[attr-defined]
                     continue
                 p = sub.policy
                 if p is None:
