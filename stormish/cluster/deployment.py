@@ -12,7 +12,7 @@ completion, statistics and stopping work as on the local cluster.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import pickling
 from ..errors import WorkerError
@@ -23,7 +23,15 @@ from ..runtime.running import Completion, RunningTopology
 from ..topology import Topology
 
 if TYPE_CHECKING:
-    from .nimbus import Nimbus
+    from ..transport.control_server import ControlServer
+
+
+class Host(Protocol):
+    """What a deployment needs of its nimbus (nimbus.Nimbus is one)."""
+
+    control: ControlServer  # its workers' hellos, and requests to them
+    worker_timeout: float  # a worker not heard from for this long is taken as gone
+
 
 # Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
 ASK_TIMEOUT = 5.0
@@ -34,7 +42,7 @@ class ClusterWorker:
     one is its supervisor's to restart: it is no failure here, only not quiet, and what
     it held is gone (its next incarnation is brought up by nimbus: `new_incarnation`)."""
 
-    def __init__(self, name: str, index: int, nimbus: Nimbus):
+    def __init__(self, name: str, index: int, nimbus: Host):
         self.topology = name
         self.index = index
         self.nimbus = nimbus
@@ -130,7 +138,7 @@ class ClusterWorker:
 class Deployment:
     """One submitted topology on the cluster."""
 
-    def __init__(self, nimbus: Nimbus, topology: Topology, conf: dict[str, Any]):
+    def __init__(self, nimbus: Host, topology: Topology, conf: dict[str, Any]):
         self.nimbus = nimbus
         self.name = topology.name
         self.topology = topology

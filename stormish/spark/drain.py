@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 from .errors import SparkSourceError, WouldBlock, short, where
 from .fetch import ArrowPartitions, RowPartitions, arrow_unsupported, cancel_hook, count_share
+from .ids import row_id
 from .rows import to_tuples
-from .spout import row_id
 
 PATHS = ("auto", "arrow", "rows")
 _ids = itertools.count()
