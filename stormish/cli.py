@@ -18,12 +18,14 @@ import click
 
 from . import config as _config
 from .cluster import commands as cc
+from .cluster.api import Submit
 from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
 from .runtime.stats import edge_table, stuck_tasks, timeout_warning, timing_out
+from .runtime.status import TopologyStatus
 
 FAIL_FAST = "topology.fail.fast"
 EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
@@ -268,7 +270,9 @@ def submit(
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
-        name = guard(lambda: _submit_call(client, (topology, conf, not inactive), no_ship, local))
+        name = guard(
+            lambda: _submit_call(client, Submit(topology, conf, not inactive), no_ship, local)
+        )
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
         # with --json, stdout is for one JSON document alone: what a person reads goes
         # to stderr
@@ -292,7 +296,7 @@ def submit(
         client.close()
 
 
-def _submit_call(client: Any, payload: tuple, no_ship: bool, local: list) -> str:
+def _submit_call(client: Any, payload: Submit, no_ship: bool, local: list) -> str:
     """The submit; when nimbus could not unpickle what --no-ship left out, its error
     says which modules were not shipped."""
     try:
@@ -483,7 +487,7 @@ def _run_local_inner(
     if stats_json:
         with open(stats_json, "w") as fh:
             fh.write(stats.to_json(indent=2))
-    if after_run is not None and code == 0 and stats.status == "complete":
+    if after_run is not None and code == 0 and stats.status == TopologyStatus.COMPLETE:
         try:
             after_run(stats)
         except Exception as exc:
@@ -661,7 +665,7 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):
         click.echo(line)
-    if stats.error and stats.status != "failed":
+    if stats.error and stats.status != TopologyStatus.FAILED:
         click.echo(f"note: {stats.error}")
 
 

@@ -20,6 +20,7 @@ from ..runtime.acker import AckerBolt
 from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
 from ..runtime.running import Completion, RunningTopology
+from ..runtime.status import TopologyStatus
 from ..topology import Topology
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class Deployment:
         self.topology = topology
         self.conf = conf
         self.control = nimbus.control  # its workers' hellos
-        self.status = "starting"
+        self.status = TopologyStatus.STARTING
         self.slots: dict[int, tuple[str, int]] = {}
         self.error: str | None = None
         self.kill_at: float | None = None

@@ -18,15 +18,18 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import zmq
 
 from .. import pickling
 from ..transport import control as ct
-from ..transport.security import LOOPBACK, security_for
+from ..transport.security import LOOPBACK, Security, security_for
 from . import gctune
+
+if TYPE_CHECKING:
+    from ..transport.link import WorkerLink
 
 POLL_MS = 100
 # The GIL hand-off interval. A worker's link threads (receive, transfer) must get the GIL
@@ -54,14 +57,14 @@ class WorkerServer:
         index: int,
         bind: str | None,
         advertise: str | None = None,
-        security: Any = LOOPBACK,
+        security: Security = LOOPBACK,
     ):
         self.index = index
         self.bind = bind
         self.advertise = advertise
         self.security = security
         self.worker: Any = None
-        self.link: Any = None
+        self.link: WorkerLink | None = None
         self.linked = False
         self.started = False
         self.done = False
@@ -116,10 +119,10 @@ class WorkerServer:
         return link.address
 
     def do_peers(self, book: dict[int, str]) -> None:
-        self._need()
-        self.link.connect(book)
+        link = self._need_link()
+        link.connect(book)
         if not self.linked:
-            self.link.start()
+            link.start()
             self.linked = True
 
     def do_start(self, _payload: Any) -> None:
@@ -171,12 +174,17 @@ class WorkerServer:
         }
 
     def _stop_unstarted(self) -> list[str]:
-        self.link.stop()
+        self._need_link().stop()
         return []
 
     def _need(self) -> None:
         if self.worker is None:
             raise RuntimeError(f"worker {self.index} has no topology yet (assign first)")
+
+    def _need_link(self) -> WorkerLink:
+        self._need()
+        assert self.link is not None  # assigned with the worker
+        return self.link
 
 
 def _portable(value: Any) -> Any:
@@ -197,7 +205,7 @@ def serve(
     orphan: float,
     topology: str | None = None,
     advertise: str | None = None,
-    security: Any = LOOPBACK,
+    security: Security = LOOPBACK,
     heartbeat: float = 0.0,
     heartbeat_file: str | None = None,
 ) -> int:

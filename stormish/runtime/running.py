@@ -26,8 +26,9 @@ from ..errors import ConfigError, WorkerError
 from ..topology import Topology
 from . import gctune
 from .acker import AckerBolt
-from .plan import build_plan
+from .plan import Plan, build_plan
 from .stats import TopologyStatistics, aggregate
+from .status import TopologyStatus
 from .worker import Worker
 
 POLL = 0.005
@@ -68,14 +69,14 @@ class WorkerSet(Protocol):
 
 
 class RunningTopology:
-    def __init__(self, topology: Topology, plan: Any, workers: Sequence[WorkerView]):
+    def __init__(self, topology: Topology, plan: Plan, workers: Sequence[WorkerView]):
         self.topology = topology
         self.name = topology.name
         self.plan = plan
         self.workers = workers
         self.started = time.monotonic()
         self.ended = False
-        self.status = "running"
+        self.status = TopologyStatus.RUNNING
         self.error: str | None = None
         self._final: TopologyStatistics | None = None
         self._lock = threading.Lock()
@@ -183,10 +184,10 @@ class RunningTopology:
                 try:
                     done = rule.observe()
                 except WorkerError:
-                    self.finish("failed")
+                    self.finish(TopologyStatus.FAILED)
                     raise
                 if done:
-                    self.finish("complete")
+                    self.finish(TopologyStatus.COMPLETE)
                     return True
                 self._interval = next_poll(self._interval, rule.quiet, self.spouts_finished)
                 now = time.monotonic()
@@ -243,9 +244,9 @@ class RunningTopology:
             deadline = time.monotonic() + wait_secs
             while time.monotonic() < deadline and not self.is_complete():
                 time.sleep(POLL)
-        return self.finish("killed")
+        return self.finish(TopologyStatus.KILLED)
 
-    def finish(self, status: str) -> TopologyStatistics:
+    def finish(self, status: TopologyStatus) -> TopologyStatistics:
         with self._lock:
             if self.ended:
                 return self.statistics()
@@ -287,7 +288,7 @@ class RunningTopology:
             return self._final
         return self._collect(self.status)
 
-    def _collect(self, status: str) -> TopologyStatistics:
+    def _collect(self, status: TopologyStatus) -> TopologyStatistics:
         tasks = {}
         links: dict[str, Any] = {}
         for w in self.workers:

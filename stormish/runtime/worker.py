@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -43,6 +43,9 @@ from .stats import TaskStats
 from .stuck_watch import StuckWatch
 from .ticks import TickSchedule
 from .typecheck import checked_emits
+
+if TYPE_CHECKING:
+    from ..transport.link import WorkerLink
 
 TICK_TASK = 0
 EPOCH_TIMER = -1  # the tick schedule's entry for topology.epoch.millis (no task)
@@ -79,7 +82,7 @@ class Worker:
             elif remote_target is not None:
                 targets[t] = remote_target(t)
         self.targets = targets
-        self.link: Any = None  # the ZeroMQ link when the topology has several workers
+        self.link: WorkerLink | None = None  # the ZeroMQ link when the topology has several workers
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()

@@ -46,7 +46,7 @@ import zmq
 from . import frames as fr
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
-from .security import CONNECTION, LOOPBACK
+from .security import CONNECTION, LOOPBACK, Security
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
 from .wakeup import FdWakeup
 
@@ -72,7 +72,7 @@ class WorkerLink:
         conf: Mapping[str, Any],
         host: str = "127.0.0.1",
         bind: str | None = None,
-        security: Any = None,
+        security: Security | None = None,
         advertise: str | None = None,
     ):
         self.index = index

@@ -51,6 +51,8 @@ from typing import Any
 
 import zmq
 
+from .security import Security
+
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 CONTROL_BACKLOG = 64
 DOWN_TUPLES = 100_000  # what is held for a peer whose connection is down, at most
@@ -254,7 +256,7 @@ class Peers:
     def __init__(
         self,
         ctx: zmq.Context,
-        security: Any,
+        security: Security,
         hold_at: int,
         message_tuples: int,
         encode: Callable[[list[Batch]], list],

@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ..errors import ConfigError
 
@@ -53,6 +53,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class Security(Protocol):
+    """How a socket is secured: `Loopback` (no keys) or `Curve` (the cluster's keys)."""
+
+    name: str
+
+    def check_bind(self, address: str) -> None:
+        """Refuse an address this security may not listen on."""
+        ...
+
+    def server(self, sock: Any) -> None:
+        """Prepare a socket that binds."""
+        ...
+
+    def client(self, sock: Any) -> None:
+        """Prepare a socket that connects."""
+        ...
+
+    def release(self, ctx: Any) -> None:
+        """Stop what runs per ZeroMQ context (a ZAP handler)."""
+        ...
 
 
 class Loopback:

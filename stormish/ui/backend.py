@@ -13,7 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..cluster.api import Kill, Rebalance
 from ..errors import StormishError
+from ..runtime.status import TopologyStatus
 
 
 class NotFound(LookupError):
@@ -51,7 +53,7 @@ class LocalBackend:
 
     def topologies(self) -> list[dict[str, Any]]:
         r = self.running
-        status = "killed" if self.killed else r.status
+        status = TopologyStatus.KILLED if self.killed else r.status
         return [
             {"name": r.name, "status": status, "workers": r.plan.workers,
              "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
@@ -120,11 +122,11 @@ class ClusterBackend:
     def act(self, name: str, verb: str, arg: float | None) -> None:
         self._known(name)
         if verb == "kill":
-            self._call("kill", (name, float(arg or 0)))
+            self._call("kill", Kill(name, float(arg or 0)))
         elif verb == "rebalance":
             if arg is None:
                 raise StormishError("rebalance needs a number of workers: .../rebalance/N")
-            self._call("rebalance", (name, int(arg)))
+            self._call("rebalance", Rebalance(name, int(arg)))
         else:
             self._call(verb, name)
 
