@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from . import config as _config
 from . import pickling
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
-from .edges import EdgePolicy, make_policy, policies_from_config
+from .edges import EdgeOptions, EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
 from .names import check_name
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
@@ -88,7 +88,7 @@ class Declarer:
         stream: str,
         fields: Sequence[str] = (),
         custom: Any = None,
-        edge: Mapping[str, Any] | None = None,
+        edge: EdgeOptions | None = None,
         lanes: LaneSpec | None = None,
     ) -> Declarer:
         if self._spec.is_spout:
@@ -110,17 +110,21 @@ class Declarer:
         return self
 
     def shuffle_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
         return self._add(component, "shuffle", stream, edge=edge)
 
     def local_or_shuffle_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
         return self._add(component, "local_or_shuffle", stream, edge=edge)
 
     def fields_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
+        self,
+        component: str,
+        fields: Sequence[str],
+        stream: str = DEFAULT_STREAM,
+        **edge: Unpack[EdgeOptions],
     ) -> Declarer:
         if not fields:
             raise TopologyError(
@@ -154,28 +158,36 @@ class Declarer:
         return self._add(component, "lanes", stream, key, lanes=LaneSpec(lanes, max_in_flight))
 
     def partial_key_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
+        self,
+        component: str,
+        fields: Sequence[str],
+        stream: str = DEFAULT_STREAM,
+        **edge: Unpack[EdgeOptions],
     ) -> Declarer:
         return self._add(component, "partial_key", stream, fields, edge=edge)
 
-    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> Declarer:
+    def all_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "all", stream, edge=edge)
 
     def global_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
         return self._add(component, "global", stream, edge=edge)
 
     def direct_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
         return self._add(component, "direct", stream, edge=edge)
 
-    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> Declarer:
+    def none_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "none", stream, edge=edge)
 
     def dead_letter_grouping(
-        self, component: str, fields: Sequence[str] | None = None, **edge: Any
+        self, component: str, fields: Sequence[str] | None = None, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
         """Subscribe to spout `component`'s dead letters: its trees that failed
         `topology.max.replays` times, one tuple each with the fields msg_id, stream,
@@ -190,7 +202,7 @@ class Declarer:
         component: str,
         grouping: Callable[..., Any],
         stream: str = DEFAULT_STREAM,
-        **edge: Any,
+        **edge: Unpack[EdgeOptions],
     ) -> Declarer:
         """`grouping` is a callable `(values, n_tasks) -> index or list of indices`, or an
         object with `prepare(target_tasks)` and `choose_tasks(values) -> list of tasks`."""

@@ -9,13 +9,16 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import StormishError
 from ..runtime.status import TopologyStatus
 from .api import Kill, LogsRequest, Rebalance
+
+if TYPE_CHECKING:
+    from .client import NimbusClient
 
 
 def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -> None:
@@ -58,7 +61,7 @@ def nimbus_options(f: Any) -> Any:
     return f
 
 
-def connect(nimbus: str | None, keys: str | None) -> Any:
+def connect(nimbus: str | None, keys: str | None) -> NimbusClient:
     from ..transport.security import security_for
     from .client import CONNECT_TIMEOUT, NimbusClient
 
@@ -88,7 +91,7 @@ def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -
         client.close()
 
 
-def wait_remote(client: Any, name: str, timeout: float | None) -> int:
+def wait_remote(client: NimbusClient, name: str, timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     told = None
     while True:

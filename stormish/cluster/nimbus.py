@@ -30,11 +30,13 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import zmq
 
 from ..errors import ConfigError, StormishError, WorkerError
+from ..runtime.stats import TopologyStatistics
 from ..runtime.status import ENDED, TopologyStatus
 from ..topology import Topology
 from ..transport import control as ct
@@ -140,7 +142,7 @@ class Nimbus:
             self.control.pump(0)
             self.tick()
 
-    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+    def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
 
     def close(self) -> None:
@@ -361,7 +363,7 @@ class Nimbus:
         self._save(d)
         return d.name
 
-    def api_supervisors(self, _payload: Any) -> list[dict[str, Any]]:
+    def api_supervisors(self, _payload: None) -> list[dict[str, Any]]:
         now = time.monotonic()
         return [
             {"id": i.id, "host": i.host, "ports": i.ports, "running": sorted(i.running),
@@ -370,7 +372,7 @@ class Nimbus:
             for i in sorted(self.supervisors.values(), key=lambda i: i.id)
         ]  # fmt: skip
 
-    def api_list(self, _payload: Any) -> list[dict[str, Any]]:
+    def api_list(self, _payload: None) -> list[dict[str, Any]]:
         out = []
         for d in self.deployments.values():
             row = d.summary()
@@ -436,7 +438,7 @@ class Nimbus:
         d = self._get(name)
         return analyse(d.topology, d.conf).as_dict()
 
-    def api_stats(self, name: str) -> Any:
+    def api_stats(self, name: str) -> TopologyStatistics:
         d = self._get(name)
         if d.status == TopologyStatus.STARTING:
             why = f" ({d.waiting})" if d.waiting else ""

@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import zmq
@@ -232,7 +233,7 @@ class Supervisor:
                 self._on_reply(self.sock.recv_multipart())
             self._watch()
 
-    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+    def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
 
     def close(self) -> None:

@@ -256,7 +256,7 @@ class Executor:
             self.bp_since = None
 
 
-def noop(*args: Any) -> None:
+def noop(*args: object) -> None:
     return None
 
 

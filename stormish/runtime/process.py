@@ -72,7 +72,7 @@ class WorkerServer:
     def handle(self, verb: str, payload: Any) -> Any:
         return getattr(self, f"do_{verb}")(payload)
 
-    def do_ping(self, _payload: Any) -> Any:
+    def do_ping(self, _payload: object) -> int:
         return os.getpid()
 
     def do_assign(self, payload: Any) -> str:
@@ -125,7 +125,7 @@ class WorkerServer:
             link.start()
             self.linked = True
 
-    def do_start(self, _payload: Any) -> None:
+    def do_start(self, _payload: object) -> None:
         self._need()
         self.worker.start()
         self.started = True
@@ -138,17 +138,17 @@ class WorkerServer:
             return "new"
         return "running" if self.started else "assigned"
 
-    def do_quiescence(self, _payload: Any) -> dict[str, Any]:
+    def do_quiescence(self, _payload: object) -> dict[str, Any]:
         self._need()
         q = self.worker.quiescence()
         q["failure"] = self.worker.failure()
         return q
 
-    def do_stats(self, _payload: Any) -> tuple[list, dict, str | None]:
+    def do_stats(self, _payload: object) -> tuple[list, dict, str | None]:
         self._need()
         return self.worker.task_stats(), self.worker.link_stats(), self.worker.failure()
 
-    def do_end_input(self, _payload: Any) -> int:
+    def do_end_input(self, _payload: object) -> int:
         self._need()
         return self.worker.end_of_input()
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError, WorkerError
 from ..topology import Topology
 from . import gctune
@@ -64,6 +64,11 @@ class WorkerSet(Protocol):
     restarts: int
     active: bool
 
+    @property
+    def handles(self) -> Sequence[Any]:
+        """One per worker, by index: its `index` and `restarts`."""
+        ...
+
     def restart(self, index: int) -> None: ...
     def close(self) -> None: ...
 
@@ -92,7 +97,11 @@ class RunningTopology:
 
     @classmethod
     def start(
-        cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None, active: bool = True
+        cls,
+        topology: Topology,
+        extra: Mapping[str, Any],
+        clock: Clock | None = None,
+        active: bool = True,
     ) -> RunningTopology:
         """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import IO, Any, TypeAlias
 
 from ..errors import StormishError
 from ..tuple import StampedRows
@@ -36,7 +36,8 @@ HEADER = struct.Struct("!4sBBIQ")  # magic, version, kind, sender worker id, seq
 _STATUS = struct.Struct("!IQII")  # worker id, status id, number of bp / non-bp task ids
 
 Frame = bytes | memoryview | pickle.PickleBuffer
-Batch = tuple  # (dest_task, src_task, stream, values, metas_or_None)
+# (dest_task, src_task, stream, values, metas_or_None): a batch for another worker
+Batch: TypeAlias = tuple[int, int, str, Any, list[Any] | None]
 
 
 class Kind(IntEnum):
@@ -86,8 +87,10 @@ class _OobBytesPickler(pickle.Pickler):
     shared by several rows travels once.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, file: IO[bytes], protocol: int, buffer_callback: Callable[[Any], Any]
+    ) -> None:
+        super().__init__(file, protocol=protocol, buffer_callback=buffer_callback)
         self._seen: dict[int, int] = {}
 
     def persistent_id(self, obj: Any) -> Any:
@@ -238,8 +241,8 @@ def _fail(kind: Kind, why: str) -> FrameError:
 class _Unpickler(pickle.Unpickler):
     """Rebuilds the large `bytes` of `_OobBytesPickler`: a buffer, or the index of one."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, file: IO[bytes], buffers: Iterable[Any]) -> None:
+        super().__init__(file, buffers=buffers)
         self._loaded: list[bytes] = []
 
     def persistent_load(self, pid: Any) -> bytes:

@@ -11,11 +11,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..cluster.api import Kill, Rebalance
 from ..errors import StormishError
 from ..runtime.status import TopologyStatus
+
+if TYPE_CHECKING:
+    from ..cluster.client import NimbusClient
+    from ..runtime.running import RunningTopology
+    from ..runtime.stats import TopologyStatistics
+    from ..topology import Topology
 
 
 class NotFound(LookupError):
@@ -28,7 +34,7 @@ class Backend(Protocol):
 
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
-    def stats(self, name: str) -> Any: ...
+    def stats(self, name: str) -> TopologyStatistics: ...
     def graph(self, name: str) -> dict[str, Any]: ...
     def act(self, name: str, verb: str, arg: float | None) -> None: ...
 
@@ -37,7 +43,11 @@ class LocalBackend:
     """One topology on the embedded local cluster (`stormish run --ui`)."""
 
     def __init__(
-        self, running: Any, topology: Any, conf: dict[str, Any], on_kill: Callable[[], None]
+        self,
+        running: RunningTopology,
+        topology: Topology,
+        conf: dict[str, Any],
+        on_kill: Callable[[], None],
     ):
         self.running = running
         self.topology = topology
@@ -63,7 +73,7 @@ class LocalBackend:
     def supervisors(self) -> list[dict[str, Any]]:
         return []
 
-    def stats(self, name: str) -> Any:
+    def stats(self, name: str) -> TopologyStatistics:
         self._check(name)
         with self.lock:
             return self.running.statistics()
@@ -96,7 +106,7 @@ class LocalBackend:
 class ClusterBackend:
     """A nimbus, through its API (the keys' CURVE when the cluster has them)."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: NimbusClient):
         self.client = client
         self.lock = threading.Lock()
         self._graphs: dict[tuple[str, float], dict[str, Any]] = {}
@@ -111,7 +121,7 @@ class ClusterBackend:
     def supervisors(self) -> list[dict[str, Any]]:
         return list(self._call("supervisors"))
 
-    def stats(self, name: str) -> Any:
+    def stats(self, name: str) -> TopologyStatistics:
         self._known(name)
         return self._call("stats", name)
 
