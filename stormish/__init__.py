@@ -20,7 +20,7 @@ from .local import LocalCluster
 from .schema import Schema
 from .settle import ACK, DEAD_LETTER, FAIL, Result
 from .state import KeyValueState, StatefulBolt
-from .topology import Topology
+from .topology import Declarer, LaneSpec, Topology
 from .tuple import Traced, Tuple, traced
 
 __version__ = "0.1.0"
@@ -34,8 +34,10 @@ __all__ = [
     "BasicBolt",
     "Bolt",
     "ConfigError",
+    "Declarer",
     "FailedException",
     "KeyValueState",
+    "LaneSpec",
     "Failure",
     "LocalCluster",
     "ReportedFailedException",

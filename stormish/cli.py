@@ -12,18 +12,26 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import config as _config
 from .cluster import commands as cc
+from .cluster.api import Submit
 from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN
 from .runtime.error_report import summary as error_summary
-from .runtime.stats import edge_table, stuck_tasks, timeout_warning, timing_out
+from .runtime.stats import TopologyStatistics, edge_table, stuck_tasks, timeout_warning, timing_out
+from .runtime.status import TopologyStatus
+
+if TYPE_CHECKING:
+    from .cluster.client import NimbusClient
+    from .httpd import HttpServer
+    from .runtime.running import RunningTopology
 
 FAIL_FAST = "topology.fail.fast"
 EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
@@ -268,7 +276,9 @@ def submit(
     guard(lambda: topology.validate(conf))
     client = cc.connect(nimbus, keys)
     try:
-        name = guard(lambda: _submit_call(client, (topology, conf, not inactive), no_ship, local))
+        name = guard(
+            lambda: _submit_call(client, Submit(topology, conf, not inactive), no_ship, local)
+        )
         state = " inactive (stormish activate NAME starts its spouts)" if inactive else ""
         # with --json, stdout is for one JSON document alone: what a person reads goes
         # to stderr
@@ -292,7 +302,7 @@ def submit(
         client.close()
 
 
-def _submit_call(client: Any, payload: tuple, no_ship: bool, local: list) -> str:
+def _submit_call(client: NimbusClient, payload: Submit, no_ship: bool, local: list) -> str:
     """The submit; when nimbus could not unpickle what --no-ship left out, its error
     says which modules were not shipped."""
     try:
@@ -392,7 +402,7 @@ def _run_local(
     stop = threading.Event()
     reason = {"why": "complete"}
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_term(signum: int, frame: FrameType | None) -> None:
         reason["why"] = "terminated"
         stop.set()
 
@@ -433,7 +443,7 @@ def _run_local_inner(
 
     as_json = json_to is not sys.stdout
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         reason["why"] = "interrupted"
         stop.set()
 
@@ -483,7 +493,7 @@ def _run_local_inner(
     if stats_json:
         with open(stats_json, "w") as fh:
             fh.write(stats.to_json(indent=2))
-    if after_run is not None and code == 0 and stats.status == "complete":
+    if after_run is not None and code == 0 and stats.status == TopologyStatus.COMPLETE:
         try:
             after_run(stats)
         except Exception as exc:
@@ -492,7 +502,7 @@ def _run_local_inner(
     return code
 
 
-def _serve_metrics(running: Any, host: str, port: int) -> Any:
+def _serve_metrics(running: RunningTopology, host: str, port: int) -> HttpServer:
     """/metrics of the running topology, gathered from every worker at each scrape."""
     from .httpd import metrics_server
     from .metrics import TopologySample, registry
@@ -507,7 +517,9 @@ def _serve_metrics(running: Any, host: str, port: int) -> Any:
     return server
 
 
-def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: dict) -> int:
+def _watch(
+    running: RunningTopology, stop: threading.Event, seconds: float | None, reason: dict
+) -> int:
     """The run until it ends, with a status line on a terminal (rich's Live display,
     with a progress bar per spout that reports progress; prints go above it)."""
     from . import statusline
@@ -519,7 +531,11 @@ def _watch(running: Any, stop: threading.Event, seconds: float | None, reason: d
 
 
 def _watch_lines(
-    running: Any, stop: threading.Event, seconds: float | None, reason: dict, status: Any
+    running: RunningTopology,
+    stop: threading.Event,
+    seconds: float | None,
+    reason: dict,
+    status: Any,
 ) -> int:
     tty = status is not None
     start = time.monotonic()
@@ -565,7 +581,7 @@ def _watch_lines(
     return 0
 
 
-def _progress_bars(s: Any) -> list[tuple[str, int, int | None]]:
+def _progress_bars(s: TopologyStatistics) -> list[tuple[str, int, int | None]]:
     """The spouts that report progress: a bar each under the status line."""
     return [
         (c.component, c.progress_done, c.progress_total)
@@ -639,7 +655,7 @@ def lint(topology_file: str, strict: bool, pairs: tuple[str, ...], workers: int 
     sys.exit(1 if strict and n else 0)
 
 
-def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> None:
+def _summary(stats: TopologyStatistics, why: str, shown: int = 0, as_json: bool = False) -> None:
     """The closing table (rich's on a terminal); then, per component with errors, how
     many were not `shown` in full as they happened (per component and worker) and the
     last of them. `as_json`: the statistics as JSON on stdout, nothing else."""
@@ -661,7 +677,7 @@ def _summary(stats: Any, why: str, shown: int = 0, as_json: bool = False) -> Non
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):
         click.echo(line)
-    if stats.error and stats.status != "failed":
+    if stats.error and stats.status != TopologyStatus.FAILED:
         click.echo(f"note: {stats.error}")
 
 

@@ -9,7 +9,7 @@ This module imports nothing from the runtime on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .tuple import Tuple, TupleBatch
@@ -17,8 +17,8 @@ from .tuple import Tuple, TupleBatch
 DEFAULT_STREAM = "default"
 
 
-def _not_running(name: str):
-    def method(self, *args: Any, **kwargs: Any) -> Any:
+def _not_running(name: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
             f"{type(self).__name__}.{name}() called outside a running topology: "
             "emit, ack and friends work from open/prepare onward"
@@ -63,12 +63,12 @@ class Component:
             return {DEFAULT_STREAM: self.outputs}
         return {}
 
-    emit = _not_running("emit")
-    emit_many = _not_running("emit_many")
-    emit_direct = _not_running("emit_direct")
+    emit: Callable[..., Any] = _not_running("emit")
+    emit_many: Callable[..., Any] = _not_running("emit_many")
+    emit_direct: Callable[..., Any] = _not_running("emit_direct")
     # Storm's emit returning the task ids the tuple went to (slower than emit)
-    emit_tasks = _not_running("emit_tasks")
-    report_error = _not_running("report_error")
+    emit_tasks: Callable[..., Any] = _not_running("emit_tasks")
+    report_error: Callable[..., Any] = _not_running("report_error")
 
 
 class Spout(Component):
@@ -107,16 +107,16 @@ class Spout(Component):
     # replay: the run may complete); `finish_input()` as soon as every new tuple was
     # emitted while failed ones may still be replayed. At the end of input, windows
     # close (time goes to its end), so their tuples are acked and the run completes.
-    finish = _not_running("finish")
-    finish_input = _not_running("finish_input")
+    finish: Callable[..., Any] = _not_running("finish")
+    finish_input: Callable[..., Any] = _not_running("finish_input")
     # dead_letter(msg_id, values, error=None, failures=1, stream="default"): a spout that
     # gives a record up by its own rule (KafkaSpout's retry limit) sends it to its
     # `__dead_letter` stream and counts it in `dead_lettered`, as the engine does past
     # topology.max.replays
-    dead_letter = _not_running("dead_letter")
+    dead_letter: Callable[..., Any] = _not_running("dead_letter")
     # previous_tick edges (docs/edges.md): what was published to them so far becomes
     # visible to their readers, in every worker (beside topology.epoch.millis)
-    advance_epoch = _not_running("advance_epoch")
+    advance_epoch: Callable[..., Any] = _not_running("advance_epoch")
 
     # -- sources with offsets (a Kafka partition, a file position): stormish.offsets
     def track_offset(self, offset: int, partition: Any = 0) -> None:
@@ -197,11 +197,11 @@ class Bolt(Component):
         out. A bolt that does not define it pays nothing."""
         return False
 
-    ack = _not_running("ack")
-    fail = _not_running("fail")
-    ack_batch = _not_running("ack_batch")
-    fail_batch = _not_running("fail_batch")
-    reset_timeout = _not_running("reset_timeout")
+    ack: Callable[..., Any] = _not_running("ack")
+    fail: Callable[..., Any] = _not_running("fail")
+    ack_batch: Callable[..., Any] = _not_running("ack_batch")
+    fail_batch: Callable[..., Any] = _not_running("fail_batch")
+    reset_timeout: Callable[..., Any] = _not_running("reset_timeout")
 
 
 class BasicBolt(Bolt):

@@ -64,7 +64,9 @@ def _int(lo: int | None = None, *, optional: bool = False) -> Callable[[Any], st
     return check
 
 
-def _num(lo: float = 0.0, *, strict: bool = False, optional: bool = False):
+def _num(
+    lo: float = 0.0, *, strict: bool = False, optional: bool = False
+) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         if v is None and optional:
             return None
@@ -92,6 +94,10 @@ def _bool(v: Any) -> str | None:
 
 def _str(v: Any) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a string, got {v!r}"
+
+
+def _callable(v: Any) -> str | None:
+    return None if v is None or callable(v) else f"must be a callable, got {v!r}"
 
 
 def _edge_map(v: Any) -> str | None:
@@ -197,11 +203,12 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
-            "topology.testing.lose.backpressure.status",
-            0,
-            _int(-1),
-            "tests only: how many backpressure status messages this topology's workers "
-            "drop instead of sending (-1: all), to prove resends and the timer recover",
+            "topology.link.status.filter",
+            None,
+            _callable,
+            "fault tests: a picklable callable(status) -> bool; a backpressure status it "
+            "answers True for is withheld, not sent (stormish.testing.LoseStatuses(n) "
+            "withholds the first n, -1: all), to prove resends and the timer recover",
             "topology",
         ),
         Key(

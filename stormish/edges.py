@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from .errors import TopologyError
 
@@ -49,6 +49,22 @@ POLICY_KEYS = (
     "mode",
     "readers",
 )
+
+
+class EdgeOptions(TypedDict, total=False):
+    """A grouping's edge keyword options (POLICY_KEYS), for type checkers:
+    `shuffle_grouping("s", **EdgeOptions(overflow="drop_oldest", capacity=500))`."""
+
+    overflow: str
+    capacity: int | None
+    lifespan_ms: float | None
+    deadline_ms: float | None
+    throttle: float | None
+    emit_health_events: bool
+    mode: str
+    readers: str
+
+
 # `readers="multi"`: one edge read by every task of the bolt (all_grouping), each with its
 # own cursor; these policies keep a window all of them read in (block: the slowest
 # holds the writer back; drop_oldest, latest: it misses what they evicted)

@@ -93,8 +93,12 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
             bw = sorted({plan.assignment[t] for t in dst_tasks})
             policy = None
             if sub.grouping == "lanes":
-                lanes, most = sub.custom
-                policy = {"overflow": "lanes", "lanes": lanes, "max_in_flight": most}
+                assert sub.lanes is not None  # ordered_lanes always sets it
+                policy = {
+                    "overflow": "lanes",
+                    "lanes": sub.lanes.lanes,
+                    "max_in_flight": sub.lanes.max_in_flight,
+                }
             elif sub.policy is not None:
                 policy = sub.policy.as_dict()
             e = Edge(

@@ -161,9 +161,9 @@ def tagged_streams() -> Iterator[None]:
     threads that run no component pass unchanged, so the summary is not touched."""
     out, err = sys.stdout, sys.stderr
     if not isinstance(out, TaggedOutput):
-        sys.stdout = TaggedOutput(out)  # type: ignore[assignment]
+        sys.stdout = TaggedOutput(out)
     if not isinstance(err, TaggedOutput):
-        sys.stderr = TaggedOutput(err)  # type: ignore[assignment]
+        sys.stderr = TaggedOutput(err)
     try:
         yield
     finally:

@@ -14,6 +14,7 @@
         advance_time(cluster, 11)         # ticks, timeouts and context.clock.sleep run
 
 - `ListSpout`, `CaptureBolt`, `FailOnceBolt`, `run_topology`, `poll_for`: finite runs.
+- `LoseStatuses`: a link status filter (`topology.link.status.filter`) for fault tests.
 - `complete_topology`, `CompletedTopology`, `MockSpout`: Storm's complete-topology,
   mock sources and read-tuples (testing_complete.py).
 - `FeederSpout`: fed while the topology runs, with an ack/fail tracker by message id
@@ -47,6 +48,7 @@ __all__ = [
     "CaptureBolt",
     "CompletedTopology",
     "FailOnceBolt",
+    "LoseStatuses",
     "FakeClock",
     "FeederSpout",
     "MemoryConsumer",
@@ -178,6 +180,21 @@ class FailOnceBolt(BasicBolt):
             self.seen.add(key)
             raise RuntimeError(f"injected failure for {key!r}")
         self.emit(tup.values)
+
+
+class LoseStatuses:
+    """A link status filter for fault tests (`topology.link.status.filter`): withholds
+    the first `n` backpressure statuses a worker would send (-1: every one)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.lost = 0
+
+    def __call__(self, status: Any) -> bool:
+        if self.n < 0 or self.lost < self.n:
+            self.lost += 1
+            return True
+        return False
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from . import config as _config
 from . import pickling
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
-from .edges import EdgePolicy, make_policy, policies_from_config
+from .edges import EdgeOptions, EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
 from .names import check_name
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
@@ -42,8 +42,18 @@ class Subscription:
     stream: str
     grouping: str
     fields: tuple[str, ...] = ()
-    custom: Any = None
+    custom: Any = None  # custom grouping: the callable or object with choose_tasks()
     policy: EdgePolicy | None = None  # None: Storm's edge (the task's queue, backpressure)
+    lanes: LaneSpec | None = None  # ordered_lanes: how many lanes, how many in flight
+
+
+@dataclass(frozen=True)
+class LaneSpec:
+    """An `ordered_lanes` edge's shape: keys hash to `lanes` lanes; at each task fewer
+    than `max_in_flight` of its tuples are taken and not yet settled."""
+
+    lanes: int
+    max_in_flight: int
 
 
 @dataclass
@@ -60,7 +70,7 @@ class ComponentSpec:
         return self.obj.declared_streams()
 
 
-class _Declarer:
+class Declarer:
     """Returned by set_spout/set_bolt; adds groupings and per-component config.
 
     Every grouping takes the edge's channel policy as keyword options: `overflow`
@@ -78,8 +88,9 @@ class _Declarer:
         stream: str,
         fields: Sequence[str] = (),
         custom: Any = None,
-        edge: Mapping[str, Any] | None = None,
-    ) -> _Declarer:
+        edge: EdgeOptions | None = None,
+        lanes: LaneSpec | None = None,
+    ) -> Declarer:
         if self._spec.is_spout:
             raise TopologyError(f"spout {self._spec.name!r} cannot subscribe to streams")
         if isinstance(fields, str):
@@ -93,24 +104,28 @@ class _Declarer:
                 f"{where}: readers='multi' is one edge read by every task of the bolt, each "
                 "with its own cursor: subscribe with all_grouping"
             )
-        sub = Subscription(source, stream, grouping, tuple(fields), custom, policy)
+        sub = Subscription(source, stream, grouping, tuple(fields), custom, policy, lanes)
         self._topology._check_subscription(self._spec.name, sub)
         self._spec.subscriptions.append(sub)
         return self
 
     def shuffle_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "shuffle", stream, edge=edge)
 
     def local_or_shuffle_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "local_or_shuffle", stream, edge=edge)
 
     def fields_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self,
+        component: str,
+        fields: Sequence[str],
+        stream: str = DEFAULT_STREAM,
+        **edge: Unpack[EdgeOptions],
+    ) -> Declarer:
         if not fields:
             raise TopologyError(
                 f"fields_grouping of {self._spec.name!r} on {component!r} needs at least one field"
@@ -124,7 +139,7 @@ class _Declarer:
         lanes: int = 64,
         max_in_flight: int = 1000,
         stream: str = DEFAULT_STREAM,
-    ) -> _Declarer:
+    ) -> Declarer:
         """Tuples with the same `key` are executed strictly in order, different keys in
         parallel: each key hashes to one of `lanes` lanes, the lanes are spread over this
         bolt's tasks. `max_in_flight`: at each task, tuples of this edge taken and not
@@ -140,32 +155,40 @@ class _Declarer:
         for name, v in (("lanes", lanes), ("max_in_flight", max_in_flight)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise TopologyError(f"{where}: {name}={v!r} must be an integer >= 1")
-        return self._add(component, "lanes", stream, key, (lanes, max_in_flight))
+        return self._add(component, "lanes", stream, key, lanes=LaneSpec(lanes, max_in_flight))
 
     def partial_key_grouping(
-        self, component: str, fields: Sequence[str], stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self,
+        component: str,
+        fields: Sequence[str],
+        stream: str = DEFAULT_STREAM,
+        **edge: Unpack[EdgeOptions],
+    ) -> Declarer:
         return self._add(component, "partial_key", stream, fields, edge=edge)
 
-    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> _Declarer:
+    def all_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "all", stream, edge=edge)
 
     def global_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "global", stream, edge=edge)
 
     def direct_grouping(
-        self, component: str, stream: str = DEFAULT_STREAM, **edge: Any
-    ) -> _Declarer:
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "direct", stream, edge=edge)
 
-    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM, **edge: Any) -> _Declarer:
+    def none_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         return self._add(component, "none", stream, edge=edge)
 
     def dead_letter_grouping(
-        self, component: str, fields: Sequence[str] | None = None, **edge: Any
-    ) -> _Declarer:
+        self, component: str, fields: Sequence[str] | None = None, **edge: Unpack[EdgeOptions]
+    ) -> Declarer:
         """Subscribe to spout `component`'s dead letters: its trees that failed
         `topology.max.replays` times, one tuple each with the fields msg_id, stream,
         values, component (that failed it), error and failures. Shuffled across this
@@ -179,8 +202,8 @@ class _Declarer:
         component: str,
         grouping: Callable[..., Any],
         stream: str = DEFAULT_STREAM,
-        **edge: Any,
-    ) -> _Declarer:
+        **edge: Unpack[EdgeOptions],
+    ) -> Declarer:
         """`grouping` is a callable `(values, n_tasks) -> index or list of indices`, or an
         object with `prepare(target_tasks)` and `choose_tasks(values) -> list of tasks`."""
         if not (callable(grouping) or hasattr(grouping, "choose_tasks")):
@@ -190,15 +213,18 @@ class _Declarer:
             )
         return self._add(component, "custom", stream, (), grouping, edge=edge)
 
-    def add_configuration(self, key: str, value: Any) -> _Declarer:
+    def add_configuration(self, key: str, value: Any) -> Declarer:
         """A config key for this component only (wins over the topology's): a key of
         scope `component`, or the application's own key, passed to open()/prepare()."""
         _config.check_value(key, value, self._topology._where(self._spec.name), "component")
         self._spec.config[key] = value
         return self
 
-    def set_tick_frequency(self, seconds: float) -> _Declarer:
+    def set_tick_frequency(self, seconds: float) -> Declarer:
         return self.add_configuration("topology.tick.tuple.freq.secs", seconds)
+
+
+_Declarer = Declarer  # the name it had before it was public
 
 
 class Topology:
@@ -216,21 +242,21 @@ class Topology:
         return f"component {component!r} of topology {self.name!r}"
 
     # -- building -------------------------------------------------------------------
-    def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> _Declarer:
+    def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> Declarer:
         if not isinstance(spout, Spout):
             raise TopologyError(
                 f"component {name!r}: set_spout needs a Spout instance, got {type(spout).__name__}"
             )
         return self._set(name, spout, parallelism, True)
 
-    def set_bolt(self, name: str, bolt: Bolt, parallelism: int = 1) -> _Declarer:
+    def set_bolt(self, name: str, bolt: Bolt, parallelism: int = 1) -> Declarer:
         if not isinstance(bolt, Bolt):
             raise TopologyError(
                 f"component {name!r}: set_bolt needs a Bolt instance, got {type(bolt).__name__}"
             )
         return self._set(name, bolt, parallelism, False)
 
-    def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> _Declarer:
+    def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> Declarer:
         check_name(name, "component id")
         if name.startswith("__"):
             raise TopologyError(
@@ -259,7 +285,7 @@ class Topology:
             _config.check_value(k, v, self._where(name), "component")
         spec = ComponentSpec(name, obj, parallelism, is_spout, config=comp_conf)
         self.components[name] = spec
-        return _Declarer(self, spec)
+        return Declarer(self, spec)
 
     def _check_subscription(self, bolt: str, sub: Subscription) -> None:
         """Checks that need only what is known now; the source may be declared later."""

@@ -8,7 +8,7 @@ costs one small object per value row: the per-tuple hot path allocates nothing e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 TICK_STREAM = "__tick"
@@ -106,7 +106,7 @@ class _FromSource:
     @property
     def deadline_missed(self) -> bool:
         """Older than its edge's `deadline_ms` when it was delivered (still executed)."""
-        return self.source.late  # type: ignore[attr-defined]
+        return self.source.late
 
     @property
     def source_task(self) -> int:
@@ -139,7 +139,7 @@ class Tuple(_FromSource):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.values)
 
     def get(self, field: str, default: Any = None) -> Any:
@@ -205,7 +205,7 @@ class TupleBatch(_FromSource):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple]:
         source, col = self.source, self._collector
         if self.metas is None:
             for v in self.values:

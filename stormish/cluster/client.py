@@ -11,7 +11,8 @@ import zmq
 from ..errors import StormishError
 from ..runtime import error_report, stats  # noqa: F401 - the records nimbus's answers carry
 from ..transport import control as ct
-from .api import API_VERBS
+from ..transport.security import Security
+from .api import API_VERBS, Submit, message
 
 DEFAULT_PORT = 6627
 
@@ -51,7 +52,7 @@ def keys_hint(keyed: bool) -> str:
 
 
 class NimbusClient:
-    def __init__(self, spec: str, security: Any, timeout: float = 30.0):
+    def __init__(self, spec: str, security: Security, timeout: float = 30.0):
         self.address = nimbus_address(spec)
         self.timeout = timeout
         self.security = security
@@ -67,9 +68,9 @@ class NimbusClient:
         self._ids = itertools.count(1)
 
     def call(self, verb: str, payload: Any = None, timeout: float | None = None) -> Any:
-        if verb == "submit":  # the checks a local run makes, before pickling it to nimbus
-            topology, conf = payload[0], payload[1]
-            topology.validate(conf)
+        payload = message(verb, payload)
+        if isinstance(payload, Submit):  # the checks a local run makes, before pickling it
+            payload.topology.validate(payload.conf)
         req_id = next(self._ids)
         frames = ct.request(verb, req_id, payload, API_VERBS)
         within = timeout or self.timeout

@@ -9,11 +9,16 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import StormishError
+from ..runtime.status import TopologyStatus
+from .api import Kill, LogsRequest, Rebalance
+
+if TYPE_CHECKING:
+    from .client import NimbusClient
 
 
 def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -> None:
@@ -56,7 +61,7 @@ def nimbus_options(f: Any) -> Any:
     return f
 
 
-def connect(nimbus: str | None, keys: str | None) -> Any:
+def connect(nimbus: str | None, keys: str | None) -> NimbusClient:
     from ..transport.security import security_for
     from .client import CONNECT_TIMEOUT, NimbusClient
 
@@ -86,7 +91,7 @@ def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -
         client.close()
 
 
-def wait_remote(client: Any, name: str, timeout: float | None) -> int:
+def wait_remote(client: NimbusClient, name: str, timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     told = None
     while True:
@@ -94,9 +99,9 @@ def wait_remote(client: Any, name: str, timeout: float | None) -> int:
         if row.get("waiting") and row["waiting"] != told:
             told = row["waiting"]
             click.echo(f"topology {name!r}: {told}", err=True)
-        if row["status"] in ("complete", "killed"):
+        if row["status"] in (TopologyStatus.COMPLETE, TopologyStatus.KILLED):
             return 0
-        if row["status"] == "failed":
+        if row["status"] == TopologyStatus.FAILED:
             click.echo(f"error: topology {name!r} failed: {row['error']}", err=True)
             return 1
         if deadline is not None and time.monotonic() > deadline:
@@ -144,7 +149,7 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
 
 def shown_status(row: dict[str, Any]) -> str:
     """Storm's INACTIVE: a running topology whose spouts were deactivated."""
-    if row["status"] == "running" and row.get("active") is False:
+    if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
         return "inactive"
     return str(row["status"])
 
@@ -199,7 +204,7 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
 
 
 def _ended_word(status: str) -> str:
-    return {"complete": "completed"}.get(status, status)
+    return "completed" if status == TopologyStatus.COMPLETE else status
 
 
 @click.command()
@@ -217,7 +222,7 @@ def _ended_word(status: str) -> str:
 def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
     """Deactivate NAME's spouts, wait, then stop its workers; a topology that ended
     (failed, complete, killed) is removed from nimbus's list."""
-    ended = call(nimbus, keys, "kill", (name, wait_secs))
+    ended = call(nimbus, keys, "kill", Kill(name, wait_secs))
     if ended:
         click.echo(f"removed topology {name!r} (it had {_ended_word(ended)})")
         return
@@ -231,7 +236,7 @@ def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> N
 def activate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Let NAME's spouts emit again."""
     status = call(nimbus, keys, "activate", name)
-    if status == "starting":
+    if status == TopologyStatus.STARTING:
         click.echo(f"activated topology {name!r}: its spouts emit once its workers run")
     else:
         click.echo(f"activated topology {name!r}: its spouts emit")
@@ -243,7 +248,7 @@ def activate(name: str, nimbus: str | None, keys: str | None) -> None:
 def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
     """Stop NAME's spouts from emitting (in-flight tuples still complete)."""
     status = call(nimbus, keys, "deactivate", name)
-    if status == "starting":
+    if status == TopologyStatus.STARTING:
         click.echo(
             f"deactivated topology {name!r}: its workers start with their spouts inactive "
             f"(stormish activate {name} opens them)"
@@ -266,7 +271,7 @@ def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> 
     )
     if short:  # before its workers stop: it waits, as in Storm, but not by surprise
         click.echo(short, err=True)
-    call(nimbus, keys, "rebalance", (name, workers))
+    call(nimbus, keys, "rebalance", Rebalance(name, workers))
     click.echo(f"rebalancing topology {name!r} onto {workers} workers")
     rows: list[dict[str, Any]] = call(nimbus, keys, "list")
     row = next((r for r in rows if r["name"] == name), {})
@@ -280,7 +285,7 @@ def slots_short(
     """What to say before a rebalance of `name` onto `workers` that cannot be placed
     now: the slots offered, less those other live topologies hold (its own are freed by
     the rebalance). None when they are enough."""
-    from .decide import ENDED
+    from ..runtime.status import ENDED
 
     if not any(r["name"] == name and r["status"] not in ENDED for r in rows):
         return None  # nimbus names what is wrong with it
@@ -331,10 +336,14 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
             row = next((r for r in guard(lambda: client.call("list")) if r["name"] == name), None)
             if row is None:
                 guard(lambda: client.call("stats", name))  # names the unknown topology
-            if row is not None and row["status"] == "starting":
+            if row is not None and row["status"] == TopologyStatus.STARTING:
                 waiting = row.get("waiting") or "starting its workers"
                 if as_json:
-                    click.echo(json.dumps({"name": name, "status": "starting", "waiting": waiting}))
+                    click.echo(
+                        json.dumps(
+                            {"name": name, "status": TopologyStatus.STARTING, "waiting": waiting}
+                        )
+                    )
                 else:
                     click.echo(f"{name} [starting] {waiting}")
                 time.sleep(every)
@@ -393,7 +402,7 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
                 click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
                 for line in lines:
                     click.echo(line)
-            if s.status not in ("running", "starting"):
+            if not TopologyStatus(s.status).live:
                 return
             time.sleep(every)
     except KeyboardInterrupt:
@@ -432,7 +441,7 @@ def logs(
     first = True
     try:
         while True:
-            rid = guard(lambda: client.call("logs", (name, index, dict(offsets), most)))
+            rid = guard(lambda: client.call("logs", LogsRequest(name, index, dict(offsets), most)))
             while True:
                 got = guard(lambda rid=rid: client.call("logs_result", rid))
                 if got["done"]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ENDED = ("complete", "killed", "failed")
+from ..runtime.status import ENDED, TopologyStatus
+
 STALE_HELLO = 5.0  # seconds: an older hello does not announce a new incarnation
 
 
@@ -29,7 +30,7 @@ class HelloSeen:
 @dataclass(frozen=True)
 class TopologyView:
     name: str
-    status: str  # starting | running | complete | killed | failed
+    status: TopologyStatus
     workers: int  # the plan's
     slots: dict[int, str]  # worker index -> supervisor id
     kill_at: float | None = None
@@ -102,7 +103,7 @@ class BringUp:
 @dataclass(frozen=True)
 class End:
     topology: str
-    status: str  # killed (complete and failed are the completion rule's and the workers')
+    status: TopologyStatus  # killed (complete and failed: the completion rule's, the workers')
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ def decide(view: View) -> list[Action]:
     for t in view.topologies:
         if t.status in ENDED:
             continue
-        if t.status == "starting" and t.kill_at is not None:
-            out.append(End(t.name, "killed"))  # never ran: nothing to drain
+        if t.status == TopologyStatus.STARTING and t.kill_at is not None:
+            out.append(End(t.name, TopologyStatus.KILLED))  # never ran: nothing to drain
             continue
         slots = {i: s for i, s in t.slots.items() if s not in gone}
         moved = tuple(
@@ -136,7 +137,7 @@ def decide(view: View) -> list[Action]:
         missing = tuple(i for i in range(t.workers) if i not in slots)
         if missing:
             out.append(Place(t.name, missing))
-        if t.status == "starting":
+        if t.status == TopologyStatus.STARTING:
             hellos = [view.hellos.get((t.name, i)) for i in range(t.workers)]
             if not missing and all(h is not None for h in hellos):
                 out.append(Start(t.name, tuple((i, h.state) for i, h in enumerate(hellos) if h)))
@@ -150,7 +151,7 @@ def decide(view: View) -> list[Action]:
             else:
                 out.append(BringUp(t.name, i, h.pid, h.state))
         if t.kill_at is not None and view.now >= t.kill_at:
-            out.append(End(t.name, "killed"))
+            out.append(End(t.name, TopologyStatus.KILLED))
         else:
             out.append(CheckCompletion(t.name))
     return out

@@ -12,18 +12,27 @@ completion, statistics and stopping work as on the local cluster.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import pickling
 from ..errors import WorkerError
+from ..runtime.acker import AckerBolt
 from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
 from ..runtime.running import Completion, RunningTopology
-from ..runtime.worker import acker_bolt
+from ..runtime.status import TopologyStatus
 from ..topology import Topology
 
 if TYPE_CHECKING:
-    from .nimbus import Nimbus
+    from ..transport.control_server import ControlServer
+
+
+class Host(Protocol):
+    """What a deployment needs of its nimbus (nimbus.Nimbus is one)."""
+
+    control: ControlServer  # its workers' hellos, and requests to them
+    worker_timeout: float  # a worker not heard from for this long is taken as gone
+
 
 # Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
 ASK_TIMEOUT = 5.0
@@ -34,7 +43,7 @@ class ClusterWorker:
     one is its supervisor's to restart: it is no failure here, only not quiet, and what
     it held is gone (its next incarnation is brought up by nimbus: `new_incarnation`)."""
 
-    def __init__(self, name: str, index: int, nimbus: Nimbus):
+    def __init__(self, name: str, index: int, nimbus: Host):
         self.topology = name
         self.index = index
         self.nimbus = nimbus
@@ -130,13 +139,13 @@ class ClusterWorker:
 class Deployment:
     """One submitted topology on the cluster."""
 
-    def __init__(self, nimbus: Nimbus, topology: Topology, conf: dict[str, Any]):
+    def __init__(self, nimbus: Host, topology: Topology, conf: dict[str, Any]):
         self.nimbus = nimbus
         self.name = topology.name
         self.topology = topology
         self.conf = conf
         self.control = nimbus.control  # its workers' hellos
-        self.status = "starting"
+        self.status = TopologyStatus.STARTING
         self.slots: dict[int, tuple[str, int]] = {}
         self.error: str | None = None
         self.kill_at: float | None = None
@@ -155,7 +164,7 @@ class Deployment:
         self.epoch += 1
         for key in [k for k in self.control.hellos if k[0] == self.name]:
             del self.control.hellos[key]
-        self.plan = build_plan(self.topology, self.conf, acker_bolt())
+        self.plan = build_plan(self.topology, self.conf, AckerBolt())
         self.blob = pickling.dumps((self.topology, self.conf, dict(self.plan.assignment)))
         self.handles = [ClusterWorker(self.name, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)

@@ -30,17 +30,21 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import zmq
 
 from ..errors import ConfigError, StormishError, WorkerError
+from ..runtime.stats import TopologyStatistics
+from ..runtime.status import ENDED, TopologyStatus
 from ..topology import Topology
 from ..transport import control as ct
 from ..transport.control_server import ControlServer
+from ..transport.security import Security
+from . import api
 from . import decide as dc
 from .api import API_VERBS
-from .decide import ENDED
 from .deployment import ClusterWorker, Deployment
 from .scheduler import free_slots, schedule, shared_ports
 from .store import Store
@@ -69,7 +73,7 @@ class Nimbus:
         api_bind: str,
         control_bind: str,
         data_dir: str,
-        security: Any,
+        security: Security,
         advertise_host: str | None = None,
         supervisor_timeout: float = 30.0,
         worker_timeout: float = 3.0,
@@ -102,7 +106,7 @@ class Nimbus:
         # workers (same name, index, port) takes them for the new ones and starts nothing
         self.removed_epochs: dict[str, int] = {}
         self._stop = False
-        self.log_asks: dict[str, list[tuple]] = {}  # supervisor -> asks for its next beat
+        self.log_asks: dict[str, list[api.LogAsk]] = {}  # supervisor -> asks for its next beat
         self.log_requests: dict[int, dict[str, Any]] = {}
         self._log_ids = itertools.count(1)
         self._shared: set[tuple[str, int]] = set()  # (host, port) offered twice: warned
@@ -138,7 +142,7 @@ class Nimbus:
             self.control.pump(0)
             self.tick()
 
-    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+    def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
 
     def close(self) -> None:
@@ -157,7 +161,7 @@ class Nimbus:
             if state.get("status") in ENDED:
                 continue
             d = Deployment(self, topology, conf)
-            d.status = state.get("status", "starting")
+            d.status = TopologyStatus(state.get("status", TopologyStatus.STARTING))
             d.submitted = state.get("submitted", time.time())
             d.epoch = int(state.get("epoch", d.epoch))
             d.active = bool(state.get("active", True))
@@ -173,7 +177,7 @@ class Nimbus:
 
         out = []
         for d in list(self.deployments.values()):
-            if d.status != "running":
+            if d.status != TopologyStatus.RUNNING:
                 continue
             try:
                 stats = d.running.statistics()
@@ -219,7 +223,7 @@ class Nimbus:
             log.info(f"nimbus: dropped an API message: {exc}")
             return
         try:
-            out = ct.reply(req_id, getattr(self, f"api_{verb}")(payload))
+            out = ct.reply(req_id, getattr(self, f"api_{verb}")(api.message(verb, payload)))
         except StormishError as exc:
             out = ct.reply(req_id, str(exc), ok=False)
         except Exception as exc:  # noqa: BLE001 - a bad request must not end nimbus
@@ -268,11 +272,10 @@ class Nimbus:
         self._shared = set(shared)
 
     # -- logs (stormish logs): asked of the supervisors at their next heartbeat -------------
-    def api_logs(self, payload: tuple) -> int:
-        """(topology, worker index or None, {"index@supervisor": offset}, max bytes) ->
-        a request id for `logs_result`. Every supervisor that ever ran the worker is
+    def api_logs(self, req: api.LogsRequest) -> int:
+        """A request id for `logs_result`. Every supervisor that ever ran the worker is
         asked (a worker that moved left logs on each)."""
-        name, index, offsets, most = payload
+        name, index = req.name, req.index
         d = self._get(name)
         rid = next(self._log_ids)
         want, pieces = [], {}
@@ -286,7 +289,7 @@ class Nimbus:
                     why = f"supervisor {sid} is gone (the log stays on its host)"
                     pieces[key] = {"index": i, "supervisor": sid, "error": why}
                     continue
-                ask = (rid, name, i, (offsets or {}).get(key), int(most))
+                ask = api.LogAsk(rid, name, i, (req.offsets or {}).get(key), int(req.most))
                 self.log_asks.setdefault(sid, []).append(ask)
         if not want:
             which = f"worker {index}" if index is not None else "any worker"
@@ -338,11 +341,10 @@ class Nimbus:
                     )  # fmt: skip
         return out
 
-    def api_submit(self, payload: tuple) -> str:
-        """(topology, config) or (topology, config, active): inactive, no spout opens until
-        `activate` (Storm's --inactive)."""
-        topology, extra = payload[0], payload[1]
-        active = bool(payload[2]) if len(payload) > 2 else True
+    def api_submit(self, req: api.Submit) -> str:
+        """Inactive (`req.active` False): no spout opens until `activate` (Storm's
+        --inactive)."""
+        topology, extra, active = req.topology, req.conf, bool(req.active)
         if not isinstance(topology, Topology):
             raise StormishError(f"submit expects a Topology, got {type(topology).__name__}")
         old = self.deployments.get(topology.name)
@@ -361,7 +363,7 @@ class Nimbus:
         self._save(d)
         return d.name
 
-    def api_supervisors(self, _payload: Any) -> list[dict[str, Any]]:
+    def api_supervisors(self, _payload: None) -> list[dict[str, Any]]:
         now = time.monotonic()
         return [
             {"id": i.id, "host": i.host, "ports": i.ports, "running": sorted(i.running),
@@ -370,7 +372,7 @@ class Nimbus:
             for i in sorted(self.supervisors.values(), key=lambda i: i.id)
         ]  # fmt: skip
 
-    def api_list(self, _payload: Any) -> list[dict[str, Any]]:
+    def api_list(self, _payload: None) -> list[dict[str, Any]]:
         out = []
         for d in self.deployments.values():
             row = d.summary()
@@ -379,11 +381,11 @@ class Nimbus:
             out.append(row)
         return out
 
-    def api_kill(self, payload: tuple[str, float]) -> str | None:
+    def api_kill(self, req: api.Kill) -> str | None:
         """Kill a live topology (after `wait` seconds); an ended one (failed, say) is
         removed from this nimbus, so that `list` no longer shows it: the answer is then
         the status it had."""
-        name, wait = payload
+        name, wait = req.name, req.wait
         d = self._get(name)
         if d.status in ENDED:
             del self.deployments[name]
@@ -391,7 +393,7 @@ class Nimbus:
             self.store.forget(name)
             log.info(f"nimbus: {name}: removed (it was {d.status})")
             return d.status
-        if d.status == "running":
+        if d.status == TopologyStatus.RUNNING:
             d.running.set_active(False)
         d.kill_at = time.monotonic() + max(0.0, float(wait))
         return None
@@ -411,21 +413,21 @@ class Nimbus:
         self._save(d)
         return d.status
 
-    def api_rebalance(self, payload: tuple[str, int]) -> None:
+    def api_rebalance(self, req: api.Rebalance) -> None:
         """From running or starting (a topology waiting for slots may be given fewer)."""
-        name, workers = payload
+        name, workers = req.name, req.workers
         d = self._get(name)
-        if d.status not in ("running", "starting"):
+        if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
-        if d.status == "running":
-            d.running.finish("rebalancing")
+        if d.status == TopologyStatus.RUNNING:
+            d.running.finish(TopologyStatus.REBALANCING)
         # starting: workers placed for the old plan are let go by their supervisors, the
         # new epoch (replan) replacing them; their hellos are forgotten
         d.conf = dict(d.conf, **{"topology.workers": int(workers)})
         d.replan()
-        d.status = "starting"
+        d.status = TopologyStatus.STARTING
         d.slots = {}
         self._place(d)
         self._save(d)
@@ -436,9 +438,9 @@ class Nimbus:
         d = self._get(name)
         return analyse(d.topology, d.conf).as_dict()
 
-    def api_stats(self, name: str) -> Any:
+    def api_stats(self, name: str) -> TopologyStatistics:
         d = self._get(name)
-        if d.status == "starting":
+        if d.status == TopologyStatus.STARTING:
             why = f" ({d.waiting})" if d.waiting else ""
             raise StormishError(f"topology {name!r} is starting: no statistics yet{why}")
         return d.running.statistics()
@@ -452,7 +454,7 @@ class Nimbus:
 
     def _live(self, name: str) -> Deployment:
         d = self._get(name)
-        if d.status not in ("running", "starting"):
+        if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: it no longer runs")
         return d
 
@@ -556,7 +558,7 @@ class Nimbus:
                 log.info(f"nimbus: {d.name}: {exc}")
                 d.error = str(exc)
                 failed.add(d.name)
-                self._end(d, "failed")
+                self._end(d, TopologyStatus.FAILED)
 
     def _act(self, d: Deployment, a: dc.Action, brought: dict[str, list]) -> None:
         if isinstance(a, dc.Move):
@@ -585,7 +587,7 @@ class Nimbus:
             if now >= d.next_check:
                 d.next_check = now + COMPLETION_EVERY
                 if d.completion.observe():  # the local cluster's rule (runtime/running.py)
-                    self._end(d, "complete")
+                    self._end(d, TopologyStatus.COMPLETE)
 
     def _flush_bring_up(self, d: Deployment, brought: dict[str, list]) -> None:
         """The restarted workers of `d`, brought up together (one address book round)."""
@@ -611,7 +613,7 @@ class Nimbus:
             f"nimbus: {d.name}: running ({len(started)} started, {adopted} adopted"
             + (f", {lost} died while starting: their supervisors restart them)" if lost else ")")
         )
-        d.status = "running"
+        d.status = TopologyStatus.RUNNING
         self._save(d)
 
     def _bring_up(self, d: Deployment, workers: list[tuple[ClusterWorker, Any]]) -> list:
@@ -657,7 +659,7 @@ class Nimbus:
             return False
         return True
 
-    def _end(self, d: Deployment, status: str) -> None:
+    def _end(self, d: Deployment, status: TopologyStatus) -> None:
         stats = d.running.finish(status)
         d.status = status
         d.slots = {}

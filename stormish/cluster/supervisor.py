@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import zmq
@@ -46,8 +47,9 @@ from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_n
 from ..runtime.process import PORT_TAKEN_EXIT
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
+from ..transport.security import Security
 from . import orphans
-from .api import API_VERBS
+from .api import API_VERBS, LogAsk
 from .listen import listen_address
 from .restarts import RestartPolicy, describe_exit, last_line
 
@@ -139,7 +141,7 @@ class Supervisor:
         nimbus: str,
         ports: list[int],
         host: str,
-        security: Any,
+        security: Security,
         keys_dir: str | None = None,
         supervisor_id: str | None = None,
         log_dir: str | None = None,
@@ -231,7 +233,7 @@ class Supervisor:
                 self._on_reply(self.sock.recv_multipart())
             self._watch()
 
-    def stop(self, signum: int | None = None, frame: Any = None) -> None:
+    def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
 
     def close(self) -> None:
@@ -342,7 +344,7 @@ class Supervisor:
             log.warning(f"supervisor {self.id}: nimbus refused: {wanted}")
             return
         self.nimbus_heard = time.monotonic()
-        asks: list[Any] = []
+        asks: list[LogAsk] = []
         if isinstance(wanted, dict):
             wanted, asks = wanted["wanted"], wanted.get("logs") or []
         self.reconcile(wanted)
@@ -492,11 +494,17 @@ class Supervisor:
             s.log.close()
             s.log = None
 
-    def read_logs(self, asks: list[Any]) -> list[dict[str, Any]]:
-        """Pieces of worker logs that nimbus relays to `stormish logs`: each ask is
-        (request id, topology, worker index, offset or None, max bytes)."""
+    def read_logs(self, asks: list[LogAsk]) -> list[dict[str, Any]]:
+        """Pieces of worker logs that nimbus relays to `stormish logs`."""
         out = []
-        for rid, topology, index, offset, most in asks:
+        for ask in asks:
+            rid, topology, index, offset, most = (
+                ask.rid,
+                ask.topology,
+                ask.index,
+                ask.offset,
+                ask.most,
+            )
             piece: dict[str, Any] = {"rid": rid, "topology": topology, "index": int(index)}
             if not self.log_dir:
                 piece["error"] = (

@@ -166,7 +166,7 @@ class KafkaSink(Bolt):
         self._settle()
         # the producer's callbacks hold this sink: let both go now (its threads and
         # sockets close with it), not at some later garbage collection
-        self._producer = self._produce = self._poll = self._txn = None  # type: ignore[assignment]
+        self._producer = self._produce = self._poll = self._txn = None
 
     # -- the input path ----------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:

@@ -23,12 +23,13 @@ from typing import Any
 from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, THROTTLE_MAX_S, EdgePolicy
 from ..tuple import StampedRows
 from .health import DEADLINE_MISSED, HIGH_MARK, HIGH_WATERMARK, OVERFLOW, REARM, HealthEvents
+from .seams import Batch
 
 
 def _slice(values: list, i: int, j: int | None = None) -> list:
     part = values[i:j]
     if values.__class__ is StampedRows:
-        return StampedRows(part, values.born)  # type: ignore[attr-defined]
+        return StampedRows(part, values.born)
     return part
 
 
@@ -181,7 +182,7 @@ class EdgeChannel:
     def settle(self, n: int) -> None:
         pass
 
-    def offer(self, batch: tuple, n: int) -> int:
+    def offer(self, batch: Batch, n: int) -> int:
         """Place a batch under the policy; returns the change in tuples waiting."""
         st = self.stats
         st.arrived += n
@@ -194,7 +195,7 @@ class EdgeChannel:
             st.depth(self.size)
         return self.size - before
 
-    def offer_local(self, batch: tuple, n: int) -> int:
+    def offer_local(self, batch: Batch, n: int) -> int:
         """A batch from a task of this worker: what its sender reserved is placed whatever
         the fill (its room was taken at emit), the rest under the policy. Returns the
         change in tuples waiting, as `offer`."""
@@ -231,7 +232,7 @@ class EdgeChannel:
         full = min(self.size, self.capacity)
         return f"{self.policy.overflow}: queue full ({full}/{self.capacity}){extra}"
 
-    def _drop_oldest(self, batch: tuple, n: int) -> None:
+    def _drop_oldest(self, batch: Batch, n: int) -> None:
         self.batches.append(batch)
         self.size += n
         over = self.size - self.capacity
@@ -256,7 +257,7 @@ class EdgeChannel:
                 over = 0
         st.note(what, OVERFLOW, self.size)
 
-    def _refuse_newest(self, batch: tuple, n: int) -> None:
+    def _refuse_newest(self, batch: Batch, n: int) -> None:
         free = self.capacity - self.size - self.reserved
         if n <= free:
             self.batches.append(batch)
@@ -283,7 +284,7 @@ class EdgeChannel:
             st.note(self._full(f", {k} newest dropped"), OVERFLOW, self.size)
             self._let_go(rest, k, DROPPED)
 
-    def _latest(self, batch: tuple, n: int) -> None:
+    def _latest(self, batch: Batch, n: int) -> None:
         """One slot: the batch's last tuple replaces whatever waited."""
         src, stream, values, metas = batch
         gone = self.size + n - 1
@@ -363,7 +364,7 @@ class LaneChannel:
     def excess(self) -> int:
         return max(0, self.size - self.capacity)
 
-    def offer(self, batch: tuple, n: int) -> int:
+    def offer(self, batch: Batch, n: int) -> int:
         st = self.stats
         st.arrived += n
         self.batches.append(batch)
@@ -375,7 +376,7 @@ class LaneChannel:
             st.depth(self.size)
         return n
 
-    def offer_local(self, batch: tuple, n: int) -> int:
+    def offer_local(self, batch: Batch, n: int) -> int:
         return self.offer(batch, n)
 
     def take(self, budget: int, out: list) -> int:
@@ -421,7 +422,7 @@ class Throttled:
         self.until = 0.0
         self.stats = stats
 
-    def try_publish(self, batch: tuple, n: int) -> bool:
+    def try_publish(self, batch: Batch, n: int) -> bool:
         q = self.q
         free = 1.0 - q.size / q.capacity
         if free >= self.throttle:

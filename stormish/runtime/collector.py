@@ -18,7 +18,7 @@ in emitters.py, one small class per role; acking's ids and folding in acking.py.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -36,6 +36,12 @@ from .seams import Batch, PublishTarget
 
 class Collector:
     """Routes, outboxes and the pendingEmitQ of one task; the role subclasses emit."""
+
+    # the emits a component calls: each kind of task's collector (emitters.py) defines
+    # its own, and the worker may rebind them (typed streams, debug logging)
+    emit: Callable[..., Any]
+    emit_many: Callable[..., Any]
+    emit_direct: Callable[..., Any]
 
     def __init__(
         self,
@@ -292,9 +298,6 @@ class Collector:
     def reset_timeout(self, tup: Tuple) -> None:
         self.acks.reset(tup)
 
-    def flush_acks(self) -> None:
-        self.acks.flush()
-
     # -- publishing --------------------------------------------------------------------------
     def flush(self, ob: Outbox) -> None:
         n = len(ob)
@@ -325,7 +328,7 @@ class Collector:
             self._route(stream, values)  # raises: an undeclared stream
         obs = route.outboxes  # type: ignore[union-attr]
         before = [ob.flushed + len(ob) for ob in obs]
-        self.emit(values, stream, anchors, msg_id)  # type: ignore[attr-defined]
+        self.emit(values, stream, anchors, msg_id)
         return [ob.task for ob, n in zip(obs, before, strict=True) if ob.flushed + len(ob) != n]
 
     def flush_all(self) -> None:

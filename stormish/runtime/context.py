@@ -7,7 +7,10 @@ reads time through it runs in simulated time under `LocalCluster(clock=FakeClock
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class TopologyContext:
         raise TypeError("a TopologyContext belongs to one worker and is not picklable")
 
 
-def wiring(plan: Any, name: str) -> tuple[dict, dict, dict]:
+def wiring(plan: Plan, name: str) -> tuple[dict, dict, dict]:
     """`sources`, `targets` and `component_streams` of component `name` in `plan` (a
     runtime.plan.Plan), for its TopologyContext; system streams (acking, ticks) left out,
     as Storm's context leaves them out of what a multilang handshake shows."""

@@ -33,7 +33,7 @@ Rows = Iterable[Sequence[Any]]
 
 
 def _as_rows(rows: Rows) -> Sequence[Sequence[Any]]:
-    return rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)  # type: ignore[return-value]
+    return rows if rows.__class__ is list or rows.__class__ is tuple else list(rows)
 
 
 class UntrackedCollector(Collector):
@@ -62,7 +62,7 @@ class UntrackedCollector(Collector):
             try:
                 ob = route.fcache[values[route.fidx]]
             except (KeyError, TypeError):
-                ob = route.single(values)  # type: ignore[misc]
+                ob = route.single(values)
         elif route.single is not None:
             ob = route.single(values)
             if ob.__class__ is not Outbox:
@@ -188,7 +188,7 @@ class SpoutCollector(Collector):
             ob = sh.pick_next()
             xor = rand(63)
             ob.append(values)
-            ob.metas.append(((root, xor),))  # type: ignore[union-attr]
+            ob.metas.append(((root, xor),))
             if len(ob) >= self.batch_size:
                 self.flush(ob)
         else:

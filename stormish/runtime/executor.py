@@ -23,8 +23,12 @@ from ..errors import FailedException, ReportedFailedException, TopologyError
 from ..logs import set_running
 from ..tuple import SYSTEM_COMPONENT, Source
 from . import wait
+from .collector import Collector
+from .context import TopologyContext
 from .error_report import SHOWN, ErrorReport, report
 from .plan import Plan
+from .queue import ReceiveQueue
+from .seams import TaskWorker
 from .task_counts import TaskCounts
 
 log = logging.getLogger("stormish.executor")
@@ -44,7 +48,14 @@ class Executor:
     is_spout = False
 
     def __init__(
-        self, plan: Plan, task: int, obj: Any, queue: Any, collector: Any, context: Any, worker: Any
+        self,
+        plan: Plan,
+        task: int,
+        obj: Any,
+        queue: ReceiveQueue,
+        collector: Collector,
+        context: TopologyContext,
+        worker: TaskWorker,
     ):
         self.plan = plan
         self.task = task
@@ -280,7 +291,7 @@ class Executor:
             self.bp_since = None
 
 
-def noop(*args: Any) -> None:
+def noop(*args: object) -> None:
     return None
 
 

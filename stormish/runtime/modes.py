@@ -17,6 +17,7 @@ from typing import Any
 
 from ..edges import EdgePolicy
 from .channel import EdgeStats
+from .seams import Batch
 
 # The metas of a latched tuple sent again to a worker that (re)connected: no tree (its
 # own completed or failed long ago), and the receiving channel takes it only if its task
@@ -54,7 +55,7 @@ class BlockingChannel:
         """The input has ended: what is held may go. Returns the change in `ready()`."""
         return 0
 
-    def offer(self, batch: tuple, n: int) -> int:
+    def offer(self, batch: Batch, n: int) -> int:
         """Returns the change in tuples ready to leave (what the queue counts)."""
         st = self.stats
         st.arrived += n
@@ -66,10 +67,10 @@ class BlockingChannel:
         st.queued = self.size
         return self.ready() - before
 
-    def _place(self, batch: tuple, n: int) -> None:
+    def _place(self, batch: Batch, n: int) -> None:
         self.batches.append(batch)
 
-    def offer_local(self, batch: tuple, n: int) -> int:
+    def offer_local(self, batch: Batch, n: int) -> int:
         return self.offer(batch, n)
 
     def take(self, budget: int, out: list) -> int:
@@ -158,7 +159,7 @@ class LatchedChannel(BlockingChannel):
         self.seen: set[int] = set()  # upstream tasks heard from
         self.replayed = 0
 
-    def offer(self, batch: tuple, n: int) -> int:
+    def offer(self, batch: Batch, n: int) -> int:
         src, stream, values, metas = batch
         if metas is not None and metas[0] == LATCHED:
             if src in self.seen:
@@ -181,7 +182,7 @@ class Latching:
         self.src, self.stream = src, stream
         self.last: Any = None
 
-    def try_publish(self, batch: tuple, n: int) -> bool:
+    def try_publish(self, batch: Batch, n: int) -> bool:
         if not self.target.try_publish(batch, n):
             return False
         self.last = batch[2][-1]
@@ -215,7 +216,7 @@ class EpochChannel(BlockingChannel):
     def ready(self) -> int:
         return self.size - self.staged_size
 
-    def _place(self, batch: tuple, n: int) -> None:
+    def _place(self, batch: Batch, n: int) -> None:
         self.staged.append(batch)
         self.staged_size += n
 

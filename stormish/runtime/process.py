@@ -18,15 +18,18 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import zmq
 
 from .. import pickling
 from ..transport import control as ct
-from ..transport.security import LOOPBACK, security_for
+from ..transport.security import LOOPBACK, Security, security_for
 from . import gctune
+
+if TYPE_CHECKING:
+    from ..transport.link import WorkerLink
 
 POLL_MS = 100
 # The GIL hand-off interval. A worker's link threads (receive, transfer) must get the GIL
@@ -54,14 +57,14 @@ class WorkerServer:
         index: int,
         bind: str | None,
         advertise: str | None = None,
-        security: Any = LOOPBACK,
+        security: Security = LOOPBACK,
     ):
         self.index = index
         self.bind = bind
         self.advertise = advertise
         self.security = security
         self.worker: Any = None
-        self.link: Any = None
+        self.link: WorkerLink | None = None
         self.linked = False
         self.started = False
         self.done = False
@@ -69,19 +72,20 @@ class WorkerServer:
     def handle(self, verb: str, payload: Any) -> Any:
         return getattr(self, f"do_{verb}")(payload)
 
-    def do_ping(self, _payload: Any) -> Any:
+    def do_ping(self, _payload: object) -> int:
         return os.getpid()
 
     def do_assign(self, payload: Any) -> str:
         from ..transport.link import WorkerLink
+        from .acker import AckerBolt
         from .plan import build_plan
-        from .worker import Worker, acker_bolt
+        from .worker import Worker
 
         if self.worker is not None:
             raise RuntimeError(f"worker {self.index} already has a topology")
         topology, conf, assignment = cloudpickle.loads(payload)
         gctune.hold(conf["topology.worker.gc.threshold"])  # this process: kept until exit
-        plan = build_plan(topology, conf, acker_bolt())
+        plan = build_plan(topology, conf, AckerBolt())
         if dict(plan.assignment) != dict(assignment):
             raise RuntimeError(
                 f"worker {self.index} planned a different task assignment than its "
@@ -115,13 +119,13 @@ class WorkerServer:
         return link.address
 
     def do_peers(self, book: dict[int, str]) -> None:
-        self._need()
-        self.link.connect(book)
+        link = self._need_link()
+        link.connect(book)
         if not self.linked:
-            self.link.start()
+            link.start()
             self.linked = True
 
-    def do_start(self, _payload: Any) -> None:
+    def do_start(self, _payload: object) -> None:
         self._need()
         self.worker.start()
         self.started = True
@@ -134,17 +138,17 @@ class WorkerServer:
             return "new"
         return "running" if self.started else "assigned"
 
-    def do_quiescence(self, _payload: Any) -> dict[str, Any]:
+    def do_quiescence(self, _payload: object) -> dict[str, Any]:
         self._need()
         q = self.worker.quiescence()
         q["failure"] = self.worker.failure()
         return q
 
-    def do_stats(self, _payload: Any) -> tuple[list, dict, str | None]:
+    def do_stats(self, _payload: object) -> tuple[list, dict, str | None]:
         self._need()
         return self.worker.task_stats(), self.worker.link_stats(), self.worker.failure()
 
-    def do_end_input(self, _payload: Any) -> int:
+    def do_end_input(self, _payload: object) -> int:
         self._need()
         return self.worker.end_of_input()
 
@@ -170,12 +174,17 @@ class WorkerServer:
         }
 
     def _stop_unstarted(self) -> list[str]:
-        self.link.stop()
+        self._need_link().stop()
         return []
 
     def _need(self) -> None:
         if self.worker is None:
             raise RuntimeError(f"worker {self.index} has no topology yet (assign first)")
+
+    def _need_link(self) -> WorkerLink:
+        self._need()
+        assert self.link is not None  # assigned with the worker
+        return self.link
 
 
 def _portable(value: Any) -> Any:
@@ -196,7 +205,7 @@ def serve(
     orphan: float,
     topology: str | None = None,
     advertise: str | None = None,
-    security: Any = LOOPBACK,
+    security: Security = LOOPBACK,
     heartbeat: float = 0.0,
     heartbeat_file: str | None = None,
 ) -> int:
@@ -278,8 +287,8 @@ def setup_logging(topology: str | None, index: int, level: str) -> None:
 
     raw = sys.stderr  # log records carry their tag in the format: not tagged twice
     logs.configure(f"worker {topology}/{index}" if topology else f"worker {index}", level, raw)
-    sys.stdout = logs.TaggedOutput(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = logs.TaggedOutput(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = logs.TaggedOutput(sys.stdout)
+    sys.stderr = logs.TaggedOutput(sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,9 @@ from .channel import REJECTED_KEPT, EdgeChannel, LaneChannel
 from .modes import BlockingChannel, EpochChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
 
+# an edge with a policy: a channel of channel.py (overflow, lanes) or modes.py (modes)
+Channel = EdgeChannel | LaneChannel | BlockingChannel
+
 
 class ReceiveQueue:
     __slots__ = (
@@ -77,11 +80,11 @@ class ReceiveQueue:
         # whole timer period later, while the remote upstreams wait for the all-clear
         self.on_drain: Any = None
         # edges with a dropping policy: their own channels, by (src_task, stream)
-        self.channels: dict[tuple[int, str], EdgeChannel | LaneChannel] = {}
-        self.chan_list: list[EdgeChannel | LaneChannel] = []
+        self.channels: dict[tuple[int, str], Channel] = {}
+        self.chan_list: list[Channel] = []
         self.chan_size = 0
 
-    def add_channel(self, keys: list[tuple[int, str]], channel: EdgeChannel | LaneChannel) -> None:
+    def add_channel(self, keys: list[tuple[int, str]], channel: Channel) -> None:
         """Batches from these (src_task, stream) go to `channel` (before the run)."""
         for k in keys:
             self.channels[k] = channel

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import TopologyError
+from ..topology import Subscription
 from ..tuple import DEAD_LETTER_STREAM
 from . import grouping as g
 from .plan import Plan
@@ -153,7 +154,7 @@ def _picker(
     if kind == "fields":
         return g.Fields(boxes, [fields.index(f) for f in sub.fields]).pick
     if kind == "lanes":
-        return g.Lanes(boxes, [fields.index(f) for f in sub.fields], sub.custom[0]).pick
+        return g.Lanes(boxes, [fields.index(f) for f in sub.fields], _lane_count(sub)).pick
     if kind == "partial_key":
         return g.PartialKey(boxes, [fields.index(f) for f in sub.fields]).pick
     if kind == "all":
@@ -172,3 +173,8 @@ def _shuffled(sh: g.Shuffle) -> Callable[[Any], Any]:
         return sh.pick_next()
 
     return pick
+
+
+def _lane_count(sub: Subscription) -> int:
+    assert sub.lanes is not None  # ordered_lanes always sets it
+    return sub.lanes.lanes

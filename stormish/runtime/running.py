@@ -21,13 +21,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError, WorkerError
 from ..topology import Topology
 from . import gctune
-from .plan import build_plan
+from .acker import AckerBolt
+from .plan import Plan, build_plan
 from .stats import TopologyStatistics, aggregate
-from .worker import Worker, acker_bolt
+from .status import TopologyStatus
+from .worker import Worker
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every
@@ -62,19 +64,24 @@ class WorkerSet(Protocol):
     restarts: int
     active: bool
 
+    @property
+    def handles(self) -> Sequence[Any]:
+        """One per worker, by index: its `index` and `restarts`."""
+        ...
+
     def restart(self, index: int) -> None: ...
     def close(self) -> None: ...
 
 
 class RunningTopology:
-    def __init__(self, topology: Topology, plan: Any, workers: Sequence[WorkerView]):
+    def __init__(self, topology: Topology, plan: Plan, workers: Sequence[WorkerView]):
         self.topology = topology
         self.name = topology.name
         self.plan = plan
         self.workers = workers
         self.started = time.monotonic()
         self.ended = False
-        self.status = "running"
+        self.status = TopologyStatus.RUNNING
         self.error: str | None = None
         self._final: TopologyStatistics | None = None
         self._lock = threading.Lock()
@@ -90,11 +97,15 @@ class RunningTopology:
 
     @classmethod
     def start(
-        cls, topology: Topology, extra: Mapping[str, Any], clock: Any = None, active: bool = True
-    ):
+        cls,
+        topology: Topology,
+        extra: Mapping[str, Any],
+        clock: Clock | None = None,
+        active: bool = True,
+    ) -> RunningTopology:
         """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)
-        plan = build_plan(topology, conf, acker_bolt())
+        plan = build_plan(topology, conf, AckerBolt())
         if plan.workers > 1:
             if clock is not None:
                 raise ConfigError(
@@ -182,10 +193,10 @@ class RunningTopology:
                 try:
                     done = rule.observe()
                 except WorkerError:
-                    self.finish("failed")
+                    self.finish(TopologyStatus.FAILED)
                     raise
                 if done:
-                    self.finish("complete")
+                    self.finish(TopologyStatus.COMPLETE)
                     return True
                 self._interval = next_poll(self._interval, rule.quiet, self.spouts_finished)
                 now = time.monotonic()
@@ -242,9 +253,9 @@ class RunningTopology:
             deadline = time.monotonic() + wait_secs
             while time.monotonic() < deadline and not self.is_complete():
                 time.sleep(POLL)
-        return self.finish("killed")
+        return self.finish(TopologyStatus.KILLED)
 
-    def finish(self, status: str) -> TopologyStatistics:
+    def finish(self, status: TopologyStatus) -> TopologyStatistics:
         with self._lock:
             if self.ended:
                 return self.statistics()
@@ -286,7 +297,7 @@ class RunningTopology:
             return self._final
         return self._collect(self.status)
 
-    def _collect(self, status: str) -> TopologyStatistics:
+    def _collect(self, status: TopologyStatus) -> TopologyStatistics:
         tasks = {}
         links: dict[str, Any] = {}
         for w in self.workers:

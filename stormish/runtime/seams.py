@@ -8,7 +8,10 @@ collector, the queue and the transport agree on them, and mypy can check it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeAlias
+
+from ..clock import Clock
 
 # (source task, stream, value rows, per-row tree ids or None when untracked)
 Batch: TypeAlias = tuple[int, str, list[Any], list[Any] | None]
@@ -24,3 +27,31 @@ class PublishTarget(Protocol):
     def load(self) -> float:
         """How full the target is, 0 to 1, for load-aware shuffles."""
         ...
+
+
+class TaskWorker(Protocol):
+    """What an executor needs of the worker that runs it (`worker.Worker` is one)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def executors(self) -> Mapping[int, Any]:
+        """The worker's executors by task (an executor reads its peers' error records)."""
+        ...
+
+    @property
+    def cycle_congested(self) -> bool:
+        """An executor on a cycle is congested: the cycle's spouts hold back."""
+        ...
+
+    def executor_failed(self, ex: Any) -> None:
+        """`ex` failed fatally (its error is recorded): the worker decides what ends."""
+        ...
+
+    def cycle_congestion(self, task: int, congested: bool) -> None: ...
+
+    def advance_epoch(self, to: int | None = None, broadcast: bool = False) -> int: ...

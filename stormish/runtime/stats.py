@@ -157,7 +157,7 @@ def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:
 @dataclass(frozen=True)
 class TopologyStatistics:
     name: str
-    status: str  # "running" | "complete" | "killed" | "failed"
+    status: str  # a TopologyStatus (runtime/status.py); its plain text after the wire
     uptime_seconds: float
     workers: int
     tasks: Mapping[int, TaskStats]

@@ -20,7 +20,9 @@ def checked_emits(obj: Any, component: str, schemas: Mapping[str, Schema]) -> No
             setattr(obj, method, _wrap(method, fn, component, schemas))
 
 
-def _wrap(method: str, fn: Callable[..., Any], component: str, schemas: Mapping[str, Schema]):
+def _wrap(
+    method: str, fn: Callable[..., Any], component: str, schemas: Mapping[str, Schema]
+) -> Callable[..., Any]:
     def check(values: Sequence[Any], stream: str) -> None:
         schema = schemas.get(stream)
         if schema is None:
@@ -44,7 +46,7 @@ def _wrap(method: str, fn: Callable[..., Any], component: str, schemas: Mapping[
         return emit_many
     if method == "emit_direct":
 
-        def emit_direct(task: int, values: Any, stream: str = "default", *a: Any, **kw: Any):
+        def emit_direct(task: int, values: Any, stream: str = "default", *a: Any, **kw: Any) -> Any:
             check(values, stream)
             return fn(task, values, stream, *a, **kw)
 

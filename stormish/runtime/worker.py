@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -45,6 +45,9 @@ from .stats import TaskStats
 from .stuck_watch import StuckWatch
 from .ticks import TickSchedule
 from .typecheck import checked_emits
+
+if TYPE_CHECKING:
+    from ..transport.link import WorkerLink
 
 TICK_TASK = 0
 EPOCH_TIMER = -1  # the tick schedule's entry for topology.epoch.millis (no task)
@@ -81,7 +84,7 @@ class Worker:
             elif remote_target is not None:
                 targets[t] = remote_target(t)
         self.targets = targets
-        self.link: Any = None  # the ZeroMQ link when the topology has several workers
+        self.link: WorkerLink | None = None  # the ZeroMQ link when the topology has several workers
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
@@ -123,8 +126,8 @@ class Worker:
             for sub in plan.components[ex.component].subscriptions:
                 keys = [(u, sub.stream) for u in plan.tasks[sub.source]]
                 if sub.grouping == "lanes":
-                    lanes, most = sub.custom
-                    lp = LanePolicy(tuple(sub.fields), lanes, most)
+                    assert sub.lanes is not None  # ordered_lanes always sets it
+                    lp = LanePolicy(tuple(sub.fields), sub.lanes.lanes, sub.lanes.max_in_flight)
                     st = EdgeStats(sub.source, sub.stream, t, lp)  # type: ignore[arg-type]
                     st.capacity = q.capacity
                     st.events = events
@@ -134,7 +137,7 @@ class Worker:
                     idx = tuple(fields.index(f) for f in sub.fields)
                     for k in keys:
                         ex.edges[k] = (st, self.clock.now)
-                        ex.lane_keys[k] = (idx, lanes)  # type: ignore[attr-defined]
+                        ex.lane_keys[k] = (idx, sub.lanes.lanes)  # type: ignore[attr-defined]
                     continue
                 p = sub.policy
                 if p is None:
@@ -147,7 +150,7 @@ class Worker:
                     q.add_channel(keys, LatchedChannel(p, st, q.capacity))
                 elif p.mode == "barrier":
                     q.add_channel(keys, BarrierChannel(p, st, q.capacity))
-                    ex.barrier_keys.update(keys)  # type: ignore[attr-defined]
+                    ex.barrier_keys.update(keys)
                 elif p.mode == "previous_tick":
                     q.add_channel(keys, EpochChannel(p, st, q.capacity))
                 elif p.channel:
@@ -659,10 +662,6 @@ def _logged(fn: Callable[..., Any], what: str) -> Callable[..., Any]:
 
 def _kw(kwargs: Mapping[str, Any]) -> list[str]:
     return [f"{k}={v!r}" for k, v in kwargs.items()]
-
-
-def acker_bolt() -> AckerBolt:
-    return AckerBolt()
 
 
 def _debug_emits(ex: Executor) -> None:

@@ -29,9 +29,11 @@ from .. import pickling, statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, private_dir, start_line, worker_log_name
 from ..state.factory import DATA_ENV
+from ..topology import Topology
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
+from .plan import Plan
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -331,7 +333,7 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
-    def __init__(self, topology: Any, plan: Any, conf: Mapping[str, Any]):
+    def __init__(self, topology: Topology, plan: Plan, conf: Mapping[str, Any]):
         self.topology = topology
         self.plan = plan
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)

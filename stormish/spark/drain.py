@@ -22,12 +22,13 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .errors import SparkSourceError, WouldBlock, short, where
 from .fetch import ArrowPartitions, RowPartitions, arrow_unsupported, cancel_hook, count_share
+from .ids import row_id
 from .rows import to_tuples
-from .spout import row_id
 
 PATHS = ("auto", "arrow", "rows")
 _ids = itertools.count()
@@ -165,7 +166,7 @@ class Drain:
                             f"{where(self.component)}no chunk within {timeout}s"
                         ) from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         while (chunk := self.next_chunk()) is not None:
             yield chunk
 

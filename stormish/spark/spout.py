@@ -36,15 +36,11 @@ from typing import Any
 
 from ..component import DEFAULT_STREAM, Spout
 from .errors import SparkSourceError, WouldBlock, short, where
+from .ids import row_id  # the spout's ids; tests and sinks import it from here too
 
 ROW_ID = "_row_id"
 EMITS_PER_CALL = 1000  # bounds what one next_tuple call can park in the pendingEmitQ
-PARTITION_SHIFT = 40  # 2^40 rows per partition, 2^23 partitions in a signed int64
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".orc": "orc"}
-
-
-def row_id(partition: int, offset: int) -> int:
-    return (partition << PARTITION_SHIFT) | offset
 
 
 class SparkSpout(Spout):

@@ -210,10 +210,10 @@ def _bind_bolt(adapter: PystormBolt, inst: Any) -> None:
 
     sack, sfail = adapter.ack, adapter.fail
 
-    def ack(tup):
+    def ack(tup: Any) -> None:
         sack(tup.id if isinstance(tup, PTuple) else tup)
 
-    def fail(tup):
+    def fail(tup: Any) -> None:
         sfail(tup.id if isinstance(tup, PTuple) else tup)
 
     _bind_common(adapter, inst, {"emit": _bolt_emit_msg(adapter), "ack": sack, "fail": sfail})
@@ -232,7 +232,13 @@ def _bolt_emit(adapter: PystormBolt, inst: Any, no_ids: bool) -> Any:
     semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
     auto = isinstance(adapter, BasicBolt)  # anchored to the input by the runtime
 
-    def emit(tup, stream=None, anchors=None, direct_task=None, need_task_ids=False):
+    def emit(
+        tup: Any,
+        stream: str | None = None,
+        anchors: Any = None,
+        direct_task: int | None = None,
+        need_task_ids: bool = False,
+    ) -> list[int] | None:
         if auto and anchors is None and direct_task is None and not need_task_ids:
             semit(tup, stream or "default")  # the common emit, anchored by the runtime
             return None
@@ -275,7 +281,13 @@ def _bind_spout(adapter: PystormSpout, inst: Any) -> None:
 
     semit, sdirect, stasks = adapter.emit, adapter.emit_direct, adapter.emit_tasks
 
-    def emit(tup, tup_id=None, stream=None, direct_task=None, need_task_ids=False):
+    def emit(
+        tup: Any,
+        tup_id: Any = None,
+        stream: str | None = None,
+        direct_task: int | None = None,
+        need_task_ids: bool = False,
+    ) -> list[int] | None:
         s = stream or "default"
         if direct_task is not None:
             sdirect(direct_task, tup, s, None, tup_id)

@@ -17,7 +17,7 @@ import zmq
 
 from ..errors import WorkerError
 from . import control as ct
-from .security import LOOPBACK
+from .security import LOOPBACK, Security
 
 log = logging.getLogger("stormish.control")
 
@@ -38,7 +38,7 @@ class ControlServer:
     supervisor, again every few seconds as a heartbeat): the latest hello per
     (topology, index) is kept with its identity, pid, state and time."""
 
-    def __init__(self, bind: str = "tcp://127.0.0.1", security: Any = LOOPBACK) -> None:
+    def __init__(self, bind: str = "tcp://127.0.0.1", security: Security = LOOPBACK) -> None:
         self.ctx = zmq.Context()
         self.security = security
         self.sock = self.ctx.socket(zmq.ROUTER)

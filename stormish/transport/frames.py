@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import IO, Any, TypeAlias
 
 from ..errors import StormishError
 from ..tuple import StampedRows
@@ -36,16 +36,16 @@ HEADER = struct.Struct("!4sBBIQ")  # magic, version, kind, sender worker id, seq
 _STATUS = struct.Struct("!IQII")  # worker id, status id, number of bp / non-bp task ids
 
 Frame = bytes | memoryview | pickle.PickleBuffer
-Batch = tuple  # (dest_task, src_task, stream, values, metas_or_None)
+# (dest_task, src_task, stream, values, metas_or_None): a batch for another worker
+Batch: TypeAlias = tuple[int, int, str, Any, list[Any] | None]
 
 
 class Kind(IntEnum):
     HELLO = 1
     TUPLES = 2
     BP_STATUS = 3
-    EOS = 4
-    EOS_ACK = 5
-    HEARTBEAT = 6
+    # 4, 5 and 6 (EOS, EOS_ACK, HEARTBEAT) were never sent and are retired: a peer that
+    # sends them gets FrameError (unknown kind); never give their numbers to a new kind
     CONTROL = 7
 
 
@@ -56,8 +56,7 @@ class FrameError(StormishError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Message:
     """A decoded message. `body` by kind: TUPLES a list of `Batch` tuples, BP_STATUS a
-    `BackpressureStatus`, HELLO a `Hello`, HEARTBEAT and CONTROL a dict, EOS and
-    EOS_ACK None."""
+    `BackpressureStatus`, HELLO a `Hello`, CONTROL a dict (a peer's epoch)."""
 
     kind: Kind
     sender: int
@@ -88,8 +87,10 @@ class _OobBytesPickler(pickle.Pickler):
     shared by several rows travels once.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, file: IO[bytes], protocol: int, buffer_callback: Callable[[Any], Any]
+    ) -> None:
+        super().__init__(file, protocol=protocol, buffer_callback=buffer_callback)
         self._seen: dict[int, int] = {}
 
     def persistent_id(self, obj: Any) -> Any:
@@ -191,18 +192,6 @@ def encode_status(sender: int, seq: int, status: BackpressureStatus) -> list[Fra
     return [_header(Kind.BP_STATUS, sender, seq), body + tasks]
 
 
-def encode_eos(sender: int, seq: int) -> list[Frame]:
-    return [_header(Kind.EOS, sender, seq)]
-
-
-def encode_eos_ack(sender: int, seq: int) -> list[Frame]:
-    return [_header(Kind.EOS_ACK, sender, seq)]
-
-
-def encode_heartbeat(sender: int, seq: int, payload: dict) -> list[Frame]:
-    return [_header(Kind.HEARTBEAT, sender, seq), _json(Kind.HEARTBEAT, payload)]
-
-
 def encode_control(sender: int, seq: int, payload: dict) -> list[Frame]:
     return [_header(Kind.CONTROL, sender, seq), _json(Kind.CONTROL, payload)]
 
@@ -252,8 +241,8 @@ def _fail(kind: Kind, why: str) -> FrameError:
 class _Unpickler(pickle.Unpickler):
     """Rebuilds the large `bytes` of `_OobBytesPickler`: a buffer, or the index of one."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, file: IO[bytes], buffers: Iterable[Any]) -> None:
+        super().__init__(file, buffers=buffers)
         self._loaded: list[bytes] = []
 
     def persistent_load(self, pid: Any) -> bytes:
@@ -345,10 +334,6 @@ def _decode_hello(kind: Kind, sender: int, frames: Sequence[Any]) -> Hello:
     return Hello(topology_id, info)
 
 
-def _no_body(_kind: Kind, _sender: int, _frames: Sequence[Any]) -> None:
-    return None
-
-
 # kind number -> (kind, frame count with -1 meaning "2 or more", body decoder)
 _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]] = {
     k: (k, n, fn)
@@ -356,9 +341,6 @@ _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]
         (Kind.HELLO, 2, _decode_hello),
         (Kind.TUPLES, -1, _decode_tuples),
         (Kind.BP_STATUS, 2, _decode_status),
-        (Kind.EOS, 1, _no_body),
-        (Kind.EOS_ACK, 1, _no_body),
-        (Kind.HEARTBEAT, 2, _decode_json),
         (Kind.CONTROL, 2, _decode_json),
     ]
 }

@@ -38,7 +38,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
@@ -46,7 +46,7 @@ import zmq
 from . import frames as fr
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
-from .security import CONNECTION, LOOPBACK
+from .security import CONNECTION, LOOPBACK, Security
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
 from .wakeup import FdWakeup
 
@@ -72,7 +72,7 @@ class WorkerLink:
         conf: Mapping[str, Any],
         host: str = "127.0.0.1",
         bind: str | None = None,
-        security: Any = None,
+        security: Security | None = None,
         advertise: str | None = None,
     ):
         self.index = index
@@ -139,8 +139,9 @@ class WorkerLink:
         self.task_dropped: dict[int, dict[str, int]] = {}
         self._drop_lock = threading.Lock()  # the receive and transfer threads both drop
         self.malformed = 0
-        self.drop_status_hook: Any = None  # tests: a callable(status) -> True to drop it
-        self._lose = conf.get("topology.testing.lose.backpressure.status", 0)
+        # an injected filter (fault tests: stormish.testing.LoseStatuses): a backpressure
+        # status it answers True for is withheld, counted in lost_status
+        self.status_filter: Callable[[Any], bool] | None = conf.get("topology.link.status.filter")
         self.lost_status = 0
         # the worker's latched edges: (peer) -> transfer items to send it again when it
         # (re)connects (runtime.modes.Latching); None: no worker attached
@@ -342,9 +343,7 @@ class WorkerLink:
 
     def _run(self, instructions: list) -> None:
         for ins in instructions:
-            if self.drop_status_hook is not None and self.drop_status_hook(ins.status):
-                continue
-            if self._lose and (self._lose < 0 or self.lost_status < self._lose):
+            if self.status_filter is not None and self.status_filter(ins.status):
                 self.lost_status += 1
                 continue
             peers = list(self._peers) if isinstance(ins, Broadcast) else [ins.peer]

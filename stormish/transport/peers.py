@@ -51,6 +51,9 @@ from typing import Any
 
 import zmq
 
+from .frames import Batch  # (dest_task, src_task, stream, values, metas), as the transfer holds it
+from .security import Security
+
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 CONTROL_BACKLOG = 64
 DOWN_TUPLES = 100_000  # what is held for a peer whose connection is down, at most
@@ -59,7 +62,6 @@ DOWN_TUPLES = 100_000  # what is held for a peer whose connection is down, at mo
 # monitors are read when a wait saw an event, or at most this often otherwise (s).
 EVENTS_EVERY = 0.02
 _EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
-Batch = tuple  # (dest_task, src_task, stream, values, metas): as the transfer queue holds it
 
 
 class Outbox:
@@ -254,7 +256,7 @@ class Peers:
     def __init__(
         self,
         ctx: zmq.Context,
-        security: Any,
+        security: Security,
         hold_at: int,
         message_tuples: int,
         encode: Callable[[list[Batch]], list],

@@ -31,7 +31,10 @@ import json
 import os
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import zmq
 
 from ..errors import ConfigError
 
@@ -55,6 +58,28 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class Security(Protocol):
+    """How a socket is secured: `Loopback` (no keys) or `Curve` (the cluster's keys)."""
+
+    name: str
+
+    def check_bind(self, address: str) -> None:
+        """Refuse an address this security may not listen on."""
+        ...
+
+    def server(self, sock: zmq.Socket) -> None:
+        """Prepare a socket that binds."""
+        ...
+
+    def client(self, sock: zmq.Socket) -> None:
+        """Prepare a socket that connects."""
+        ...
+
+    def release(self, ctx: zmq.Context) -> None:
+        """Stop what runs per ZeroMQ context (a ZAP handler)."""
+        ...
+
+
 class Loopback:
     """No keys: loopback addresses only."""
 
@@ -71,13 +96,13 @@ class Loopback:
                 f"{host!r}"
             )
 
-    def server(self, sock: Any) -> None:
+    def server(self, sock: zmq.Socket) -> None:
         """Prepare a socket that binds (nothing to do without keys)."""
 
-    def client(self, sock: Any) -> None:
+    def client(self, sock: zmq.Socket) -> None:
         """Prepare a socket that connects (nothing to do without keys)."""
 
-    def release(self, ctx: Any) -> None:
+    def release(self, ctx: zmq.Context) -> None:
         """Nothing runs per context without keys."""
 
 
@@ -178,7 +203,7 @@ class Curve:
     def check_bind(self, address: str) -> None:
         """Any address: peers must hold a cluster key."""
 
-    def server(self, sock: Any) -> None:
+    def server(self, sock: zmq.Socket) -> None:
         if self.server_public != self.public:
             raise ConfigError(
                 f"the keys in {self.keys_dir!r} are a client's (client.key_secret): a process "
@@ -189,19 +214,19 @@ class Curve:
         sock.curve_publickey = self.public
         sock.curve_server = True
 
-    def client(self, sock: Any) -> None:
+    def client(self, sock: zmq.Socket) -> None:
         sock.curve_secretkey = self.secret
         sock.curve_publickey = self.public
         sock.curve_serverkey = self.server_public
 
-    def _authenticator(self, ctx: Any) -> None:
+    def _authenticator(self, ctx: zmq.Context) -> None:
         with self._lock:
             if id(ctx) in self._auth:
                 return
             allowed = _Allowed(self.keys_dir, frozenset({self.public}))
             self._auth[id(ctx)] = _zap(ctx, allowed)
 
-    def release(self, ctx: Any) -> None:
+    def release(self, ctx: zmq.Context) -> None:
         """Stop the context's ZAP handler (before `ctx.term()`, which waits for it)."""
         with self._lock:
             auth = self._auth.pop(id(ctx), None)

@@ -11,15 +11,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..cluster.api import Kill, Rebalance
 from ..errors import StormishError
+from ..runtime.status import TopologyStatus
+
+if TYPE_CHECKING:
+    from ..cluster.client import NimbusClient
+    from ..runtime.running import RunningTopology
+    from ..runtime.stats import TopologyStatistics
+    from ..topology import Topology
+
+
+class NotFound(LookupError):
+    """No such topology (or component, or path): the REST API's 404. A `KeyError` from a
+    view is a bug, a 500 with its traceback, never taken for a missing topology."""
 
 
 class Backend(Protocol):
+    """A backend raises `NotFound` for a topology it does not know."""
+
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
-    def stats(self, name: str) -> Any: ...
+    def stats(self, name: str) -> TopologyStatistics: ...
     def graph(self, name: str) -> dict[str, Any]: ...
     def act(self, name: str, verb: str, arg: float | None) -> None: ...
 
@@ -28,7 +43,11 @@ class LocalBackend:
     """One topology on the embedded local cluster (`stormish run --ui`)."""
 
     def __init__(
-        self, running: Any, topology: Any, conf: dict[str, Any], on_kill: Callable[[], None]
+        self,
+        running: RunningTopology,
+        topology: Topology,
+        conf: dict[str, Any],
+        on_kill: Callable[[], None],
     ):
         self.running = running
         self.topology = topology
@@ -44,7 +63,7 @@ class LocalBackend:
 
     def topologies(self) -> list[dict[str, Any]]:
         r = self.running
-        status = "killed" if self.killed else r.status
+        status = TopologyStatus.KILLED if self.killed else r.status
         return [
             {"name": r.name, "status": status, "workers": r.plan.workers,
              "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
@@ -54,7 +73,7 @@ class LocalBackend:
     def supervisors(self) -> list[dict[str, Any]]:
         return []
 
-    def stats(self, name: str) -> Any:
+    def stats(self, name: str) -> TopologyStatistics:
         self._check(name)
         with self.lock:
             return self.running.statistics()
@@ -81,13 +100,13 @@ class LocalBackend:
 
     def _check(self, name: str) -> None:
         if name != self.running.name:
-            raise KeyError(name)
+            raise NotFound(name)
 
 
 class ClusterBackend:
     """A nimbus, through its API (the keys' CURVE when the cluster has them)."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: NimbusClient):
         self.client = client
         self.lock = threading.Lock()
         self._graphs: dict[tuple[str, float], dict[str, Any]] = {}
@@ -102,7 +121,7 @@ class ClusterBackend:
     def supervisors(self) -> list[dict[str, Any]]:
         return list(self._call("supervisors"))
 
-    def stats(self, name: str) -> Any:
+    def stats(self, name: str) -> TopologyStatistics:
         self._known(name)
         return self._call("stats", name)
 
@@ -113,14 +132,14 @@ class ClusterBackend:
     def act(self, name: str, verb: str, arg: float | None) -> None:
         self._known(name)
         if verb == "kill":
-            self._call("kill", (name, float(arg or 0)))
+            self._call("kill", Kill(name, float(arg or 0)))
         elif verb == "rebalance":
             if arg is None:
                 raise StormishError("rebalance needs a number of workers: .../rebalance/N")
-            self._call("rebalance", (name, int(arg)))
+            self._call("rebalance", Rebalance(name, int(arg)))
         else:
             self._call(verb, name)
 
     def _known(self, name: str) -> None:
         if not any(r["name"] == name for r in self.topologies()):
-            raise KeyError(name)
+            raise NotFound(name)

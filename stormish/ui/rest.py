@@ -15,6 +15,11 @@ GET  /api/v1/topology/{id}/events               edge health events, oldest first
                                                  (topology.edge.health.events)
 POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{workers}
 
+Routes come from one table (`ROUTES`: method, path pattern, view). A path no route
+matches, or a topology or component that does not exist (`NotFound`), is a 404; any other
+exception in a view (a `KeyError` too: a bug, not a missing page) is a 500 carrying its
+traceback (this server answers loopback only).
+
 Windows: the engine's counters are cumulative, so a window is the difference between now
 and the oldest sample of the statistics this server took within the window (one per
 request; a window the server has not been up for is as long as its samples reach, and
@@ -39,6 +44,7 @@ import json
 import math
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
@@ -48,7 +54,7 @@ from ..errors import StormishError
 from ..runtime.bp_root import backpressure_roots, congested
 from ..runtime.health import merged
 from ..runtime.stats import TopologyStatistics
-from .backend import Backend
+from .backend import Backend, NotFound
 from .series import KEEP as SERIES_KEEP
 from .series import TOPOLOGY, Series, fill, task_shares
 
@@ -190,7 +196,7 @@ def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
     """/api/v1/topology/{id}/component/{c}: per task, and its errors with tracebacks."""
     c = stats.components.get(component)
     if c is None:
-        raise KeyError(component)
+        raise NotFound(component)
     tasks = [t for t in stats.tasks.values() if t.component == component]
     return {
         "id": component,
@@ -340,85 +346,97 @@ class RestApp:
             )
         try:
             body = self.route(method, path.rstrip("/"), _query(environ))
-        except KeyError as exc:
+        except NotFound as exc:
             return _reply(start_response, 404, {"error": f"not found: {exc.args[0]}"})
         except StormishError as exc:
             return _reply(start_response, 409, {"error": str(exc)})
         except ValueError as exc:
             return _reply(start_response, 400, {"error": str(exc)})
+        except Exception as exc:  # a bug in a view: say so, with where
+            return _reply(
+                start_response,
+                500,
+                {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
+            )
         return _reply(start_response, 200, body)
 
     def route(self, method: str, path: str, query: dict[str, str]) -> Any:
-        parts = path.split("/")[3:]  # after /api/v1
-        if path.split("/")[:3] != ["", "api", "v1"] or not parts:
-            raise KeyError(path)
-        if method == "GET" and parts == ["cluster", "summary"]:
-            return self.cluster_summary()
-        if method == "GET" and parts == ["supervisor", "summary"]:
-            return {"supervisors": self.backend.supervisors()}
-        if method == "GET" and parts == ["topology", "summary"]:
-            rows = self.backend.topologies()
-            self._forget_all_but({r["name"] for r in rows})
-            return {"topologies": [self._summary_row(r) for r in rows]}
-        if parts[0] != "topology" or len(parts) < 2:
-            raise KeyError(path)
-        name = parts[1]
-        if method == "POST" and len(parts) in (3, 4):
-            verb = parts[2]
-            if verb not in ("activate", "deactivate", "kill", "rebalance"):
-                raise KeyError(path)
-            arg = _path_number(verb, parts[3]) if len(parts) == 4 else None
-            self.backend.act(name, verb, arg)
-            self._fresh.pop(name, None)  # what the page shows next is after the act
-            return {"topologyOperation": verb, "topologyId": name, "status": "success"}
-        if method != "GET":
-            raise KeyError(path)
+        parts = path.split("/")
+        if parts[:3] == ["", "api", "v1"]:
+            for verb, pattern, view in ROUTES:
+                args = _match(pattern, parts[3:]) if verb == method else None
+                if args is not None:
+                    return view(self, query, *args)
+        raise NotFound(path)
+
+    # -- views (ROUTES) ---------------------------------------------------------------------
+    def _supervisor_summary(self, query: dict[str, str]) -> Any:
+        return {"supervisors": self.backend.supervisors()}
+
+    def _topology_summary(self, query: dict[str, str]) -> Any:
+        rows = self.backend.topologies()
+        self._forget_all_but({r["name"] for r in rows})
+        return {"topologies": [self._summary_row(r) for r in rows]}
+
+    def _act(self, query: dict[str, str], name: str, verb: str, arg: str | None = None) -> Any:
+        number = _path_number(verb, arg) if arg is not None else None
+        self.backend.act(name, verb, number)
+        self._fresh.pop(name, None)  # what the page shows next is after the act
+        return {"topologyOperation": verb, "topologyId": name, "status": "success"}
+
+    def _topology(self, query: dict[str, str], name: str) -> Any:
+        stats, now = self._stats(name), self.clock()
+        status = next((r for r in self.backend.topologies() if r["name"] == name), {})
+        w = query.get("window", "600")
+        if w == ":all-time":
+            win = window(stats, None, now) | {"all_time": True}
+        else:
+            secs = _number("window", w, "seconds > 0 or :all-time", above=0.0)
+            # a topology younger than the window: its whole life is in it
+            young = stats.uptime_seconds <= secs
+            win = window(stats, None if young else self.histories[name].since(now, secs), now)
+            win["label"] = str(round(secs))
+        return topology_view(name, status, stats, win)
+
+    def _graph(self, query: dict[str, str], name: str) -> Any:
+        stats, now = self._stats(name), self.clock()
+        before = self.histories[name].since(now, RECENT)
+        secs = now - before[0] if before else 0.0
+        return graph_view(stats, self.backend.graph(name), before[1] if before else None, secs)
+
+    def _component(self, query: dict[str, str], name: str, component: str) -> Any:
+        return component_view(self._stats(name), component)
+
+    def _series(self, query: dict[str, str], name: str) -> Any:
+        stats, now = self._stats(name), self.clock()
+        secs = _series_window(query)
+        ring = self.series[name]
+        comps = [c for c in stats.components if not c.startswith("__")]
+        return {
+            "topologyId": name,
+            "windowSeconds": secs,
+            "step": ring.step,
+            "topology": ring.points(TOPOLOGY, now, secs),
+            "components": {c: ring.points(c, now, secs) for c in comps},
+        }
+
+    def _events(self, query: dict[str, str], name: str) -> Any:
         stats = self._stats(name)
-        now = self.clock()
-        if len(parts) == 2:
-            status = next((r for r in self.backend.topologies() if r["name"] == name), {})
-            w = query.get("window", "600")
-            if w == ":all-time":
-                win = window(stats, None, now) | {"all_time": True}
-            else:
-                secs = _number("window", w, "seconds > 0 or :all-time", above=0.0)
-                # a topology younger than the window: its whole life is in it
-                young = stats.uptime_seconds <= secs
-                win = window(stats, None if young else self.histories[name].since(now, secs), now)
-                win["label"] = str(round(secs))
-            return topology_view(name, status, stats, win)
-        if parts[2:3] == ["graph"] and len(parts) == 3:
-            before = self.histories[name].since(now, RECENT)
-            secs = now - before[0] if before else 0.0
-            return graph_view(stats, self.backend.graph(name), before[1] if before else None, secs)
-        if parts[2:3] == ["component"] and len(parts) == 4:
-            return component_view(stats, parts[3])
-        if parts[2:3] == ["series"] and len(parts) == 3:
-            secs = _series_window(query)
-            ring = self.series[name]
-            comps = [c for c in stats.components if not c.startswith("__")]
-            return {
-                "topologyId": name,
-                "windowSeconds": secs,
-                "step": ring.step,
-                "topology": ring.points(TOPOLOGY, now, secs),
-                "components": {c: ring.points(c, now, secs) for c in comps},
-            }
-        if parts[2:3] == ["events"] and len(parts) == 3:
-            return {"topologyId": name, "events": merged(stats.tasks.values())}
-        if parts[2:3] == ["component"] and parts[4:] == ["series"]:
-            if parts[3] not in stats.components:
-                raise KeyError(parts[3])
-            secs = _series_window(query)
-            ring = self.series[name]
-            return {
-                "topologyId": name,
-                "component": parts[3],
-                "windowSeconds": secs,
-                "step": ring.step,
-                "points": ring.points(parts[3], now, secs),
-            }
-        raise KeyError(path)
+        return {"topologyId": name, "events": merged(stats.tasks.values())}
+
+    def _component_series(self, query: dict[str, str], name: str, component: str) -> Any:
+        stats, now = self._stats(name), self.clock()
+        if component not in stats.components:
+            raise NotFound(component)
+        secs = _series_window(query)
+        ring = self.series[name]
+        return {
+            "topologyId": name,
+            "component": component,
+            "windowSeconds": secs,
+            "step": ring.step,
+            "points": ring.points(component, now, secs),
+        }
 
     def _stats(self, name: str) -> TopologyStatistics:
         now = self.clock()
@@ -476,6 +494,51 @@ class RestApp:
         return [body]
 
 
+def _summary(app: RestApp, query: dict[str, str]) -> Any:
+    return app.cluster_summary()
+
+
+def _act_route(verb: str) -> Callable[..., Any]:
+    def act(app: RestApp, query: dict[str, str], name: str, arg: str | None = None) -> Any:
+        return app._act(query, name, verb, arg)
+
+    return act
+
+
+# (method, path under /api/v1 with {placeholders}, view): the first that matches serves;
+# a placeholder takes one path segment, passed to the view in order
+ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
+    ("GET", "cluster/summary", _summary),
+    ("GET", "supervisor/summary", RestApp._supervisor_summary),
+    ("GET", "topology/summary", RestApp._topology_summary),
+    ("GET", "topology/{id}", RestApp._topology),
+    ("GET", "topology/{id}/graph", RestApp._graph),
+    ("GET", "topology/{id}/series", RestApp._series),
+    ("GET", "topology/{id}/events", RestApp._events),
+    ("GET", "topology/{id}/component/{c}", RestApp._component),
+    ("GET", "topology/{id}/component/{c}/series", RestApp._component_series),
+    *[
+        ("POST", f"topology/{{id}}/{verb}{tail}", _act_route(verb))
+        for verb in ("activate", "deactivate", "kill", "rebalance")
+        for tail in ("", "/{arg}")
+    ],
+]
+
+
+def _match(pattern: str, parts: list[str]) -> list[str] | None:
+    """The placeholders' values when `parts` (the path's segments) match `pattern`."""
+    want = pattern.split("/")
+    if len(want) != len(parts):
+        return None
+    args = []
+    for w, p in zip(want, parts, strict=True):
+        if w.startswith("{"):
+            args.append(p)
+        elif w != p:
+            return None
+    return args
+
+
 def _number(name: str, text: str, wanted: str, above: float = -1.0) -> float:
     """`text` as a finite number greater than `above`; otherwise a ValueError (a 400)
     naming the parameter: `float()` takes 'inf', 'nan' and '1e400' (inf), which would
@@ -514,7 +577,8 @@ def _query(environ: dict) -> dict[str, str]:
 
 def _reply(start_response: Callable, code: int, body: Any) -> list[bytes]:
     data = json.dumps(body, default=str).encode()
-    reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict"}
+    reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+              500: "Internal Server Error"}  # fmt: skip
     start_response(
         f"{code} {reason[code]}",
         [("Content-Type", "application/json"), ("Content-Length", str(len(data))),

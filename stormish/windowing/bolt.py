@@ -192,7 +192,7 @@ class WindowedBolt(Bolt):
         def anchored_emit_many(rows, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
             emit_many(rows, stream, self._anchors if anchors is None else anchors, msg_id)
 
-        self.emit, self.emit_many = anchored_emit, anchored_emit_many  # type: ignore[method-assign]
+        self.emit, self.emit_many = anchored_emit, anchored_emit_many
 
     def execute(self, tup: Tuple) -> None:
         windows = self._windows

@@ -10,14 +10,26 @@ count window holds length + slide tuples: a spout that may have fewer in flight
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from ..errors import ConfigError, TopologyError
-from .spec import Count, Duration
+from .spec import Count, Duration, Size
 
-if TYPE_CHECKING:
-    from .bolt import WindowedBolt
+
+class WindowedBolt(Protocol):
+    """What the checks read of a windowed bolt (bolt.WindowedBolt is one)."""
+
+    window_length: Size | None
+    window_slide: Size | None
+    session_gap: Duration | None
+    session_grace: Duration | None
+    timestamp_field: str | Callable[..., Any] | None
+    lag: Duration
+    late_tuple_stream: str | None
+
+    def tick_seconds(self) -> float | None: ...
+
 
 TIMEOUT = "topology.message.timeout.secs"
 TICK = "topology.tick.tuple.freq.secs"

@@ -9,7 +9,7 @@ are the only two conversions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -105,7 +105,7 @@ class Window:
     end: float | None
     key: Any = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.tuples)
 
     def __len__(self) -> int:

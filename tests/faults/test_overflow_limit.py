@@ -2,8 +2,8 @@
 past `topology.executor.overflow.limit`, tuples from another worker to a task are
 dropped and counted; the trees they belonged to time out and the spout replays them.
 
-The upstream is never told of the backpressure (the `topology.testing.lose.backpressure.
-status` hook, as in tests/integration/test_workers.py), so the spout floods the slow sink
+The upstream is never told of the backpressure (`topology.link.status.filter` set to
+`LoseStatuses(-1)`, as in tests/integration/test_workers.py), so the spout floods the slow sink
 up to `max.spout.pending` and drops must happen. What must hold, exactly: every tuple
 the spout sent was either executed by the sink or dropped (sent = delivered + dropped),
 and the sink's own record agrees; and at least once: every id acked, none lost.
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from stormish import LocalCluster, Topology
-from stormish.testing import poll_for
+from stormish.testing import LoseStatuses, poll_for
 
 from .ledger import LedgerSink, LedgerSpout, audit, deliveries
 
@@ -37,7 +37,7 @@ def flood(name: str, ledger: str) -> Topology:
             "topology.producer.batch.size": 128,
             "topology.transfer.buffer.size": 50,
             "topology.executor.overflow.limit": LIMIT,
-            "topology.testing.lose.backpressure.status": -1,  # the upstream is never told
+            "topology.link.status.filter": LoseStatuses(-1),  # the upstream is never told
             "topology.max.spout.pending": 3000,  # > queue + limit: the flood overflows
             "topology.message.timeout.secs": 3,
         },

@@ -158,16 +158,16 @@ def test_a_worker_whose_port_is_taken_after_the_check_exits_98_not_answering(pro
 
     import cloudpickle
 
+    from stormish.runtime.acker import AckerBolt
     from stormish.runtime.plan import build_plan
     from stormish.runtime.process import PORT_TAKEN_EXIT
-    from stormish.runtime.worker import acker_bolt
     from stormish.runtime.workers import _child_env
     from stormish.transport.control_server import ControlServer
     from stormish.transport.security import Curve
 
     t = wordcount("solo", workers=1)
     conf = t.validate({})
-    plan = build_plan(t, conf, acker_bolt())
+    plan = build_plan(t, conf, AckerBolt())
     security = Curve.ephemeral()
     server = ControlServer(security=security)
     (port,) = free_ports(1)

@@ -8,9 +8,10 @@ from collections import Counter
 import pytest
 
 from stormish import BasicBolt, Topology
+from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import build_plan
 from stormish.runtime.running import RunningTopology
-from stormish.runtime.worker import Worker, acker_bolt
+from stormish.runtime.worker import Worker
 from stormish.testing import ListSpout
 from stormish.transport.link import WorkerLink
 
@@ -21,7 +22,7 @@ SENTENCES = sentences(40, 3, 6, 2000)
 
 def linked(topology: Topology, workers: int, extra: dict | None = None, before_start=None):
     conf = topology.validate({"topology.workers": workers, **(extra or {})})
-    plan = build_plan(topology, conf, acker_bolt())
+    plan = build_plan(topology, conf, AckerBolt())
     ws, links = [], []
     for i in range(workers):
         link = WorkerLink(i, plan.name, plan.assignment, plan.conf)
@@ -156,7 +157,7 @@ def test_overflow_limit_drops_are_counted_exactly():
     # every status lost (test hook) from the start: the upstream is never told, so the
     # overflow hits its cap and the rest is dropped, counted
     def lose_statuses(links):
-        links[1].drop_status_hook = lambda status: True
+        links[1].status_filter = lambda status: True
 
     running, links = linked(
         bp_topology(20_000, {"topology.executor.overflow.limit": 256}),

@@ -14,7 +14,7 @@ import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
 from stormish.loader import load_topology
-from stormish.testing import ListSpout, poll_for, run_topology
+from stormish.testing import ListSpout, LoseStatuses, poll_for, run_topology
 
 from .parts import Count, Split, halt_lag_bound, sentences
 
@@ -176,7 +176,7 @@ def test_overflow_limit_sent_equals_delivered_plus_dropped():
     n = 30_000
     extra = {
         "topology.executor.overflow.limit": 256,
-        "topology.testing.lose.backpressure.status": -1,  # the upstream is never told
+        "topology.link.status.filter": LoseStatuses(-1),  # the upstream is never told
     }
     final = run_topology(bp_topology("ovl", n, extra), workers=2, timeout=120).stats
     sent = final.components["fast"].transferred
@@ -194,7 +194,7 @@ def test_overflow_limit_sent_equals_delivered_plus_dropped():
 def test_lost_status_is_recovered_by_resend_or_timer(lose):
     n = 60_000
     extra = {
-        "topology.testing.lose.backpressure.status": lose,
+        "topology.link.status.filter": LoseStatuses(lose),
         "topology.backpressure.resend.step": 512,
     }
     final = run_topology(bp_topology(f"lost{lose}", n, extra), workers=2, timeout=120).stats
@@ -294,15 +294,15 @@ def test_a_worker_started_on_its_own_serves_its_controller():
 
     import cloudpickle
 
+    from stormish.runtime.acker import AckerBolt
     from stormish.runtime.plan import build_plan
-    from stormish.runtime.worker import acker_bolt
     from stormish.runtime.workers import _child_env
     from stormish.transport.control_server import ControlServer
     from stormish.transport.security import Curve
 
     t = wordcount("solo", acking=False)
     conf = t.validate({})
-    plan = build_plan(t, conf, acker_bolt())
+    plan = build_plan(t, conf, AckerBolt())
     security = Curve.ephemeral()
     server = ControlServer(security=security)
     exe = shutil.which("stormish") or sys.executable

@@ -20,9 +20,6 @@ from stormish.transport.frames import (
     _may_hold_large_bytes,
     decode,
     encode_control,
-    encode_eos,
-    encode_eos_ack,
-    encode_heartbeat,
     encode_hello,
     encode_status,
     encode_tuples,
@@ -33,7 +30,7 @@ u32 = st.integers(0, 2**32 - 1)
 u64 = st.integers(0, 2**64 - 1)
 
 
-def header(kind: int = Kind.EOS, version: int = VERSION, magic: bytes = MAGIC) -> bytes:
+def header(kind: int = Kind.CONTROL, version: int = VERSION, magic: bytes = MAGIC) -> bytes:
     return HEADER.pack(magic, version, kind, 1, 2)
 
 
@@ -146,12 +143,17 @@ json_dicts = st.dictionaries(
 @given(u32, u64, st.text(), json_dicts, json_dicts)
 def test_small_messages_round_trip(sender, seq, topology_id, info, payload):
     assert decode(encode_hello(sender, seq, topology_id, info)).body == Hello(topology_id, info)
-    assert decode(encode_heartbeat(sender, seq, payload)) == Message(
-        Kind.HEARTBEAT, sender, seq, payload
+    assert decode(encode_control(sender, seq, payload)) == Message(
+        Kind.CONTROL, sender, seq, payload
     )
-    assert decode(encode_control(sender, seq, payload)).body == payload
-    assert decode(encode_eos(sender, seq)) == Message(Kind.EOS, sender, seq, None)
-    assert decode(encode_eos_ack(sender, seq)) == Message(Kind.EOS_ACK, sender, seq, None)
+
+
+@pytest.mark.parametrize("kind", [4, 5, 6])
+def test_retired_kinds_are_unknown_and_never_reused(kind):
+    # EOS, EOS_ACK and HEARTBEAT were never sent; their numbers stay out of use
+    assert kind not in {k.value for k in Kind}
+    with pytest.raises(FrameError, match=f"unknown kind {kind}"):
+        decode([header(kind), b"{}"])
 
 
 def test_control_messages_are_never_pickled():
@@ -166,11 +168,11 @@ def test_control_messages_are_never_pickled():
 
 def test_encoding_errors_name_the_value():
     with pytest.raises(ValueError, match="sender -1 must be a uint32"):
-        encode_eos(-1, 0)
+        encode_control(-1, 0, {})
     with pytest.raises(ValueError, match="seq 18446744073709551616"):
         encode_tuples(0, 2**64, [])
-    with pytest.raises(TypeError, match="HEARTBEAT payload must be a dict"):
-        encode_heartbeat(0, 0, [1])
+    with pytest.raises(TypeError, match="CONTROL payload must be a dict"):
+        encode_control(0, 0, [1])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="status 1 of worker 1"):
         encode_status(0, 0, BackpressureStatus(1, 1, frozenset({-1}), frozenset()))
 
@@ -193,9 +195,9 @@ def status_body(worker=1, n_bp=1, n_free=0, tasks=(5,)) -> bytes:
         ([header(magic=b"HTTP")], "frame 0: bad magic b'HTTP'"),
         ([header(version=2)], "frame 0: unsupported version 2 \\(this build speaks 1\\)"),
         ([header(kind=0)], "frame 0: unknown kind 0"),
-        ([header(kind=Kind.EOS), b""], "wrong frame count for EOS: 2, expected 1"),
+        ([header(Kind.CONTROL), b"", b""], "wrong frame count for CONTROL: 3, expected 2"),
         ([header(kind=Kind.TUPLES)], "wrong frame count for TUPLES: 1, expected at least 2"),
-        ([header(Kind.HEARTBEAT)], "wrong frame count for HEARTBEAT: 1, expected 2"),
+        ([header(Kind.CONTROL)], "wrong frame count for CONTROL: 1, expected 2"),
         ([header(Kind.TUPLES), b"\x80\x05junk"], "frame 1: undecodable TUPLES body: Unpickl"),
         (
             [header(Kind.TUPLES), pickle.dumps({})],
@@ -217,7 +219,7 @@ def status_body(worker=1, n_bp=1, n_free=0, tasks=(5,)) -> bytes:
         ([header(Kind.CONTROL), b"{"], "frame 1: undecodable CONTROL body: not JSON"),
         ([header(Kind.CONTROL), b"\xff"], "not JSON: UnicodeDecodeError"),
         ([header(Kind.CONTROL), b"[" * 100_000], "not JSON: RecursionError"),
-        ([header(Kind.HEARTBEAT), b"[]"], "a JSON object expected, got list"),
+        ([header(Kind.CONTROL), b"[]"], "a JSON object expected, got list"),
         ([header(Kind.HELLO), b'{"topology_id": 1}'], "undecodable HELLO body: expected keys"),
         ([header(Kind.HELLO), b'{"topology_id":"t","worker_port_info":[]}'], "must be an object"),
         ([None], "frame 0: unreadable header: TypeError"),
@@ -268,7 +270,7 @@ _valid = [
     encode_tuples(1, 2, [(1, 2, "s", [(1, "a", b"b")], [None])]),
     encode_status(1, 2, BackpressureStatus(1, 3, frozenset({1, 2}), frozenset({3}))),
     encode_hello(1, 2, "topo", {"1": [5, 6]}),
-    encode_heartbeat(1, 2, {"load": 0.5}),
+    encode_control(1, 2, {"epoch": 5}),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stormish.runtime.stats import TaskStats, TopologyStatistics, aggregate
+from stormish.ui.backend import NotFound
 from stormish.ui.rest import KEEP, History, window
 
 
@@ -48,7 +49,7 @@ class _Backend:
 
     def stats(self, name):
         if name != "wc":
-            raise KeyError(name)
+            raise NotFound(name)
         return stats(10, 5.0)
 
     def graph(self, name):
@@ -89,3 +90,25 @@ def test_numbers_that_are_not_finite_or_out_of_range_are_a_400_naming_the_parame
     assert ask(app, "POST", "/api/v1/topology/wc/kill/0")[0].startswith("200")
     assert ask(app, "POST", "/api/v1/topology/wc/rebalance/3")[0].startswith("200")
     assert backend.acts == [("kill", 0.0), ("rebalance", 3.0)]
+
+
+def test_a_key_error_inside_a_view_is_a_500_with_its_traceback_not_a_404():
+    """Issue 27: routes come from a table; only a missing path, topology or component
+    (NotFound) is a 404, a KeyError in a view is a bug and says where."""
+    from stormish.ui.rest import RestApp
+
+    class Broken(_Backend):
+        def graph(self, name):
+            return {}  # no "components": graph_view's lookup raises KeyError
+
+    app = RestApp(Broken())
+    status, body = ask(app, "GET", "/api/v1/topology/wc/graph")
+    assert status.startswith("500"), (status, body)
+    assert body["error"] == "KeyError: 'components'"
+    assert "Traceback" in body["traceback"] and "graph_view" in body["traceback"]
+    for path in ("/api/v1/topology/ghost", "/api/v1/topology/wc/nothing", "/api/v2/x"):
+        status, body = ask(app, "GET", path)
+        assert status.startswith("404") and body["error"].startswith("not found"), path
+    assert ask(app, "GET", "/api/v1/topology/wc/component/ghost")[0].startswith("404")
+    assert ask(app, "POST", "/api/v1/topology/wc/explode")[0].startswith("404")
+    assert ask(app, "GET", "/api/v1/topology/wc/kill")[0].startswith("404")  # a POST route

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from stormish import BasicBolt, ConfigError, Topology, TopologyError
+from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import build_plan
-from stormish.runtime.worker import acker_bolt
 from stormish.state import CHECKPOINT_STREAM, StatefulBolt
 from stormish.state.bolt import (
     BasicCheckpointForwarder,
@@ -43,7 +43,7 @@ class Counter(StatefulBolt):
 
 
 def plan(t: Topology, **conf):
-    return build_plan(t, t.validate(conf), acker_bolt())
+    return build_plan(t, t.validate(conf), AckerBolt())
 
 
 def wordcount() -> Topology:

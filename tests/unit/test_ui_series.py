@@ -8,6 +8,7 @@ import json
 import pytest
 
 from stormish.runtime.stats import TaskStats, TopologyStatistics, aggregate
+from stormish.ui.backend import NotFound
 from stormish.ui.rest import RestApp
 from stormish.ui.series import TOPOLOGY, Series
 
@@ -66,7 +67,7 @@ class _Backend:
 
     def stats(self, name):
         if name != "wc":
-            raise KeyError(name)
+            raise NotFound(name)
         self.n += 100
         return stats(self.n, self.n / 100)
 
