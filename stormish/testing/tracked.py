@@ -17,10 +17,10 @@ import time
 import weakref
 from typing import Any
 
-from .clock import FakeClock
-from .errors import StormishError
-from .local import LocalCluster
-from .testing_feeder import FeederSpout
+from ..clock import FakeClock
+from ..errors import StormishError
+from ..local import LocalCluster
+from .feeder import FeederSpout
 
 POLL = 0.002
 # Fed tuples counted by earlier tracked waits, per running topology (Storm's
@@ -66,7 +66,7 @@ def advance_time(
         raise StormishError("advance_time needs a LocalCluster(clock=FakeClock())")
     if secs < 0 or not step > 0:
         raise ValueError(f"advance_time needs secs >= 0 and step > 0, got {secs!r}, {step!r}")
-    from .runtime.simtime import wait_settled
+    from ..runtime.simtime import wait_settled
 
     def settle() -> None:
         for name in cluster.topologies():
