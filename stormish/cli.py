@@ -354,7 +354,7 @@ def worker_cmd(
 ) -> None:
     """Run one worker process (started by `run --workers N` or a supervisor): it connects
     to its controller, receives its topology and serves until told to stop."""
-    from .runtime.process import serve, setup_logging
+    from .local.process import serve, setup_logging
     from .transport.security import security_for
 
     setup_logging(topology, index, log_level)

@@ -584,7 +584,7 @@ class Nimbus:
             now = time.monotonic()
             if now >= d.next_check:
                 d.next_check = now + COMPLETION_EVERY
-                if d.completion.observe():  # the local cluster's rule (runtime/running.py)
+                if d.completion.observe():  # the local cluster's rule (local/running.py)
                     self._end(d, "complete")
 
     def _flush_bring_up(self, d: Deployment, brought: dict[str, list]) -> None:

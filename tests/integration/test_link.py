@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from stormish import BasicBolt, Topology
+from stormish.local.running import RunningTopology
 from stormish.runtime.plan import build_plan
-from stormish.runtime.running import RunningTopology
 from stormish.runtime.worker import Worker, acker_bolt
 from stormish.testing import ListSpout
 from stormish.transport.link import WorkerLink

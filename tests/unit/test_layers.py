@@ -2,7 +2,8 @@
 
 stormish is layered, bottom to top: the core (tuples, config, errors, components, the
 topology), `transport` (the wire: frames, links, security, keys, the control channel,
-wake-ups), `runtime` (executors, workers, the local cluster's processes), and the
+wake-ups), `runtime` (executors, the in-worker data plane), `local` (the local cluster: its worker
+processes, their handles and the run's completion; the worker program), and the
 programs on top (`cluster`, `ui`, `spark`, the CLI, metrics, the test kit). A module may
 import its own layer and those below, at the top of the file or inside a function.
 """
@@ -13,12 +14,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "stormish"
-CORE, TRANSPORT, RUNTIME, TOP = range(4)
+CORE, TRANSPORT, RUNTIME, LOCAL, TOP = range(5)
 TOP_MODULES = {
-    "cli", "local", "metrics", "httpd", "lint", "loader", "testing",
+    "cli", "metrics", "httpd", "lint", "loader", "testing",
     "__init__", "__main__",
 }  # fmt: skip
-PACKAGES = {"transport": TRANSPORT, "runtime": RUNTIME, "cluster": TOP, "ui": TOP, "spark": TOP}
+PACKAGES = {
+    "transport": TRANSPORT, "runtime": RUNTIME, "local": LOCAL,
+    "cluster": TOP, "ui": TOP, "spark": TOP,
+}  # fmt: skip
 # the test kit's in-memory brokers sit low: the connectors open them for memory:// URLs
 SUBMODULES = {"testing.memory_log": CORE, "testing.jetstream": CORE}
 

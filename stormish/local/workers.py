@@ -2,7 +2,7 @@
 notice death, restart.
 
 `WorkerGroup` binds the control ROUTER on loopback, starts one `python -m
-stormish.runtime.process` per worker (its output goes to a log file whose last lines
+stormish.local.process` per worker (its output goes to a log file whose last lines
 explain a death), hands each the cloudpickled topology, tells all where the others
 listen, and starts them. Every socket of the run (the control channel and the workers'
 links) is secured with CURVE: with the cluster keys of STORMISH_KEYS when set, otherwise
@@ -111,7 +111,7 @@ class WorkerHandle:
         cmd = [
             sys.executable,
             "-m",
-            "stormish.runtime.process",
+            "stormish.local.process",
             "--control",
             self.group.control.address,
             "--index",
@@ -232,7 +232,7 @@ class WorkerHandle:
         tail = text.splitlines()[-lines:]
         return "\n".join(tail)
 
-    # -- the WorkerView protocol (runtime/running.py) ----------------------------------------
+    # -- the WorkerView protocol (local/running.py) ----------------------------------------
     def failure(self) -> str | None:
         """What the worker reported, or how its process ended (with its log's end)."""
         if self.answers.failure is not None:

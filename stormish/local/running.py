@@ -23,11 +23,11 @@ from typing import Any, Protocol
 
 from ..clock import SYSTEM_CLOCK
 from ..errors import ConfigError, WorkerError
+from ..runtime import gctune
+from ..runtime.plan import build_plan
+from ..runtime.stats import TopologyStatistics, aggregate
+from ..runtime.worker import Worker, acker_bolt
 from ..topology import Topology
-from . import gctune
-from .plan import build_plan
-from .stats import TopologyStatistics, aggregate
-from .worker import Worker, acker_bolt
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every
