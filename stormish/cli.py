@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
+from . import cli_cluster as cc
 from . import config as _config
-from .cluster import commands as cc
-from .cluster.commands import guard
+from .cli_cluster import guard
 from .errors import StormishError, WorkerError
 from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN

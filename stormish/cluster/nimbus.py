@@ -7,7 +7,7 @@ channel (`transport/control.py`, the same one the local cluster uses), both secu
 process's `Security`. One thread runs everything: a loop that answers API requests,
 reads worker hellos, and steps each topology:
 
-- place: workers without a slot get one from the live supervisors (`scheduler.py`);
+- place: workers without a slot get one from the live supervisors (`placement.py`);
 - start: once every worker said hello, assign each its topology, tell all where the
   others listen, start them;
 - run: a worker incarnation not seen before (a supervisor restarted it, or it moved
@@ -42,7 +42,7 @@ from . import decide as dc
 from .api import API_VERBS
 from .decide import ENDED
 from .deployment import ClusterWorker, Deployment
-from .scheduler import free_slots, schedule, shared_ports
+from .placement import free_slots, schedule, shared_ports
 from .store import Store
 
 log = logging.getLogger("stormish.nimbus")

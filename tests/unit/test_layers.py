@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "stormish"
 CORE, TRANSPORT, RUNTIME, LOCAL, TOP = range(5)
 TOP_MODULES = {
-    "cli", "metrics", "httpd", "lint", "loader", "testing",
+    "cli", "cli_cluster", "metrics", "httpd", "lint", "loader", "testing",
     "__init__", "__main__",
 }  # fmt: skip
 PACKAGES = {
