@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from stormish.runtime import workers as wg  # noqa: E402
+from stormish.local import workers as wg  # noqa: E402
 from stormish.transport.security import LOOPBACK  # noqa: E402
 from workers import const_across  # noqa: E402
 

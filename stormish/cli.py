@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from . import cli_cluster as cc
 from . import config as _config
-from .cluster import commands as cc
+from .cli_cluster import guard
 from .cluster.api import Submit
-from .cluster.commands import guard
 from .errors import StormishError, WorkerError
 from .runtime.bp_root import backpressure_roots
 from .runtime.error_report import SHOWN
@@ -31,7 +31,7 @@ from .runtime.status import TopologyStatus
 if TYPE_CHECKING:
     from .cluster.client import NimbusClient
     from .httpd import HttpServer
-    from .runtime.running import RunningTopology
+    from .local.running import RunningTopology
 
 FAIL_FAST = "topology.fail.fast"
 EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
@@ -364,7 +364,7 @@ def worker_cmd(
 ) -> None:
     """Run one worker process (started by `run --workers N` or a supervisor): it connects
     to its controller, receives its topology and serves until told to stop."""
-    from .runtime.process import serve, setup_logging
+    from .local.process import serve, setup_logging
     from .transport.security import security_for
 
     setup_logging(topology, index, log_level)

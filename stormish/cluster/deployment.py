@@ -4,7 +4,7 @@
 hellos (heartbeats), not as a child process, and a worker that is silent is not waited
 for (its supervisor restarts it). It answers `RunningTopology`'s questions (the
 `WorkerView` protocol) as the local cluster's `WorkerHandle` does, sharing with it what
-a worker's answers mean (`runtime.answers.WorkerAnswers`). `Deployment` keeps what nimbus
+a worker's answers mean (`local.answers.WorkerAnswers`). `Deployment` keeps what nimbus
 persists (status, slots, epoch) and hands `RunningTopology` its workers, so that
 completion, statistics and stopping work as on the local cluster.
 """
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import pickling
 from ..errors import WorkerError
+from ..local.answers import NOT_QUIET, WorkerAnswers
+from ..local.running import Completion, RunningTopology
 from ..runtime.acker import AckerBolt
-from ..runtime.answers import NOT_QUIET, WorkerAnswers
 from ..runtime.plan import build_plan
-from ..runtime.running import Completion, RunningTopology
 from ..runtime.status import TopologyStatus
 from ..topology import Topology
 
@@ -82,7 +82,7 @@ class ClusterWorker:
         self.answers.reset()
         self.stopped = False
 
-    # -- the WorkerView protocol (runtime/running.py) ----------------------------------------
+    # -- the WorkerView protocol (local/running.py) ----------------------------------------
     def failure(self) -> str | None:
         return self.answers.failure  # a dead process is the supervisor's to restart
 

@@ -7,7 +7,7 @@ channel (`transport/control.py`, the same one the local cluster uses), both secu
 process's `Security`. One thread runs everything: a loop that answers API requests,
 reads worker hellos, and steps each topology:
 
-- place: workers without a slot get one from the live supervisors (`scheduler.py`);
+- place: workers without a slot get one from the live supervisors (`placement.py`);
 - start: once every worker said hello, assign each its topology, tell all where the
   others listen, start them;
 - run: a worker incarnation not seen before (a supervisor restarted it, or it moved
@@ -46,7 +46,7 @@ from . import api
 from . import decide as dc
 from .api import API_VERBS
 from .deployment import ClusterWorker, Deployment
-from .scheduler import free_slots, schedule, shared_ports
+from .placement import free_slots, schedule, shared_ports
 from .store import Store
 
 log = logging.getLogger("stormish.nimbus")
@@ -586,7 +586,7 @@ class Nimbus:
             now = time.monotonic()
             if now >= d.next_check:
                 d.next_check = now + COMPLETION_EVERY
-                if d.completion.observe():  # the local cluster's rule (runtime/running.py)
+                if d.completion.observe():  # the local cluster's rule (local/running.py)
                     self._end(d, TopologyStatus.COMPLETE)
 
     def _flush_bring_up(self, d: Deployment, brought: dict[str, list]) -> None:

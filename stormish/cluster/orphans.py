@@ -5,7 +5,7 @@ notices within a poll, and a hung or stopped one never does. A supervisor restar
 same ports (kill -9, then systemd starting it again) would then find its own ports taken
 and refuse to start. Storm's supervisor kills the workers it finds that no live supervisor
 owns before it takes its slots; so does this one: a process listening on one of its ports
-whose command line is a stormish worker (`stormish.runtime.process`) and whose `--parent`
+whose command line is a stormish worker (`stormish.local.process`) and whose `--parent`
 supervisor no longer runs is stopped. Anything else on the port is another program's, and
 the supervisor refuses to start, naming it.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-WORKER_MODULE = "stormish.runtime.process"
+WORKER_MODULE = "stormish.local.process"
 STOP_WAIT = 5.0  # seconds for a SIGTERM, then SIGKILL
 
 

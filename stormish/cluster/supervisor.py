@@ -43,8 +43,8 @@ from typing import Any
 import zmq
 
 from ..errors import StormishError
+from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
-from ..runtime.process import PORT_TAKEN_EXIT
 from ..state.factory import DATA_ENV
 from ..transport import control as ct
 from ..transport.security import Security
@@ -434,7 +434,7 @@ class Supervisor:
         cmd = [
             sys.executable,
             "-m",
-            "stormish.runtime.process",
+            "stormish.local.process",
             "--control",
             s.control,
             "--index",

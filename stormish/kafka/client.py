@@ -40,7 +40,7 @@ def start_offset(mode: str, committed: tuple[int, str] | None, ours: str) -> int
 def open_client(bootstrap_servers: str, group_id: str, consumer_config: Mapping[str, Any]) -> Any:
     """A MemoryConsumer for `memory://NAME`, else a confluent-kafka consumer."""
     if bootstrap_servers.startswith(MEMORY):
-        from ..testing_memory_log import memory_log
+        from ..testing.memory_log import memory_log
 
         return memory_log(bootstrap_servers[len(MEMORY) :]).consumer(group_id)
     return ConfluentClient(bootstrap_servers, group_id, consumer_config)

@@ -16,7 +16,7 @@ MEMORY = "memory://"
 def open_producer(bootstrap_servers: str, config: Mapping[str, Any], ck: Any) -> Any:
     """A MemoryProducer for `memory://NAME`, else confluent-kafka's Producer."""
     if bootstrap_servers.startswith(MEMORY):
-        from ..testing_memory_log import memory_log
+        from ..testing.memory_log import memory_log
 
         only_error = bool(config.get("delivery.report.only.error", False))
         return MemoryProducer(memory_log(bootstrap_servers[len(MEMORY) :]), only_error)

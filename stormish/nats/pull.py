@@ -2,7 +2,7 @@
 maps to a JetStream acknowledgement, and when a finite run has reached its end.
 
 Both message sources (the nats-py one in client.py and the in-memory stand-in in
-stormish.testing_jetstream) use these, so a unit test of the rules needs no server.
+stormish.testing.jetstream) use these, so a unit test of the rules needs no server.
 """
 
 from __future__ import annotations

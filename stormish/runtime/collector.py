@@ -12,7 +12,7 @@ stream's outboxes are flushed first, so a destination sees one upstream task's t
 emission order whatever streams they came by.
 
 What differs by role (how `emit`, `emit_many` and `emit_direct` anchor and track) lives
-in emitters.py, one small class per role; acking's ids and folding in acking.py.
+in emitters.py, one small class per role; acking's ids and folding in ack_folder.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..errors import TopologyError
 from ..settle import NO_SUBSCRIBER
 from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
-from .acking import AckFolder
+from .ack_folder import AckFolder
 from .channel import StampedRows
 from .pending import PendingEmits
 from .plan import Plan

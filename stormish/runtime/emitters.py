@@ -12,7 +12,7 @@
 The common emits are inlined (one destination by shuffle, one tree): they are the per
 tuple hot path, where a method call is a measurable share of the cost. The rules they
 inline (a tree's root and acker, an edge per delivery anchored to the input) are
-defined once, in `acking.AckFolder`; the inlined copies read the folder's parameters,
+defined once, in `ack_folder.AckFolder`; the inlined copies read the folder's parameters,
 and tests/unit/test_ack_paths.py checks each of them against it.
 """
 

@@ -19,7 +19,7 @@ from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TI
 
 ACKER = "__acker"
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail", "__ack_reset"
-# the root of an ACK_ACK message that carries a committed checkpoint's acks (acking.py);
+# the root of an ACK_ACK message that carries a committed checkpoint's acks (ack_folder.py);
 # a tree's root is never negative
 COMMITTED_ACKS = -1
 # a fail carries why: (failing component, "Type: message" of its error or None)

@@ -19,7 +19,7 @@ from ..runtime.status import TopologyStatus
 
 if TYPE_CHECKING:
     from ..cluster.client import NimbusClient
-    from ..runtime.running import RunningTopology
+    from ..local.running import RunningTopology
     from ..runtime.stats import TopologyStatistics
     from ..topology import Topology
 

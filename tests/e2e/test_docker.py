@@ -379,7 +379,7 @@ def test_a_stateful_count_in_redis_survives_a_killed_worker_exactly(deployment):
     poll_for(lambda: max(_committed_txids(r, name)) > last, 30, 0.01, "the next commit")
     kill = subprocess.run(
         ["docker", "exec", deployment.container(host), "pkill", "-9", "-f",
-         f"stormish.runtime.process.* --index {victim}( |$)"],
+         f"stormish.local.process.* --index {victim}( |$)"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert kill.returncode == 0, f"no worker {victim} to kill on {host}: {kill.stderr}"

@@ -20,7 +20,7 @@ import pytest
 
 from stormish import BasicBolt, StormishError, Topology
 from stormish.cluster.client import NimbusClient
-from stormish.runtime.workers import _child_env
+from stormish.local.workers import _child_env
 from stormish.testing import ListSpout, poll_for
 from stormish.transport.keys import create
 from stormish.transport.security import LOOPBACK, Curve

@@ -158,10 +158,10 @@ def test_a_worker_whose_port_is_taken_after_the_check_exits_98_not_answering(pro
 
     import cloudpickle
 
+    from stormish.local.process import PORT_TAKEN_EXIT
+    from stormish.local.workers import _child_env
     from stormish.runtime.acker import AckerBolt
     from stormish.runtime.plan import build_plan
-    from stormish.runtime.process import PORT_TAKEN_EXIT
-    from stormish.runtime.workers import _child_env
     from stormish.transport.control_server import ControlServer
     from stormish.transport.security import Curve
 
@@ -198,7 +198,7 @@ def test_a_worker_whose_port_is_taken_after_the_check_exits_98_not_answering(pro
 
 def test_a_supervisor_takes_a_worker_exiting_98_as_a_failed_slot(procs_checked):
     from stormish.cluster.supervisor import Slot, Supervisor
-    from stormish.runtime.process import PORT_TAKEN_EXIT
+    from stormish.local.process import PORT_TAKEN_EXIT
     from stormish.transport.security import LOOPBACK
 
     (port,) = free_ports(1)

@@ -272,7 +272,7 @@ def test_a_stop_that_abandons_a_busy_executor_says_so(monkeypatch, capsys):
     """The executors a stop had to abandon are named in the final statistics (and so in
     --stats-json and the summary), not set after they were built."""
     from stormish.cli import _summary
-    from stormish.runtime import running as running_module
+    from stormish.local import running as running_module
 
     monkeypatch.setattr(running_module, "STOP_WAIT", 0.2)
     Gate.event.clear()

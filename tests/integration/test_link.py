@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from stormish import BasicBolt, Topology
+from stormish.local.running import RunningTopology
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import build_plan
-from stormish.runtime.running import RunningTopology
 from stormish.runtime.worker import Worker
 from stormish.testing import ListSpout
 from stormish.transport.link import WorkerLink

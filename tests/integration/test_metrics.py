@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stormish.local import poll_for
+from stormish.local.workers import _child_env
 from stormish.runtime.stats import EXECUTE_BUCKETS
-from stormish.runtime.workers import _child_env
 
 TOPOLOGY = """
 import os

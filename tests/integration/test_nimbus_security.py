@@ -28,7 +28,7 @@ from contextlib import closing
 import pytest
 
 from stormish.cluster.client import NimbusClient
-from stormish.runtime.workers import _child_env
+from stormish.local.workers import _child_env
 from stormish.testing import poll_for
 from stormish.transport import control as ct
 from stormish.transport.security import LOOPBACK, Curve

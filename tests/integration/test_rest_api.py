@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from stormish.local import poll_for
-from stormish.runtime.workers import _child_env
+from stormish.local.workers import _child_env
 
 TOPOLOGY = """
 import os

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from stormish.runtime.workers import _child_env
+from stormish.local.workers import _child_env
 
 TOPOLOGY = """
 from stormish import BasicBolt, Spout, Topology

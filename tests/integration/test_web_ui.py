@@ -135,7 +135,7 @@ def start_slow(tmp_path):
     import sys
     import textwrap
 
-    from stormish.runtime.workers import _child_env
+    from stormish.local.workers import _child_env
 
     path = tmp_path / "slowpoke.py"
     path.write_text(textwrap.dedent(SLOW.format(stop=str(tmp_path / "stop"))))

@@ -294,9 +294,9 @@ def test_a_worker_started_on_its_own_serves_its_controller():
 
     import cloudpickle
 
+    from stormish.local.workers import _child_env
     from stormish.runtime.acker import AckerBolt
     from stormish.runtime.plan import build_plan
-    from stormish.runtime.workers import _child_env
     from stormish.transport.control_server import ControlServer
     from stormish.transport.security import Curve
 

@@ -281,6 +281,6 @@ def test_xor_words_is_the_xor_of_the_64_bit_words(raw):
     from functools import reduce
     from operator import xor
 
-    from stormish.runtime.acking import xor_words
+    from stormish.runtime.ack_folder import xor_words
 
     assert xor_words(raw) == reduce(xor, array("Q", raw).tolist(), 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stormish.runtime.running import POLL, POLL_BUSY_MAX, next_poll
+from stormish.local.running import POLL, POLL_BUSY_MAX, next_poll
 
 
 def test_a_busy_run_is_looked_at_less_and_less_often_up_to_the_cap():
@@ -39,7 +39,7 @@ def test_polling_keeps_its_back_off_from_one_call_to_the_next():
     """`stormish run` polls every 50 ms: a fresh rule per call looked five times in each
     call, a request to every worker each time."""
     from stormish import Topology
-    from stormish.runtime.running import RunningTopology
+    from stormish.local.running import RunningTopology
 
     worker = BusyWorker()
     running = RunningTopology(Topology("busy"), plan=None, workers=[worker])

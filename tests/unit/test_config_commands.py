@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from stormish import cli
-from stormish.cluster import commands as cc
+from stormish import cli_cluster as cc
 
 
 @pytest.fixture

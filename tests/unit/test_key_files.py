@@ -12,7 +12,7 @@ import zmq.auth
 from click.testing import CliRunner
 
 from stormish import ConfigError
-from stormish.cluster import commands
+from stormish import cli_cluster as commands
 from stormish.transport import keys
 
 

@@ -1,10 +1,14 @@
-"""No module imports upward.
+"""No module imports upward, and every module and package has its floor.
 
 stormish is layered, bottom to top: the core (tuples, config, errors, components, the
 topology), `transport` (the wire: frames, links, security, keys, the control channel,
-wake-ups), `runtime` (executors, workers, the local cluster's processes), and the
-programs on top (`cluster`, `ui`, `spark`, the CLI, metrics, the test kit). A module may
-import its own layer and those below, at the top of the file or inside a function.
+wake-ups), `runtime` (executors, the in-worker data plane), `local` (the local cluster:
+its worker processes, their handles and the run's completion; the worker program), and
+on top the programs (`cluster`, `ui`, the CLI, metrics, the test kit) and what is built
+on the component API (connectors, windowing, multilang, the topology loaders). A module
+may import its own layer and those below, at the top of the file or inside a function.
+A module or package of stormish that FLOORS does not list fails the test: a new room
+gets its floor when it is made, not the core's by default.
 """
 
 from __future__ import annotations
@@ -12,20 +16,47 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2] / "stormish"
-CORE, TRANSPORT, RUNTIME, TOP = range(4)
-TOP_MODULES = {
-    "cli", "local", "metrics", "httpd", "lint", "loader", "testing", "testing_tracked",
-    "testing_complete", "testing_feeder", "__init__", "__main__",
+CORE, TRANSPORT, RUNTIME, LOCAL, TOP = range(5)
+FLOORS = {
+    # the core: the API a topology is written against, and leaves every layer uses
+    "tuple": CORE, "errors": CORE, "config": CORE, "component": CORE, "topology": CORE,
+    "schema": CORE, "settle": CORE, "failure": CORE, "clock": CORE, "edges": CORE,
+    "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
+    "statusline": CORE, "summary_table": CORE,
+    # state sits at the core while the runtime names it (runtime/plan.py, runtime/worker.py,
+    # local/workers.py), until it is a plug-in the runtime does not name
+    "state": CORE,
+    "transport": TRANSPORT,
+    "runtime": RUNTIME,
+    "local": LOCAL,
+    # the programs
+    "__init__": TOP, "cli": TOP, "cli_cluster": TOP, "cluster": TOP, "ui": TOP,
+    "httpd": TOP, "metrics": TOP, "lint": TOP, "loader": TOP, "testing": TOP,
+    # built on the component API: connectors, windowing, other languages, loaders
+    "kafka": TOP, "nats": TOP, "spark": TOP, "windowing": TOP, "multilang": TOP,
+    "streamparse": TOP, "flux": TOP,
 }  # fmt: skip
-PACKAGES = {"transport": TRANSPORT, "runtime": RUNTIME, "cluster": TOP, "ui": TOP, "spark": TOP}
+
+
+def on_disk() -> set[str]:
+    """stormish's modules and packages (those with Python files), by name."""
+    return {p.stem for p in ROOT.glob("*.py")} | {
+        p.name for p in ROOT.iterdir() if p.is_dir() and any(p.rglob("*.py"))
+    }
 
 
 def layer(module: str) -> int:
-    parts = module.split(".")[1:] or ["__init__"]
-    if parts[0] in PACKAGES:
-        return PACKAGES[parts[0]]
-    return TOP if parts[0] in TOP_MODULES else CORE
+    name = (module.split(".")[1:] or ["__init__"])[0]
+    if name in FLOORS:
+        return FLOORS[name]
+    if name not in on_disk():  # `from stormish import LocalCluster`: stormish/__init__'s
+        return FLOORS["__init__"]
+    raise LookupError(
+        f"stormish.{name} has no floor: list it in FLOORS (tests/unit/test_layers.py)"
+    )
 
 
 def imports(path: Path) -> list[tuple[str, int]]:
@@ -66,3 +97,16 @@ def test_the_layer_rule_sees_relative_and_lazy_imports(tmp_path):
     src = ROOT / "transport" / "security.py"
     found = [t for t, _ in imports(src)]
     assert "stormish.transport.keys" in found  # `from .keys import load`, in a function
+
+
+def test_every_module_and_package_has_its_floor():
+    assert sorted(on_disk() - FLOORS.keys()) == [], "not in FLOORS: give each its floor"
+    assert sorted(FLOORS.keys() - on_disk()) == [], "in FLOORS but not in stormish/"
+
+
+def test_an_unlisted_module_is_an_error_not_the_core(monkeypatch):
+    assert layer("stormish.errors.StormishError") == CORE
+    assert layer("stormish.LocalCluster") == TOP  # a name stormish/__init__ exports
+    monkeypatch.delitem(FLOORS, "errors")
+    with pytest.raises(LookupError, match="stormish.errors has no floor"):
+        layer("stormish.errors")

@@ -14,7 +14,7 @@ from stormish import Failure
 from stormish.nats import JetStreamSink, JetStreamSpout
 from stormish.nats.pull import NAK, TERM, ConsumerPosition, Window, reached_end, settle_failure
 from stormish.testing import FakeClock, MemoryJetStream
-from stormish.testing_jetstream import subject_matches
+from stormish.testing.jetstream import subject_matches
 
 
 def test_window_bounds_each_fetch_by_batch_and_the_outstanding_by_max_ack_pending():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stormish.cluster.commands import slots_short
+from stormish.cli_cluster import slots_short
 
 SUPS = [{"id": "s0", "ports": [1, 2]}, {"id": "s1", "ports": [3, 4]}]
 

@@ -1,4 +1,4 @@
-"""The simulated-time settle rule (runtime/simtime.py) as scenarios, and FakeClock's
+"""The simulated-time settle rule (local/simtime.py) as scenarios, and FakeClock's
 waiting threads."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from stormish.clock import ComponentClock, FakeClock, MonotonicClock
 from stormish.local import poll_for
-from stormish.runtime.simtime import MOVED, SLOW, ExecutorView, Snapshot, settled
+from stormish.local.simtime import MOVED, SLOW, ExecutorView, Snapshot, settled
 
 
 def view(name="b[1]", turns=10, held=False, counters=(1, 1, 1, 0, 0), idle=True, dormant=False):

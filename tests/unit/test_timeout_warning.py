@@ -79,7 +79,7 @@ def test_the_run_status_line_warns(monkeypatch):
 
 
 def test_monitor_warns(monkeypatch):
-    from stormish.cluster import commands
+    from stormish import cli_cluster as commands
 
     seq = iter([stats(10, 0), stats(20, 500), stats(30, 500, status="complete")])
 

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 from stormish.cluster.deployment import ClusterWorker
 from stormish.errors import WorkerError
-from stormish.runtime.answers import NOT_QUIET, QUIET, WorkerAnswers
-from stormish.runtime.running import WorkerView
-from stormish.runtime.workers import WorkerHandle
+from stormish.local.answers import NOT_QUIET, QUIET, WorkerAnswers
+from stormish.local.running import WorkerView
+from stormish.local.workers import WorkerHandle
 from stormish.transport.control_server import Hello
 
 ROOT = Path(__file__).resolve().parents[2] / "stormish"
 # the worker handles and the code that drives them
-HANDLERS = [ROOT / "runtime" / "workers.py", ROOT / "runtime" / "answers.py"]
+HANDLERS = [ROOT / "local" / "workers.py", ROOT / "local" / "answers.py"]
 HANDLERS += sorted((ROOT / "cluster").glob("*.py"))
 
 

@@ -2,7 +2,7 @@
 
 Tuples are made without their `__init__` (a Python call, ~35 ns of ~130 a tuple): the
 same two or four slots it sets, written here. A BasicBolt's tuple is acked as its
-execute returns (the ack fold inlined: `acking.fold`), failed when it raises; a Bolt
+execute returns (the ack fold inlined: `ack_folder.fold`), failed when it raises; a Bolt
 settles its own. A batch of an edge that checks an age runs a few rows at a time, each
 tuple judged when it would be executed (`Screen.judge`).
 """
@@ -80,7 +80,7 @@ class PerTuple(Execution):
                     self.accounts.uncaught_at(exc, values, v, failed - 1)
                     fail(t, error_text(exc))
                     continue
-                if m:  # acking.fold(acks, m, t.ack_val), inlined: a call per tuple less
+                if m:  # ack_folder.fold(acks, m, t.ack_val), inlined: a call per tuple less
                     val = t.ack_val
                     for root, e in m:
                         acks[root] = get(root, 0) ^ e ^ val

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .component import Spout
+from ..component import Spout
 
 PULL_MAX = 64  # tuples handed to a task per pull
 ANSWER_TIMEOUT_MS = 2_000  # a task waits this long for the test's side to answer

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .component import Bolt, Spout
-from .errors import TopologyError
-from .local import LocalCluster
-from .topology import ComponentSpec, Subscription, Topology
+from ..component import Bolt, Spout
+from ..errors import TopologyError
+from ..local import LocalCluster
+from ..topology import ComponentSpec, Subscription, Topology
 
 CAPTURE = "__capture"
 

@@ -2,7 +2,7 @@
 notice death, restart.
 
 `WorkerGroup` binds the control ROUTER on loopback, starts one `python -m
-stormish.runtime.process` per worker (its output goes to a log file whose last lines
+stormish.local.process` per worker (its output goes to a log file whose last lines
 explain a death), hands each the cloudpickled topology, tells all where the others
 listen, and starts them. Every socket of the run (the control channel and the workers'
 links) is secured with CURVE: with the cluster keys of STORMISH_KEYS when set, otherwise
@@ -28,12 +28,12 @@ from typing import Any
 from .. import pickling, statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, private_dir, start_line, worker_log_name
+from ..runtime.plan import Plan
 from ..state.factory import DATA_ENV
 from ..topology import Topology
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
-from .plan import Plan
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -113,7 +113,7 @@ class WorkerHandle:
         cmd = [
             sys.executable,
             "-m",
-            "stormish.runtime.process",
+            "stormish.local.process",
             "--control",
             self.group.control.address,
             "--index",
@@ -234,7 +234,7 @@ class WorkerHandle:
         tail = text.splitlines()[-lines:]
         return "\n".join(tail)
 
-    # -- the WorkerView protocol (runtime/running.py) ----------------------------------------
+    # -- the WorkerView protocol (local/running.py) ----------------------------------------
     def failure(self) -> str | None:
         """What the worker reported, or how its process ended (with its log's end)."""
         if self.answers.failure is not None:

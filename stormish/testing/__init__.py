@@ -16,16 +16,16 @@
 - `ListSpout`, `CaptureBolt`, `FailOnceBolt`, `run_topology`, `poll_for`: finite runs.
 - `LoseStatuses`: a link status filter (`topology.link.status.filter`) for fault tests.
 - `complete_topology`, `CompletedTopology`, `MockSpout`: Storm's complete-topology,
-  mock sources and read-tuples (testing_complete.py).
+  mock sources and read-tuples (testing/complete.py).
 - `FeederSpout`: fed while the topology runs, with an ack/fail tracker by message id
-  (testing_feeder.py).
+  (testing/feeder.py).
 - `MemoryLog`: an in-memory partitioned log with Kafka's consumer-group contract, that a
-  `stormish.kafka.KafkaSpout` reads as `memory://NAME` (testing_memory_log.py).
+  `stormish.kafka.KafkaSpout` reads as `memory://NAME` (testing/memory_log.py).
 - `tracked_wait`, `advance_time`, `FakeClock`: waiting without sleeps, in real or
-  simulated time (testing_tracked.py, clock.py).
+  simulated time (testing/tracked.py, clock.py).
 - `MemoryJetStream`: an in-memory NATS JetStream (streams, durable pull consumers,
   ack/nak/term/in_progress, ack_wait, max_deliver) for JetStreamSpout/JetStreamSink
-  tests with no server (testing_jetstream.py).
+  tests with no server (testing/jetstream.py).
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .clock import FakeClock
-from .component import BasicBolt, Bolt, Spout
-from .local import LocalCluster, poll_for
-from .testing_complete import CompletedTopology, MockSpout, complete_topology
-from .testing_feeder import FeederSpout
-from .testing_jetstream import MemoryJetStream
-from .testing_memory_log import MemoryConsumer, MemoryLog
-from .testing_tracked import advance_time, tracked_wait
-from .topology import Topology
+from ..clock import FakeClock
+from ..component import BasicBolt, Bolt, Spout
+from ..local import LocalCluster, poll_for
+from ..topology import Topology
+from .complete import CompletedTopology, MockSpout, complete_topology
+from .feeder import FeederSpout
+from .jetstream import MemoryJetStream
+from .memory_log import MemoryConsumer, MemoryLog
+from .tracked import advance_time, tracked_wait
 
 __all__ = [
     "CaptureBolt",

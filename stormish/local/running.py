@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError, WorkerError
+from ..runtime import gctune
+from ..runtime.acker import AckerBolt
+from ..runtime.plan import Plan, build_plan
+from ..runtime.stats import TopologyStatistics, aggregate
+from ..runtime.status import TopologyStatus
+from ..runtime.worker import Worker
 from ..topology import Topology
-from . import gctune
-from .acker import AckerBolt
-from .plan import Plan, build_plan
-from .stats import TopologyStatistics, aggregate
-from .status import TopologyStatus
-from .worker import Worker
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import StormishError
-from ..runtime.status import TopologyStatus
-from .api import Kill, LogsRequest, Rebalance
+from .cluster.api import Kill, LogsRequest, Rebalance
+from .errors import StormishError
+from .runtime.status import TopologyStatus
 
 if TYPE_CHECKING:
-    from .client import NimbusClient
+    from .cluster.client import NimbusClient
 
 
 def _set_connect_timeout(ctx: click.Context, _param: Any, value: float | None) -> None:
@@ -62,8 +62,8 @@ def nimbus_options(f: Any) -> Any:
 
 
 def connect(nimbus: str | None, keys: str | None) -> NimbusClient:
-    from ..transport.security import security_for
-    from .client import CONNECT_TIMEOUT, NimbusClient
+    from .cluster.client import CONNECT_TIMEOUT, NimbusClient
+    from .transport.security import security_for
 
     if not nimbus:
         click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
@@ -187,7 +187,7 @@ def worker_changes(row: dict[str, Any], told: dict[int, tuple]) -> list[str]:
 def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) -> dict:
     """Per topology, a line per component with errors: how many, and the last with its
     method, file and line (from the statistics nimbus gathers from the workers)."""
-    from ..runtime.error_report import summary
+    from .runtime.error_report import summary
 
     out = {}
     client = connect(nimbus, keys)
@@ -285,7 +285,7 @@ def slots_short(
     """What to say before a rebalance of `name` onto `workers` that cannot be placed
     now: the slots offered, less those other live topologies hold (its own are freed by
     the rebalance). None when they are enough."""
-    from ..runtime.status import ENDED
+    from .runtime.status import ENDED
 
     if not any(r["name"] == name and r["status"] not in ENDED for r in rows):
         return None  # nimbus names what is wrong with it
@@ -315,11 +315,11 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
     ends; a warning when a spout's trees time out faster than they complete, and the
     root of backpressure (ROOT): the full task that is not itself parked, where the
     parked ones wait."""
-    from ..runtime.bp_root import backpressure_roots, cycle_note
-    from ..runtime.bp_root import describe as describe_root
-    from ..runtime.error_report import new_errors
-    from ..runtime.health import new_events
-    from ..runtime.stats import edge_changes, timeout_warning, timing_out
+    from .runtime.bp_root import backpressure_roots, cycle_note
+    from .runtime.bp_root import describe as describe_root
+    from .runtime.error_report import new_errors
+    from .runtime.health import new_events
+    from .runtime.stats import edge_changes, timeout_warning, timing_out
 
     client = connect(nimbus, keys)
     last: dict[str, int] = {}
@@ -434,7 +434,7 @@ def logs(
 ) -> None:
     """Print NAME's worker logs, fetched from the supervisors through nimbus (Storm's
     logviewer, `sparse tail`): each worker's log end, every supervisor it ran on."""
-    from ..logs import component_lines
+    from .logs import component_lines
 
     client = connect(nimbus, keys)
     offsets: dict[str, int] = {}
@@ -480,7 +480,7 @@ def logs(
 def ui(port: int, nimbus: str | None, keys: str | None) -> None:
     """Serve the web UI and Storm's REST API of a nimbus on 127.0.0.1:PORT, talking to
     it with the cluster's keys (Storm's `storm ui`): run it where the keys are."""
-    from ..ui.serve import ui_server
+    from .ui.serve import ui_server
 
     client = connect(nimbus, keys)
     server = guard(lambda: ui_server(client, port))
@@ -525,7 +525,7 @@ def daemon_options(f: Any) -> Any:
 
 def _logging(log_level: str, verbose: bool) -> str:
     """Configure the daemon's logging before it says anything; the level its workers get."""
-    from ..logs import configure_daemon
+    from .logs import configure_daemon
 
     level = "DEBUG" if verbose else log_level.upper()
     configure_daemon(level)
@@ -535,8 +535,8 @@ def _logging(log_level: str, verbose: bool) -> str:
 def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> dict[str, Any]:
     """The config of daemon `role` ('nimbus' or 'supervisor'): defaults, then the file,
     then each -c; a key the daemon does not read is an error naming it."""
-    from .. import config as _config
-    from ..loader import load_config_file
+    from . import config as _config
+    from .loader import load_config_file
 
     layers = [load_config_file(config_file, role)] if config_file else []
     layers.append(dict(_config.parse_override(p, role) for p in pairs))
@@ -600,7 +600,7 @@ def nimbus(
     verbose: bool,
 ) -> None:
     """Run nimbus: accepts topologies and assigns their workers to supervisors."""
-    from .nimbus import Nimbus
+    from .cluster.nimbus import Nimbus
 
     _logging(log_level, verbose)
     conf = guard(lambda: daemon_conf("nimbus", pairs, config_file))
@@ -709,9 +709,9 @@ def supervisor(
 ) -> None:
     """Run a supervisor: offers worker slots and runs the workers nimbus assigns here."""
     level = _logging(log_level, verbose)
-    from .client import nimbus_address
-    from .restarts import RestartPolicy
-    from .supervisor import Supervisor
+    from .cluster.client import nimbus_address
+    from .cluster.restarts import RestartPolicy
+    from .cluster.supervisor import Supervisor
 
     conf = guard(lambda: daemon_conf("supervisor", pairs, config_file))
     security = guard(lambda: daemon_security("supervisor", keys, insecure))
@@ -754,8 +754,8 @@ def daemon_security(
     cluster's keys in DATA/keys on its first start; a supervisor must be given them."""
     import os
 
-    from ..transport.keys import ensure, paths
-    from ..transport.security import LOOPBACK, Curve
+    from .transport.keys import ensure, paths
+    from .transport.security import LOOPBACK, Curve
 
     if insecure:
         if keys:
@@ -840,7 +840,7 @@ def keys(directory: str, force: bool, key_file: str | None, cluster_dir: str | N
     in DIRECTORY/authorized_keys are let in (nimbus reads them when it starts)."""
     import os
 
-    from ..transport import keys as k
+    from .transport import keys as k
 
     if key_file and cluster_dir:
         raise click.UsageError("give --authorize or --client-of, not both")

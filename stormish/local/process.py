@@ -1,4 +1,4 @@
-"""A worker process: `python -m stormish.runtime.process --control ADDR --index N`
+"""A worker process: `python -m stormish.local.process --control ADDR --index N`
 (also `stormish worker`).
 
 It knows nothing but where its controller listens and which worker it is; the
@@ -24,9 +24,9 @@ import cloudpickle
 import zmq
 
 from .. import pickling
+from ..runtime import gctune
 from ..transport import control as ct
 from ..transport.security import LOOPBACK, Security, security_for
-from . import gctune
 
 if TYPE_CHECKING:
     from ..transport.link import WorkerLink
@@ -76,10 +76,10 @@ class WorkerServer:
         return os.getpid()
 
     def do_assign(self, payload: Any) -> str:
+        from ..runtime.acker import AckerBolt
+        from ..runtime.plan import build_plan
+        from ..runtime.worker import Worker
         from ..transport.link import WorkerLink
-        from .acker import AckerBolt
-        from .plan import build_plan
-        from .worker import Worker
 
         if self.worker is not None:
             raise RuntimeError(f"worker {self.index} already has a topology")

@@ -5,7 +5,7 @@ tracked-wait and advance-cluster-time). Import them from `stormish.testing`.
 the FeederSpouts have emitted them and the topology is quiet by the completion rule of
 `RunningTopology` (without "every spout finished"). `advance_time` moves a FakeClock in
 steps and after each waits until the topology has done what the new time allows
-(`runtime/simtime.py`). Both end by waiting until every ack and fail that the spouts'
+(`local/simtime.py`). Both end by waiting until every ack and fail that the spouts'
 statistics count has reached the test's FeederSpout, so `is_acked`/`is_failed` are
 exact when they return.
 """
@@ -17,10 +17,10 @@ import time
 import weakref
 from typing import Any
 
-from .clock import FakeClock
-from .errors import StormishError
-from .local import LocalCluster
-from .testing_feeder import FeederSpout
+from ..clock import FakeClock
+from ..errors import StormishError
+from ..local import LocalCluster
+from .feeder import FeederSpout
 
 POLL = 0.002
 # Fed tuples counted by earlier tracked waits, per running topology (Storm's
@@ -66,7 +66,7 @@ def advance_time(
         raise StormishError("advance_time needs a LocalCluster(clock=FakeClock())")
     if secs < 0 or not step > 0:
         raise ValueError(f"advance_time needs secs >= 0 and step > 0, got {secs!r}, {step!r}")
-    from .runtime.simtime import wait_settled
+    from ..local.simtime import wait_settled
 
     def settle() -> None:
         for name in cluster.topologies():

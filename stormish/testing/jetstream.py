@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .nats.pull import ACK, FORGET, NAK, PROGRESS, TERM, ConsumerPosition, Window, reached_end
+from ..nats.pull import ACK, FORGET, NAK, PROGRESS, TERM, ConsumerPosition, Window, reached_end
 
 _registry: dict[str, MemoryJetStream] = {}
 

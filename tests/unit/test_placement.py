@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stormish.cluster.scheduler import free_slots, schedule
+from stormish.cluster.placement import free_slots, schedule
 
 
 def test_workers_spread_over_supervisors_before_sharing_one():
@@ -45,7 +45,7 @@ def test_two_supervisors_on_one_host_share_its_ports():
     """Both left at the default ports, two supervisors on one host
     were each given port 6700, and the second worker could not listen. A port is the
     host's: one placing gives it once, and a worker holding it takes it from both."""
-    from stormish.cluster.scheduler import shared_ports
+    from stormish.cluster.placement import shared_ports
 
     offered = {"a": [6700, 6701], "b": [6700, 6701], "c": [6700]}
     hosts = {"a": "h1", "b": "h1", "c": "h2"}

@@ -10,8 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import StormishError, TopologyError, WorkerError
-from .topology import Topology
+from ..errors import StormishError, TopologyError, WorkerError
+from ..topology import Topology
 
 
 class LocalCluster:
@@ -39,7 +39,7 @@ class LocalCluster:
         """Validate and start a topology; nothing is started if any check fails.
         `active=False` submits it inactive (Storm's `--inactive`): no spout is opened, so
         nothing is emitted, until `activate(name)`."""
-        from .runtime.running import RunningTopology
+        from .running import RunningTopology
 
         if not isinstance(topology, Topology):
             raise TopologyError(f"submit() needs a Topology, got {type(topology).__name__}")
