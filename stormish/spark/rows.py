@@ -3,7 +3,8 @@
 Measured here (2M rows of long, string, double; bench/spark_bench.py): converting column
 by column (`Array.to_pylist`) and zipping the columns into tuples costs ~0.23 us a row;
 `RecordBatch.to_pylist()` (a dict per row) and then tuples costs ~0.65 us a row. Columns
-it is.
+it is, and for strings and for numbers without nulls through numpy
+(`to_numpy(zero_copy_only=False).tolist()`, ~0.1 us a row for the three columns).
 
 Values follow pyspark's `Row` conversion where they differ from Arrow's: a timestamp
 with a time zone (Spark's TimestampType) becomes a naive datetime in this process's local
@@ -38,11 +39,31 @@ def to_tuples(batch: pa.RecordBatch, first_id: int | None = None) -> list[tuple]
 
 def _column(col: pa.Array) -> list[Any]:
     t = col.type
+    if _via_numpy(t, col.null_count):
+        # Arrow -> numpy -> list is C all the way: 2-3x faster than to_pylist, which makes
+        # a Scalar per value (ints ~70 -> ~25 ns, strings ~105 -> ~33 ns); the same values
+        return col.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
     if pa.types.is_timestamp(t) and t.tz is not None:
         return _local_naive(col)
     if pa.types.is_map(t) or _has_map(t):
         return col.to_pylist(maps_as_pydicts="lossy")
     return col.to_pylist()
+
+
+def _via_numpy(t: pa.DataType, nulls: int) -> bool:
+    """Whether numpy's `tolist` gives what `to_pylist` does: strings (a null is None in
+    an object array too), and ints, doubles and bools without nulls (numpy would make a
+    null NaN or a float)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    if nulls:
+        return False
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_boolean(t)
+    )
 
 
 def _has_map(t: pa.DataType) -> bool:
