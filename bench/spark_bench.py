@@ -3,7 +3,9 @@
 Spout: rows/s of one DataFrame (long, string, double) drained
   (a) by `DataFrame.toLocalIterator()`, the public baseline;
   (b) by a bare `Drain` (drain.py: Arrow batches to tuples, no engine);
-  (c) by SparkSpout into a null bolt on a LocalCluster, acking off and on.
+  (c) by SparkSpout into a null bolt on a LocalCluster, acking off and on;
+  (h) by SparkSpout into SparkSink (Parquet, keyed on the row id), acking on: Spark ->
+      engine -> Spark, exactly once.
 Sink: rows/s of the same rows (built in Python beforehand) written
   (d) by a plain `spark.createDataFrame(rows, schema).write.parquet(path)`, the baseline;
   (e) by SparkSink alone (the rows handed to `execute_batch` in 512-row TupleBatches as a
@@ -11,6 +13,7 @@ Sink: rows/s of the same rows (built in Python beforehand) written
   (f) by a spout emitting the rows into SparkSink on a LocalCluster, acking off and on;
   (g) by the same spout into a null bolt, acking on: what the engine alone allows (f).
 Targets (issue 4): (c) >= 1M rows/s and >= 3x (a); (f) >= 50% of (d).
+Targets (issue 29): (c) acking on >= 2M rows/s; (h) >= 1M rows/s.
 
 Run: python bench/spark_bench.py [--rows 2000000] [--sink-rows 1000000] [--master local[2]]
      [--only spout|sink] [--repeat 2]
@@ -96,6 +99,8 @@ class RowsSpout(Spout):
         emit_many(rows[i : i + 1000], msg_id=i)
         self.open_ids += 1
         self.i = min(len(rows), i + 1000)
+        if self.i >= len(rows):
+            self.finish_input()  # as SparkSpout does: a sink commits its last batch now
 
     def ack(self, msg_id):
         self.open_ids -= 1
@@ -154,6 +159,21 @@ def time_drain(spark, n: int) -> float:
             count += len(chunk.rows)
     secs = time.perf_counter() - t0
     assert count == n, count
+    return secs
+
+
+def time_spark_to_sink(spark, spark_conf: dict, n: int, out: str) -> float:
+    from stormish.spark import SparkSink, SparkSpout
+
+    shutil.rmtree(out, ignore_errors=True)
+    t = Topology("spark-spark-bench")
+    t.set_spout("spark", SparkSpout(orders(n), fields=FIELDS, spark_conf=spark_conf))
+    sink = SparkSink(out, batch_rows=SINK_BATCH, batch_seconds=SINK_SECONDS)
+    t.set_bolt("sink", sink).shuffle_grouping("spark")
+    secs, stats = run_topology(t, engine_conf(True))
+    assert stats.status == "complete", stats.status
+    back = spark.read.parquet(out)
+    assert back.count() == n and back.select("_row_id").distinct().count() == n
     return secs
 
 
@@ -264,7 +284,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="stormish-spark-bench-")
     try:
         if args.only in (None, "spout"):
-            bench_spout(spark, spark_conf, args.rows, args.repeat)
+            bench_spout(spark, spark_conf, args.rows, args.repeat, os.path.join(tmp, "out"))
         if args.only in (None, "sink"):
             bench_sink(spark, args.sink_rows, args.repeat, os.path.join(tmp, "out"))
     finally:
@@ -272,7 +292,7 @@ def main() -> None:
         spark.stop()
 
 
-def bench_spout(spark, spark_conf: dict, n: int, repeat: int) -> None:
+def bench_spout(spark, spark_conf: dict, n: int, repeat: int, out: str) -> None:
     for fn in (time_to_local_iterator, time_drain):  # warm-up
         fn(spark, 50_000)
     time_spout(spark_conf, 50_000, acking=False)
@@ -285,6 +305,9 @@ def bench_spout(spark, spark_conf: dict, n: int, repeat: int) -> None:
         r = rate(n, best(lambda a=acking: time_spout(spark_conf, n, a), repeat))
         label = f"(c) SparkSpout -> null bolt, acking {'on' if acking else 'off'}"
         line(label, r, f"{r / base:5.1f}x toLocalIterator")
+    time_spark_to_sink(spark, spark_conf, 50_000, out)  # warm-up
+    r = rate(n, best(lambda: time_spark_to_sink(spark, spark_conf, n, out), repeat))
+    line("(h) SparkSpout -> SparkSink, acking on", r, f"{r / base:5.1f}x toLocalIterator")
 
 
 def bench_sink(spark, n: int, repeat: int, out: str) -> None:

@@ -103,12 +103,13 @@ class ParquetCommitter:
     def commit(
         self,
         batch_id: int,
-        rows: Sequence[Sequence[Any]],
+        rows: Sequence[Sequence[Any]] | pa.Table,
         keys: np.ndarray | None = None,
         fields: Sequence[str] | None = None,
     ) -> bool:
-        """Write `rows` as batch `batch_id`; False (and nothing written) when that batch
-        was committed already. `keys` (int64, one per row) go to the ledger and file."""
+        """Write `rows` (or a table of them, `batch.arrow_table`) as batch `batch_id`; False
+        (and nothing written) when that batch was committed already. `keys` (int64, one
+        per row) go to the ledger and file."""
         name = batch_name(self.sink_id, batch_id)
         if self.is_committed(batch_id):
             self._seen.add(name)
@@ -136,7 +137,10 @@ class ParquetCommitter:
         return done
 
     def _table(
-        self, rows: Sequence[Sequence[Any]], keys: np.ndarray | None, fields: Sequence[str] | None
+        self,
+        rows: Sequence[Sequence[Any]] | pa.Table,
+        keys: np.ndarray | None,
+        fields: Sequence[str] | None,
     ) -> pa.Table:
         names = list(fields) if fields is not None else self.fields
         if names is None:
@@ -146,7 +150,11 @@ class ParquetCommitter:
             )
         if keys is not None and len(keys) != len(rows):
             raise ValueError(f"{len(keys)} keys for {len(rows)} rows")
-        table = arrow_table(rows, names, self.schema, self.component, self.path)
+        table = (
+            rows
+            if isinstance(rows, pa.Table)
+            else arrow_table(rows, names, self.schema, self.component, self.path)
+        )
         return conform(
             with_keys(table, keys, self.key_field), self.schema, self.component, self.path
         )

@@ -115,11 +115,12 @@ class SparkCommitter:
     def commit(
         self,
         batch_id: int,
-        rows: Sequence[Sequence[Any]],
+        rows: Sequence[Sequence[Any]] | pa.Table,
         keys: np.ndarray | None = None,
         fields: Sequence[str] | None = None,
     ) -> bool:
-        """Log, apply and mark batch `batch_id`; False when it was committed already."""
+        """Log, apply and mark batch `batch_id` (`rows`, or a table of them as
+        `batch.arrow_table` makes it); False when it was committed already."""
         if self.is_committed(batch_id):
             self.batches.add(batch_id)
             self.batches_skipped += 1
@@ -127,7 +128,11 @@ class SparkCommitter:
         names = list(fields) if fields is not None else self.fields
         if names is None:
             raise ValueError(f"{where(self.component)}no field names for the batch")
-        table = arrow_table(rows, names, self.schema, self.component, self.target)
+        table = (
+            rows
+            if isinstance(rows, pa.Table)
+            else arrow_table(rows, names, self.schema, self.component, self.target)
+        )
         table = conform(
             with_keys(table, keys, self.key_field), self.schema, self.component, self.target
         )

@@ -2,10 +2,11 @@
 
 A background thread fetches ahead of the consumer and stops at the bound: at most
 `ahead` partitions (Arrow path) or `ahead` chunks (row path) are fetched or being
-fetched beyond the one the consumer is on. A consumer that stops pulling therefore stops
-Spark (no job is started for a partition nobody has room for): backpressure with no
-extra signal. The whole result is never in memory; `toArrow()`/`collect()` would hold
-all of it.
+fetched beyond the one the consumer is on. On the Arrow path up to `ahead` partitions
+are fetched at once (one job and one thread each), so Spark computes them in parallel.
+A consumer that stops pulling therefore stops Spark (no job is started for a partition
+nobody has room for): backpressure with no extra signal. The whole result is never in
+memory; `toArrow()`/`collect()` would hold all of it.
 
 The consumer pulls when it wants: `next_chunk(timeout)` blocks, `next_chunk_nowait()`
 raises `WouldBlock` instead (for a spout's `next_tuple`, which must not block), and
@@ -117,6 +118,9 @@ class Drain:
         self._queue: collections.deque = collections.deque()
         self._in_flight = 0  # pieces fetched or being fetched that the consumer has not taken
         self._stop = False
+        self._halt = False  # a fetch thread failed: the others stop
+        self._failed = False  # a helper fetch thread failed (its error is queued)
+        self._next_part = 0  # index into the partitions to drain of the next to queue
         self._done = False
         self._cursor: _Cursor | None = None
         self._thread: threading.Thread | None = None
@@ -230,7 +234,7 @@ class Drain:
                 self._run_rows()
             self._put(("end",))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, never lost
-            self._put(("end",) if self._stop else ("error", exc))
+            self._put(("end",) if self._stop or self._failed else ("error", exc))
 
     def _room(self) -> bool:
         """Wait for room under the bound and claim it; False once closed."""
@@ -254,12 +258,70 @@ class Drain:
             self.path, self.fallback_reason = "rows", f"Arrow batch RDD unavailable: {short(exc)}"
             return
         index, count = self.share
-        for p in range(index, parts.num_partitions, count):
-            if not self._room():
-                return
-            batches = parts.fetch(p)
-            self.fetched_partitions += 1
-            self._put(("part", p, batches))
+        order = list(range(index, parts.num_partitions, count))
+        todo = iter(order)
+        ready: dict[int, list[Any]] = {}
+        # up to `ahead` partitions are fetched at once, one Spark job each from its own
+        # thread, so that Spark computes them in parallel (one job at a time kept one core
+        # of local[2] busy); they are queued in partition order whatever order they finish
+        helpers = [
+            threading.Thread(
+                target=self._fetch_loop,
+                args=(parts, todo, order, ready, True),
+                daemon=True,
+                name=f"stormish-drain[{self.component or ''}]+{i + 1}",
+            )
+            for i in range(min(self.ahead, len(order)) - 1)
+        ]
+        for h in helpers:
+            h.start()
+        try:
+            self._fetch_loop(parts, todo, order, ready, False)
+        except BaseException:
+            with self._cond:  # the helpers stop too
+                self._halt = True
+                self._cond.notify_all()
+            raise
+        finally:
+            for h in helpers:
+                h.join()
+
+    def _fetch_loop(
+        self, parts: Any, todo: Any, order: list[int], ready: dict[int, Any], helper: bool
+    ) -> None:
+        """Claim room and the next partition, fetch it, queue what is ready in order."""
+        try:
+            if helper:
+                self._start_jobs()  # job groups are per thread
+            while True:
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda: self._in_flight < self.ahead or self._stop or self._halt
+                    )
+                    if self._stop or self._halt:
+                        return
+                    p = next(todo, None)
+                    if p is None:
+                        return
+                    self._in_flight += 1
+                batches = parts.fetch(p)
+                with self._cond:
+                    self.fetched_partitions += 1
+                    ready[p] = batches
+                    while self._next_part < len(order) and order[self._next_part] in ready:
+                        q = order[self._next_part]
+                        if not self._stop:
+                            self._queue.append(("part", q, ready.pop(q)))
+                        self._next_part += 1
+                    self._cond.notify_all()
+        except BaseException as exc:
+            if not helper:
+                raise
+            with self._cond:  # the main fetch thread stops; the consumer gets the error
+                if not (self._stop or self._halt):
+                    self._failed = self._halt = True
+                    self._queue.append(("error", exc))
+                self._cond.notify_all()
 
     def _run_rows(self) -> None:
         rows = RowPartitions(self.df, self.share).rows()

@@ -3,7 +3,8 @@
 Measured here (2M rows of long, string, double; bench/spark_bench.py): converting column
 by column (`Array.to_pylist`) and zipping the columns into tuples costs ~0.23 us a row;
 `RecordBatch.to_pylist()` (a dict per row) and then tuples costs ~0.65 us a row. Columns
-it is.
+it is, and numbers without nulls go through numpy (`to_numpy().tolist()`, ~15% faster
+than `to_pylist` with pyarrow 26).
 
 Values follow pyspark's `Row` conversion where they differ from Arrow's: a timestamp
 with a time zone (Spark's TimestampType) becomes a naive datetime in this process's local
@@ -38,11 +39,28 @@ def to_tuples(batch: pa.RecordBatch, first_id: int | None = None) -> list[tuple]
 
 def _column(col: pa.Array) -> list[Any]:
     t = col.type
+    if _via_numpy(t, col.null_count):
+        # numbers without nulls: Arrow -> numpy -> list, ~12 ns a value against ~14 for
+        # to_pylist (pyarrow 26, idle machine; strings: numpy 29 ns, to_pylist 27)
+        return col.to_numpy(zero_copy_only=False).tolist()
     if pa.types.is_timestamp(t) and t.tz is not None:
         return _local_naive(col)
     if pa.types.is_map(t) or _has_map(t):
         return col.to_pylist(maps_as_pydicts="lossy")
     return col.to_pylist()
+
+
+def _via_numpy(t: pa.DataType, nulls: int) -> bool:
+    """Whether numpy's `tolist` gives what `to_pylist` does, faster: ints, doubles and
+    bools without nulls (numpy would make a null NaN or a float)."""
+    if nulls:
+        return False
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_boolean(t)
+    )
 
 
 def _has_map(t: pa.DataType) -> bool:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..component import Bolt
 from ..errors import StormishError
-from ..tuple import TICK_STREAM
+from ..tuple import END_OF_INPUT, TICK_STREAM
 from .errors import SparkSinkError, short, where
 from .spout import EMITS_PER_CALL, ROW_ID
 
@@ -91,6 +91,11 @@ class SparkSink(Bolt):
         # a tick every half period: a batch waits at most ~1.5 x batch_seconds
         self.component_config = {TICK_KEY: self.batch_seconds / 2}
 
+    # a finite run's last batch is committed when its input ends (a last tick, END_OF_INPUT,
+    # once every spout has finished its input and nothing moves), not up to 1.5 x
+    # batch_seconds later
+    closes_at_end_of_input = True
+
     @property
     def writer(self) -> str:
         return "arrow" if self.format == "parquet" and self.table is None else "spark"
@@ -124,7 +129,7 @@ class SparkSink(Bolt):
     # -- input --------------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
         if tup.is_tick:
-            self.on_tick()
+            self.on_tick(_is_end(tup.values))
             return
         if tup.fields != self._in_fields and not self._check_fields(tup.fields, [tup]):
             return
@@ -137,7 +142,7 @@ class SparkSink(Bolt):
 
     def execute_batch(self, batch: Any) -> None:
         if batch.stream == TICK_STREAM:
-            self.on_tick()
+            self.on_tick(any(map(_is_end, batch.values)))
             return
         if batch.fields != self._in_fields and not self._check_fields(
             batch.fields, [], batch if self._acking else None
@@ -151,8 +156,13 @@ class SparkSink(Bolt):
         if len(self._rows) >= self.batch_rows:
             self.flush()
 
-    def on_tick(self) -> None:
-        if self._oldest is not None and self.clock() - self._oldest >= self.batch_seconds:
+    def on_tick(self, end_of_input: bool = False) -> None:
+        """Commit what is buffered once the oldest is `batch_seconds` old, or at once at
+        the end of a finite run's input (every spout finished, nothing moving: the last
+        batch would otherwise wait for its tick)."""
+        if self._oldest is not None and (
+            end_of_input or self.clock() - self._oldest >= self.batch_seconds
+        ):
             self.flush()
 
     def _check_fields(self, fields: tuple[str, ...], tuples: list, batch: Any = None) -> bool:
@@ -211,20 +221,37 @@ class SparkSink(Bolt):
             self.ack_batch(b)
 
     def _write(self, rows: list) -> None:
+        """Rows to one Arrow table (column by column), keys from its key column when that
+        is int64 (SparkSpout's row id: no Python call per row), duplicates filtered out
+        in Arrow, then one commit."""
+        import pyarrow as pa
+
+        from .batch import arrow_table
         from .keys import batch_id, first_unique, row_keys
 
         committer = self._committer or self._open_committer()
-        keys = row_keys(rows, self._key_index)
         committer.refresh()
+        names = committer.fields
+        table = arrow_table(rows, names, committer.schema, self.component, self._target())
+        keys = None
+        k = self._key_index
+        if k is not None:
+            col = table.column(k)
+            if pa.types.is_int64(col.type) and col.null_count == 0:
+                # the keys row_keys would give (an int64 is its own key), and the ones the
+                # ledger reads back from the file's key column
+                keys = col.to_numpy()
+        if keys is None:
+            keys = row_keys(rows, k)
         fresh = first_unique(keys) & ~committer.ledger.contains(keys)
         n = int(fresh.sum())
         self.duplicates += len(rows) - n
         if n == 0:
             return
         if n < len(rows):
-            rows = [r for r, keep in zip(rows, fresh.tolist(), strict=True) if keep]
+            table = table.filter(pa.array(fresh))
             keys = keys[fresh]
-        if committer.commit(batch_id(keys), rows, keys):
+        if committer.commit(batch_id(keys), table, keys):
             self.batches_committed += 1
             self.rows_committed += n
 
@@ -269,6 +296,10 @@ class SparkSink(Bolt):
             "failed_batches": self.failed_batches,
             "buffered": len(self._rows),
         }
+
+
+def _is_end(values: Any) -> bool:
+    return len(values) > 0 and values[0] == END_OF_INPUT
 
 
 def _local_or_uri(path: str) -> str:

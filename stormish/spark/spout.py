@@ -18,7 +18,9 @@ Acking is per tree of `ack_rows` rows (default 1000): the rows go out with one
 one step per tree, not per row (a reliable row costs ~7 us tuple-at-a-time). A failed
 tree is replayed whole (before any new row) with the same values and ids; a sink keyed
 on the row id writes each row once however often it comes. `ack_rows=1` is Storm's
-tuple-at-a-time. The spout calls `finish()` once every row is drained and acked.
+tuple-at-a-time. The spout calls `finish_input()` once every row is drained and emitted
+(a SparkSink downstream then commits its last batch at once) and `finish()` once every
+row is acked.
 With acking off (`topology.acker.executors` 0) rows are emitted without message ids:
 the runtime would ack each at once, so the spout keeps no pending rows and finishes
 once everything is drained.
@@ -183,6 +185,7 @@ class SparkSpout(Spout):
         self._pos = 0
         self._base = 0
         self._drained = False
+        self._input_ended = False
         self._finished = False
         self.emitted = self.replayed = self.acked = self.failed = self.dead_lettered = 0
         start = getattr(drain, "start", None)
@@ -196,9 +199,15 @@ class SparkSpout(Spout):
             self._emit_trees()
         else:
             self._emit_rows()
-        if self._drained and not self._pending and not self._replay:
-            self._finished = True
-            self.finish()
+        if self._drained:
+            if not self._input_ended:
+                # every row was emitted, only replays may follow: a sink holding a last,
+                # partial batch commits it now (END_OF_INPUT), not at its next tick
+                self._input_ended = True
+                self.finish_input()
+            if not self._pending and not self._replay:
+                self._finished = True
+                self.finish()
 
     def _emit_trees(self) -> None:
         """One tuple tree per `ack_rows` rows (emit_many): the message id is the first

@@ -113,6 +113,37 @@ def test_tick_commits_only_a_batch_older_than_batch_seconds(tmp_path):
     assert written(tmp_path) == [0] and len(rec.acked) == 1
 
 
+def test_end_of_input_commits_the_last_batch_at_once(tmp_path):
+    from stormish.tuple import END_OF_INPUT
+
+    assert SparkSink.closes_at_end_of_input  # the engine sends it the last tick
+
+    class Col:
+        current = None
+
+    end_src = Source("__system", -1, TICK_STREAM, ("tick",))
+    clock = Clock()
+    sink, rec = make(tmp_path, clock=clock, batch_rows=100, batch_seconds=5)
+    sink.execute(tup(0))
+    sink.execute(TICK)
+    assert rec.acked == []  # young: a plain tick waits
+    sink.execute(Tuple((END_OF_INPUT,), end_src))
+    assert written(tmp_path) == [0] and len(rec.acked) == 1
+    sink.execute_batch(TupleBatch([(f"w{i}", i, row_id(0, i)) for i in (1, 2)], SRC, None, Col()))
+    sink.execute_batch(TupleBatch([(END_OF_INPUT,)], end_src, None, Col()))
+    assert written(tmp_path) == [0, 1, 2] and len(rec.acked) == 3
+
+
+def test_a_float_key_column_is_digested_like_any_non_int_key(tmp_path):
+    src = Source("spout", 1, "default", ("k", "v"))
+    sink, rec = make(tmp_path, batch_rows=4, key="k")
+    for k in (1.5, 2.5, 1.5, 3.5):
+        sink.execute(Tuple((k, "x"), src))
+    assert sink.rows_committed == 3 and sink.duplicates == 1 and len(rec.acked) == 4
+    got = pq.read_table(tmp_path).column("k").to_pylist()
+    assert sorted(got) == [1.5, 2.5, 3.5]
+
+
 def test_replays_in_any_grouping_are_written_once(tmp_path):
     sink, rec = make(tmp_path, batch_rows=7)
     n = 50

@@ -49,6 +49,7 @@ class Recorder:
         self.emits = []
         self.trees = []
         self.finished = 0
+        self.input_finished = 0
 
     def emit(self, values, stream="default", anchors=None, msg_id=None):
         self.emits.append((tuple(values), msg_id))
@@ -59,12 +60,16 @@ class Recorder:
     def finish(self):
         self.finished += 1
 
+    def finish_input(self):
+        self.input_finished += 1
+
 
 def make(script, max_pending=None, **kw):
     """Tuple-at-a-time (ack_rows=1) unless the test says otherwise."""
     spout = SparkSpout(lambda spark: None, fields=["n"], **{"ack_rows": 1, **kw})
     rec = Recorder()
     spout.emit, spout.emit_many, spout.finish = rec.emit, rec.emit_many, rec.finish
+    spout.finish_input = rec.finish_input
     drain = FakeDrain(script)
     spout._start(drain, max_pending)
     return spout, rec, drain
@@ -103,19 +108,21 @@ def test_emits_rows_with_deterministic_ids_then_finishes_when_all_acked():
     assert ids == [row_id(0, 0), row_id(0, 1), row_id(0, 2), row_id(1, 0), row_id(1, 1)]
     assert rec.emits[3] == (("p1r0", row_id(1, 0)), row_id(1, 0))  # the id is the last field
     assert rec.finished == 0  # drained, but not acked yet
+    assert rec.input_finished == 1  # every row emitted: a sink may commit its last batch
     for m in ids:
         spout.ack(m)
     spout.next_tuple()
     assert rec.finished == 1
     spout.next_tuple()
     assert rec.finished == 1 and len(rec.emits) == 5
+    assert rec.input_finished == 1
 
 
 def test_next_tuple_never_waits_for_the_drain():
     spout, rec, drain = make([None, None, chunk(0, 0, 2)])
     spout.next_tuple()
     spout.next_tuple()
-    assert rec.emits == []  # nothing ready: returned at once
+    assert rec.emits == [] and rec.input_finished == 0  # nothing ready: returned at once
     spout.next_tuple()
     assert len(rec.emits) == 2
 
@@ -239,6 +246,7 @@ def test_acking_off_emits_rows_without_ids_in_one_call():
     spout = SparkSpout(lambda spark: None, fields=["n"])
     rec = Recorder()
     spout.emit, spout.emit_many, spout.finish = rec.emit, rec.emit_many, rec.finish
+    spout.finish_input = rec.finish_input
     spout._start(FakeDrain([chunk(0, 0, 3)]), None, reliable=False)
     spout.next_tuple()
     spout.next_tuple()
