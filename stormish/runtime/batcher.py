@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-Batch = tuple[int, str, list, Any, bool]  # (src_task, stream, rows, metas_or_None, late)
+# a formed settle batch: (src_task, stream, rows, metas_or_None, late)
+FormedBatch = tuple[int, str, list, Any, bool]
 
 
 class _Group:
@@ -41,7 +42,7 @@ class Batcher:
         metas: list | None,
         now: float,
         late: bool = False,
-    ) -> list[Batch]:
+    ) -> list[FormedBatch]:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = _Group(src, stream, metas is not None, now)
@@ -54,7 +55,7 @@ class Batcher:
             g.metas.extend(metas if metas is not None else [None] * len(rows))
         g.late = g.late or late
         self.waiting += len(rows)
-        out: list[Batch] = []
+        out: list[FormedBatch] = []
         size = self.size
         while len(g.rows) >= size:
             out.append(self._cut(g, size))
@@ -62,7 +63,7 @@ class Batcher:
             g.since = now if out else g.since
         return out
 
-    def _cut(self, g: _Group, k: int) -> Batch:
+    def _cut(self, g: _Group, k: int) -> FormedBatch:
         rows, g.rows = g.rows[:k], g.rows[k:]
         metas = None
         if g.metas is not None:
@@ -72,7 +73,7 @@ class Batcher:
         self.waiting -= len(rows)
         return (g.src, g.stream, rows, metas, late)
 
-    def due(self, now: float) -> list[Batch]:
+    def due(self, now: float) -> list[FormedBatch]:
         if self.max_wait is None:
             return []
         return [
@@ -86,5 +87,5 @@ class Batcher:
             return None
         return min(g.since for g in self.groups.values() if g.rows) + self.max_wait
 
-    def drain(self) -> list[Batch]:
+    def drain(self) -> list[FormedBatch]:
         return [self._cut(g, len(g.rows)) for g in self.groups.values() if g.rows]

@@ -38,7 +38,7 @@ What ZeroMQ had already taken when a connection broke (at most `HWM_MESSAGES` me
 and the kernel buffers) reaches the peer if it comes back on the same address and is
 lost otherwise, uncounted: acking replays it.
 
-`Outbox` is the per-peer state without sockets (tested as scenarios); `Peers` is the
+`PeerQueue` is the per-peer state without sockets (tested as scenarios); `Peers` is the
 shell the transfer thread drives: it owns the PUSH sockets and their monitors.
 """
 
@@ -64,7 +64,7 @@ EVENTS_EVERY = 0.02
 _EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
 
 
-class Outbox:
+class PeerQueue:
     """What waits for one peer worker, and the state of its connection.
 
     `data` holds the tuple batches not yet handed to ZeroMQ, in order; `ready` is the
@@ -276,7 +276,7 @@ class Peers:
         self.down_tuples, self.down_secs = down_tuples, down_secs
         self.held: set[int] = set()
         self.down: set[int] = set()
-        self.boxes: dict[int, Outbox] = {}
+        self.boxes: dict[int, PeerQueue] = {}
         self._sock: dict[int, zmq.Socket] = {}
         self._monitor: dict[int, zmq.Socket] = {}
         self._by_monitor: dict[zmq.Socket, int] = {}
@@ -300,7 +300,7 @@ class Peers:
         s.connect(address)
         self._sock[w], self._monitor[w] = s, mon
         self._by_monitor[mon] = w
-        box = self.boxes[w] = Outbox(w, self.hold_at, self.down_tuples, self.down_secs)
+        box = self.boxes[w] = PeerQueue(w, self.hold_at, self.down_tuples, self.down_secs)
         box.put_control(hello)
         self._mirror(box)
         self._events_due = True
@@ -363,7 +363,7 @@ class Peers:
                 self._flush(w, box, self._sock[w])
                 self._mirror(box)
 
-    def _flush(self, w: int, box: Outbox, s: zmq.Socket) -> None:
+    def _flush(self, w: int, box: PeerQueue, s: zmq.Socket) -> None:
         try:
             while box.control:
                 s.send_multipart(box.control[0], flags=zmq.NOBLOCK, copy=False)
@@ -379,7 +379,7 @@ class Peers:
         except zmq.Again:  # full: the rest waits in the outbox
             pass
 
-    def _mirror(self, box: Outbox) -> None:
+    def _mirror(self, box: PeerQueue) -> None:
         w = box.worker
         if box.held:
             self.held.add(w)

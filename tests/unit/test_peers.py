@@ -10,7 +10,7 @@ from stormish.transport.peers import (
     CONTROL_BACKLOG,
     DOWN,
     UP,
-    Outbox,
+    PeerQueue,
     by_source,
 )
 from stormish.transport.remote import RemoteTarget, TransferQueue
@@ -21,7 +21,7 @@ def batches(src: int, *sizes: int) -> list[tuple]:
     return [(9, src, "default", [(i,) for i in range(n)], None) for n in sizes]
 
 
-def send(box: Outbox, max_tuples: int = 1024) -> int:
+def send(box: PeerQueue, max_tuples: int = 1024) -> int:
     """What the transfer thread does when the socket takes one message."""
     if box.ready is None:
         box.ready = (["frames"], *box.take(max_tuples))
@@ -29,7 +29,7 @@ def send(box: Outbox, max_tuples: int = 1024) -> int:
 
 
 def test_tuples_wait_for_the_connection_and_hold_the_peer_when_too_many():
-    box = Outbox(2, hold_at=4)
+    box = PeerQueue(2, hold_at=4)
     assert box.state == CONNECTING and not box.sendable()
     for _ in range(3):
         assert box.put(batches(1, 10)) == []
@@ -46,7 +46,7 @@ def test_tuples_wait_for_the_connection_and_hold_the_peer_when_too_many():
 
 
 def test_a_message_takes_whole_batches_up_to_the_limit():
-    box = Outbox(1, hold_at=100)
+    box = PeerQueue(1, hold_at=100)
     box.connected()
     box.put(batches(1, 400, 400, 400, 2000, 10))
     sizes = [([len(b[3]) for b in part], n) for part, n in (box.take(1024) for _ in "1234")]
@@ -57,7 +57,7 @@ def test_a_message_takes_whole_batches_up_to_the_limit():
 
 def test_a_lost_connection_holds_what_waits_and_what_comes_until_it_is_back():
     """The peer is taken as restarting: nothing is dropped, and nobody is parked."""
-    box = Outbox(1, hold_at=2)
+    box = PeerQueue(1, hold_at=2)
     box.connected()
     box.put(batches(3, 5))
     box.ready = (["encoded, the socket was full"], *box.take(1024))
@@ -80,7 +80,7 @@ def test_a_lost_connection_holds_what_waits_and_what_comes_until_it_is_back():
 
 
 def test_what_is_held_for_a_down_peer_is_bounded_in_tuples():
-    box = Outbox(1, hold_at=100, down_tuples=10)
+    box = PeerQueue(1, hold_at=100, down_tuples=10)
     box.connected()
     box.put(batches(1, 4))
     assert box.disconnected(now=0.0) == []
@@ -93,7 +93,7 @@ def test_what_is_held_for_a_down_peer_is_bounded_in_tuples():
 def test_a_peer_down_past_the_message_timeout_is_taken_as_gone():
     """What it held is dropped (its trees have timed out by now) and so is what comes,
     until the connection is back."""
-    box = Outbox(1, hold_at=100, down_secs=30.0)
+    box = PeerQueue(1, hold_at=100, down_secs=30.0)
     box.connected()
     box.disconnected(now=100.0)
     box.put(batches(1, 5))
@@ -105,7 +105,7 @@ def test_a_peer_down_past_the_message_timeout_is_taken_as_gone():
 
 
 def test_a_move_clears_the_outbox():
-    box = Outbox(1, hold_at=8)
+    box = PeerQueue(1, hold_at=8)
     box.put(batches(1, 50, 50))
     box.put(batches(2, 50))
     assert by_source(box.clear()) == (150, {1: 100, 2: 50})
@@ -113,7 +113,7 @@ def test_a_move_clears_the_outbox():
 
 
 def test_the_control_backlog_is_bounded_oldest_first():
-    box = Outbox(1, hold_at=8)
+    box = PeerQueue(1, hold_at=8)
     for i in range(CONTROL_BACKLOG):
         assert box.put_control([i])
     assert not box.put_control(["newest"])
@@ -123,7 +123,7 @@ def test_the_control_backlog_is_bounded_oldest_first():
 
 def test_hold_at_must_be_positive():
     with pytest.raises(ValueError, match="hold_at"):
-        Outbox(1, hold_at=0)
+        PeerQueue(1, hold_at=0)
 
 
 @settings(max_examples=100, deadline=None)
@@ -141,7 +141,7 @@ def test_hold_at_must_be_positive():
 def test_every_tuple_is_sent_waiting_or_dropped_in_order(events, hold_at, max_tuples):
     """Whatever happens to the connection, no tuple is lost uncounted in the outbox,
     what is sent keeps its order, and the peer is held exactly by the hysteresis rule."""
-    box = Outbox(0, hold_at, down_tuples=40)
+    box = PeerQueue(0, hold_at, down_tuples=40)
     put, sent, dropped = [], [], 0
     for ev in events:
         if ev[0] == "put":

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...component import BasicBolt
 from ...tuple import Tuple
+from ..seams import Batch
 
 if TYPE_CHECKING:
     from ..batcher import Batcher
     from ..bolt_executor import BoltExecutor
     from ..lane_pool import LanePool
-
-Batch = tuple  # (src_task, stream, values, metas_or_None): what a receive queue hands out
 
 
 class Execution:
