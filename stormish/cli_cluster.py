@@ -116,6 +116,8 @@ def wait_remote(client: NimbusClient, name: str, timeout: float | None) -> int:
 def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
     """The topologies a nimbus knows, with their status, worker slots and errors (per
     component: how many, and the last), and the supervisors it hears from."""
+    from .monitor import worker_line
+
     rows = call(nimbus, keys, "list")
     errors = _errors(nimbus, keys, rows)
     if as_json:
@@ -152,36 +154,6 @@ def shown_status(row: dict[str, Any]) -> str:
     if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
         return "inactive"
     return str(row["status"])
-
-
-def worker_line(w: dict[str, Any]) -> str:
-    """One worker as its supervisor reports it: where, its state, restarts, last death."""
-    n = int(w.get("restarts") or 0)
-    where = f"worker {w['index']} on {w['supervisor']}:{w['port']}"
-    state = str(w.get("state"))
-    if state == "running" and w.get("pid"):
-        state = f"running (pid {w['pid']})"
-    elif state == "waiting" and w.get("restart_in") is not None:
-        state = f"down, restarting in {w['restart_in']:g}s"
-    line = f"{where}: {state}, {n} restart{'s' if n != 1 else ''}"
-    if w.get("last_exit"):
-        ago = w.get("last_exit_ago")
-        line += f"; last {w['last_exit']}" + (f" {ago:g}s ago" if ago is not None else "")
-        if w.get("last_words"):
-            line += f": {w['last_words']}"
-    return line
-
-
-def worker_changes(row: dict[str, Any], told: dict[int, tuple]) -> list[str]:
-    """The workers whose state or restart count changed since last told (monitor)."""
-    out = []
-    for w in row.get("worker_status", ()):
-        key = (w.get("state"), w.get("restarts"), w.get("pid"))
-        news = told.get(w["index"]) != key
-        if news and (w.get("restarts") or w.get("state") == "waiting"):
-            out.append(worker_line(w))
-        told[w["index"]] = key
-    return out
 
 
 def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) -> dict:
@@ -315,22 +287,10 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
     ends; a warning when a spout's trees time out faster than they complete, and the
     root of backpressure (ROOT): the full task that is not itself parked, where the
     parked ones wait."""
-    from .runtime.bp_root import backpressure_roots, cycle_note
-    from .runtime.bp_root import describe as describe_root
-    from .runtime.error_report import new_errors
-    from .runtime.health import new_events
-    from .runtime.stats import edge_changes, timeout_warning, timing_out
+    from .monitor import MonitorView
 
     client = connect(nimbus, keys)
-    last: dict[str, int] = {}
-    last_stats = None
-    seen: dict[str, int] = {}  # errors per component already told
-    edges_told: dict[str, tuple[int, ...]] = {}  # edge counters already told
-    events_told: dict[int, int] = {}  # per worker, the last health event told
-    workers_told: dict[int, tuple] = {}  # worker states and restarts already told
-    roots_told: tuple[int, ...] = ()  # the backpressure roots already told
-    seen_before: set[int] = set()  # the roots of the previous tick
-    last_t = time.monotonic()
+    view = MonitorView()
     try:
         while True:
             row = next((r for r in guard(lambda: client.call("list")) if r["name"] == name), None)
@@ -349,58 +309,11 @@ def monitor(name: str, every: float, as_json: bool, nimbus: str | None, keys: st
                 time.sleep(every)
                 continue
             s = guard(lambda: client.call("stats", name))
-            now = time.monotonic()
-            parts, comps = [], {}
-            # a root seen on two ticks in a row: a victim caught for a moment with a full
-            # queue and its emits flowing is not named
-            seen_now = backpressure_roots(s.tasks.values())
-            roots = [r for r in seen_now if r.task.task in seen_before]
-            seen_before = {r.task.task for r in seen_now}
-            root_components = {r.task.component for r in roots}
-            for c in s.components.values():
-                rate = (c.executed - last.get(c.component, c.executed)) / max(now - last_t, 1e-9)
-                last[c.component] = c.executed
-                fill = c.receive_population / max(c.receive_capacity, 1)
-                flags = (
-                    (" ROOT" if c.component in root_components else "")
-                    + (" BP" if c.pending_emits else "")
-                    + (f" E{c.errors}" if c.errors else "")
-                    + (f" STUCK{c.stuck_seconds:.0f}s" if c.stuck_seconds else "")
-                )
-                parts.append(
-                    f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
-                )
-                comps[c.component] = {
-                    "executed_per_second": round(rate, 1), "queue_fill": round(fill, 4),
-                    "complete_latency_ms": c.complete_latency_ms, "pending_emits": c.pending_emits,
-                    "errors": c.errors, "root": c.component in root_components,
-                    "stuck_seconds": round(c.stuck_seconds, 1),
-                }  # fmt: skip
-            last_t = now
-            warning = timeout_warning(timing_out(last_stats, s))
-            last_stats = s
-            lines = [warning] if warning else []
-            lines += new_errors(s.tasks.values(), seen)
-            lines += edge_changes(s, edges_told)
-            lines += new_events(s.tasks.values(), events_told)
-            lines += worker_changes(row or {}, workers_told)
-            told_roots = tuple(r.task.task for r in roots)
-            if told_roots != roots_told:
-                lines += [describe_root(r) for r in roots[:3]]
-                if not roots:
-                    note = cycle_note(s.tasks.values())
-                    lines.append(note or "backpressure gone: no task is parked")
-                roots_told = told_roots
+            tick = view.tick(s, row, time.monotonic())
             if as_json:
-                tick = {
-                    "name": s.name, "status": s.status, "time": time.time(),
-                    "components": comps, "roots": [describe_root(r) for r in roots],
-                    "workers": (row or {}).get("worker_status", []), "news": lines,
-                }  # fmt: skip
-                click.echo(json.dumps(tick, default=str))
+                click.echo(json.dumps(tick.json(time.time()), default=str))
             else:
-                click.echo(f"{s.name} [{s.status}] " + " | ".join(parts))
-                for line in lines:
+                for line in tick.text():
                     click.echo(line)
             if not TopologyStatus(s.status).live:
                 return

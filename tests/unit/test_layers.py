@@ -33,7 +33,7 @@ FLOORS = {
     "runtime": RUNTIME,
     "local": LOCAL,
     # the programs
-    "__init__": TOP, "cli": TOP, "cli_cluster": TOP, "cluster": TOP, "ui": TOP,
+    "__init__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP, "cluster": TOP, "ui": TOP,
     "httpd": TOP, "metrics": TOP, "lint": TOP, "loader": TOP, "testing": TOP,
     # built on the component API: connectors, windowing, other languages, loaders
     "kafka": TOP, "nats": TOP, "spark": TOP, "windowing": TOP, "multilang": TOP,
