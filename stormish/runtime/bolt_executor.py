@@ -26,7 +26,7 @@ tuples the cycle holds are bounded by what the spouts injected, which
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..component import BasicBolt, Bolt, prepare_bolt
 from ..tuple import TICK_STREAM
@@ -42,6 +42,13 @@ from .lane_pool import LanePool
 from .process_latency import ProcessLatency
 from .stats import EXECUTE_BUCKETS
 
+if TYPE_CHECKING:
+    from .collector import Collector
+    from .context import TopologyContext
+    from .plan import Plan
+    from .queue import ReceiveQueue
+    from .seams import TaskWorker
+
 # How long a bolt's turn may go on taking input (each take at most the queue's budget):
 # long enough that a turn's fixed cost is nothing, short enough that the other executors
 # of a cooperative scheduler wait at most about this long.
@@ -50,8 +57,17 @@ TURN_TAKES = 16
 
 
 class BoltExecutor(Executor):
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        plan: Plan,
+        task: int,
+        obj: Any,
+        queue: ReceiveQueue,
+        collector: Collector,
+        context: TopologyContext,
+        worker: TaskWorker,
+    ):
+        super().__init__(plan, task, obj, queue, collector, context, worker)
         self.idle_wait = wait.from_config(self.conf, "bolt")
         self.is_acker = isinstance(self.obj, AckerBolt)
         basic = isinstance(self.obj, BasicBolt)

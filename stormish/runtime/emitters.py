@@ -39,8 +39,16 @@ def _as_rows(rows: Rows) -> Sequence[Sequence[Any]]:
 class UntrackedCollector(Collector):
     """Acking off: nothing is tracked, a spout's message ids are acked on emit."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        plan: Plan,
+        task: int,
+        targets: Mapping[int, PublishTarget],
+        local_tasks: set[int],
+        batch_size: int,
+        rand: random.Random | None = None,
+    ):
+        super().__init__(plan, task, targets, local_tasks, batch_size, rand)
         self.acked_on_emit: list[Any] = []  # spout msg ids to ack once next_tuple returns
 
     def emit(
@@ -162,8 +170,16 @@ class SpoutCollector(Collector):
     """A reliable spout: `reliable(root, msg_id, rows, values, stream)` is the executor's
     record of a new tree, set by the executor before the spout opens."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        plan: Plan,
+        task: int,
+        targets: Mapping[int, PublishTarget],
+        local_tasks: set[int],
+        batch_size: int,
+        rand: random.Random | None = None,
+    ):
+        super().__init__(plan, task, targets, local_tasks, batch_size, rand)
         self.reliable: Callable[..., None] = _no_tracker
         self._init_boxes = self.acks.init_boxes  # for the inlined init below
 

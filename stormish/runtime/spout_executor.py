@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..component import Spout
 from ..errors import TopologyError
@@ -26,13 +26,29 @@ from .plan import ACK_ACK, ACK_FAIL, ACK_RESET
 from .rotating import RotatingMap
 from .stats import COMPLETE_BUCKETS
 
+if TYPE_CHECKING:
+    from .collector import Collector
+    from .context import TopologyContext
+    from .plan import Plan
+    from .queue import ReceiveQueue
+    from .seams import Batch, TaskWorker
+
 
 class SpoutExecutor(Executor):
     is_spout = True
     BURST = 128  # next_tuple calls between checks of the spout's own queue
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        plan: Plan,
+        task: int,
+        obj: Any,
+        queue: ReceiveQueue,
+        collector: Collector,
+        context: TopologyContext,
+        worker: TaskWorker,
+    ):
+        super().__init__(plan, task, obj, queue, collector, context, worker)
         self.idle_wait = wait.from_config(self.conf, "spout")
         self.max_pending = self.conf["topology.max.spout.pending"]
         if isinstance(self.collector, UntrackedCollector):
@@ -256,7 +272,7 @@ class SpoutExecutor(Executor):
             ack(msg_id)
         self.counts.acked += len(ids)
 
-    def _control(self, batch: tuple) -> None:
+    def _control(self, batch: Batch) -> None:
         src_task, stream, values, _ = batch
         if stream == ACK_ACK:
             t = self.clock.now()
