@@ -7,17 +7,30 @@ component `__acker`, an ordinary bolt subscribed to every component's ack stream
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import config as _config
 from ..component import Bolt
-from ..state.wiring import add_checkpointing
 from ..topology import ComponentSpec, Subscription, Topology, consumers_of
 from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TICK_STREAM
 
 ACKER = "__acker"
+
+# What a feature above the runtime adds to every plan (stormish.state registers the
+# checkpoint spout and its shells): (components, conf, topology name, the components on
+# a cycle) -> None, changing the plan's copies of the components in place.
+PlanExtension = Callable[[dict[str, ComponentSpec], Mapping[str, Any], str, set[str]], None]
+PLAN_EXTENSIONS: list[PlanExtension] = []
+
+
+def extend_plans(extension: PlanExtension) -> None:
+    """Have `build_plan` call `extension` for every plan (once per extension)."""
+    if extension not in PLAN_EXTENSIONS:
+        PLAN_EXTENSIONS.append(extension)
+
+
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail", "__ack_reset"
 # the root of an ACK_ACK message that carries a committed checkpoint's acks (ack_folder.py);
 # a tree's root is never negative
@@ -80,8 +93,11 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
         )
         for n, s in topology.components.items()
     }
-    # stateful bolts: the checkpoint spout, and the shells of the bolts taking part
-    add_checkpointing(components, conf, topology.name, find_cycles(components)[0])
+    # features above the runtime (stateful bolts: the checkpoint spout, and the shells
+    # of the bolts taking part)
+    on_cycle = find_cycles(components)[0]
+    for extension in PLAN_EXTENSIONS:
+        extension(components, conf, topology.name, on_cycle)
     streams = {name: dict(spec.streams) for name, spec in components.items()}
     for name in components:  # spouts: past max.replays; bolts: DEAD_LETTER results
         streams[name][DEAD_LETTER_STREAM] = DEAD_LETTER_FIELDS

@@ -23,7 +23,6 @@ from .. import config as _config
 from .. import pickling
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
-from ..state.spout import CHECKPOINT_COMPONENT as CHECKPOINT
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
@@ -464,9 +463,9 @@ class Worker:
             col = ex.collector
             transferred += col.transferred
             consumed += ex.consumed
-            # the checkpoint spout never finishes: the user spouts' trees wait for its
-            # commits, so it is done when they are
-            if isinstance(ex, SpoutExecutor) and ex.component != CHECKPOINT:
+            # a system spout (the checkpoint spout) never finishes: the user spouts'
+            # trees wait for its commits, so it is done when they are
+            if isinstance(ex, SpoutExecutor) and not ex.component.startswith("__"):
                 if not ex.is_done():
                     spouts_done = False
                 if not (ex.finished or ex.input_finished):

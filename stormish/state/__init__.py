@@ -10,8 +10,13 @@ spout.py and wiring.py are the shells; sqlite.py and redis.py the stores.
 docs/state.md describes it.
 """
 
+from ..runtime.plan import extend_plans
 from .bolt import StatefulBolt
 from .kv import KeyValueState
 from .protocol import CHECKPOINT_STREAM
+from .wiring import add_checkpointing
+
+# a plug-in: the runtime does not name state; every plan gets its checkpointing from here
+extend_plans(add_checkpointing)
 
 __all__ = ["CHECKPOINT_STREAM", "KeyValueState", "StatefulBolt"]

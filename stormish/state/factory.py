@@ -15,9 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..runtime.context import DATA_ENV
 from .kv import KeyValueState, Store
-
-DATA_ENV = "STORMISH_WORKER_DATA"
 
 
 def open_store(namespace: str, conf: Mapping[str, Any], topology: str) -> Store:
