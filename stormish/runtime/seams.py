@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol, TypeAlias
 
 from ..clock import Clock
+from ..transport.frames import Batch as QueueBatch
 
 # (source task, stream, value rows, per-row tree ids or None when untracked)
-Batch: TypeAlias = tuple[int, str, list[Any], list[Any] | None]
+Batch: TypeAlias = QueueBatch
 
 
 class PublishTarget(Protocol):

@@ -37,7 +37,10 @@ _STATUS = struct.Struct("!IQII")  # worker id, status id, number of bp / non-bp 
 
 Frame = bytes | memoryview | pickle.PickleBuffer
 # (dest_task, src_task, stream, values, metas_or_None): a batch for another worker
-Batch: TypeAlias = tuple[int, int, str, Any, list[Any] | None]
+WireBatch: TypeAlias = tuple[int, int, str, Any, list[Any] | None]
+# (src_task, stream, value rows, per-row tree ids or None when untracked): a batch as a
+# task's receive queue holds it (runtime.seams re-exports it as `Batch`)
+Batch: TypeAlias = tuple[int, str, list[Any], list[Any] | None]
 
 
 class Kind(IntEnum):
@@ -55,7 +58,7 @@ class FrameError(StormishError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A decoded message. `body` by kind: TUPLES a list of `Batch` tuples, BP_STATUS a
+    """A decoded message. `body` by kind: TUPLES a list of `WireBatch` tuples, BP_STATUS a
     `BackpressureStatus`, HELLO a `Hello`, CONTROL a dict (a peer's epoch)."""
 
     kind: Kind
@@ -103,7 +106,7 @@ class _OobBytesPickler(pickle.Pickler):
         return pickle.PickleBuffer(obj)
 
 
-def encode_tuples(sender: int, seq: int, batches: Iterable[Batch]) -> list[Frame]:
+def encode_tuples(sender: int, seq: int, batches: Iterable[WireBatch]) -> list[Frame]:
     """Frames for tuple batches `(dest_task, src_task, stream, values, metas_or_None)`.
 
     Frame 1 is the pickle, frames 2.. its out-of-band buffers. Those are views of the
@@ -260,7 +263,7 @@ class _Unpickler(pickle.Unpickler):
         return value
 
 
-def _decode_tuples(kind: Kind, _sender: int, frames: Sequence[Any]) -> list[Batch]:
+def _decode_tuples(kind: Kind, _sender: int, frames: Sequence[Any]) -> list[WireBatch]:
     if len(frames) == 2:
         payload = pickle.loads(frames[1])
     else:

@@ -310,7 +310,7 @@ class WorkerLink:
                 self.transfer.put_force(peer, item, 1)
         self.transfer.wake()
 
-    def _place(self, dest: int, batch: tuple, n: int) -> None:
+    def _place(self, dest: int, batch: fr.Batch, n: int) -> None:
         q = self.queues.get(dest)
         if q is None:
             self._drop("unknown_task", n)

@@ -51,7 +51,9 @@ from typing import Any
 
 import zmq
 
-from .frames import Batch  # (dest_task, src_task, stream, values, metas), as the transfer holds it
+from .frames import (
+    WireBatch,  # (dest_task, src_task, stream, values, metas), as the transfer holds it
+)
 from .security import Security
 
 CONNECTING, UP, DOWN = "connecting", "up", "down"
@@ -110,8 +112,8 @@ class PeerQueue:
         self.down_secs = down_secs
         self.state = CONNECTING
         self.control: deque[list] = deque()
-        self.data: deque[Batch] = deque()
-        self.ready: tuple[list, list[Batch], int] | None = None
+        self.data: deque[WireBatch] = deque()
+        self.ready: tuple[list, list[WireBatch], int] | None = None
         self.n_batches = 0
         self.held = False
         self.down_since = 0.0
@@ -128,7 +130,7 @@ class PeerQueue:
         self.control.append(frames)
         return not full
 
-    def put(self, batches: list[Batch]) -> list[Batch]:
+    def put(self, batches: list[WireBatch]) -> list[WireBatch]:
         """Queue tuple batches; returns those dropped (the peer down too long, or what
         it holds at its bound)."""
         if self.state == DOWN:
@@ -138,7 +140,7 @@ class PeerQueue:
         self._update()
         return []
 
-    def _hold(self, batches: list[Batch]) -> list[Batch]:
+    def _hold(self, batches: list[WireBatch]) -> list[WireBatch]:
         if self.gone:
             return batches
         room = self.down_tuples - self.down_held
@@ -153,7 +155,7 @@ class PeerQueue:
         self._keep(batches)
         return []
 
-    def _keep(self, batches: list[Batch]) -> None:
+    def _keep(self, batches: list[WireBatch]) -> None:
         self.data.extend(batches)
         self.n_batches += len(batches)
 
@@ -161,7 +163,7 @@ class PeerQueue:
         """Tuples may go to ZeroMQ now (control messages always may)."""
         return self.state == UP and (self.ready is not None or bool(self.data))
 
-    def take(self, max_tuples: int) -> tuple[list[Batch], int]:
+    def take(self, max_tuples: int) -> tuple[list[WireBatch], int]:
         """The batches of the next message and their tuples: whole batches from the
         front, up to about `max_tuples` tuples (a bigger batch goes alone). They stay
         counted until sent."""
@@ -191,7 +193,7 @@ class PeerQueue:
         self.down_held = 0
         self._update()
 
-    def disconnected(self, now: float = 0.0) -> list[Batch]:
+    def disconnected(self, now: float = 0.0) -> list[WireBatch]:
         """The connection was lost: what waits is held for it, up to the bound (the
         rest is returned, dropped); the peer's tasks are no longer under backpressure."""
         self.state = DOWN
@@ -206,7 +208,7 @@ class PeerQueue:
         self.held = False
         return dropped
 
-    def expire(self, now: float) -> list[Batch]:
+    def expire(self, now: float) -> list[WireBatch]:
         """Down for more than `down_secs`: the peer is taken as gone; what it holds is
         returned, dropped, and so is what comes until the connection is back."""
         if self.state != DOWN or self.gone or now - self.down_since <= self.down_secs:
@@ -214,7 +216,7 @@ class PeerQueue:
         self.gone = True
         return self.clear()
 
-    def clear(self) -> list[Batch]:
+    def clear(self) -> list[WireBatch]:
         """Drop every waiting tuple batch (the ready message's too)."""
         dropped = [*(self.ready[1] if self.ready is not None else ()), *self.data]
         self.ready = None
@@ -236,7 +238,7 @@ class PeerQueue:
             self.held = self.n_batches >= self.hold_at
 
 
-def by_source(batches: list[Batch]) -> tuple[int, dict[int, int]]:
+def by_source(batches: list[WireBatch]) -> tuple[int, dict[int, int]]:
     """The tuples in `batches`, in all and per emitting task."""
     tasks: dict[int, int] = {}
     for b in batches:
@@ -259,7 +261,7 @@ class Peers:
         security: Security,
         hold_at: int,
         message_tuples: int,
-        encode: Callable[[list[Batch]], list],
+        encode: Callable[[list[WireBatch]], list],
         drop: Callable[[str, int, dict[int, int]], None],
         hwm: int,
         sndbuf: int,
@@ -344,7 +346,7 @@ class Peers:
         if box is not None and not box.put_control(frames):
             self.control_dropped += 1
 
-    def put(self, w: int, batches: list[Batch]) -> None:
+    def put(self, w: int, batches: list[WireBatch]) -> None:
         box = self.boxes.get(w)
         if box is None:  # not told where it listens (never, once connect() ran)
             self._dropped("no_peer", batches)
@@ -352,7 +354,7 @@ class Peers:
         self._dropped("peer_lost", box.put(batches))
         self._mirror(box)
 
-    def _dropped(self, reason: str, batches: list[Batch]) -> None:
+    def _dropped(self, reason: str, batches: list[WireBatch]) -> None:
         if batches:
             self.drop(reason, *by_source(batches))
 

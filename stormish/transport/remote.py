@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from .frames import Batch
 from .wakeup import Wakeup
 
 
@@ -108,7 +109,7 @@ class RemoteTarget:
         self.held = held if held is not None else set()
         self.down = down if down is not None else set()
 
-    def try_publish(self, batch: tuple, n: int) -> bool:
+    def try_publish(self, batch: Batch, n: int) -> bool:
         if self.task in self.flagged or self.worker in self.held:
             return False
         src, stream, values, metas = batch
