@@ -22,6 +22,11 @@ from .security import LOOPBACK, Security
 log = logging.getLogger("stormish.control")
 
 
+# A worker that answers and then exits (stop) can be seen dead before its answer is read:
+# how long its answer is still looked for once it is seen dead (s).
+DEAD_LOOK = 0.2
+
+
 @dataclass(frozen=True)
 class Hello:
     """A worker's latest hello: who it is and when it was last heard."""
@@ -107,6 +112,7 @@ class ControlServer:
             req_id = next(self._ids)
             self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
             deadline = time.monotonic() + timeout
+            dead_since: float | None = None  # when it was first seen dead
             while True:
                 for src, frames in self._pump(20):
                     if src != ident:
@@ -121,7 +127,11 @@ class ControlServer:
                         raise WorkerError(f"{who}: {verb} failed: {value}")
                     return value
                 if not alive():
-                    raise WorkerError(f"{who} died during {verb}")
+                    now = time.monotonic()
+                    dead_since = now if dead_since is None else dead_since
+                    if now - dead_since > DEAD_LOOK:  # its answer was not on the way
+                        raise WorkerError(f"{who} died during {verb}")
+                    continue
                 if time.monotonic() > deadline:
                     raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
 
@@ -139,6 +149,7 @@ class ControlServer:
                 self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
             out: list[Any] = [None] * len(asks)
             deadline = time.monotonic() + timeout
+            dead: dict[int, float] = {}  # when each was first seen dead
             while want:
                 for src, frames in self._pump(20):
                     try:
@@ -151,10 +162,12 @@ class ControlServer:
                     if not ok:
                         raise WorkerError(f"{asks[i][4]}: {asks[i][1]} failed: {value}")
                     out[i] = value
-                for i in want.values():
+                for i in list(want.values()):
                     _ident, verb, _payload, alive, who = asks[i]
                     if not alive():
-                        raise WorkerError(f"{who} died during {verb}")
+                        now = time.monotonic()
+                        if now - dead.setdefault(i, now) > DEAD_LOOK:
+                            raise WorkerError(f"{who} died during {verb}")
                 if want and time.monotonic() > deadline:
                     _ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
                     raise WorkerError(f"{who} did not answer {verb} within {timeout}s")

@@ -1,0 +1,99 @@
+"""The controller's side of the control channel (transport/control_server.py) against a
+real ZeroMQ peer on loopback: a worker that answers and then exits can be seen dead
+before its answer is read, and its answer still counts (a run's results were lost so:
+`results["cap"]` missing after a stop under load)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import zmq
+
+from stormish.errors import WorkerError
+from stormish.transport import control as ct
+from stormish.transport.control_server import ControlServer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class AnswersAfterItsDeath:
+    """A DEALER that answers the first request only once the controller has seen the
+    process dead (`alive` is False from the start, and tells when it was asked)."""
+
+    def __init__(self, server: ControlServer, ident: bytes, answer: object):
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.IDENTITY, ident)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        self.sock.connect(server.address)
+        index = int(ident[1:])
+        # as a worker does: its hello makes it known to the ROUTER, which drops
+        # requests to an identity it has not heard from
+        info = {"index": index, "pid": 0, "topology": "t", "state": "new", "address": None}
+        self.sock.send_multipart(ct.request("hello", 0, info))
+        server.wait_hello("t", index, None, lambda: True, 10)
+        self.answer = answer
+        self.asked_alive = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def alive(self) -> bool:
+        self.asked_alive.set()
+        return False
+
+    def _run(self) -> None:
+        frames = self.sock.recv_multipart()
+        verb, req_id, _ = ct.decode_request(frames)
+        self.asked_alive.wait(10)
+        self.sock.send_multipart(ct.answer(verb, req_id, self.answer))
+
+    def close(self) -> None:
+        self.thread.join(10)
+        self.sock.close()
+        self.ctx.term()
+
+
+@pytest.fixture
+def server():
+    s = ControlServer()
+    yield s
+    s.close()
+
+
+def test_an_answer_that_comes_after_the_worker_is_seen_dead_is_kept(server):
+    w = AnswersAfterItsDeath(server, b"w0", {"stuck": []})
+    try:
+        assert server.request(b"w0", "stats", None, w.alive, 10, "worker 0") == {"stuck": []}
+    finally:
+        w.close()
+
+
+def test_every_answer_of_a_request_to_all_is_kept_though_one_worker_exited(server):
+    a = AnswersAfterItsDeath(server, b"w0", 1)
+    b = AnswersAfterItsDeath(server, b"w1", 2)
+    try:
+        asks = [
+            (b"w0", "stats", None, a.alive, "worker 0"),
+            (b"w1", "stats", None, b.alive, "worker 1"),
+        ]
+        assert server.request_all(asks, 10) == [1, 2]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_worker_that_never_answers_is_still_called_dead(server):
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, b"w2")
+    sock.connect(server.address)
+    info = {"index": 2, "pid": 0, "topology": "t", "state": "new", "address": None}
+    sock.send_multipart(ct.request("hello", 0, info))
+    server.wait_hello("t", 2, None, lambda: True, 10)
+    try:
+        with pytest.raises(WorkerError, match="worker 2 died during stats"):
+            server.request(b"w2", "stats", None, lambda: False, 10, "worker 2")
+    finally:
+        sock.close(0)
+        ctx.term()
