@@ -45,7 +45,7 @@ import zmq
 from ..errors import StormishError
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
-from ..runtime.context import DATA_ENV
+from ..plugins import DATA_ENV
 from ..transport import control as ct
 from ..transport.security import Security
 from . import orphans

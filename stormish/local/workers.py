@@ -28,7 +28,7 @@ from typing import Any
 from .. import pickling, statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, private_dir, start_line, worker_log_name
-from ..runtime.context import DATA_ENV
+from ..plugins import DATA_ENV
 from ..runtime.plan import Plan
 from ..topology import Topology
 from ..transport.control_server import ControlServer

@@ -12,10 +12,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .plan import Plan
 
-# A worker's data directory, kept across its restarts (set by whoever starts the worker:
-# the local cluster, a supervisor): where the embedded state and spouts' journals live.
-DATA_ENV = "STORMISH_WORKER_DATA"
-
 
 @dataclass(frozen=True)
 class TopologyContext:

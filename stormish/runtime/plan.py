@@ -7,28 +7,17 @@ component `__acker`, an ordinary bolt subscribed to every component's ack stream
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import config as _config
 from ..component import Bolt
+from ..plugins import PLAN_EXTENSIONS
 from ..topology import ComponentSpec, Subscription, Topology, consumers_of
 from ..tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM, SYSTEM_COMPONENT, TICK_STREAM
 
 ACKER = "__acker"
-
-# What a feature above the runtime adds to every plan (stormish.state registers the
-# checkpoint spout and its shells): (components, conf, topology name, the components on
-# a cycle) -> None, changing the plan's copies of the components in place.
-PlanExtension = Callable[[dict[str, ComponentSpec], Mapping[str, Any], str, set[str]], None]
-PLAN_EXTENSIONS: list[PlanExtension] = []
-
-
-def extend_plans(extension: PlanExtension) -> None:
-    """Have `build_plan` call `extension` for every plan (once per extension)."""
-    if extension not in PLAN_EXTENSIONS:
-        PLAN_EXTENSIONS.append(extension)
 
 
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail", "__ack_reset"

@@ -10,7 +10,7 @@ spout.py and wiring.py are the shells; sqlite.py and redis.py the stores.
 docs/state.md describes it.
 """
 
-from ..runtime.plan import extend_plans
+from ..plugins import extend_plans
 from .bolt import StatefulBolt
 from .kv import KeyValueState
 from .protocol import CHECKPOINT_STREAM

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..runtime.context import DATA_ENV
+from ..plugins import DATA_ENV
 from .kv import KeyValueState, Store
 
 

@@ -25,7 +25,7 @@ FLOORS = {
     "tuple": CORE, "errors": CORE, "config": CORE, "component": CORE, "topology": CORE,
     "schema": CORE, "settle": CORE, "failure": CORE, "clock": CORE, "edges": CORE,
     "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
-    "statusline": CORE, "summary_table": CORE,
+    "statusline": CORE, "summary_table": CORE, "plugins": CORE,
     "transport": TRANSPORT,
     "runtime": RUNTIME,
     "local": LOCAL,
@@ -33,7 +33,7 @@ FLOORS = {
     "__init__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP, "cluster": TOP, "ui": TOP,
     "httpd": TOP, "metrics": TOP, "lint": TOP, "loader": TOP, "testing": TOP,
     # built on the component API: connectors, windowing, other languages, loaders
-    # state is a plug-in the runtime does not name (it registers with runtime.plan)
+    # state is a plug-in the runtime does not name (it registers in stormish.plugins)
     "state": TOP,
     "kafka": TOP, "nats": TOP, "spark": TOP, "windowing": TOP, "multilang": TOP,
     "streamparse": TOP, "flux": TOP,
