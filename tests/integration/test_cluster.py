@@ -255,6 +255,7 @@ def quick_cluster(tmp_path):
     c.close()
 
 
+@pytest.mark.faults  # kill/restart timing: in CI's faults run, out of the default suite
 def test_a_hung_worker_is_killed_and_restarted_after_the_worker_timeout(quick_cluster):
     c = quick_cluster
     c.call("submit", (slow_wordcount("hung"), {}))
@@ -515,6 +516,7 @@ def backoff_cluster(tmp_path):
         yield c
 
 
+@pytest.mark.faults  # kill/restart timing: in CI's faults run, out of the default suite
 def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts(
     backoff_cluster, tmp_path
 ):

@@ -53,6 +53,7 @@ def three(tmp_path):
         yield c
 
 
+@pytest.mark.faults  # kill/restart timing: in CI's faults run, out of the default suite
 def test_a_lost_host_moves_its_worker_and_the_topology_completes(three):
     c = three
     # all three supervisors known before the submit: one worker on each

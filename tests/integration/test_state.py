@@ -38,6 +38,7 @@ def test_stateful_wordcount_counts_every_word_once(workers):
     assert stats.components["__checkpoint"].acked >= 3
 
 
+@pytest.mark.faults  # kill/restart timing: in CI's faults run, out of the default suite
 def test_the_example_is_exact_when_its_spouts_worker_is_killed_and_restarted():
     """Its source is replayable: the restarted spout reads the offsets whose trees
     completed (its journal, in the run's worker data directory) and emits only the rest.
