@@ -12,6 +12,11 @@ held until something happens: a barrier fills, an epoch advances, the input ends
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import pickle
+import urllib.parse
 from collections import deque
 from typing import Any
 
@@ -23,12 +28,14 @@ from .seams import Batch
 # own completed or failed long ago), and the receiving channel takes it only if its task
 # has had nothing on the edge from that sender yet (each task sees it once).
 LATCHED = "__latched__"
+log = logging.getLogger("stormish.edges")
 
 
 class BlockingChannel:
     """Storm's edge in a channel of its own: every tuple, in order."""
 
     __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "rejected")
+    credits = None  # never fed on credit (a `fail` edge's, runtime/credits.py)
 
     def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy
@@ -173,20 +180,67 @@ class LatchedChannel(BlockingChannel):
 class Latching:
     """A sender's view of a task in another worker on a latched edge: it remembers the
     last tuple published to it, for the link to send again when that worker (re)connects
-    (`again`). One attribute written by the sender's thread, read by the link's."""
+    (`again`). One attribute written by the sender's thread, read by the link's.
 
-    __slots__ = ("target", "task", "worker", "stream", "src", "last")
+    With a data directory (`path`), the last tuple is also kept on disk, written when it
+    changes (a pickle, to a temporary file renamed over the last: a kill leaves the old
+    one or the new one, never half of one), so that a restarted sending worker, whose
+    task may never publish it again (a bolt that computed it once), still has it for a
+    task that starts later (`restore`). Latched edges carry little (configuration,
+    reference data): a write per changed tuple (bench/latch.py)."""
 
-    def __init__(self, target: Any, task: int, worker: int, src: int, stream: str):
+    __slots__ = ("target", "task", "worker", "stream", "src", "last", "path", "saved")
+
+    def __init__(
+        self, target: Any, task: int, worker: int, src: int, stream: str, path: str | None = None
+    ):
         self.target, self.task, self.worker = target, task, worker
         self.src, self.stream = src, stream
         self.last: Any = None
+        self.path = path
+        self.saved: Any = None  # what the file holds
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         if not self.target.try_publish(batch, n):
             return False
-        self.last = batch[2][-1]
+        self.last = last = batch[2][-1]
+        if self.path is not None and _changed(last, self.saved):
+            self._save(last)
         return True
+
+    def _save(self, last: Any) -> None:
+        path = self.path
+        assert path is not None
+        try:
+            data = pickle.dumps(last, protocol=5)
+        except Exception as exc:  # noqa: BLE001 - a value pickle cannot write: kept in memory
+            edge = f"{self.src}->{self.task} ({self.stream})"
+            log.warning(f"latched edge {edge}: not kept on disk: {exc}")
+            self.path = None
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        self.saved = last
+
+    def restore(self) -> bool:
+        """The last tuple kept on disk by this sender's former incarnation, if any."""
+        if self.path is None or not os.path.exists(self.path):
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                self.last = self.saved = pickle.load(f)
+        except Exception as exc:  # noqa: BLE001 - unreadable: as if there were none
+            log.warning(f"latched edge {self.src}->{self.task}: {self.path} unreadable: {exc}")
+            return False
+        return True
+
+    def forget(self) -> None:
+        """A first start: what a former run of the topology kept is not ours."""
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
     def again(self) -> tuple | None:
         """The last tuple as a transfer item (dest, src, stream, values, metas), if any."""
@@ -197,6 +251,22 @@ class Latching:
 
     def load(self) -> float:
         return self.target.load()
+
+
+def latch_path(data: str, topology: str, src: int, dest: int, stream: str) -> str:
+    """Where a sender keeps a latched edge's last tuple, in its worker's data directory
+    (one directory per topology, one file per sending and receiving task and stream)."""
+    name = f"{src}-{dest}-{urllib.parse.quote(stream, safe='')}.latch"
+    return os.path.join(data, "latched", urllib.parse.quote(topology, safe=""), name)
+
+
+def _changed(value: Any, saved: Any) -> bool:
+    if value is saved:
+        return False
+    try:
+        return not bool(value == saved)
+    except Exception:  # noqa: BLE001 - values that do not compare (arrays): written
+        return True
 
 
 class EpochChannel(BlockingChannel):
