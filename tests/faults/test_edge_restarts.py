@@ -119,26 +119,29 @@ def test_a_restarted_sending_worker_gives_its_latched_tuple_to_a_task_that_start
 
 
 class Phases(Spout):
-    """0..99 at once; then, once the file `more` exists, 100..119 one a call; then it
-    finishes. Unreliable: a rejection fails no tree."""
+    """Phase 1: a tuple a call (a ms apart) until the file `enough` exists; phase 2: once
+    the file `more` exists, 20 more; then it finishes. Unreliable: a rejection fails no
+    tree."""
 
     outputs = ["n"]
 
-    def __init__(self, more: str):
-        self.more = more
+    def __init__(self, enough: str, more: str):
+        self.enough, self.more = enough, more
 
     def open(self, conf, context):
         self.n = 0
+        self.second = 0
 
     def next_tuple(self):
-        if self.n < 100:
-            for _ in range(100):
-                self.emit((self.n,))
-                self.n += 1
-        elif self.n < 120 and os.path.exists(self.more):
+        if not os.path.exists(self.enough):
             self.emit((self.n,))
             self.n += 1
-        elif self.n == 120:
+            time.sleep(0.001)  # the source's pace
+        elif self.second < 20 and os.path.exists(self.more):
+            self.emit((self.n,))
+            self.n += 1
+            self.second += 1
+        elif self.second == 20:
             self.finish()
 
 
@@ -164,14 +167,14 @@ class Held(BasicBolt):
 
 def test_a_restarted_receiving_worker_resyncs_the_credit_of_a_fail_edge(tmp_path, watch):
     """a_src and c_all (worker 0), b_full (worker 1, a `fail` edge of capacity 25). b_full
-    holds its first tuple until the test releases it: the edge fills and a_src spends
-    all its credit (the rest of the first 100 are rejected with their fan-out). b_full's
-    worker is killed and restarted: on the new connection a_src starts from its share
-    again, and the next 20 tuples reach both edges. Without the re-sync the sender would
-    hold no credit for ever and reject them all."""
-    more, release = tmp_path / "more", tmp_path / "release"
+    holds its first tuple: its edge fills, and a_src, emitting on, spends all the credit
+    it was granted and has its tuples rejected with their fan-out. b_full's worker is
+    killed and restarted: on the new connection a_src starts from its share again, and
+    the next 20 tuples reach both edges. Without the re-sync a_src would hold no credit
+    for ever and reject them all."""
+    enough, more, release = tmp_path / "enough", tmp_path / "more", tmp_path / "release"
     t = Topology("credit-resync", config={"topology.workers": 2, "topology.acker.executors": 0})
-    t.set_spout("a_src", Phases(str(more)))
+    t.set_spout("a_src", Phases(str(enough), str(more)))
     t.set_bolt("b_full", Held(str(release))).shuffle_grouping(
         "a_src", overflow="fail", capacity=25
     )
@@ -181,34 +184,25 @@ def test_a_restarted_receiving_worker_resyncs_the_credit_of_a_fail_edge(tmp_path
         running = cluster._get(t.name)
         watch.begin()
 
-        def stats():
-            return cluster.statistics(t.name)
+        def edge() -> dict:
+            return cluster.statistics(t.name).components["b_full"].edges["a_src:default"]
 
-        at = {s.component: s.worker for s in stats().tasks.values()}
+        at = {s.component: s.worker for s in cluster.statistics(t.name).tasks.values()}
         assert at["a_src"] == at["c_all"] != at["b_full"]
-        poll_for(lambda: stats().components["c_all"].executed >= 1, 30, 0.02, "phase 1 sent")
-
-        def phase_one_judged() -> bool:
-            edge = stats().components["b_full"].edges["a_src:default"]
-            return edge["arrived"] == 100 and edge["rejected"] > 0
-
-        poll_for(phase_one_judged, 30, 0.02, "every tuple of phase 1 placed or rejected")
-        # all or nothing: the local edge gets what the fail edge took, no more
-        phase_one = 100 - stats().components["b_full"].edges["a_src:default"]["rejected"]
-        poll_for(lambda: stats().components["c_all"].executed == phase_one, 30, 0.02, "phase 1")
-        release.touch()
+        poll_for(lambda: edge()["queued"] == 25, 30, 0.02, "the fail edge full")
+        seen = edge()["rejected"]
+        poll_for(lambda: edge()["rejected"] > seen + 20, 30, 0.02, "rejections while full")
+        enough.touch()
         kill_and_restart(running, at["b_full"])
+        release.touch()
         more.touch()
-
-        def phase_two_done() -> bool:
-            return stats().components["c_all"].executed == phase_one + 20
-
-        poll_for(phase_two_done, 30, 0.02, "phase 2 through the local edge")
-        poll_for(lambda: stats().components["b_full"].executed == 20, 30, 0.02, "and the other")
+        poll_for(lambda: edge()["executed"] == 20, 30, 0.02, "phase 2 through the fail edge")
         final = cluster.wait_complete(t.name, timeout=30)
         results = running.results()
         watch.freeze()
-    assert results["b_full"] == [list(range(100, 120))]  # the new incarnation: all of phase 2
-    assert set(range(100, 120)) <= set(results["c_all"][0])
-    edge = final.components["b_full"].edges["a_src:default"]
-    assert edge["rejected"] == 0 and edge["arrived"] == edge["executed"] == 20
+    ((*_, last),) = results["c_all"]
+    (got,) = results["b_full"]  # the new incarnation: all of phase 2, as the local edge
+    assert got == list(range(last - 19, last + 1))
+    assert set(got) <= set(results["c_all"][0])
+    e = final.components["b_full"].edges["a_src:default"]
+    assert e["rejected"] == 0 and e["arrived"] == e["executed"] == 20
