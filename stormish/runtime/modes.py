@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import pickle
+import threading
 import urllib.parse
 from collections import deque
 from typing import Any
@@ -182,35 +183,62 @@ class Latching:
     last tuple published to it, for the link to send again when that worker (re)connects
     (`again`). One attribute written by the sender's thread, read by the link's.
 
-    With a data directory (`path`), the last tuple is also kept on disk, written when it
-    changes (a pickle, to a temporary file renamed over the last: a kill leaves the old
-    one or the new one, never half of one), so that a restarted sending worker, whose
-    task may never publish it again (a bolt that computed it once), still has it for a
-    task that starts later (`restore`). Latched edges carry little (configuration,
-    reference data): a write per changed tuple (bench/latch.py)."""
+    With a data directory (`path`), the last tuple is also kept on disk, so that a
+    restarted sending worker, whose task may never publish it again (a bolt that
+    computed it once), still has it for a task that starts later (`restore`). The
+    sender's publish only marks it `dirty` for the worker's LatchWriter, which writes it
+    when it changed, off the sender's thread (a write costs a thousand publishes:
+    bench/latch.py)."""
 
-    __slots__ = ("target", "task", "worker", "stream", "src", "last", "path", "saved")
+    __slots__ = (
+        "target",
+        "task",
+        "worker",
+        "stream",
+        "src",
+        "last",
+        "path",
+        "saved",
+        "dirty",
+        "writer",
+    )
 
     def __init__(
-        self, target: Any, task: int, worker: int, src: int, stream: str, path: str | None = None
+        self,
+        target: Any,
+        task: int,
+        worker: int,
+        src: int,
+        stream: str,
+        path: str | None = None,
+        writer: LatchWriter | None = None,
     ):
         self.target, self.task, self.worker = target, task, worker
         self.src, self.stream = src, stream
         self.last: Any = None
         self.path = path
         self.saved: Any = None  # what the file holds
+        self.dirty = False  # published since the writer last looked
+        self.writer = writer if path is not None else None
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         if not self.target.try_publish(batch, n):
             return False
-        self.last = last = batch[2][-1]
-        if self.path is not None and _changed(last, self.saved):
-            self._save(last)
+        self.last = batch[2][-1]
+        w = self.writer
+        if w is not None and not self.dirty:
+            self.dirty = True
+            w.wake()
         return True
 
-    def _save(self, last: Any) -> None:
-        path = self.path
-        assert path is not None
+    def save(self) -> None:
+        """Write the last tuple if it changed since the last write (the writer's thread):
+        a pickle to a temporary file renamed over the last, so that a kill leaves the
+        old one or the new one, never half of one."""
+        self.dirty = False
+        last, path = self.last, self.path
+        if path is None or not _changed(last, self.saved):
+            return
         try:
             data = pickle.dumps(last, protocol=5)
         except Exception as exc:  # noqa: BLE001 - a value pickle cannot write: kept in memory
@@ -251,6 +279,45 @@ class Latching:
 
     def load(self) -> float:
         return self.target.load()
+
+
+class LatchWriter:
+    """A worker's thread that keeps its latched edges' last tuples on disk: a publish
+    wakes it, it writes each latch marked dirty (the newest value: a burst of publishes
+    is one write), and at `close` it writes what is left."""
+
+    def __init__(self, name: str = "latch-writer"):
+        self.latches: list[Latching] = []
+        self._event = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._event.wait()
+            self._event.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        for lt in self.latches:
+            if lt.dirty:
+                try:
+                    lt.save()
+                except OSError as exc:  # a full or read-only disk: kept in memory
+                    log.warning(f"latched edge {lt.src}->{lt.task}: {lt.path}: {exc}")
+
+    def close(self) -> None:
+        self._stop = True
+        self._event.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.flush()
 
 
 def latch_path(data: str, topology: str, src: int, dest: int, stream: str) -> str:

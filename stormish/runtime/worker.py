@@ -38,7 +38,14 @@ from .error_report import ErrorReport
 from .executor import Executor
 from .fanout import guard_for
 from .health import HealthEvents
-from .modes import BarrierChannel, EpochChannel, LatchedChannel, Latching, latch_path
+from .modes import (
+    BarrierChannel,
+    EpochChannel,
+    LatchedChannel,
+    Latching,
+    LatchWriter,
+    latch_path,
+)
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
@@ -274,6 +281,8 @@ class Worker:
             if (limit > 0 and len(shared) > 1) or self.link is not None:
                 self._watchdog = Watchdog(self.schedulers, limit, make)
                 self._watchdog.start()
+        if self.latch_writer is not None:
+            self.latch_writer.start()
         self._stuck_watch = StuckWatch(
             self.plan.name, list(self.executors.values()), self.schedulers
         )
@@ -305,6 +314,8 @@ class Worker:
                     stuck.append(f"{ex.component}[{ex.task}]{note}")
         if self._stuck_watch is not None:
             self._stuck_watch.close()
+        if self.latch_writer is not None:
+            self.latch_writer.close()
         if self._watchdog is not None:
             self._watchdog.stop.set()
             self._watchdog.thread.join(1.0)
@@ -395,10 +406,12 @@ class Worker:
             if sub.policy is not None and sub.policy.mode == "latched"
         }
         self.latching: list[Latching] = []
+        self.latch_writer: LatchWriter | None = None
         if not latched:
             return
         data = os.environ.get(DATA_ENV)
         restarted = os.environ.get(RESTART_ENV) == "1"
+        writer = LatchWriter(f"worker-{self.index}-latch-writer") if data else None
         for ex in self.executors.values():
             for ob in ex.collector.outboxes:
                 dest = ob.task
@@ -410,10 +423,13 @@ class Worker:
                     if data:  # kept on disk, for this worker's next incarnation
                         path = latch_path(data, plan.name, ex.task, dest, ob.stream)
                         os.makedirs(os.path.dirname(path), exist_ok=True)
-                    lt = Latching(ob.target, dest, w, ex.task, ob.stream, path)
+                    lt = Latching(ob.target, dest, w, ex.task, ob.stream, path, writer)
                     lt.restore() if restarted else lt.forget()
                     ob.target = lt
                     self.latching.append(lt)
+        if writer is not None and self.latching:
+            writer.latches = list(self.latching)
+            self.latch_writer = writer
 
     def latched_for(self, worker: int) -> list[tuple]:
         """What latched edges sent last to tasks of `worker` (it just connected), as

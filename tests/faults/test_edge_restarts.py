@@ -103,8 +103,8 @@ def test_a_restarted_sending_worker_gives_its_latched_tuple_to_a_task_that_start
         at = where()
         assert at["a_src"] == at["c_apply"] != at["b_derive"]
         poll_for(lambda: executed("c_apply") == 1, 30, 0.02, "the setting applied")
-        kept = glob.glob(os.path.join(running.group.datadir, "latched", "*", "*.latch"))
-        assert len(kept) == 1  # the sender's latch, on disk
+        where_kept = os.path.join(running.group.datadir, "latched", "*", "*.latch")
+        poll_for(lambda: len(glob.glob(where_kept)) == 1, 10, 0.01, "the latch on disk")
         kill_and_restart(running, at["b_derive"])
         kill_and_restart(running, at["c_apply"])
         poll_for(lambda: executed("c_apply") == 1, 30, 0.02, "the new task got the setting")
@@ -175,9 +175,7 @@ def test_a_restarted_receiving_worker_resyncs_the_credit_of_a_fail_edge(tmp_path
     enough, more, release = tmp_path / "enough", tmp_path / "more", tmp_path / "release"
     t = Topology("credit-resync", config={"topology.workers": 2, "topology.acker.executors": 0})
     t.set_spout("a_src", Phases(str(enough), str(more)))
-    t.set_bolt("b_full", Held(str(release))).shuffle_grouping(
-        "a_src", overflow="fail", capacity=25
-    )
+    t.set_bolt("b_full", Held(str(release))).shuffle_grouping("a_src", overflow="fail", capacity=25)
     t.set_bolt("c_all", Apply()).shuffle_grouping("a_src")
     with LocalCluster() as cluster:
         cluster.submit(t)
