@@ -165,7 +165,8 @@ class EdgeChannel:
         # subscribes (None: nobody does, keep nothing), at most REJECTED_KEPT waiting
         self.rejected: list[tuple[int, str, list]] | None = None
         # `fail` edges: room taken at emit by senders of this worker for tuples still in
-        # their outboxes (runtime/fanout.py: a fan-out is all or nothing), by sender task
+        # their outboxes (runtime/fanout.py: a fan-out is all or nothing), and room set
+        # aside as credit for senders in other workers (runtime/credits.py), by sender task
         self.reserved = 0
         self.reserved_by: dict[int, int] = {}
         # `fail` edges fed from other workers: the credits their senders hold (room

@@ -5,8 +5,8 @@ the full edge, with the reason, and the tuple's tree fails there (reason `overfl
 
 Storm has no counterpart (its edges block); a robotics runtime publishes a message to
 all of a topic's subscribers or to none. It is decided at the emit, in the sender: only a
-component with a `fail` edge into a task of its own worker is guarded, and only its emits
-on the streams that feed one, so the common emit pays nothing. A guarded emit runs the
+component with a `fail` edge (in its own worker or another) is guarded, and only its
+emits on the streams that feed one, so the common emit pays nothing. A guarded emit runs the
 collector's method (never a bound fast path) without flushing; what it appended to each
 outbox is then known: the room it needs on each local `fail` edge is reserved in that
 edge's channel (`ReceiveQueue.reserve`; the later publish takes the reservation). If one

@@ -338,9 +338,9 @@ class Worker:
                 ex.set_active(active)
 
     def _wire_fanout(self) -> None:
-        """Components with a `fail` edge into a task of this worker: their emits on the
-        streams that feed one are all or nothing (runtime/fanout.py); the others'
-        emits stay as they were bound."""
+        """Components with a `fail` edge (into a task of this worker, or on credit into
+        another's): their emits on the streams that feed one are all or nothing
+        (runtime/fanout.py); the others' emits stay as they were bound."""
         for ex in self.executors.values():
             guard = guard_for(ex, self.queues)
             if guard is None:
