@@ -156,6 +156,7 @@ class WorkerLink:
         self.credits: Any = None
         self._incs: dict[int, str] = {}  # each peer's incarnation, from its HELLO
         self.credits_ignored = 0
+        self.credit_syncs = 0  # connections on which credits started over or were re-sent
         self._next_totals = 0.0
 
     # -- wiring ------------------------------------------------------------------------------
@@ -358,6 +359,7 @@ class WorkerLink:
             new = greeting in (Greeting.FIRST, Greeting.RESTARTED)
             rows = self.credits.hello(peer, inc, new, greeting is Greeting.RESTARTED)
             self._send_credits({peer: rows})
+            self.credit_syncs += 1
         if self.latched is not None:  # as the status: what latched edges sent it last
             for item in self.latched(peer):
                 self.transfer.put_force(peer, item, 1)
@@ -573,6 +575,7 @@ class WorkerLink:
             "peers": self._out.statistics(),
             "status_backlog_dropped": self._out.control_dropped,
             "credits_ignored": self.credits_ignored,
+            "credit_syncs": self.credit_syncs,
         }
 
 

@@ -191,7 +191,14 @@ def test_a_restarted_receiving_worker_resyncs_the_credit_of_a_fail_edge(tmp_path
         seen = edge()["rejected"]
         poll_for(lambda: edge()["rejected"] > seen + 20, 30, 0.02, "rejections while full")
         enough.touch()
+
+        def syncs() -> int:  # connections on which a_src's worker re-synced credits
+            links = cluster.statistics(t.name).links
+            return links[f"worker-{at['a_src']}"]["credit_syncs"]
+
+        before = syncs()
         kill_and_restart(running, at["b_full"])
+        poll_for(lambda: syncs() > before, 30, 0.02, "the credit re-synced")
         release.touch()
         more.touch()
         poll_for(lambda: edge()["executed"] == 20, 30, 0.02, "phase 2 through the fail edge")
