@@ -35,11 +35,17 @@ from ..tuple import RejectedRows
 from .seams import Batch
 
 
+def share_of(capacity: int, senders: Sequence[int]) -> int:
+    """The credit a remote sender may hold unspent: an equal share of the channel per
+    sending task (local ones included: they reserve from what is left), at least 1."""
+    return max(1, capacity // max(1, len(senders)))
+
+
 def initial_credits(capacity: int, senders: Sequence[int], remote: Iterable[int]) -> dict[int, int]:
-    """The credit each remote sender starts with: an equal share of the channel per
-    sending task (local ones included: they reserve from what is left), at least 1,
-    never more in all than `capacity`. Both sides compute it from the plan."""
-    share = max(1, capacity // max(1, len(senders)))
+    """The credit each remote sender starts with: its share (`share_of`), never more in
+    all than `capacity` (more senders than room: the last start with none, and get
+    credit as room frees). Both sides compute it from the plan."""
+    share = share_of(capacity, senders)
     left = capacity
     out = {}
     for src in sorted(remote):
@@ -55,13 +61,15 @@ class ReceiverCredits:
     The outstanding credit of a sender is the channel's `reserved_by[src]`: room set
     aside, taken back as its tuples arrive (`EdgeChannel.offer_local`)."""
 
-    __slots__ = ("initial", "share", "granted", "dirty")
+    __slots__ = ("initial", "share", "granted", "dirty", "turn")
 
-    def __init__(self, initial: dict[int, int]):
+    def __init__(self, initial: dict[int, int], share: int | None = None):
         self.initial = dict(initial)
-        self.share = dict(initial)
+        # what each may hold unspent (its initial credit, or `share` where that is more)
+        self.share = {s: max(k, share or 0) for s, k in initial.items()}
         self.granted = dict(initial)
         self.dirty = False  # the task consumed: room may be handed out again
+        self.turn = 0  # where the next top-up starts: room short for all goes round
 
     def start(self, reserved_by: dict[int, int]) -> int:
         """The initial grants, reserved in the channel; returns the room they take."""
@@ -75,10 +83,13 @@ class ReceiverCredits:
         self.dirty = False
         given = 0
         changed = []
-        for src, share in self.share.items():
+        srcs = list(self.share)
+        start = self.turn % len(srcs) if srcs else 0
+        for i in range(start, start + len(srcs)):
             if free <= 0:
                 break
-            want = share - reserved_by.get(src, 0)
+            src = srcs[i % len(srcs)]
+            want = self.share[src] - reserved_by.get(src, 0)
             if want <= 0:
                 continue
             k = min(want, free)
@@ -87,6 +98,7 @@ class ReceiverCredits:
             free -= k
             given += k
             changed.append((src, self.granted[src]))
+            self.turn = i + 1
         return given, changed
 
     def restart(self, srcs: Iterable[int], reserved_by: dict[int, int]) -> int:

@@ -32,7 +32,13 @@ from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
 from .context import TopologyContext, wiring
-from .credits import ReceiverCredits, SenderCredit, WorkerCredits, initial_credits
+from .credits import (
+    ReceiverCredits,
+    SenderCredit,
+    WorkerCredits,
+    initial_credits,
+    share_of,
+)
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
@@ -366,7 +372,8 @@ class Worker:
                 srcs = sorted(s for (s, _), c in q.channels.items() if c is ch)
                 remote = {s: plan.assignment[s] for s in srcs if s not in local}
                 if remote:
-                    ch.credits = ReceiverCredits(initial_credits(ch.capacity, srcs, remote))
+                    grants = initial_credits(ch.capacity, srcs, remote)
+                    ch.credits = ReceiverCredits(grants, share_of(ch.capacity, srcs))
                     ch.reserved += ch.credits.start(ch.reserved_by)
                     out.inbound.append((q, ch, remote))
         fails = {

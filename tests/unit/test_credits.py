@@ -17,6 +17,7 @@ from stormish.runtime.credits import (
     SenderCredit,
     WorkerCredits,
     initial_credits,
+    share_of,
 )
 from stormish.runtime.queue import ReceiveQueue
 from stormish.tuple import RejectedRows
@@ -31,7 +32,7 @@ def receiver(capacity: int, remote: list[int]) -> tuple[ReceiveQueue, EdgeChanne
     ch = EdgeChannel(policy, EdgeStats("src", "default", 9, policy), capacity)
     srcs = [LOCAL, *remote]
     q.add_channel([(s, "default") for s in srcs], ch)
-    ch.credits = ReceiverCredits(initial_credits(capacity, srcs, remote))
+    ch.credits = ReceiverCredits(initial_credits(capacity, srcs, remote), share_of(capacity, srcs))
     ch.reserved += ch.credits.start(ch.reserved_by)
     return q, ch
 
@@ -40,6 +41,20 @@ def test_initial_credits_share_the_channel_and_never_exceed_it():
     assert initial_credits(25, [1], [1]) == {1: 25}
     assert initial_credits(25, [1, 2, 3], [2, 3]) == {2: 8, 3: 8}
     assert initial_credits(2, [1, 2, 3, 4], [1, 2, 3, 4]) == {1: 1, 2: 1, 3: 0, 4: 0}
+    assert share_of(2, [1, 2, 3, 4]) == 1
+
+
+def test_a_sender_that_starts_with_no_credit_gets_some_as_room_frees():
+    """More senders than room: the last start with none, and are topped up later."""
+    q, ch = receiver(2, [1, 2, 3])  # a local sender too: 4 senders, room for 2
+    assert ch.reserved_by == {1: 1, 2: 1, 3: 0}
+    q.publish_remote((1, "default", [(0,)], None), 1)
+    q.publish_remote((2, "default", [(0,)], None), 1)
+    q.consume()
+    assert dict(q.top_up(ch)) == {1: 2, 2: 2}  # the room freed, in order
+    q.publish_remote((1, "default", [(0,)], None), 1)
+    q.consume()
+    assert dict(q.top_up(ch)) == {3: 1}  # room short for all goes round: 3's turn
 
 
 ops = st.lists(
