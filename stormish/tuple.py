@@ -249,3 +249,22 @@ class StampedRows(list):
 
 def _stamped(rows: list, born: float) -> StampedRows:
     return StampedRows(rows, born)
+
+
+class RejectedRows(list):
+    """Rows a sender's fan-out withheld because a `fail` edge in another worker had no
+    room for them (runtime/credits.py): sent to that edge's worker to be counted there
+    as rejected, never executed; `withheld`: the deliveries to other edges withheld."""
+
+    __slots__ = ("withheld",)
+
+    def __init__(self, rows: Any = (), withheld: int = 0):
+        super().__init__(rows)
+        self.withheld = withheld
+
+    def __reduce__(self) -> tuple:
+        return (_rejected, (list(self), self.withheld))
+
+
+def _rejected(rows: list, withheld: int) -> RejectedRows:
+    return RejectedRows(rows, withheld)

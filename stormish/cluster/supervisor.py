@@ -45,7 +45,7 @@ import zmq
 from ..errors import StormishError
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
-from ..plugins import DATA_ENV
+from ..plugins import DATA_ENV, RESTART_ENV
 from ..transport import control as ct
 from ..transport.security import Security
 from . import orphans
@@ -459,6 +459,8 @@ class Supervisor:
         self._close_log(s)  # a restart: the previous incarnation's pump and file
         # the worker's data directory (stateful bolts' embedded state) outlives it
         env = {**os.environ, DATA_ENV: os.path.join(self.state_dir, "data")}
+        if s.restarts:  # what it kept there is its own to restore (latched edges)
+            env[RESTART_ENV] = "1"
         if not self.log_dir:
             s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
             s.finished = False

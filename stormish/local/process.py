@@ -113,6 +113,9 @@ class WorkerServer:
             raise
         link.attach(worker.queues)
         link.latched = worker.latched_for  # a (re)connected worker gets the latched tuples
+        if worker.credits:  # fail edges between workers: grants and rejections travel
+            link.credits = worker.credits
+            worker.credits.reports.wake = link.transfer.wake
         link.on_epoch = lambda n: worker.advance_epoch(to=n)  # a peer's spout advanced it
         worker.link = link
         self.worker, self.link = worker, link

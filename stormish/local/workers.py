@@ -28,7 +28,7 @@ from typing import Any
 from .. import pickling, statusline
 from ..errors import WorkerError
 from ..logs import RotatingFile, private_dir, start_line, worker_log_name
-from ..plugins import DATA_ENV
+from ..plugins import DATA_ENV, RESTART_ENV
 from ..runtime.plan import Plan
 from ..topology import Topology
 from ..transport.control_server import ControlServer
@@ -133,7 +133,8 @@ class WorkerHandle:
             stdin=subprocess.DEVNULL if keys is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=self.group.env,
+            # a restart restores what it kept in its data directory (latched edges)
+            env=self.group.env if self.incarnation == 1 else {**self.group.env, RESTART_ENV: "1"},
             # a process group of its own: Ctrl-C at a terminal signals the foreground
             # group, and a worker must leave it to its parent, which stops it cleanly
             # and prints the summary (a worker whose parent dies exits: --parent)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..edges import DROPPED, OVERFLOWED, OVERWRITTEN, THROTTLE_MAX_S, EdgePolicy
 from ..tuple import StampedRows
+from .credits import ReceiverCredits
 from .health import DEADLINE_MISSED, HIGH_MARK, HIGH_WATERMARK, OVERFLOW, REARM, HealthEvents
 from .seams import Batch
 
@@ -149,6 +150,7 @@ class EdgeChannel:
         "rejected",
         "reserved",
         "reserved_by",
+        "credits",
     )
 
     def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
@@ -163,9 +165,13 @@ class EdgeChannel:
         # subscribes (None: nobody does, keep nothing), at most REJECTED_KEPT waiting
         self.rejected: list[tuple[int, str, list]] | None = None
         # `fail` edges: room taken at emit by senders of this worker for tuples still in
-        # their outboxes (runtime/fanout.py: a fan-out is all or nothing), by sender task
+        # their outboxes (runtime/fanout.py: a fan-out is all or nothing), and room set
+        # aside as credit for senders in other workers (runtime/credits.py), by sender task
         self.reserved = 0
         self.reserved_by: dict[int, int] = {}
+        # `fail` edges fed from other workers: the credits their senders hold (room
+        # reserved for them in `reserved_by`, runtime/credits.py); None: none does
+        self.credits: ReceiverCredits | None = None
         self._apply = {
             "drop_oldest": self._drop_oldest,
             "drop_newest": self._refuse_newest,
@@ -196,7 +202,8 @@ class EdgeChannel:
         return self.size - before
 
     def offer_local(self, batch: Batch, n: int) -> int:
-        """A batch from a task of this worker: what its sender reserved is placed whatever
+        """A batch from a task of this worker, or from a sender in another worker that
+        holds credits: what its sender reserved (or spent credit on) is placed whatever
         the fill (its room was taken at emit), the rest under the policy. Returns the
         change in tuples waiting, as `offer`."""
         src = batch[0]
@@ -222,6 +229,8 @@ class EdgeChannel:
         if self.size > st.high:
             st.high = self.size
         st.queued = self.size
+        if st.events is not None:
+            st.depth(self.size)
         return self.size - before
 
     def _let_go(self, metas: list | None, k: int, reason: str) -> None:
@@ -315,6 +324,8 @@ class EdgeChannel:
         st.queued = self.size
         if st.events is not None:
             st.depth(self.size)
+        if self.credits is not None:
+            self.credits.dirty = True  # room to hand out again (the link tops up)
         return taken
 
 
@@ -347,6 +358,7 @@ class LaneChannel:
     capacity counts as the task's overflow, for which the link flags it to them."""
 
     __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "in_flight", "rejected")
+    credits = None  # never fed on credit (a `fail` edge's, runtime/credits.py)
 
     def __init__(self, policy: LanePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy

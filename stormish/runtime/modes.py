@@ -12,6 +12,12 @@ held until something happens: a barrier fills, an epoch advances, the input ends
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import pickle
+import threading
+import urllib.parse
 from collections import deque
 from typing import Any
 
@@ -23,12 +29,14 @@ from .seams import Batch
 # own completed or failed long ago), and the receiving channel takes it only if its task
 # has had nothing on the edge from that sender yet (each task sees it once).
 LATCHED = "__latched__"
+log = logging.getLogger("stormish.edges")
 
 
 class BlockingChannel:
     """Storm's edge in a channel of its own: every tuple, in order."""
 
     __slots__ = ("policy", "stats", "capacity", "batches", "size", "lost", "rejected")
+    credits = None  # never fed on credit (a `fail` edge's, runtime/credits.py)
 
     def __init__(self, policy: EdgePolicy, stats: EdgeStats, capacity: int):
         self.policy = policy
@@ -173,20 +181,94 @@ class LatchedChannel(BlockingChannel):
 class Latching:
     """A sender's view of a task in another worker on a latched edge: it remembers the
     last tuple published to it, for the link to send again when that worker (re)connects
-    (`again`). One attribute written by the sender's thread, read by the link's."""
+    (`again`). One attribute written by the sender's thread, read by the link's.
 
-    __slots__ = ("target", "task", "worker", "stream", "src", "last")
+    With a data directory (`path`), the last tuple is also kept on disk, so that a
+    restarted sending worker, whose task may never publish it again (a bolt that
+    computed it once), still has it for a task that starts later (`restore`). The
+    sender's publish only marks it `dirty` for the worker's LatchWriter, which writes it
+    when it changed, off the sender's thread (a write costs a thousand publishes:
+    bench/latch.py)."""
 
-    def __init__(self, target: Any, task: int, worker: int, src: int, stream: str):
+    __slots__ = (
+        "target",
+        "task",
+        "worker",
+        "stream",
+        "src",
+        "last",
+        "path",
+        "saved",
+        "dirty",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        target: Any,
+        task: int,
+        worker: int,
+        src: int,
+        stream: str,
+        path: str | None = None,
+        writer: LatchWriter | None = None,
+    ):
         self.target, self.task, self.worker = target, task, worker
         self.src, self.stream = src, stream
         self.last: Any = None
+        self.path = path
+        self.saved: Any = None  # what the file holds
+        self.dirty = False  # published since the writer last looked
+        self.writer = writer if path is not None else None
 
     def try_publish(self, batch: Batch, n: int) -> bool:
         if not self.target.try_publish(batch, n):
             return False
         self.last = batch[2][-1]
+        w = self.writer
+        if w is not None and not self.dirty:
+            self.dirty = True
+            w.wake()
         return True
+
+    def save(self) -> None:
+        """Write the last tuple if it changed since the last write (the writer's thread):
+        a pickle to a temporary file renamed over the last, so that a kill leaves the
+        old one or the new one, never half of one."""
+        self.dirty = False
+        last, path = self.last, self.path
+        if path is None or not _changed(last, self.saved):
+            return
+        try:
+            data = pickle.dumps(last, protocol=5)
+        except Exception as exc:  # noqa: BLE001 - a value pickle cannot write: kept in memory
+            edge = f"{self.src}->{self.task} ({self.stream})"
+            log.warning(f"latched edge {edge}: not kept on disk: {exc}")
+            self.path = None
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        self.saved = last
+
+    def restore(self) -> bool:
+        """The last tuple kept on disk by this sender's former incarnation, if any."""
+        if self.path is None or not os.path.exists(self.path):
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                self.last = self.saved = pickle.load(f)
+        except Exception as exc:  # noqa: BLE001 - unreadable: as if there were none
+            log.warning(f"latched edge {self.src}->{self.task}: {self.path} unreadable: {exc}")
+            return False
+        return True
+
+    def forget(self) -> None:
+        """A first start: what a former run of the topology kept is not ours."""
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
     def again(self) -> tuple | None:
         """The last tuple as a transfer item (dest, src, stream, values, metas), if any."""
@@ -197,6 +279,61 @@ class Latching:
 
     def load(self) -> float:
         return self.target.load()
+
+
+class LatchWriter:
+    """A worker's thread that keeps its latched edges' last tuples on disk: a publish
+    wakes it, it writes each latch marked dirty (the newest value: a burst of publishes
+    is one write), and at `close` it writes what is left."""
+
+    def __init__(self, name: str = "latch-writer"):
+        self.latches: list[Latching] = []
+        self._event = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._event.wait()
+            self._event.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        for lt in self.latches:
+            if lt.dirty:
+                try:
+                    lt.save()
+                except OSError as exc:  # a full or read-only disk: kept in memory
+                    log.warning(f"latched edge {lt.src}->{lt.task}: {lt.path}: {exc}")
+
+    def close(self) -> None:
+        self._stop = True
+        self._event.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.flush()
+
+
+def latch_path(data: str, topology: str, src: int, dest: int, stream: str) -> str:
+    """Where a sender keeps a latched edge's last tuple, in its worker's data directory
+    (one directory per topology, one file per sending and receiving task and stream)."""
+    name = f"{src}-{dest}-{urllib.parse.quote(stream, safe='')}.latch"
+    return os.path.join(data, "latched", urllib.parse.quote(topology, safe=""), name)
+
+
+def _changed(value: Any, saved: Any) -> bool:
+    if value is saved:
+        return False
+    try:
+        return not bool(value == saved)
+    except Exception:  # noqa: BLE001 - values that do not compare (arrays): written
+        return True
 
 
 class EpochChannel(BlockingChannel):

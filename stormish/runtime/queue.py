@@ -25,6 +25,7 @@ from typing import Any
 
 from ..edges import OVERFLOWED
 from ..transport.wakeup import Wakeup
+from ..tuple import RejectedRows
 from .channel import REJECTED_KEPT, EdgeChannel, LaneChannel
 from .modes import BlockingChannel, EpochChannel
 from .seams import Batch  # noqa: F401 - (src_task, stream, values, metas)
@@ -129,10 +130,36 @@ class ReceiveQueue:
             ch.reserved -= k
             ch.reserved_by[src] -= k
 
+    def top_up(self, ch: EdgeChannel) -> list[tuple[int, int]]:
+        """Room the task freed handed to ch's remote senders as credit (the link's
+        thread): (sender task, its new total) for each whose total grew."""
+        credits = ch.credits
+        assert credits is not None
+        with self._lock:
+            given, changed = credits.top_up(ch.capacity - ch.size - ch.reserved, ch.reserved_by)
+            ch.reserved += given
+        return changed
+
+    def totals(self, ch: EdgeChannel, srcs: list[int]) -> list[tuple[int, int]]:
+        credits = ch.credits
+        assert credits is not None
+        with self._lock:
+            return credits.totals(srcs)
+
+    def restart_senders(self, ch: EdgeChannel, srcs: list[int]) -> list[tuple[int, int]]:
+        """ch's senders `srcs` are a new incarnation: they start from their initial
+        credit (runtime/credits.py). Returns their totals, to send them."""
+        credits = ch.credits
+        assert credits is not None
+        with self._lock:
+            ch.reserved += credits.restart(srcs, ch.reserved_by)
+            return credits.totals(srcs)
+
     def reject(self, ch: EdgeChannel, batch: Batch, k: int, withheld: int) -> None:
-        """A fan-out refused at emit because this `fail` edge is full: counted here as
-        arrived and rejected, its trees failed by this task's executor (reason
-        `overflow`), its rows dead-lettered where someone reads them."""
+        """A fan-out refused at emit because this `fail` edge is full (a sender here had no
+        room, or one in another worker no credit): counted here as arrived and rejected,
+        its trees failed by this task's executor (reason `overflow`), its rows
+        dead-lettered where someone reads them."""
         src, stream, values, metas = batch
         with self._lock:
             st = ch.stats
@@ -215,6 +242,13 @@ class ReceiveQueue:
         if self.channels:
             ch = self.channels.get((batch[0], batch[1]))
             if ch is not None:
+                if ch.credits is not None:  # a `fail` edge whose remote senders hold credits
+                    values = batch[2]
+                    if values.__class__ is RejectedRows:  # a fan-out withheld at its sender
+                        self.reject(ch, batch, n, values.withheld)
+                    else:
+                        self._offer(ch, batch, n, True)  # what credit paid for is placed
+                    return 0
                 self._offer(ch, batch, n)
                 return ch.excess()  # past an ordered_lanes edge's capacity: flag it
         with self._lock:

@@ -11,6 +11,7 @@ quiescent, what are its statistics, did an executor die.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -23,6 +24,7 @@ from .. import config as _config
 from .. import pickling
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
+from ..plugins import DATA_ENV, RESTART_ENV
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
@@ -30,12 +32,26 @@ from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
 from .context import TopologyContext, wiring
+from .credits import (
+    ReceiverCredits,
+    SenderCredit,
+    WorkerCredits,
+    initial_credits,
+    share_of,
+)
 from .emitters import make_collector
 from .error_report import ErrorReport
 from .executor import Executor
 from .fanout import guard_for
 from .health import HealthEvents
-from .modes import BarrierChannel, EpochChannel, LatchedChannel, Latching
+from .modes import (
+    BarrierChannel,
+    EpochChannel,
+    LatchedChannel,
+    Latching,
+    LatchWriter,
+    latch_path,
+)
 from .plan import ACKER, Plan
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
@@ -103,6 +119,7 @@ class Worker:
             HealthEvents(index) if plan.conf["topology.edge.health.events"] else None
         )
         self.edge_stats: list[EdgeStats] = self._wire_edges()
+        self.credits = self._wire_credits()
         self._wire_fanout()
         # previous_tick edges: the epoch this worker is in (topology.epoch.millis, a
         # spout's advance_epoch here or in another worker)
@@ -270,6 +287,8 @@ class Worker:
             if (limit > 0 and len(shared) > 1) or self.link is not None:
                 self._watchdog = Watchdog(self.schedulers, limit, make)
                 self._watchdog.start()
+        if self.latch_writer is not None:
+            self.latch_writer.start()
         self._stuck_watch = StuckWatch(
             self.plan.name, list(self.executors.values()), self.schedulers
         )
@@ -301,6 +320,8 @@ class Worker:
                     stuck.append(f"{ex.component}[{ex.task}]{note}")
         if self._stuck_watch is not None:
             self._stuck_watch.close()
+        if self.latch_writer is not None:
+            self.latch_writer.close()
         if self._watchdog is not None:
             self._watchdog.stop.set()
             self._watchdog.thread.join(1.0)
@@ -323,9 +344,9 @@ class Worker:
                 ex.set_active(active)
 
     def _wire_fanout(self) -> None:
-        """Components with a `fail` edge into a task of this worker: their emits on the
-        streams that feed one are all or nothing (runtime/fanout.py); the others'
-        emits stay as they were bound."""
+        """Components with a `fail` edge (into a task of this worker, or on credit into
+        another's): their emits on the streams that feed one are all or nothing
+        (runtime/fanout.py); the others' emits stay as they were bound."""
         for ex in self.executors.values():
             guard = guard_for(ex, self.queues)
             if guard is None:
@@ -335,6 +356,50 @@ class Worker:
             obj.emit_many = guard.wrap(col.emit_many, 1)
             obj.emit_direct = guard.wrap(col.emit_direct, 2)
             _debug_emits(ex)
+
+    def _wire_credits(self) -> WorkerCredits:
+        """`fail` edges between workers (runtime/credits.py): each such channel here sets
+        room aside for its senders in other workers, and each outbox of ours into one
+        elsewhere holds the credit that worker set aside for it (a SenderCredit target,
+        which the fan-out guard spends). Nothing for any other edge."""
+        plan, local = self.plan, self.local_tasks
+        out = WorkerCredits()
+        for q in self.queues.values():
+            for ch in q.chan_list:
+                if ch.__class__ is not EdgeChannel or ch.policy.overflow != "fail":
+                    continue
+                assert isinstance(ch, EdgeChannel)
+                srcs = sorted(s for (s, _), c in q.channels.items() if c is ch)
+                remote = {s: plan.assignment[s] for s in srcs if s not in local}
+                if remote:
+                    grants = initial_credits(ch.capacity, srcs, remote)
+                    ch.credits = ReceiverCredits(grants, share_of(ch.capacity, srcs))
+                    ch.reserved += ch.credits.start(ch.reserved_by)
+                    out.inbound.append((q, ch, remote))
+        fails = {
+            (n, sub.source, sub.stream): sub.policy
+            for n, spec in plan.components.items()
+            for sub in spec.subscriptions
+            if sub.policy is not None and sub.policy.overflow == "fail" and sub.policy.channel
+        }
+        if not fails:
+            return out
+        for ex in self.executors.values():
+            for ob in ex.collector.outboxes:
+                dest = ob.task
+                p = fails.get((plan.task_component[dest], ex.component, ob.stream))
+                if p is None or dest in local:
+                    continue
+                name = plan.task_component[dest]
+                cap = p.capacity or plan.component_conf(name)[_config.QUEUE]
+                srcs = plan.tasks[ex.component]
+                w = plan.assignment[dest]
+                apart = [s for s in srcs if plan.assignment[s] != w]
+                first = initial_credits(cap, srcs, apart)[ex.task]
+                c = SenderCredit(ob.target, dest, w, ex.task, ob.stream, first, out.reports)
+                ob.target = c
+                out.outbound[(dest, ex.task)] = c
+        return out
 
     def _wire_latching(self) -> None:
         """Latched edges into tasks of other workers: the sender keeps the last tuple it
@@ -348,8 +413,12 @@ class Worker:
             if sub.policy is not None and sub.policy.mode == "latched"
         }
         self.latching: list[Latching] = []
+        self.latch_writer: LatchWriter | None = None
         if not latched:
             return
+        data = os.environ.get(DATA_ENV)
+        restarted = os.environ.get(RESTART_ENV) == "1"
+        writer = LatchWriter(f"worker-{self.index}-latch-writer") if data else None
         for ex in self.executors.values():
             for ob in ex.collector.outboxes:
                 dest = ob.task
@@ -357,8 +426,17 @@ class Worker:
                     continue
                 if (plan.task_component[dest], ex.component, ob.stream) in latched:
                     w = plan.assignment[dest]
-                    ob.target = Latching(ob.target, dest, w, ex.task, ob.stream)
-                    self.latching.append(ob.target)
+                    path = None
+                    if data:  # kept on disk, for this worker's next incarnation
+                        path = latch_path(data, plan.name, ex.task, dest, ob.stream)
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                    lt = Latching(ob.target, dest, w, ex.task, ob.stream, path, writer)
+                    lt.restore() if restarted else lt.forget()
+                    ob.target = lt
+                    self.latching.append(lt)
+        if writer is not None and self.latching:
+            writer.latches = list(self.latching)
+            self.latch_writer = writer
 
     def latched_for(self, worker: int) -> list[tuple]:
         """What latched edges sent last to tasks of `worker` (it just connected), as

@@ -26,7 +26,7 @@ from enum import IntEnum
 from typing import IO, Any, TypeAlias
 
 from ..errors import StormishError
-from ..tuple import StampedRows
+from ..tuple import RejectedRows, StampedRows
 from .tracker import BackpressureStatus
 
 MAGIC = b"SMSH"
@@ -293,6 +293,7 @@ def _is_batch(batch: Any) -> bool:
         and (
             type(values) is list
             or (type(values) is StampedRows and type(values.born) is float)  # an edge with an age
+            or (type(values) is RejectedRows and type(values.withheld) is int)  # a fan-out's
         )
         and (metas is None or (type(metas) is list and len(metas) == len(values)))
     )

@@ -58,6 +58,8 @@ RECV_BURST = 64  # messages received in one go before the timer and sending get 
 # sender and let the overflowQ grow by whatever they held (the halt-lag).
 HWM_MESSAGES = 4
 SOCKET_BUFFER_BYTES = 64 * 1024
+# credit totals (runtime/credits.py) are sent again this often (s), for a grant lost
+CREDIT_TOTALS_EVERY = 1.0
 MESSAGE_TUPLES = 2048  # a message holds whole batches up to about this many tuples (1,024:
 # the batch word count across 2 workers 6% slower, ~2,300 messages a way instead of
 # ~1,150, each a wake-up of both sides' ZeroMQ threads and a pre-emption of a busy one)
@@ -148,6 +150,14 @@ class WorkerLink:
         self.latched: Any = None
         # the worker's advance_epoch(to=n), for a peer's spout that advanced the epoch
         self.on_epoch: Any = None
+        # the worker's credits for `fail` edges between workers (runtime.credits.
+        # WorkerCredits): grants go out as CONTROL messages, rejections as TUPLES; None:
+        # no such edge, nothing paid
+        self.credits: Any = None
+        self._incs: dict[int, str] = {}  # each peer's incarnation, from its HELLO
+        self.credits_ignored = 0
+        self.credit_syncs = 0  # connections on which credits started over or were re-sent
+        self._next_totals = 0.0
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
@@ -227,11 +237,18 @@ class WorkerLink:
         return n
 
     def _check(self, now: float) -> None:
-        """The backpressure-check timer, and the check a drained overflowQ asks for."""
+        """The backpressure-check timer, and the check a drained overflowQ asks for; room a
+        task freed on a `fail` edge fed on credit goes back to its senders."""
+        credits = self.credits
+        if credits is not None and credits.dirty():
+            self._send_credits(credits.top_up())
         if now >= self._next_check or self._drain_hint:
             self._drain_hint = False
             self._next_check = now + self.check_every
             self._timer()
+            if credits is not None and now >= self._next_totals:
+                self._next_totals = now + CREDIT_TOTALS_EVERY
+                self._send_credits(credits.totals())
 
     def _drained(self) -> None:
         """A task's overflowQ just emptied (its consumer's thread): check at the next poll
@@ -260,13 +277,45 @@ class WorkerLink:
             self._on_control(msg.sender, msg.body)
 
     def _on_control(self, peer: int, body: dict) -> None:
-        """A peer's spout advanced the epoch (previous_tick edges): ours follows."""
+        """A peer's spout advanced the epoch (previous_tick edges): ours follows. Or a
+        peer granted credit on `fail` edges into it (runtime/credits.py)."""
+        if "credits" in body:
+            self._on_credits(peer, body)
+            return
         epoch = body.get("epoch")
         if peer not in self._peers or type(epoch) is not int or epoch < 0:
             self.malformed += 1
             return
         if self.on_epoch is not None:
             self.on_epoch(epoch)
+
+    def _on_credits(self, peer: int, body: dict) -> None:
+        rows, frm, to = body.get("credits"), body.get("from"), body.get("to")
+        if (
+            peer not in self._peers
+            or type(rows) is not list
+            or type(frm) is not str
+            or not all(
+                type(r) is list and len(r) == 3 and all(type(x) is int for x in r) for r in rows
+            )
+        ):
+            self.malformed += 1
+            return
+        if to != self.incarnation or self.credits is None:  # for a former incarnation of us
+            self.credits_ignored += len(rows)
+            return
+        self.credits_ignored += self.credits.grant(peer, frm, rows)
+
+    def _send_credits(self, by_peer: Mapping[int, list]) -> None:
+        """Credit totals to the workers whose senders hold them (any thread), addressed
+        to the incarnation that said HELLO (one not heard yet gets them on its HELLO)."""
+        for peer, rows in by_peer.items():
+            inc = self._incs.get(peer)
+            if rows and inc is not None:
+                body = {"credits": rows, "from": self.incarnation, "to": inc}
+                self._control.append((peer, fr.encode_control(self.index, 0, body)))
+        if by_peer:
+            self.transfer.wake()
 
     def broadcast_control(self, payload: dict) -> None:
         """A small message to every peer, behind the statuses (any thread)."""
@@ -305,6 +354,12 @@ class WorkerLink:
         if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
         self._run(self.tracker.peer_connected(peer))
+        self._incs[peer] = inc
+        if self.credits is not None:  # as the status: credits start over or are re-sent
+            new = greeting in (Greeting.FIRST, Greeting.RESTARTED)
+            rows = self.credits.hello(peer, inc, new, greeting is Greeting.RESTARTED)
+            self._send_credits({peer: rows})
+            self.credit_syncs += 1
         if self.latched is not None:  # as the status: what latched edges sent it last
             for item in self.latched(peer):
                 self.transfer.put_force(peer, item, 1)
@@ -375,6 +430,10 @@ class WorkerLink:
         out.events(now)
         while self._control:
             out.put_control(*self._control.popleft())
+        credits = self.credits
+        if credits is not None and credits.reports.pending:  # fan-outs withheld for no credit
+            for w, item in credits.reports.take():
+                out.put(w, [item])
         if len(self.transfer):
             self._draining = True  # busy() must not miss what is between queue and outbox
             for w, batches in self.transfer.drain().items():
@@ -460,7 +519,10 @@ class WorkerLink:
     def busy(self) -> bool:
         """Tuples wait on this side of the link (in the transfer queue, in the transfer
         thread's hands, or in an outbox): read in the order they move through."""
-        return len(self.transfer) > 0 or self._draining or self._out.waiting_batches() > 0
+        reports = self.credits is not None and bool(self.credits.reports.pending)
+        return (
+            len(self.transfer) > 0 or self._draining or self._out.waiting_batches() > 0 or reports
+        )
 
     def _hello(self, reply: bool, again: bool = False) -> list:
         """`again`: asks the peer to answer with its HELLO and status although it knows
@@ -512,6 +574,8 @@ class WorkerLink:
             "peers_down": sorted(self._out.down),
             "peers": self._out.statistics(),
             "status_backlog_dropped": self._out.control_dropped,
+            "credits_ignored": self.credits_ignored,
+            "credit_syncs": self.credit_syncs,
         }
 
 

@@ -500,35 +500,43 @@ class Reliable(Spout):
         return self.failures
 
 
-def fanout_topology(name: str, workers: int, many: bool = False) -> Topology:
+def fanout_topology(name: str, workers: int, many: bool = False, apart: bool = False) -> Topology:
     """a_src feeds b_all (a block edge) and c_full (a slow `fail` edge, capacity 25); with
     2 workers a_src and c_full share one (the guard decides at the emit) and b_all is in
-    the other."""
+    the other. `apart`: the names swap places (b_full, c_all): the fail edge is in the
+    other worker (its room is credit) and the block edge beside the spout."""
     t = Topology(name, config={"topology.workers": workers, "topology.max.spout.pending": None})
+    all_, full_ = ("c_all", "b_full") if apart else ("b_all", "c_full")
     t.set_spout("a_src", Reliable(1500, 10, many))
-    t.set_bolt("b_all", Record()).shuffle_grouping("a_src")
-    t.set_bolt("c_full", Record(0.0005)).shuffle_grouping("a_src", overflow="fail", capacity=25)
+    t.set_bolt(all_, Record()).shuffle_grouping("a_src")
+    t.set_bolt(full_, Record(0.0005)).shuffle_grouping("a_src", overflow="fail", capacity=25)
     return t
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    "workers, apart", [(1, False), (2, False), (2, True)], ids=["1", "2-local", "2-remote"]
+)
 @pytest.mark.parametrize("many", [False, True])
-def test_a_fan_out_is_all_or_nothing_when_a_fail_edge_is_full(workers, many):
-    stats, results = run(fanout_topology("fanout", workers, many))
+def test_a_fan_out_is_all_or_nothing_when_a_fail_edge_is_full(workers, apart, many):
+    stats, results = run(fanout_topology("fanout", workers, many, apart))
+    all_, full_ = ("c_all", "b_full") if apart else ("b_all", "c_full")
     if workers == 2:
         where = {s.component: s.worker for s in stats.tasks.values()}
-        assert where["a_src"] == where["c_full"] != where["b_all"]
-    (everyone,) = results["b_all"]
-    (full,) = results["c_full"]
+        if apart:
+            assert where["a_src"] == where[all_] != where[full_]
+        else:
+            assert where["a_src"] == where[full_] != where[all_]
+    (everyone,) = results[all_]
+    (full,) = results[full_]
     (failures,) = results["a_src"]
     # all or nothing: the block edge got exactly what the fail edge let in
     assert sorted(everyone) == sorted(full) and len(full) < 1500
-    edge = stats.components["c_full"].edges["a_src:default"]
+    edge = stats.components[full_].edges["a_src:default"]
     assert edge["rejected"] == 1500 - len(full) > 0
     assert edge["arrived"] == edge["executed"] + edge["rejected"] == 1500
     assert edge["last_reason"].startswith("fail: no room for ")
     assert "deliveries to other edges withheld" in edge["last_reason"]
-    assert set(failures.values()) == {("overflow", "c_full")}
+    assert set(failures.values()) == {("overflow", full_)}
     if many:  # one emit_many's rows: every row in, or none
         rows = set(full)
         for first in range(0, 1500, 10):
@@ -537,7 +545,7 @@ def test_a_fan_out_is_all_or_nothing_when_a_fail_edge_is_full(workers, many):
         assert len(failures) * 10 == edge["rejected"]
     else:
         assert len(failures) == edge["rejected"]
-    assert stats.components["b_all"].executed == len(everyone)
+    assert stats.components[all_].executed == len(everyone)
 
 
 class Relay(BasicBolt):
@@ -554,7 +562,7 @@ class Relay(BasicBolt):
     [
         (1, ("b_relay", "c_all", "d_full")),
         (2, ("b_relay", "c_all", "d_full")),  # the relay and the fail edge's bolt together
-        (2, ("a_relay", "b_all", "c_full")),  # apart: judged where it arrives
+        (2, ("a_relay", "b_all", "c_full")),  # apart: the fail edge's room is credit
     ],
 )
 def test_a_bolts_anchored_fan_out_is_all_or_nothing_and_fails_the_spouts_tree(workers, names):
@@ -570,7 +578,10 @@ def test_a_bolts_anchored_fan_out_is_all_or_nothing_and_fails_the_spouts_tree(wo
     edge = stats.components[full_].edges[f"{relay}:default"]
     assert edge["rejected"] > 0 and set(failures.values()) == {("overflow", full_)}
     assert len(failures) == edge["rejected"] == 1500 - len(full)
-    if where[relay] == where[full_]:
-        assert sorted(everyone) == sorted(full)
-    else:  # judged where it arrives: the other edge got everything
-        assert workers == 2 and sorted(everyone) == list(range(1500))
+    assert edge["arrived"] == edge["executed"] + edge["rejected"] == 1500  # counted once
+    assert "deliveries to other edges withheld" in edge["last_reason"]
+    if names[0] == "a_relay":  # the relay's local edge, and the fail edge in the other worker
+        assert where[relay] == where[all_] != where[full_]
+    # all or nothing, in one worker or across two: the other edge got what the fail one did
+    assert sorted(everyone) == sorted(full)
+    assert stats.components[all_].executed == len(everyone)

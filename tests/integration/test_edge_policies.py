@@ -205,40 +205,44 @@ class Sorter(BasicBolt):
         self.emit((n,), stream="even" if n % 2 == 0 else "odd")
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(workers):
+@pytest.mark.parametrize(
+    "workers, slow_", [(1, "slow"), (2, "slow"), (2, "t_slow")], ids=["1", "2", "2-apart"]
+)
+def test_dead_letters_receive_emits_nobody_subscribes_to_and_fail_rejections(workers, slow_):
     """A bolt's dead-letter stream gets the tuples it emitted on a stream
     with no subscriber (reason no_subscriber) and those its `fail` edge rejected (reason
-    overflow, with the source component and stream); each counted as dead_lettered."""
+    overflow, with the source component and stream); each counted as dead_lettered.
+    `t_slow`: the fail edge's bolt is in the other worker than src (rejected on credit,
+    at the sender, and dead-lettered where the edge is)."""
     from stormish.testing import CaptureBolt
 
     t = Topology("dl", config={"topology.workers": workers, "topology.acker.executors": 0})
     t.set_spout("src", Numbers())
     t.set_bolt("sorter", Sorter()).shuffle_grouping("src")
     t.set_bolt("evens", CaptureBolt()).shuffle_grouping("sorter", "even")
-    t.set_bolt("slow", Slow()).shuffle_grouping("src", overflow="fail", capacity=30)
-    t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("sorter").dead_letter_grouping("slow")
+    t.set_bolt(slow_, Slow()).shuffle_grouping("src", overflow="fail", capacity=30)
+    t.set_bolt("dead", CaptureBolt()).dead_letter_grouping("sorter").dead_letter_grouping(slow_)
     with LocalCluster() as cluster:
         cluster.submit(t)
         stats = cluster.wait_complete("dl", timeout=90)
         results = cluster._get("dl").results()
     dead = [r for part in results["dead"] for r in part]
-    (slow,) = results["slow"]
-    # a fan-out is all or nothing: where src and slow share a worker, the
-    # sorter gets only what slow's fail edge let in; a fail edge in another worker
-    # decides on arrival, and the sorter gets everything
+    (slow,) = results[slow_]
     where = {s.component: s.worker for s in stats.tasks.values()}
-    sorted_ = slow["seen"] if where["src"] == where["slow"] else range(N)
-    odd = [n for n in sorted_ if n % 2]
+    if slow_ == "t_slow":
+        assert where["src"] != where[slow_]
+    # a fan-out is all or nothing, the fail edge in src's worker or in the other: the
+    # sorter gets only what slow's fail edge let in
+    odd = [n for n in slow["seen"] if n % 2]
     orphans = sorted(d for d in dead if d[4] == "no_subscriber")
     assert orphans == sorted((None, "odd", (n,), "sorter", "no_subscriber", 1) for n in odd)
     rejected = [d for d in dead if d[4] == "overflow"]
-    edge = stats.components["slow"].edges["src:default"]
+    edge = stats.components[slow_].edges["src:default"]
     assert len(rejected) == edge["rejected"] > 0
     assert all(d[1] == "default" and d[3] == "src" for d in rejected)
     assert sorted([d[2][0] for d in rejected] + slow["seen"]) == list(range(N))
     assert stats.components["sorter"].dead_lettered == len(odd)
-    assert stats.components["slow"].dead_lettered == edge["rejected"]
+    assert stats.components[slow_].dead_lettered == edge["rejected"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -453,6 +453,28 @@ def test_millisecond_timestamps_are_warned_once_naming_the_component(tmp_path, c
     assert "'win'" in said[0] and str(base_ms) in said[0] and "'ts'" in said[0]
 
 
+def test_millisecond_timestamps_are_warned_in_the_workers_log_on_two_workers(capfd):
+    """The same on worker processes: said once, by the worker that runs the windowed
+    bolt (its log lines reach the run's output), naming it and the value."""
+    from stormish.testing import CaptureBolt, ListSpout
+
+    base_ms = int(BASE * 1000)
+    t = Topology("msts2", config={"topology.workers": 2, "topology.message.timeout.secs": 60})
+    t.set_spout("events", ListSpout([(f"e{n}", base_ms + n) for n in range(4)], ["id", "ts"]))
+    win = Lister().with_tumbling_window(Count(2)).with_timestamp_field("ts")
+    t.set_bolt("win", win).global_grouping("events")
+    t.set_bolt("sink", CaptureBolt()).shuffle_grouping("win")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete(t.name, timeout=30)
+    at = next(s.worker for s in stats.tasks.values() if s.component == "win")
+    out = capfd.readouterr()
+    said = [ln for ln in (out.out + out.err).splitlines() if "looks like milliseconds" in ln]
+    assert len(said) == 1, said
+    assert f"worker msts2/{at} " in said[0] and "'win'" in said[0]
+    assert str(base_ms) in said[0] and "'ts'" in said[0]
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_storm_documented_example_as_a_finite_run_completes(workers):
     """The documented example fed by a finite reliable spout, acking on. When

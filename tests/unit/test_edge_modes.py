@@ -3,6 +3,8 @@ options that declare them."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -375,3 +377,27 @@ def test_room_reserved_at_emit_is_kept_for_its_sender():
     assert ([[(7, 1)], [(7, 2)]], "overflow") in lost
     out = q.consume()
     assert [v for b in out for v in b[2]] == [(30,), (10,), (11,), (12,)]
+
+
+def test_a_latch_is_kept_on_disk_when_it_changes_and_restored_by_the_next_incarnation(tmp_path):
+    from stormish.runtime.modes import LatchWriter, latch_path
+
+    path = latch_path(str(tmp_path), "top/ology", 3, 7, "rules")
+    assert path.startswith(str(tmp_path)) and "top%2Fology" in path
+    os.makedirs(os.path.dirname(path))
+    writer = LatchWriter()
+    lt = Latching(_Sink(), 7, 1, 3, "rules", path, writer)
+    writer.latches = [lt]
+    lt.try_publish((3, "rules", [("v1",), ("v2",)], None), 2)
+    assert lt.dirty and not os.path.exists(path)  # the sender only marks it
+    writer.flush()
+    assert not lt.dirty and os.path.exists(path) and not os.path.exists(path + ".tmp")
+    before = os.stat(path).st_mtime_ns
+    lt.try_publish((3, "rules", [("v2",)], None), 1)
+    writer.flush()  # unchanged: not written again
+    assert os.stat(path).st_mtime_ns == before
+    again = Latching(_Sink(), 7, 1, 3, "rules", path, writer)
+    assert again.restore() and again.again() == (7, 3, "rules", [("v2",)], [LATCHED])
+    first = Latching(_Sink(), 7, 1, 3, "rules", path, writer)
+    first.forget()  # a first start: a former run's latch is not ours
+    assert not os.path.exists(path) and not first.restore() and first.again() is None
