@@ -43,9 +43,9 @@ from typing import Any
 
 import zmq
 
+from ..tuple import StampedRows
 from . import frames as fr
 from . import shm
-from ..tuple import StampedRows
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
 from .security import CONNECTION, LOOPBACK, Security

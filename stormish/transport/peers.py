@@ -169,11 +169,7 @@ class PeerQueue:
 
     def sendable(self) -> bool:
         """Tuples may go to ZeroMQ now (control messages always may)."""
-        return (
-            self.state == UP
-            and not self.starved
-            and (self.ready is not None or bool(self.data))
-        )
+        return self.state == UP and not self.starved and (self.ready is not None or bool(self.data))
 
     def take(self, max_tuples: int) -> tuple[list[WireBatch], int]:
         """The batches of the next message and their tuples: whole batches from the

@@ -300,7 +300,8 @@ class Reader:
             items = [_REF.unpack_from(refs, _COUNT.size + i * _REF.size) for i in range(count)]
         except struct.error as exc:
             raise ShmError(f"references frame: {exc}") from None
-        out, leases = [], {}
+        out: list[Any] = []
+        leases: dict[int, Lease] = {}
         for seg, off, n in items:
             mm = maps.get(seg)
             if mm is None:
