@@ -7,11 +7,14 @@ sender worker id, sequence) parsed with one precompiled `struct.Struct`; the bod
 
 Tuple batches use pickle protocol 5 so that big buffers travel as frames of their own,
 never copied into the pickle: numpy or pyarrow buffers of at least `OOB_THRESHOLD` bytes,
-and `bytes` of that size (pickle always writes `bytes` in-band, so those are turned into
-out-of-band buffers by a second, slower pass that runs only when the first pickle holds
-one). Everything else (hello, backpressure status, heartbeat, control) is small and is
-never unpickled: a buggy or hostile peer must not reach an unpickler with a control
-message. Status is a `struct`, the dictionaries are JSON.
+and `bytes` and `bytearray` of that size (pickle always writes those in-band, so they are
+turned into out-of-band buffers by a second, slower pass that runs only when the first
+pickle holds one; the receiver copies them out, as a `bytes` cannot live in a buffer).
+Between workers on one host those buffers go through shared memory instead (SHM_TUPLES:
+the pickle and the buffers' places in the sender's segments, `shm.py`). Everything else
+(hello, backpressure status, heartbeat, control, releases) is small and is never
+unpickled: a buggy or hostile peer must not reach an unpickler with a control message.
+Status is a `struct`, the dictionaries are JSON.
 """
 
 from __future__ import annotations
@@ -110,12 +113,15 @@ class _OobBytesPickler(pickle.Pickler):
         self._seen: dict[int, int] = {}
 
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is not bytes or len(obj) < OOB_THRESHOLD:
+        kind = type(obj)
+        if (kind is not bytes and kind is not bytearray) or len(obj) < OOB_THRESHOLD:
             return None
         index = self._seen.get(id(obj))
         if index is not None:
             return index
         self._seen[id(obj)] = len(self._seen)
+        if kind is bytearray:  # pickle writes it in-band too; it must load as a bytearray
+            return ("a", pickle.PickleBuffer(obj))
         return pickle.PickleBuffer(obj)
 
 
@@ -175,8 +181,13 @@ def _may_hold_large_bytes(data: bytes) -> bool:
             i += 1
         elif op == _BINUNICODE:
             i += 5 + _U32.unpack_from(data, i + 1)[0]
-        elif op in (_BINUNICODE8, _BYTEARRAY8):
+        elif op == _BINUNICODE8:
             i += 9 + _U64.unpack_from(data, i + 1)[0]
+        elif op == _BYTEARRAY8:
+            size = _U64.unpack_from(data, i + 1)[0]
+            if size >= OOB_THRESHOLD:
+                return True
+            i += 9 + size
         else:
             return True
     return False
@@ -274,11 +285,18 @@ class _Unpickler(pickle.Unpickler):
 
     def __init__(self, file: IO[bytes], buffers: Iterable[Any]) -> None:
         super().__init__(file, buffers=buffers)
-        self._loaded: list[bytes] = []
+        self._loaded: list[bytes | bytearray] = []
 
-    def persistent_load(self, pid: Any) -> bytes:
+    def persistent_load(self, pid: Any) -> bytes | bytearray:
         if type(pid) is int and 0 <= pid < len(self._loaded):
             return self._loaded[pid]
+        if type(pid) is tuple and len(pid) == 2 and pid[0] == "a":
+            try:
+                array = bytearray(memoryview(pid[1]))
+            except TypeError:
+                raise pickle.UnpicklingError("bad persistent id for a bytearray") from None
+            self._loaded.append(array)
+            return array
         try:
             view = memoryview(pid)
         except TypeError:

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.skipif(not shm.usable(), reason="no /dev/shm")
 
 
 class Arrays(Spout):
-    """`n` tuples (seq, array filled with seq, bytes filled with seq % 256)."""
+    """`n` tuples (seq, array filled with seq, bytes and a bytearray filled with seq % 256)."""
 
-    outputs = ["seq", "array", "blob"]
+    outputs = ["seq", "array", "blob", "mutable"]
 
     def __init__(self, n: int, size: int):
         self.n, self.size = n, size
@@ -32,7 +32,8 @@ class Arrays(Spout):
                 return
             i = self.i
             self.i += 1
-            self.emit((i, np.full(self.size // 8, i, dtype=np.int64), bytes([i % 256]) * self.size))
+            blob = bytes([i % 256]) * self.size
+            self.emit((i, np.full(self.size // 8, i, dtype=np.int64), blob, bytearray(blob)))
 
 
 class Check(BasicBolt):
@@ -46,8 +47,15 @@ class Check(BasicBolt):
         self.next, self.bad, self.kept = 0, [], []
 
     def execute(self, tup):
-        seq, array, blob = tup.values
-        if seq != self.next or not (array == seq).all() or blob != bytes([seq % 256]) * len(blob):
+        seq, array, blob, mutable = tup.values
+        want = bytes([seq % 256]) * len(blob)
+        if (
+            seq != self.next
+            or not (array == seq).all()
+            or blob != want
+            or type(mutable) is not bytearray
+            or mutable != want
+        ):
             self.bad.append(seq)
         self.next = seq + 1
         if self.keep:
@@ -92,7 +100,7 @@ def test_segments_are_reused_once_released():
     result, sender = run(64, 96 * 1024, conf)
     assert result["bad"] == [] and result["seen"] == 64
     assert sender["pool_bytes"] == 4 << 20 and sender["fallback"] == 0, sender
-    assert sender["bytes_sent"] >= 64 * 2 * 96 * 1024
+    assert sender["bytes_sent"] >= 64 * 3 * 96 * 1024
 
 
 def test_a_bolt_that_keeps_its_arrays_keeps_them_intact():
