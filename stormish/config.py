@@ -194,7 +194,7 @@ KEYS: dict[str, Key] = {
         ),
         Key(
             "topology.transport.shm.pool.mb",
-            256,
+            64,
             _int(1),
             "shared memory a worker's segments may take, in MiB; with none free a peer is "
             "under backpressure until its receiver releases one (a message larger than "

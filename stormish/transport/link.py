@@ -166,7 +166,7 @@ class WorkerLink:
         self.pool: shm.Pool | None = None
         self.reader: shm.Reader | None = None
         if mode != "off":
-            self.pool = shm.Pool(int(conf.get("topology.transport.shm.pool.mb", 256)) << 20)
+            self.pool = shm.Pool(int(conf.get("topology.transport.shm.pool.mb", 64)) << 20)
             self.reader = shm.Reader()
         self._shm_peers: set[int] = set()  # peers that said they map our segments
         self._releases: deque[tuple[int, str, int]] = deque()  # (peer, its prefix, segment)
