@@ -175,6 +175,10 @@ class WorkerLink:
         self._starved_at: dict[int, float] = {}
         self._returned = 0
         self._row_bytes = 0  # large-buffer bytes a tuple in the last message (MESSAGE_BYTES)
+        # a message must fit in the pool several times over, or it would wait for ever
+        self._message_bytes = MESSAGE_BYTES
+        if self.pool is not None:
+            self._message_bytes = max(1, min(MESSAGE_BYTES, self.pool.limit // 4))
         self.shm_messages = self.shm_bytes = self.shm_fallback = self.shm_received = 0
 
     # -- wiring ------------------------------------------------------------------------------
@@ -549,8 +553,9 @@ class WorkerLink:
         held: this path's backpressure)."""
         self._seq += 1
         rest: list = []
+        most = self._message_bytes
         if self._row_bytes:  # the last message had large buffers: about as many a tuple
-            rest = _cut(part, max(1, MESSAGE_BYTES // self._row_bytes))
+            rest = _cut(part, max(1, most // self._row_bytes))
         frames = fr.encode_tuples(self.index, self._seq, part)
         if len(frames) <= 2:
             self._row_bytes = 0
@@ -558,8 +563,8 @@ class WorkerLink:
             big = sum(memoryview(f).nbytes for f in frames[2:])
             n = sum(len(b[3]) for b in part)
             self._row_bytes = big // n
-            if big > 2 * MESSAGE_BYTES and n > 1:  # the guess was short: cut, encode again
-                rest = _cut(part, max(1, n * MESSAGE_BYTES // big)) + rest
+            if big > 2 * most and n > 1:  # the guess was short: cut, encode again
+                rest = _cut(part, max(1, n * most // big)) + rest
                 frames = fr.encode_tuples(self.index, self._seq, part)
             if self.shm_mode == "on" or peer in self._shm_peers:
                 shm_frames = self._to_shm(peer, frames)
