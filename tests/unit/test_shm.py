@@ -110,3 +110,20 @@ def test_remove_for_removes_a_dead_process_segments(pool):
     assert len(mine) == 2  # the probe and one segment
     assert shm.remove_for(os.getpid()) >= 2
     assert not [n for n in shm.leftovers(os.getpid()) if n.startswith(pool.prefix)]
+
+
+def test_a_message_is_cut_between_tuples_keeping_order_and_stamps():
+    from stormish.transport.link import _cut
+    from stormish.tuple import StampedRows
+
+    part = [
+        (2, 1, "s", [("a",), ("b",)], None),
+        (2, 1, "s", StampedRows([("c",), ("d",), ("e",)], 5.0), [1, 2, 3]),
+        (3, 1, "s", [("f",)], None),
+    ]
+    rest = _cut(part, 3)
+    assert part == [(2, 1, "s", [("a",), ("b",)], None), (2, 1, "s", [("c",)], [1])]
+    assert type(part[1][3]) is StampedRows and part[1][3].born == 5.0
+    assert rest == [(2, 1, "s", [("d",), ("e",)], [2, 3]), (3, 1, "s", [("f",)], None)]
+    assert rest[0][3].born == 5.0
+    assert _cut(part, 3) == []  # already no longer than that
