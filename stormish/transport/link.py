@@ -464,6 +464,9 @@ class WorkerLink:
             w, addr = self._new_peers.popleft()
             if w in out.boxes:  # it moved: its old flags mean nothing now
                 self.remote.forget_worker(w)
+                self._shm_peers.discard(w)
+                if self.pool is not None:
+                    self.pool.forget(w)
             out.open(w, addr, self._hello(reply=False))
         out.events(now)
         while self._control:

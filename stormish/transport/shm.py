@@ -193,7 +193,7 @@ class Pool:
 
     def release(self, peer: int, segs: Sequence[int]) -> None:
         """`peer` is done with these segments (a release from any other peer, or for a
-        segment not lent, is counted and ignored)."""
+        segment not lent, or retired, is counted and ignored)."""
         with self._lock:
             for seg in segs:
                 if self._lent.get(seg) != peer:
@@ -204,10 +204,20 @@ class Pool:
             self.returned += 1
 
     def forget(self, peer: int) -> None:
-        """`peer` restarted or moved: what it held will never be released."""
+        """`peer` restarted or moved: what it held will never be released. Those
+        segments are retired (unlinked), not reused: a message to its former incarnation
+        still in flight may reach the new one, which must not read another message's
+        bytes there (it cannot open a retired name: the message is dropped, counted)."""
         with self._lock:
-            lent = [s for s, p in self._lent.items() if p == peer]
-        self.release(peer, lent)
+            for seg in [s for s, p in self._lent.items() if p == peer]:
+                del self._lent[seg]
+                mm = self._maps[seg]
+                if mm is not None:
+                    mm.close()
+                    self._maps[seg] = None
+                    self.used -= self._sizes[seg]
+                    _unlink(self._path(seg))
+            self.returned += 1
 
     def lent(self) -> int:
         return len(self._lent)

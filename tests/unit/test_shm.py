@@ -127,3 +127,18 @@ def test_a_message_is_cut_between_tuples_keeping_order_and_stamps():
     assert rest == [(2, 1, "s", [("d",), ("e",)], [2, 3]), (3, 1, "s", [("f",)], None)]
     assert rest[0][3].born == 5.0
     assert _cut(part, 3) == []  # already no longer than that
+
+
+def test_a_restarted_peer_segments_are_retired_not_reused(pool):
+    """What its former incarnation held may still reach the new one in a message in
+    flight: that segment must not carry another message meanwhile."""
+    reader = shm.Reader()
+    reader.know(1, pool.prefix)
+    old = pool.place(1, [pickle.PickleBuffer(b"\x01" * BIG)])
+    pool.forget(1)
+    assert pool.lent() == 0 and pool.used == 0
+    assert pool.place(1, [pickle.PickleBuffer(b"\x02" * BIG)]) is not None  # a new segment
+    with pytest.raises(shm.ShmError, match="cannot open segment"):
+        reader.views(1, old, lambda seg: None)
+    pool.release(1, [0])  # a late release of the retired one
+    assert pool.bad_releases == 1 and pool.lent() == 1
