@@ -83,9 +83,13 @@ def run(n: int, size: int, conf: dict, keep: bool = False) -> tuple[dict, dict]:
     return result, sender
 
 
-@pytest.mark.parametrize("mode", ["on", "auto", "off"])
-def test_arrays_and_bytes_arrive_intact_and_in_order(mode):
-    result, sender = run(300, 96 * 1024, {"topology.transport.shm": mode})
+@pytest.mark.parametrize(
+    "mode, scheduler",
+    [("on", "cooperative"), ("auto", "cooperative"), ("off", "cooperative"), ("on", "threads")],
+)
+def test_arrays_and_bytes_arrive_intact_and_in_order(mode, scheduler):
+    conf = {"topology.transport.shm": mode, "topology.worker.scheduler": scheduler}
+    result, sender = run(300, 96 * 1024, conf)
     assert result == {"seen": 300, "bad": [], "kept": 0}
     if mode == "off":
         assert sender["messages_sent"] == 0
