@@ -182,6 +182,25 @@ KEYS: dict[str, Key] = {
             "timeout, they are dropped and counted (peer_lost) and their trees replay",
             "topology",
         ),
+        Key(
+            "topology.transport.shm",
+            "auto",
+            _choice("auto", "on", "off"),
+            "large buffers (numpy arrays, bytes of 64 KiB or more) to a worker on this host "
+            "through shared memory: 'auto' once the peer proved it maps this worker's "
+            "segments (same host), 'on' from the first message (every worker on one host), "
+            "'off' never (ZeroMQ frames, zero-copy, as across hosts)",
+            "topology",
+        ),
+        Key(
+            "topology.transport.shm.pool.mb",
+            64,
+            _int(1),
+            "shared memory a worker's segments may take, in MiB; with none free a peer is "
+            "under backpressure until its receiver releases one (a message larger than "
+            "this goes through ZeroMQ)",
+            "topology",
+        ),
         # Storm's level 2 is 1,000 yields; ours is 0 (docs/design.md, Defaults): measured, a
         # yielding Python thread keeps taking back the GIL the working threads need (a
         # third of a core per worker, twice the p99 across workers: bench/README.md)

@@ -47,6 +47,7 @@ from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
 from ..plugins import DATA_ENV, RESTART_ENV
 from ..transport import control as ct
+from ..transport import shm
 from ..transport.security import Security
 from . import orphans
 from .api import API_VERBS, LogAsk
@@ -375,6 +376,8 @@ class Supervisor:
                     self._restart(s)
                 continue
             code = s.proc.poll()
+            if code is not None:  # a crashed worker's segments (one that stops removes its own)
+                shm.remove_for(s.proc.pid)
             if code is None:
                 silent = now - self._last_beat(s)
                 if silent <= self.worker_timeout:
@@ -382,6 +385,7 @@ class Supervisor:
                 why = f"silent for {silent:.1f}s (worker timeout {self.worker_timeout:g}s)"
                 s.proc.kill()
                 s.proc.wait(10)
+                shm.remove_for(s.proc.pid)
             elif code == 0:
                 s.finished = True  # stopped by nimbus: its topology ended
                 continue
@@ -525,6 +529,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 s.proc.wait(10)
+        if s.proc is not None:
+            shm.remove_for(s.proc.pid)
         self._close_log(s)
 
 

@@ -31,6 +31,7 @@ from ..logs import RotatingFile, private_dir, start_line, worker_log_name
 from ..plugins import DATA_ENV, RESTART_ENV
 from ..runtime.plan import Plan
 from ..topology import Topology
+from ..transport import shm
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
@@ -220,6 +221,13 @@ class WorkerHandle:
         if self.proc is not None and self.alive():
             self.proc.kill()
             self.proc.wait(10)
+        self.clean_shm()
+
+    def clean_shm(self) -> None:
+        """Remove the shared-memory segments of the process, once it has exited (a
+        worker removes its own when it stops; one killed -9 cannot)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            shm.remove_for(self.proc.pid)
 
     def _log_tail(self, lines: int = 12) -> str:
         """Its log's last lines (from the file rolled last too, when it was just rolled)."""
@@ -292,6 +300,7 @@ class WorkerHandle:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self.clean_shm()
         return stuck
 
     def results(self) -> dict[str, list[tuple[int, Any]]]:
@@ -433,6 +442,7 @@ class WorkerGroup:
             if h.proc is not None and h.proc.poll() is None:
                 h.proc.kill()
                 h.proc.wait(10)
+            h.clean_shm()
             h.join_output()
             h.close_log()
         self.control.close()

@@ -7,11 +7,14 @@ sender worker id, sequence) parsed with one precompiled `struct.Struct`; the bod
 
 Tuple batches use pickle protocol 5 so that big buffers travel as frames of their own,
 never copied into the pickle: numpy or pyarrow buffers of at least `OOB_THRESHOLD` bytes,
-and `bytes` of that size (pickle always writes `bytes` in-band, so those are turned into
-out-of-band buffers by a second, slower pass that runs only when the first pickle holds
-one). Everything else (hello, backpressure status, heartbeat, control) is small and is
-never unpickled: a buggy or hostile peer must not reach an unpickler with a control
-message. Status is a `struct`, the dictionaries are JSON.
+and `bytes` and `bytearray` of that size (pickle always writes those in-band, so they are
+turned into out-of-band buffers by a second, slower pass that runs only when the first
+pickle holds one; the receiver copies them out, as a `bytes` cannot live in a buffer).
+Between workers on one host those buffers go through shared memory instead (SHM_TUPLES:
+the pickle and the buffers' places in the sender's segments, `shm.py`). Everything else
+(hello, backpressure status, heartbeat, control, releases) is small and is never
+unpickled: a buggy or hostile peer must not reach an unpickler with a control message.
+Status is a `struct`, the dictionaries are JSON.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Kind(IntEnum):
     # 4, 5 and 6 (EOS, EOS_ACK, HEARTBEAT) were never sent and are retired: a peer that
     # sends them gets FrameError (unknown kind); never give their numbers to a new kind
     CONTROL = 7
+    SHM_TUPLES = 8  # a TUPLES message whose large buffers are in the sender's segments
+    SHM_RELEASE = 9  # the receiver is done with these segments of the sender's
 
 
 class FrameError(StormishError, ValueError):
@@ -59,12 +64,23 @@ class FrameError(StormishError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Message:
     """A decoded message. `body` by kind: TUPLES a list of `WireBatch` tuples, BP_STATUS a
-    `BackpressureStatus`, HELLO a `Hello`, CONTROL a dict (a peer's epoch)."""
+    `BackpressureStatus`, HELLO a `Hello`, CONTROL a dict (a peer's epoch), SHM_TUPLES
+    an `ShmTuples` (not unpickled yet: `load_tuples` with the mapped buffers),
+    SHM_RELEASE (pool token, segment numbers)."""
 
     kind: Kind
     sender: int
     seq: int
     body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ShmTuples:
+    """The pickle of a TUPLES message and the references (`shm.Reader.views`) of its
+    out-of-band buffers in the sender's shared-memory segments."""
+
+    pickle: Any
+    refs: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +113,15 @@ class _OobBytesPickler(pickle.Pickler):
         self._seen: dict[int, int] = {}
 
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is not bytes or len(obj) < OOB_THRESHOLD:
+        kind = type(obj)
+        if (kind is not bytes and kind is not bytearray) or len(obj) < OOB_THRESHOLD:
             return None
         index = self._seen.get(id(obj))
         if index is not None:
             return index
         self._seen[id(obj)] = len(self._seen)
+        if kind is bytearray:  # pickle writes it in-band too; it must load as a bytearray
+            return ("a", pickle.PickleBuffer(obj))
         return pickle.PickleBuffer(obj)
 
 
@@ -162,11 +181,31 @@ def _may_hold_large_bytes(data: bytes) -> bool:
             i += 1
         elif op == _BINUNICODE:
             i += 5 + _U32.unpack_from(data, i + 1)[0]
-        elif op in (_BINUNICODE8, _BYTEARRAY8):
+        elif op == _BINUNICODE8:
             i += 9 + _U64.unpack_from(data, i + 1)[0]
+        elif op == _BYTEARRAY8:
+            size = _U64.unpack_from(data, i + 1)[0]
+            if size >= OOB_THRESHOLD:
+                return True
+            i += 9 + size
         else:
             return True
     return False
+
+
+def as_shm(frames: list[Frame], refs: bytes) -> list[Frame]:
+    """The TUPLES message `frames` (from `encode_tuples`) with its out-of-band buffers
+    replaced by `refs`, their places in shared memory."""
+    _, _, _, sender, seq = HEADER.unpack(frames[0])
+    return [_header(Kind.SHM_TUPLES, sender, seq), frames[1], refs]
+
+
+def encode_release(sender: int, token: bytes, segments: Sequence[int]) -> list[Frame]:
+    """Segments of the pool named by `token` (4 bytes: a restarted peer has another)."""
+    return [
+        _header(Kind.SHM_RELEASE, sender, 0),
+        token + struct.pack(f"!I{len(segments)}I", len(segments), *segments),
+    ]
 
 
 def _json(kind: Kind, payload: dict) -> bytes:
@@ -246,11 +285,18 @@ class _Unpickler(pickle.Unpickler):
 
     def __init__(self, file: IO[bytes], buffers: Iterable[Any]) -> None:
         super().__init__(file, buffers=buffers)
-        self._loaded: list[bytes] = []
+        self._loaded: list[bytes | bytearray] = []
 
-    def persistent_load(self, pid: Any) -> bytes:
+    def persistent_load(self, pid: Any) -> bytes | bytearray:
         if type(pid) is int and 0 <= pid < len(self._loaded):
             return self._loaded[pid]
+        if type(pid) is tuple and len(pid) == 2 and pid[0] == "a":
+            try:
+                array = bytearray(memoryview(pid[1]))
+            except TypeError:
+                raise pickle.UnpicklingError("bad persistent id for a bytearray") from None
+            self._loaded.append(array)
+            return array
         try:
             view = memoryview(pid)
         except TypeError:
@@ -264,15 +310,30 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _decode_tuples(kind: Kind, _sender: int, frames: Sequence[Any]) -> list[WireBatch]:
-    if len(frames) == 2:
-        payload = pickle.loads(frames[1])
+    return _load_tuples(kind, frames[1], frames[2:])
+
+
+def load_tuples(data: Any, buffers: Sequence[Any]) -> list[WireBatch]:
+    """The batches of an SHM_TUPLES message, its pickle loaded with `buffers` (views of
+    the segments); raises `FrameError` and nothing else."""
+    try:
+        return _load_tuples(Kind.SHM_TUPLES, data, buffers)
+    except FrameError:
+        raise
+    except Exception as e:  # a corrupt pickle can raise almost anything
+        raise _fail(Kind.SHM_TUPLES, f"{type(e).__name__}: {e}") from None
+
+
+def _load_tuples(kind: Kind, data: Any, frames: Sequence[Any]) -> list[WireBatch]:
+    if not frames:
+        payload = pickle.loads(data)
     else:
-        buffers = iter(frames[2:])
-        payload = _Unpickler(io.BytesIO(frames[1]), buffers=buffers).load()
+        buffers = iter(frames)
+        payload = _Unpickler(io.BytesIO(data), buffers=buffers).load()
         if next(buffers, None) is not None:
             raise FrameError(
-                f"wrong frame count for TUPLES: {len(frames)}, the pickle in frame 1 "
-                "left out-of-band frames unused"
+                f"wrong frame count for {kind.name}: {len(frames) + 2}, the pickle in "
+                "frame 1 left out-of-band frames unused"
             )
     if type(payload) is not list:
         raise _fail(kind, f"a list of batches expected, got {type(payload).__name__}")
@@ -297,6 +358,24 @@ def _is_batch(batch: Any) -> bool:
         )
         and (metas is None or (type(metas) is list and len(metas) == len(values)))
     )
+
+
+def _decode_shm(kind: Kind, _sender: int, frames: Sequence[Any]) -> ShmTuples:
+    return ShmTuples(frames[1], frames[2])
+
+
+def _decode_release(
+    kind: Kind, _sender: int, frames: Sequence[Any]
+) -> tuple[bytes, tuple[int, ...]]:
+    """(pool token, segments)."""
+    body = frames[1]
+    size = len(body)
+    if size < 8:
+        raise _fail(kind, f"truncated: {size} bytes")
+    (count,) = struct.unpack_from("!I", body, 4)
+    if size != 8 + 4 * count:
+        raise _fail(kind, f"{size} bytes, expected {8 + 4 * count} for {count} segments")
+    return bytes(body[:4]), struct.unpack_from(f"!{count}I", body, 8)
 
 
 def _decode_status(kind: Kind, sender: int, frames: Sequence[Any]) -> BackpressureStatus:
@@ -346,5 +425,7 @@ _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]
         (Kind.TUPLES, -1, _decode_tuples),
         (Kind.BP_STATUS, 2, _decode_status),
         (Kind.CONTROL, 2, _decode_json),
+        (Kind.SHM_TUPLES, 3, _decode_shm),
+        (Kind.SHM_RELEASE, 2, _decode_release),
     ]
 }

@@ -43,7 +43,9 @@ from typing import Any
 
 import zmq
 
+from ..tuple import RejectedRows, StampedRows
 from . import frames as fr
+from . import shm
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
 from .security import CONNECTION, LOOPBACK, Security
@@ -60,6 +62,12 @@ HWM_MESSAGES = 4
 SOCKET_BUFFER_BYTES = 64 * 1024
 # credit totals (runtime/credits.py) are sent again this often (s), for a grant lost
 CREDIT_TOTALS_EVERY = 1.0
+# A message's out-of-band buffers (large payloads) up to about this many bytes: one
+# message of 1,000 1 MiB arrays (one spout batch) was a gigabyte, sent as one piece, and
+# a message holds its shared-memory segments until its last tuple is done. 16 MiB rather
+# than 4: 1 MiB arrays took ~20% less CPU a message in both workers (fewer messages, and
+# releases, for the same bytes; bench/payloads.py, children's CPU over 3 paired runs).
+MESSAGE_BYTES = 16 * 1024 * 1024
 MESSAGE_TUPLES = 2048  # a message holds whole batches up to about this many tuples (1,024:
 # the batch word count across 2 workers 6% slower, ~2,300 messages a way instead of
 # ~1,150, each a wake-up of both sides' ZeroMQ threads and a pre-emption of a busy one)
@@ -108,6 +116,7 @@ class WorkerLink:
         self.check_every = conf["topology.backpressure.check.millis"] / 1000.0
         self.overflow_limit = conf["topology.executor.overflow.limit"]
         self._control: deque[tuple[int, list]] = deque()
+        self._init_shm(conf)
         self._out = Peers(
             self.ctx,
             self.security,
@@ -159,6 +168,29 @@ class WorkerLink:
         self.credit_syncs = 0  # connections on which credits started over or were re-sent
         self._next_totals = 0.0
 
+    def _init_shm(self, conf: Mapping[str, Any]) -> None:
+        """The shared-memory path (shm.py): our pool of segments for peers that map them,
+        and our mappings of theirs."""
+        mode = conf.get("topology.transport.shm", "auto")
+        if mode != "off" and not shm.usable():
+            mode = "off"
+        self.shm_mode = mode
+        self.pool: shm.Pool | None = None
+        self.reader: shm.Reader | None = None
+        if mode != "off":
+            self.pool = shm.Pool(int(conf.get("topology.transport.shm.pool.mb", 64)) << 20)
+            self.reader = shm.Reader()
+        self._shm_peers: set[int] = set()  # peers that said they map our segments
+        self._releases: deque[tuple[int, str, int]] = deque()  # (peer, its prefix, segment)
+        self._starved_at: dict[int, float] = {}
+        self._returned = 0
+        self._row_bytes = 0  # large-buffer bytes a tuple in the last message (MESSAGE_BYTES)
+        # a message must fit in the pool several times over, or it would wait for ever
+        self._message_bytes = MESSAGE_BYTES
+        if self.pool is not None:
+            self._message_bytes = max(1, min(MESSAGE_BYTES, self.pool.limit // 4))
+        self.shm_messages = self.shm_bytes = self.shm_fallback = self.shm_received = 0
+
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
         """The local tasks' receive queues (the worker is built with our remote targets,
@@ -205,6 +237,8 @@ class WorkerLink:
         self._end_threads(self._stop)
         self._out.close(linger=200)
         self.pull.close(linger=0)
+        if self.pool is not None:
+            self.pool.close()
         self.security.release(self.ctx)
         self.ctx.term()
 
@@ -269,6 +303,10 @@ class WorkerLink:
             self.recv_bytes += sum(len(p) for p in parts)
             for dest, src, stream, values, metas in msg.body:
                 self._place(dest, (src, stream, values, metas), len(values))
+        elif msg.kind == fr.Kind.SHM_TUPLES:
+            self._on_shm(msg.sender, msg.body)
+        elif msg.kind == fr.Kind.SHM_RELEASE:
+            self._on_release(msg.sender, msg.body)
         elif msg.kind == fr.Kind.BP_STATUS:
             self._on_status(msg.body, _connection(first))
         elif msg.kind == fr.Kind.HELLO:
@@ -276,11 +314,64 @@ class WorkerLink:
         elif msg.kind == fr.Kind.CONTROL:
             self._on_control(msg.sender, msg.body)
 
+    def _on_shm(self, peer: int, body: fr.ShmTuples) -> None:
+        """Tuples whose large buffers are in the peer's segments: views of them, each
+        released back to the peer when the last reference to it is gone."""
+        reader = self.reader
+        if reader is None or peer not in self._peers:
+            self.malformed += 1
+            return
+        prefix = reader.prefix(peer)
+        done = lambda seg: self._release(peer, prefix, seg)  # noqa: E731
+        try:
+            views = reader.views(peer, body.refs, done)
+            batches = fr.load_tuples(body.pickle, views)
+        except (shm.ShmError, fr.FrameError):
+            self.malformed += 1
+            return
+        self.recv_batches += 1
+        self.shm_received += 1
+        self.recv_bytes += len(body.pickle) + sum(len(v) for v in views)
+        del views  # the values hold them now
+        for dest, src, stream, values, metas in batches:
+            self._place(dest, (src, stream, values, metas), len(values))
+
+    def _release(self, peer: int, prefix: str | None, seg: int) -> None:
+        """The last view of a segment's buffers went (any thread): tell its owner."""
+        self._releases.append((peer, prefix or "", seg))
+        self.transfer.wake()
+
+    def _on_release(self, peer: int, body: tuple) -> None:
+        token, segs = body
+        pool = self.pool
+        if pool is None or token != pool.token or peer not in self._peers:
+            self.malformed += 1
+            return
+        pool.release(peer, segs)
+        self.transfer.wake()
+
+    def _on_shm_hello(self, peer: int, prefix: Any, restarted: bool) -> None:
+        """A peer's HELLO names its segments' prefix: answer that we map them (same host)."""
+        if restarted and self.pool is not None:
+            self._shm_peers.discard(peer)  # until it says it maps ours again
+            self.pool.forget(peer)  # what the former incarnation held never returns
+        reader = self.reader
+        if reader is None or prefix is None:
+            return
+        if reader.prefix(peer) != prefix and reader.know(peer, prefix):
+            body = {"shm": prefix}
+            self._control.append((peer, fr.encode_control(self.index, 0, body)))
+
     def _on_control(self, peer: int, body: dict) -> None:
         """A peer's spout advanced the epoch (previous_tick edges): ours follows. Or a
-        peer granted credit on `fail` edges into it (runtime/credits.py)."""
+        peer granted credit on `fail` edges into it (runtime/credits.py). Or the peer maps
+        our shared-memory segments (`shm`)."""
         if "credits" in body:
             self._on_credits(peer, body)
+            return
+        if "shm" in body:
+            if self.pool is not None and body["shm"] == self.pool.prefix and peer in self._peers:
+                self._shm_peers.add(peer)
             return
         epoch = body.get("epoch")
         if peer not in self._peers or type(epoch) is not int or epoch < 0:
@@ -347,6 +438,8 @@ class WorkerLink:
             self.malformed += 1
             return
         greeting = self.remote.hello(peer, inc, connection, first_id)
+        if greeting is not Greeting.KNOWN:
+            self._on_shm_hello(peer, info.get("shm"), greeting is Greeting.RESTARTED)
         if greeting is Greeting.KNOWN and not info.get("again"):
             return
         if greeting is Greeting.RESTARTED:  # its old flags were released
@@ -426,6 +519,9 @@ class WorkerLink:
             w, addr = self._new_peers.popleft()
             if w in out.boxes:  # it moved: its old flags mean nothing now
                 self.remote.forget_worker(w)
+                self._shm_peers.discard(w)
+                if self.pool is not None:
+                    self.pool.forget(w)
             out.open(w, addr, self._hello(reply=False))
         out.events(now)
         while self._control:
@@ -434,6 +530,10 @@ class WorkerLink:
         if credits is not None and credits.reports.pending:  # fan-outs withheld for no credit
             for w, item in credits.reports.take():
                 out.put(w, [item])
+        if self._releases:
+            self._send_releases()
+        if self._starved_at or out.starved():
+            self._unstarve(now)
         if len(self.transfer):
             self._draining = True  # busy() must not miss what is between queue and outbox
             for w, batches in self.transfer.drain().items():
@@ -508,13 +608,75 @@ class WorkerLink:
             t.join(5)
         self._threads = []
 
-    def _encode(self, part: list) -> list:
-        """One TUPLES message (the transfer thread encodes when the peer can take it)."""
+    def _encode(self, peer: int, part: list) -> tuple[list | None, list]:
+        """One TUPLES message (the transfer thread encodes when the peer can take it)
+        and the batches left for the next one; its large buffers in shared memory for a
+        peer that maps our segments; None when no segment is free (the peer waits,
+        held: this path's backpressure)."""
         self._seq += 1
+        rest: list = []
+        most = self._message_bytes
+        if self._row_bytes:  # the last message had large buffers: about as many a tuple
+            rest = _cut(part, max(1, most // self._row_bytes))
         frames = fr.encode_tuples(self.index, self._seq, part)
+        if len(frames) <= 2:
+            self._row_bytes = 0
+        else:
+            big = sum(memoryview(f).nbytes for f in frames[2:])
+            n = sum(len(b[3]) for b in part)
+            self._row_bytes = big // n
+            if big > 2 * most and n > 1:  # the guess was short: cut, encode again
+                rest = _cut(part, max(1, n * most // big)) + rest
+                frames = fr.encode_tuples(self.index, self._seq, part)
+            if self.shm_mode == "on" or peer in self._shm_peers:
+                shm_frames = self._to_shm(peer, frames)
+                if shm_frames is None:
+                    return None, rest
+                frames = shm_frames
         self.sent_batches += 1
         self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
-        return frames
+        return frames, rest
+
+    def _to_shm(self, peer: int, frames: list) -> list | None:
+        pool = self.pool
+        assert pool is not None
+        try:
+            refs = pool.place(peer, frames[2:])
+        except shm.ShmError:  # too large for the pool, or no space: ZeroMQ takes it
+            self.shm_fallback += 1
+            return frames
+        if refs is None:
+            now = time.monotonic()
+            since = self._starved_at.setdefault(peer, now)
+            if now - since < shm.STALL:
+                return None
+            self.shm_fallback += 1  # a receiver that keeps what it got: slow, not stopped
+            return frames
+        self._starved_at.pop(peer, None)
+        self.shm_messages += 1
+        self.shm_bytes += sum(memoryview(f).nbytes for f in frames[2:])
+        return fr.as_shm(frames, refs)
+
+    def _send_releases(self) -> None:
+        """Segments our executors are done with, one message per peer and prefix."""
+        by: dict[tuple[int, str], list[int]] = {}
+        while self._releases:
+            peer, prefix, seg = self._releases.popleft()
+            by.setdefault((peer, prefix), []).append(seg)
+        for (peer, prefix), segs in by.items():
+            token = shm.token_of(prefix)
+            if token is not None:
+                self._out.put_release(peer, fr.encode_release(self.index, token, segs))
+
+    def _unstarve(self, now: float) -> None:
+        """Peers waiting for a segment try again once one came back, or once they have
+        waited `shm.STALL` (then through ZeroMQ)."""
+        pool = self.pool
+        returned = pool.returned if pool is not None else 0
+        late = any(now - t >= shm.STALL for t in self._starved_at.values())
+        if returned != self._returned or late:
+            self._returned = returned
+            self._out.unstarve()
 
     def busy(self) -> bool:
         """Tuples wait on this side of the link (in the transfer queue, in the transfer
@@ -533,6 +695,8 @@ class WorkerLink:
             "reply": reply,
             "status_base": self.status_base,
         }
+        if self.pool is not None:
+            info["shm"] = self.pool.prefix
         if again:
             info["again"] = True
         return fr.encode_hello(self.index, 0, self.topology, info)
@@ -576,7 +740,49 @@ class WorkerLink:
             "status_backlog_dropped": self._out.control_dropped,
             "credits_ignored": self.credits_ignored,
             "credit_syncs": self.credit_syncs,
+            "shm": self._shm_statistics(),
         }
+
+    def _shm_statistics(self) -> dict[str, Any]:
+        pool = self.pool
+        return {
+            "mode": self.shm_mode,
+            "peers": sorted(self._shm_peers),
+            "messages_sent": self.shm_messages,
+            "bytes_sent": self.shm_bytes,
+            "messages_received": self.shm_received,
+            "fallback": self.shm_fallback,
+            "pool_bytes": pool.used if pool is not None else 0,
+            "segments_lent": pool.lent() if pool is not None else 0,
+            "bad_releases": pool.bad_releases if pool is not None else 0,
+        }
+
+
+def _cut(part: list, keep: int) -> list:
+    """Cut `part` (in place) to its first `keep` tuples; the batches cut off, in order."""
+    rest: list = []
+    for i, b in enumerate(part):
+        n = len(b[3])
+        if keep <= 0:
+            rest.extend(part[i:])
+            del part[i:]
+            break
+        if n > keep and type(b[3]) is not RejectedRows:  # a rejection report stays whole
+            dest, src, stream, values, metas = b
+            part[i] = (dest, src, stream, _rows(values, values[:keep]), metas and metas[:keep])
+            rest.append((dest, src, stream, _rows(values, values[keep:]), metas and metas[keep:]))
+            rest.extend(part[i + 1 :])
+            del part[i + 1 :]
+            break
+        keep -= n
+    return rest
+
+
+def _rows(values: Any, rows: list) -> Any:
+    """A slice of a batch's rows, stamped as the batch was (an edge with an age)."""
+    if type(values) is StampedRows:
+        return StampedRows(rows, values.born)
+    return rows
 
 
 def _connection(frame: Any) -> str | None:

@@ -93,6 +93,8 @@ class PeerQueue:
         "gone",
         "down_held",
         "held_while_down",
+        "starved",
+        "releases",
     )
 
     def __init__(
@@ -120,6 +122,12 @@ class PeerQueue:
         self.gone = False  # down past `down_secs`: what comes is dropped until it is back
         self.down_held = 0  # tuples held now while down
         self.held_while_down = 0  # tuples ever held for this peer while it was down
+        # no shared-memory segment for the next message: the peer is held until the
+        # link finds one free (`Peers.unstarve`)
+        self.starved = False
+        # SHM_RELEASE messages for the peer: sent before anything else, never dropped
+        # (a lost release would take a segment from the peer's pool for good)
+        self.releases: deque[list] = deque()
 
     def put_control(self, frames: list) -> bool:
         """Queue a control message; False when the backlog was full (the oldest status
@@ -161,7 +169,7 @@ class PeerQueue:
 
     def sendable(self) -> bool:
         """Tuples may go to ZeroMQ now (control messages always may)."""
-        return self.state == UP and (self.ready is not None or bool(self.data))
+        return self.state == UP and not self.starved and (self.ready is not None or bool(self.data))
 
     def take(self, max_tuples: int) -> tuple[list[WireBatch], int]:
         """The batches of the next message and their tuples: whole batches from the
@@ -199,6 +207,8 @@ class PeerQueue:
         self.state = DOWN
         self.down_since = now
         self.gone = False
+        self.starved = False
+        self.releases.clear()  # the peer's segments went with it
         waiting = [*(self.ready[1] if self.ready is not None else ()), *self.data]
         self.ready = None
         self.data.clear()
@@ -227,11 +237,13 @@ class PeerQueue:
         return dropped
 
     def waiting(self) -> bool:
-        return bool(self.control or self.data or self.ready is not None)
+        return bool(self.control or self.releases or self.data or self.ready is not None)
 
     def _update(self) -> None:
         if self.state == DOWN:
             self.held = False  # nobody is there to push back: senders are not parked
+        elif self.starved:
+            self.held = True
         elif self.held:
             self.held = self.n_batches > self.hold_at // 2
         else:
@@ -250,9 +262,11 @@ class Peers:
     """The transfer thread's sockets, one PUSH (and its monitor) per peer worker.
 
     `held` and `down` are sets of worker indices that `RemoteTarget`s read on the emit
-    path; only this object (the transfer thread) writes them. `encode(batches)` makes
-    a TUPLES message's frames; `drop(reason, tuples, {emitting task: tuples})` counts
-    what is dropped.
+    path; only this object (the transfer thread) writes them. `encode(peer, batches)`
+    makes a TUPLES message's frames, or None when the peer must wait for a shared-memory
+    segment (it is *starved*, and held, until `unstarve`), and the batches it left for
+    the next message (large payloads: it may cut `batches`, in place, to its front);
+    `drop(reason, tuples, {emitting task: tuples})` counts what is dropped.
     """
 
     def __init__(
@@ -261,7 +275,7 @@ class Peers:
         security: Security,
         hold_at: int,
         message_tuples: int,
-        encode: Callable[[list[WireBatch]], list],
+        encode: Callable[[int, list[WireBatch]], tuple[list | None, list[WireBatch]]],
         drop: Callable[[str, int, dict[int, int]], None],
         hwm: int,
         sndbuf: int,
@@ -346,6 +360,22 @@ class Peers:
         if box is not None and not box.put_control(frames):
             self.control_dropped += 1
 
+    def put_release(self, w: int, frames: list) -> None:
+        box = self.boxes.get(w)
+        if box is not None and box.state != DOWN:
+            box.releases.append(frames)
+
+    def starved(self) -> bool:
+        return any(box.starved for box in self.boxes.values())
+
+    def unstarve(self) -> None:
+        """Segments came back (or waiting is over): starved peers try again."""
+        for box in self.boxes.values():
+            if box.starved:
+                box.starved = False
+                box._update()
+                self._mirror(box)
+
     def put(self, w: int, batches: list[WireBatch]) -> None:
         box = self.boxes.get(w)
         if box is None:  # not told where it listens (never, once connect() ran)
@@ -367,13 +397,27 @@ class Peers:
 
     def _flush(self, w: int, box: PeerQueue, s: zmq.Socket) -> None:
         try:
+            while box.releases:
+                s.send_multipart(box.releases[0], flags=zmq.NOBLOCK, copy=False)
+                box.releases.popleft()
             while box.control:
                 s.send_multipart(box.control[0], flags=zmq.NOBLOCK, copy=False)
                 box.control.popleft()
             while box.sendable():
                 if box.ready is None:
                     part, n = box.take(self.message_tuples)
-                    box.ready = (self.encode(part), part, n)
+                    taken = len(part)
+                    frames, rest = self.encode(w, part)
+                    if rest:  # the message took the front of `part` (large payloads)
+                        box.data.extendleft(reversed(rest))
+                        box.n_batches += len(part) + len(rest) - taken
+                        n = sum(len(b[3]) for b in part)
+                    if frames is None:  # no segment: wait for one, held meanwhile
+                        box.data.extendleft(reversed(part))
+                        box.starved = True
+                        box._update()
+                        break
+                    box.ready = (frames, part, n)
                 s.send_multipart(box.ready[0], flags=zmq.NOBLOCK, copy=False)
                 n = box.sent()
                 self.sent_messages[w] = self.sent_messages.get(w, 0) + 1

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from stormish.testing import poll_for
+from stormish.transport import shm
 
 from .ledger import audit, deliveries, pipeline, sink_pids
 
@@ -95,6 +96,7 @@ def test_kill_9_a_worker(cluster, watch, ledger, victim):
     t0 = time.monotonic()
     proc.send_signal(signal.SIGKILL)
     watch.figures["recover_s"] = recovery(ledger, old, t0)
+    assert shm.leftovers(proc.pid) == []  # its supervisor removed its shared memory
     finish(c, watch, "w", ledger, t0)
     assert "restarting it on port" in c.log("s0.log") + c.log("s1.log")
     if victim == "spout_worker":

@@ -73,20 +73,26 @@ class Size(BasicBolt):
         return self.n
 
 
-def test_values_sent_out_of_band_cross_the_link():
-    """A value of 64 KiB or more travels as a frame of its own (a PickleBuffer): the
-    transfer thread once died counting its bytes, and the topology stalled."""
+@pytest.mark.parametrize("shm", ["off", "on"])
+def test_values_sent_out_of_band_cross_the_link(shm):
+    """A value of 64 KiB or more travels as a frame of its own (a PickleBuffer), or
+    in shared memory: the transfer thread once died counting its bytes, and the
+    topology stalled."""
     t = Topology("big")
     t.set_spout("s", ListSpout([(bytes(100_000),) for _ in range(6)], fields=["b"]))
     t.set_bolt("size", Size(), 2).shuffle_grouping("s")
-    running, links = linked(t, 2)
+    running, links = linked(t, 2, {"topology.transport.shm": shm})
     try:
         running.wait_complete(60)
         results = running.results()
     finally:
         running.kill(0)
     assert sum(results["size"]) == 6 * 100_000
-    assert sum(link.statistics()["bytes_sent"] for link in links) > 100_000
+    key = "bytes_sent" if shm == "off" else "shm"
+    sent = [link.statistics()[key] for link in links]
+    if shm == "on":
+        sent = [s["bytes_sent"] for s in sent]
+    assert sum(sent) > 100_000
 
 
 class Gate:

@@ -1,0 +1,139 @@
+"""Large payloads between two workers on one host: numpy arrays (1 MiB, 64 KiB) from a
+spout in worker 0 to a bolt in worker 1, through shared memory (`topology.transport.shm:
+on`) and through ZeroMQ frames (`off`, the cross-host path), beside ezmsg's own
+benchmark run in the same window (`ezmsg perf hotpath --transports shm tcp`), rounds
+interleaved so that a noisy neighbour hits every row alike.
+
+ezmsg's figure is a round trip (publish one message, wait for it, publish the next; the
+publisher and subscriber in one process, the transport forced); ours is a stream (the
+spout emits as fast as the link takes it, the bolt in another process). Both are
+messages a second from one sender to one receiver on this machine.
+
+Run: python bench/payloads.py [--rounds 3] [--count N] [--ezmsg /tmp/ezvenv/bin/ezmsg]
+     [--sizes 1048576,65536]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from stormish import BasicBolt, LocalCluster, Spout, Topology
+
+
+class ArraySpout(Spout):
+    """Emits `n` arrays of `size` bytes (a few distinct ones, never changed), `per_call`
+    a call."""
+
+    outputs = ["frame"]
+
+    def __init__(self, n: int, size: int, per_call: int = 8):
+        self.n, self.size, self.per_call = n, size, per_call
+
+    def open(self, conf, context):
+        self.left = self.n
+        self.frames = [np.full(self.size // 8, i, dtype=np.float64) for i in range(4)]
+
+    def next_tuple(self):
+        k = min(self.per_call, self.left)
+        if k <= 0:
+            self.finish()
+            return
+        self.left -= k
+        frames, emit = self.frames, self.emit
+        for i in range(k):
+            emit((frames[i & 3],))
+
+
+class SizeBolt(BasicBolt):
+    """Reads one element of every array (so that a mapping is touched), counts bytes."""
+
+    def prepare(self, conf, context):
+        self.bytes = 0
+
+    def execute(self, tup):
+        a = tup[0]
+        self.bytes += a.nbytes + int(a[0]) * 0
+
+    def result(self):
+        return self.bytes
+
+
+def stormish_rate(n: int, size: int, shm: str) -> float:
+    t = Topology("payloads")
+    t.set_spout("spout", ArraySpout(n, size))  # task 1 -> worker 0
+    t.set_bolt("sink", SizeBolt()).shuffle_grouping("spout")  # task 2 -> worker 1
+    conf = {"topology.acker.executors": 0, "topology.transport.shm": shm}
+    with LocalCluster(workers=2, config=conf) as c:
+        c.submit(t)
+        t0 = time.perf_counter()
+        stats = c.wait_complete("payloads", timeout=600)
+        secs = time.perf_counter() - t0
+    assert stats.components["sink"].executed == n, stats.components["sink"].executed
+    assert stats.tasks[2].worker != stats.tasks[1].worker
+    return n / secs
+
+
+def ezmsg_rates(ezmsg: str, sizes: list[int], count: int) -> dict[tuple[str, int], float]:
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "ez.json")
+        subprocess.run(
+            [ezmsg, "perf", "hotpath", "--transports", "shm", "tcp", "--payload-sizes",
+             *map(str, sizes), "--count", str(count), "--warmup", str(max(1, count // 10)),
+             "--samples", "1", "--quiet", "--json-out", out],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900,
+        )  # fmt: skip
+        with open(out) as f:
+            doc = json.load(f)
+    rates = {}
+    for r in doc["results"]:
+        case = r["case"]
+        rates[(case["transport"], case["payload_size"])] = r["summary"][
+            "messages_per_second_median"
+        ]
+    return rates
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--count", type=int, default=0, help="messages a run (default by size)")
+    ap.add_argument("--sizes", default="1048576,65536")
+    ap.add_argument("--ezmsg", default="/tmp/ezvenv/bin/ezmsg", help="'' to leave ezmsg out")
+    ap.add_argument("--modes", default="on,off", help="topology.transport.shm values")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    modes = args.modes.split(",")
+    have_ez = bool(args.ezmsg) and os.path.exists(args.ezmsg)
+    rows: dict[str, list[float]] = {}
+    print(f"payloads: {os.cpu_count()} cores, {args.rounds} interleaved rounds")
+    for _ in range(args.rounds):
+        for size in sizes:
+            n = args.count or (20_000 if size <= 65536 else 4_000)
+            for mode in modes:
+                key = f"stormish shm={mode:<3} {size:>8} B"
+                rows.setdefault(key, []).append(stormish_rate(n, size, mode))
+        if have_ez:
+            ez = ezmsg_rates(args.ezmsg, sizes, 2000)
+            for (transport, size), r in sorted(ez.items()):
+                rows.setdefault(f"ezmsg {transport:<9} {size:>8} B", []).append(r)
+    for key, rates in rows.items():
+        med = statistics.median(rates)
+        spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
+        print(f"{key}: median {med:>9,.0f} msg/s  ({spread})  {med * _size(key) / 1e9:5.2f} GB/s")
+
+
+def _size(key: str) -> int:
+    return int(key.split()[-2])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
