@@ -459,6 +459,16 @@ KEYS: dict[str, Key] = {
             "nimbus",
         ),
         Key(
+            "topology.worker.start",
+            "fork",
+            _choice("fork", "spawn"),
+            "how a local run (`stormish run -w N`, LocalCluster) starts its worker "
+            "processes: fork (from a fork server that imported stormish and the topology "
+            "once: a worker costs a fork) or spawn (a fresh interpreter each, "
+            "`python -m stormish.local.process`; docs/design-notes.md, start-up)",
+            "topology",
+        ),
+        Key(
             "stormish.local.host",
             "127.0.0.1",
             _host,

@@ -26,7 +26,7 @@ import zmq
 from .. import pickling
 from ..runtime import gctune
 from ..transport import control as ct
-from ..transport.security import LOOPBACK, Security, security_for
+from ..transport.security import LOOPBACK, Curve, Security, security_for
 
 if TYPE_CHECKING:
     from ..transport.link import WorkerLink
@@ -325,6 +325,32 @@ def main(argv: list[str] | None = None) -> int:
         security=security_for(a.keys),
         heartbeat=a.heartbeat,
         heartbeat_file=a.heartbeat_file,
+    )
+
+
+def run_forked(spec: dict[str, Any]) -> int:
+    """A worker forked by a fork server (`forkserver.py`): what `main` reads from its
+    command line comes in `spec`, its key pair (`keys`, `Curve.export`'s line) too, after
+    the fork and over the server's private socket (never argv or the environment)."""
+    import io
+
+    setup_logging(spec.get("topology"), spec["index"], spec.get("log_level") or "INFO")
+    keys = spec.get("keys")
+    if isinstance(keys, bytes):
+        security: Security = Curve.read(io.BytesIO(keys))
+    else:
+        security = security_for(keys)
+    return serve(
+        spec["control"],
+        spec["index"],
+        spec.get("bind"),
+        os.getppid(),  # the fork server: it ends with the run (or when the run died)
+        spec.get("orphan", 0.0),
+        topology=spec.get("topology"),
+        advertise=spec.get("advertise"),
+        security=security,
+        heartbeat=spec.get("heartbeat", 0.0),
+        heartbeat_file=spec.get("heartbeat_file"),
     )
 
 

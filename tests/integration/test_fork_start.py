@@ -1,0 +1,159 @@
+"""Worker processes forked from a run's fork server (`topology.worker.start`: fork).
+
+Real runs on 127.0.0.1: the workers are forks (their parent is the fork server, not a
+fresh interpreter), their key pair is in neither their command line nor their
+environment, a worker killed with SIGKILL is seen dead with its signal and restarted
+from the same server, the server is a fresh interpreter when this process has threads,
+and `spawn` starts `python -m stormish.local.process` as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from stormish import LocalCluster, Topology, WorkerError
+from stormish.local.forkserver import can_fork_here
+from stormish.testing import ListSpout, poll_for
+
+from .parts import Count, Split
+
+pytestmark = pytest.mark.usefixtures("no_leaks")  # no process or socket left (conftest)
+
+SENTENCES = ["the cat sat", "the dog ran", "a cat ran"] * 20
+EXPECTED = Counter(w for s in SENTENCES for w in s.split())
+
+
+def wordcount(name: str, start: str = "fork") -> Topology:
+    t = Topology(name, config={"topology.worker.start": start})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
+
+def merged(results) -> Counter:
+    total: Counter = Counter()
+    for part in results["count"]:
+        total.update(part)
+    return total
+
+
+def run(t: Topology, workers: int = 2) -> tuple[Counter, list[str], set[int]]:
+    """The counts, a worker's command line and the workers' parents (seen running)."""
+    with LocalCluster(workers=workers, config={"topology.acker.executors": 0}) as c:
+        c.submit(t, active=False)
+        running = c._get(t.name)
+        procs = [psutil.Process(h.pid) for h in running.group.handles]
+        parents = {p.ppid() for p in procs}
+        cmdline = procs[0].cmdline()
+        c.activate(t.name)
+        c.wait_complete(t.name, timeout=60)
+        return merged(running.results()), cmdline, parents
+
+
+def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
+    assert can_fork_here()  # pytest runs the tests in its main thread, with no other
+    t = wordcount("forked")
+    with LocalCluster(workers=3, config={"topology.acker.executors": 0}) as c:
+        c.submit(t)
+        running = c._get(t.name)
+        server = running.group.forkserver
+        assert server is not None and server.forked
+        assert psutil.Process(server.pid).ppid() == os.getpid()
+        for h in running.group.handles:
+            assert psutil.Process(h.pid).ppid() == server.pid
+        c.wait_complete(t.name, timeout=60)
+        assert merged(running.results()) == EXPECTED
+    assert not psutil.pid_exists(server.pid)  # ended and waited for with the run
+
+
+def test_a_workers_key_pair_is_in_neither_its_argv_nor_its_environment():
+    with LocalCluster(workers=2) as c:
+        c.submit(wordcount("keys"))
+        running = c._get("keys")
+        secret = json.loads(running.group.keys_line)["secret"]
+        for h in running.group.handles:
+            cmdline = Path(f"/proc/{h.pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{h.pid}/environ").read_bytes()
+            assert secret.encode() not in cmdline
+            assert secret.encode() not in environ
+        c.wait_complete("keys", timeout=60)
+
+
+def test_a_forked_worker_killed_with_sigkill_is_seen_dead_and_restarted():
+    t = wordcount("killed")
+    t.config["topology.acker.executors"] = 0
+    with LocalCluster(workers=2) as c:
+        c.submit(t, active=False)
+        running = c._get("killed")
+        h = running.group.handles[1]
+        old = h.pid
+        os.kill(old, signal.SIGKILL)  # as a user's kill -9: not through the handle
+        poll_for(lambda: h.failure() is not None, timeout=10, what="the death seen")
+        assert "killed by signal SIGKILL" in str(h.failure())
+        with pytest.raises(WorkerError, match="SIGKILL"):
+            running.check_failed()
+        running.restart_worker(1)
+        assert h.pid != old and h.alive()
+        assert psutil.Process(h.pid).ppid() == running.group.forkserver.pid
+        c.activate("killed")
+        c.wait_complete("killed", timeout=60)
+
+
+def test_with_threads_in_this_process_the_fork_server_is_a_fresh_interpreter():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        assert not can_fork_here()
+        counts, _cmdline, parents = run(wordcount("threads"))
+    finally:
+        stop.set()
+        t.join()
+    assert counts == EXPECTED
+    (server,) = parents
+    assert server != os.getpid()  # a fork server, started as `python -m ...forkserver`
+
+
+def test_spawn_starts_a_fresh_interpreter_per_worker():
+    counts, cmdline, parents = run(wordcount("spawned", start="spawn"))
+    assert counts == EXPECTED
+    assert parents == {os.getpid()}
+    assert "stormish.local.process" in cmdline
+
+
+def test_a_forked_workers_print_and_traceback_reach_the_cli_user(tmp_path):
+    topo = tmp_path / "loud.py"
+    topo.write_text(
+        "from stormish import BasicBolt, Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "class Loud(BasicBolt):\n"
+        "    def execute(self, tup):\n"
+        "        print('heard', tup.values[0], flush=True)\n"
+        "        if tup.values[0] == 'boom':\n"
+        "            raise ValueError('bad word')\n"
+        "topology = Topology('loud')\n"
+        "topology.set_spout('s', ListSpout([['hi'], ['boom']], fields=['w']))\n"
+        "topology.set_bolt('loud', Loud(), parallelism=2).shuffle_grouping('s')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert "heard hi" in out and "heard boom" in out
+    assert "ValueError: bad word" in out and "Traceback" in out
