@@ -1,21 +1,19 @@
 """Worker processes forked from a run's fork server (`topology.worker.start`: fork).
 
 Real runs on 127.0.0.1: the workers are forks (their parent is the fork server, not a
-fresh interpreter), their key pair is in neither their command line nor their
-environment, a worker killed with SIGKILL is seen dead with its signal and restarted
-from the same server, the server is a fresh interpreter when this process has threads,
-and `spawn` starts `python -m stormish.local.process` as before."""
+fresh interpreter), a worker killed with SIGKILL is seen dead with its signal and
+restarted from the same server, the server is a fresh interpreter when this process has
+threads, and `spawn` starts `python -m stormish.local.process` as before. Their keys:
+tests/integration/test_hostile_peer.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import psutil
 import pytest
@@ -74,19 +72,6 @@ def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
         c.wait_complete(t.name, timeout=60)
         assert merged(running.results()) == EXPECTED
     assert not psutil.pid_exists(server.pid)  # ended and waited for with the run
-
-
-def test_a_workers_key_pair_is_in_neither_its_argv_nor_its_environment():
-    with LocalCluster(workers=2) as c:
-        c.submit(wordcount("keys"))
-        running = c._get("keys")
-        secret = json.loads(running.group.keys_line)["secret"]
-        for h in running.group.handles:
-            cmdline = Path(f"/proc/{h.pid}/cmdline").read_bytes()
-            environ = Path(f"/proc/{h.pid}/environ").read_bytes()
-            assert secret.encode() not in cmdline
-            assert secret.encode() not in environ
-        c.wait_complete("keys", timeout=60)
 
 
 def test_a_forked_worker_killed_with_sigkill_is_seen_dead_and_restarted():
