@@ -451,6 +451,16 @@ KEYS: dict[str, Key] = {
             "supervisor",
         ),
         Key(
+            "supervisor.worker.start",
+            "spawn",
+            _choice("fork", "spawn"),
+            "how a supervisor starts its workers: spawn (`python -m stormish.local.process`, "
+            "a command line `ps` and `pkill -f` find) or fork (from the supervisor's fork "
+            "server: a worker costs a fork; named stormish-worker; docs/design-notes.md, "
+            "start-up)",
+            "supervisor",
+        ),
+        Key(
             "nimbus.task.timeout.secs",
             30,
             _num(0, strict=True),

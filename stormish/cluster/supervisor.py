@@ -43,6 +43,7 @@ from typing import Any
 import zmq
 
 from ..errors import StormishError
+from ..local.forkserver import Forked, ForkServer
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
 from ..plugins import DATA_ENV
@@ -102,7 +103,7 @@ class Slot:
     port: int
     control: str
     epoch: int = 0
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | Forked | None = None
     restarts: int = 0
     finished: bool = False
     started: float = 0.0
@@ -154,9 +155,15 @@ class Supervisor:
         log_level: str = "INFO",
         log_max_bytes: int = 100 << 20,
         log_backups: int = 9,
+        worker_start: str = "spawn",
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
+        # first, before this process makes a ZeroMQ context or a thread: `fork` forks its
+        # workers from a fork server (local/forkserver.py), `spawn` starts interpreters
+        self.forkserver: ForkServer | None = None
+        if worker_start == "fork":
+            self.forkserver = ForkServer()
         self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
         self.ports = list(ports)
         self.host = host
@@ -246,6 +253,8 @@ class Supervisor:
         self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
+        if self.forkserver is not None:
+            self.forkserver.close()
 
     def _metric_families(self) -> list[Any]:
         """Its workers, as this host sees them (the HTTP server's thread: reads only)."""
@@ -459,28 +468,58 @@ class Supervisor:
         self._close_log(s)  # a restart: the previous incarnation's pump and file
         # the worker's data directory (stateful bolts' embedded state) outlives it
         env = {**os.environ, DATA_ENV: os.path.join(self.state_dir, "data")}
+        spec = {
+            "control": s.control,
+            "index": s.index,
+            "topology": s.topology,
+            "bind": f"tcp://{self.bind_host}:{s.port}",
+            "advertise": f"tcp://{self.host}:{s.port}",
+            "heartbeat": self.heartbeat,
+            "heartbeat_file": s.heartbeat_file,
+            "log_level": self.log_level,
+            "keys": self.keys_dir,  # a directory's path (the secret stays in its file)
+            "env": {DATA_ENV: env[DATA_ENV]},
+        }
         if not self.log_dir:
-            s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
+            s.proc = self._start(cmd, env, spec, None)
             s.finished = False
             return
         private_dir(self.log_dir)
         s.log_path = self.log_path(s.topology, s.index)
         s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
-        s.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        read, write = os.pipe()
+        try:
+            s.proc = self._start(cmd, env, spec, write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        output = open(read, "rb")  # noqa: SIM115 - the pump closes it
         details = f"port {s.port}, restart {s.restarts}, supervisor {self.id}"
         s.log.write(start_line(s.topology, s.index, s.proc.pid, details))
         s.pump = threading.Thread(
-            target=_pump, args=(s.proc.stdout, s.log), name=f"log-{s.topology}-{s.index}",
+            target=_pump, args=(output, s.log), name=f"log-{s.topology}-{s.index}",
             daemon=True,
         )  # fmt: skip
         s.pump.start()
         s.finished = False
+
+    def _start(
+        self, cmd: list[str], env: dict[str, str], spec: dict[str, Any], output: int | None
+    ) -> subprocess.Popen | Forked:
+        """A worker's process: forked from the fork server with `spec`, or `cmd` spawned;
+        its stdout and stderr on `output` (a pipe's write end), else on ours."""
+        if self.forkserver is not None:
+            out = (output, output) if output is not None else (1, 2)
+            return self.forkserver.fork(spec, *out)
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT if output is not None else None,
+            env=env,
+        )
 
     def log_path(self, topology: str, index: int) -> str:
         return os.path.join(self.log_dir or "", worker_log_name(topology, index))

@@ -55,6 +55,21 @@ WORKER_MODULES = (
     "stormish.transport.link",
 )
 START_TIMEOUT = 60.0
+# process names (Linux's comm, `ps -o comm`, psutil's name()): a fork has its parent's
+# command line, so these say what it is (cluster/orphans.py looks for a worker's)
+SERVER_NAME = "stormish-forks"
+WORKER_NAME = "stormish-worker"
+
+
+def set_name(name: str) -> None:
+    """This process's name (PR_SET_NAME, 15 bytes at most); nothing where unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 def _send(sock: socket.socket, msg: Any, fds: tuple[int, ...] = ()) -> None:
@@ -142,6 +157,7 @@ def _after_fork() -> None:
 def serve(sock: socket.socket) -> int:
     """The server's loop: fork workers on request, report each one's end."""
     children: dict[int, int] = {}  # pidfd -> pid, while not reaped
+    set_name(SERVER_NAME)
     for name in WORKER_MODULES:
         __import__(name)
     me = sock.fileno()
@@ -191,13 +207,15 @@ def _worker_child(spec: dict[str, Any], fds: list[int]) -> None:
     code = 1
     try:
         _after_fork()
+        set_name(WORKER_NAME)
         out, err = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for fd in (null, out, err):
-            os.close(fd)
+        for fd in {null, out, err}:  # stdout and stderr may be one pipe
+            if fd > 2:
+                os.close(fd)
         sys.stdin = _stdio(0, "r")
         sys.stdout = _stdio(1, "w")
         sys.stderr = _stdio(2, "w")

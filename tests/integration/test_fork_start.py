@@ -142,3 +142,43 @@ def test_a_forked_workers_print_and_traceback_reach_the_cli_user(tmp_path):
     out = p.stdout + p.stderr
     assert "heard hi" in out and "heard boom" in out
     assert "ValueError: bad word" in out and "Traceback" in out
+
+
+ORPHAN_CHAIN = """
+import os, sys, time
+from stormish.local.forkserver import SERVER_NAME, WORKER_NAME, set_name
+set_name(SERVER_NAME)
+pid = os.fork()
+if pid == 0:
+    set_name(WORKER_NAME)
+    time.sleep(60)  # a hung worker: it never looks at its parent
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_forked_worker_is_an_orphan_once_its_fork_server_is_gone():
+    """cluster/orphans.py: a process named stormish-worker is its supervisor's while its
+    parent is a fork server whose parent runs; once the server is gone (its supervisor
+    killed), a supervisor started on the port stops it."""
+    from stormish.cluster import orphans
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_CHAIN],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    worker = psutil.Process(int(server.stdout.readline()))
+    try:
+        poll_for(lambda: worker.name() == "stormish-worker", 10, what="the worker's name")
+        assert orphans.orphaned_worker(worker) is None  # its server and owner (us) run
+        server.kill()
+        server.wait(10)
+        poll_for(lambda: worker.ppid() != server.pid, 10, what="the worker reparented")
+        assert orphans.orphaned_worker(worker) is not None
+    finally:
+        worker.kill()
+        worker.wait(10)
+        server.stdout.close()
