@@ -208,6 +208,9 @@ def _worker_child(spec: dict[str, Any], fds: list[int]) -> None:
     try:
         _after_fork()
         set_name(WORKER_NAME)
+        np_random = sys.modules.get("numpy.random")
+        if np_random is not None:  # as a spawned worker's: not every worker the same draws
+            np_random.seed()
         out, err = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -138,7 +138,8 @@ class WorkerHandle:
             "topology": self.group.plan.name,
             "bind": self.address,  # a restart listens where its peers reconnect
             "keys": self.group.keys_line,
-            "env": {DATA_ENV: self.group.datadir},
+            # what a spawned worker's environment adds: its subprocesses see the same
+            "env": {k: self.group.env[k] for k in ("PYTHONPATH", "PYTHONUNBUFFERED", DATA_ENV)},
             "log_level": os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
         }
         out_r, out_w = os.pipe()

@@ -182,3 +182,50 @@ def test_a_forked_worker_is_an_orphan_once_its_fork_server_is_gone():
         worker.kill()
         worker.wait(10)
         server.stdout.close()
+
+
+DRAWS = """
+import random
+
+import numpy as np
+
+from stormish import BasicBolt, Topology
+from stormish.testing import ListSpout
+
+np.random.random()  # the module's draws seed both generators before the fork
+random.random()
+
+
+class Draws(BasicBolt):
+    def prepare(self, conf, context):
+        print("draws", random.random(), float(np.random.random()), flush=True)
+
+    def execute(self, tup):
+        pass
+
+
+topology = Topology("draws", config={"topology.acker.executors": 0})
+topology.set_spout("s", ListSpout([["x"]], fields=["w"]), parallelism=2)
+topology.set_bolt("d", Draws(), parallelism=2).shuffle_grouping("s")  # one a worker
+"""
+
+
+def test_forked_workers_do_not_share_their_random_draws(tmp_path):
+    """`random` and numpy's global generator, seeded in the CLI before the fork, draw
+    differently in each worker, as in spawned ones (one thread: numpy forks here)."""
+    topo = tmp_path / "draws.py"
+    topo.write_text(DRAWS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OPENBLAS_NUM_THREADS="1")
+    env["OMP_NUM_THREADS"] = "1"
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    draws = [ln.split("draws ", 1)[1].split() for ln in (p.stdout + p.stderr).splitlines()
+             if "draws " in ln]  # fmt: skip
+    assert len(draws) == 2, p.stdout + p.stderr
+    assert draws[0][0] != draws[1][0] and draws[0][1] != draws[1][1]
