@@ -474,7 +474,8 @@ KEYS: dict[str, Key] = {
             _choice("fork", "spawn"),
             "how a local run (`stormish run -w N`, LocalCluster) starts its worker "
             "processes: fork (from a fork server that imported stormish and the topology "
-            "once: a worker costs a fork) or spawn (a fresh interpreter each, "
+            "once: a worker costs a fork; Linux, elsewhere spawn) or spawn (a fresh "
+            "interpreter each, "
             "`python -m stormish.local.process`; docs/design-notes.md, start-up)",
             "topology",
         ),

@@ -44,6 +44,7 @@ import zmq
 
 from ..errors import StormishError
 from ..local.forkserver import Forked, ForkServer
+from ..local.forkserver import supported as forkserver_supported
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
 from ..plugins import DATA_ENV
@@ -162,7 +163,7 @@ class Supervisor:
         # first, before this process makes a ZeroMQ context or a thread: `fork` forks its
         # workers from a fork server (local/forkserver.py), `spawn` starts interpreters
         self.forkserver: ForkServer | None = None
-        if worker_start == "fork":
+        if worker_start == "fork" and forkserver_supported():
             self.forkserver = ForkServer()
         self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
         self.ports = list(ports)

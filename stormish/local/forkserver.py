@@ -118,10 +118,16 @@ def native_threads() -> int:
         return 0
 
 
+def supported() -> bool:
+    """A fork server runs here: fork, and pidfds to see its children end (Linux 5.3+);
+    elsewhere workers are spawned."""
+    return hasattr(os, "fork") and hasattr(os, "pidfd_open")
+
+
 def can_fork_here() -> bool:
     """Forking this process is safe: it has one thread (a fork copies locks other
     threads may hold, and a ZeroMQ context's threads do not survive it)."""
-    return hasattr(os, "fork") and native_threads() == 1
+    return supported() and native_threads() == 1
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -179,7 +185,13 @@ def serve(sock: socket.socket) -> int:
 def _handle(sock: socket.socket, msg: tuple, fds: list[int], children: dict[int, int]) -> None:
     verb = msg[0]
     if verb == "fork":
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: this worker is not started
+            for fd in fds:
+                os.close(fd)
+            _send(sock, ("failed", f"fork: {exc}"))
+            return
         if pid == 0:  # the worker: never returns
             sock.close()
             for pidfd in children:
@@ -358,6 +370,8 @@ class ForkServer:
                 reply = self._replies.get(timeout=START_TIMEOUT)
             except queue.Empty:
                 raise OSError(f"the fork server (pid {self.pid}) did not answer") from None
+        if reply[0] == "failed":
+            raise OSError(f"the fork server (pid {self.pid}) could not start a worker: {reply[1]}")
         if reply[0] != "forked":
             raise OSError(f"the fork server (pid {self.pid}) is gone")
         return Forked(self, reply[1])

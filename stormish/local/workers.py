@@ -35,6 +35,7 @@ from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
 from .forkserver import Forked, ForkServer
+from .forkserver import supported as forkserver_supported
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -378,7 +379,7 @@ class WorkerGroup:
         self.env = _child_env()
         # before any thread or ZeroMQ context: forked from this process if it has none
         self.forkserver: ForkServer | None = None
-        if conf["topology.worker.start"] == "fork":
+        if conf["topology.worker.start"] == "fork" and forkserver_supported():
             self.forkserver = ForkServer(preload=self.blob, env=self.env)
         # the workers' data directory (stateful bolts' embedded state): kept across the
         # run's worker restarts, removed with the group
