@@ -165,42 +165,47 @@ class Supervisor:
         self.forkserver: ForkServer | None = None
         if worker_start == "fork" and forkserver_supported():
             self.forkserver = ForkServer()
-        self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.ports = list(ports)
-        self.host = host
-        self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
-        security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
-        for port in self.ports:
-            self._take_port(port)
-        self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
-        self.security = security
-        self.keys_dir = keys_dir
-        self.heartbeat = heartbeat
-        self.log_dir = log_dir
-        self.worker_timeout = worker_timeout
-        self.restart_policy = restart_policy or RestartPolicy()
-        self.log_level = log_level
-        self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
-        self._own_state = state_dir is None  # heartbeat files: ours to remove at close
-        self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        security.client(self.sock)
-        self.sock.connect(nimbus)
-        self.slots: dict[tuple[str, int], Slot] = {}
-        self._ids = itertools.count(1)
-        self._stop = False
-        self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
-        self.nimbus_heard: float | None = None
-        self.metrics = None
-        if metrics_port is not None:
-            from ..httpd import metrics_server
-            from ..metrics import FamiliesCollector, registry
+        try:
+            self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
+            self.ports = list(ports)
+            self.host = host
+            self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
+            security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
+            for port in self.ports:
+                self._take_port(port)
+            self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
+            self.security = security
+            self.keys_dir = keys_dir
+            self.heartbeat = heartbeat
+            self.log_dir = log_dir
+            self.worker_timeout = worker_timeout
+            self.restart_policy = restart_policy or RestartPolicy()
+            self.log_level = log_level
+            self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
+            self._own_state = state_dir is None  # heartbeat files: ours to remove at close
+            self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
+            self.ctx = zmq.Context()
+            self.sock = self.ctx.socket(zmq.DEALER)
+            self.sock.setsockopt(zmq.LINGER, 0)
+            security.client(self.sock)
+            self.sock.connect(nimbus)
+            self.slots: dict[tuple[str, int], Slot] = {}
+            self._ids = itertools.count(1)
+            self._stop = False
+            self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
+            self.nimbus_heard: float | None = None
+            self.metrics = None
+            if metrics_port is not None:
+                from ..httpd import metrics_server
+                from ..metrics import FamiliesCollector, registry
 
-            reg = registry(list, FamiliesCollector(self._metric_families))
-            self.metrics = metrics_server(self.bind_host, metrics_port, reg)
-            log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
+                reg = registry(list, FamiliesCollector(self._metric_families))
+                self.metrics = metrics_server(self.bind_host, metrics_port, reg)
+                log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
+        except BaseException:
+            if self.forkserver is not None:
+                self.forkserver.close()
+            raise
 
     def _take_port(self, port: int) -> None:
         """A slot port must be free at start; one held by an orphaned worker (its
