@@ -208,12 +208,17 @@ def serve(
     security: Security = LOOPBACK,
     heartbeat: float = 0.0,
     heartbeat_file: str | None = None,
+    preassign: bytes | None = None,
 ) -> int:
     """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
     many seconds, so that a nimbus that restarted learns where its workers are and a
     dead one is noticed; such a worker keeps running while its nimbus is down. With
     `heartbeat_file` it also touches that file each time (Storm's local heartbeat): its
-    supervisor restarts a worker whose file goes stale (a hung process)."""
+    supervisor restarts a worker whose file goes stale (a hung process).
+    `preassign` (a forked worker's fork request carried it): the `assign` payload,
+    carried out before the first hello, which then says `assigned` with the link's
+    address; on an error the controller's own `assign` asks again and is answered
+    with it."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
@@ -222,6 +227,11 @@ def serve(
     security.client(sock)
     sock.connect(control)
     server = WorkerServer(index, bind, advertise, security)
+    if preassign is not None:
+        try:
+            server.do_assign(preassign)
+        except Exception:  # noqa: S110 - the controller's assign is answered with it
+            pass
 
     def hello() -> None:
         info = {"index": index, "pid": os.getpid(), "topology": topology}
@@ -351,6 +361,7 @@ def run_forked(spec: dict[str, Any]) -> int:
         security=security,
         heartbeat=spec.get("heartbeat", 0.0),
         heartbeat_file=spec.get("heartbeat_file"),
+        preassign=spec.get("assign"),
     )
 
 

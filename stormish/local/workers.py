@@ -90,6 +90,7 @@ class WorkerHandle:
         self.proc: subprocess.Popen | Forked | None = None
         self.ident = b""
         self.address: str | None = None
+        self.assigned = False  # its last hello said it has its topology
         self.incarnation = 0
         self.answers = WorkerAnswers(index)  # its final record and reported failure
         self.stopped = False
@@ -142,6 +143,7 @@ class WorkerHandle:
             # what a spawned worker's environment adds: its subprocesses see the same
             "env": {k: self.group.env[k] for k in ("PYTHONPATH", "PYTHONUNBUFFERED", DATA_ENV)},
             "log_level": os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
+            "assign": self.group.blob,  # carried out before its hello (one round trip less)
         }
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -196,10 +198,18 @@ class WorkerHandle:
         return proc.stdout, proc.stderr
 
     def await_hello(self) -> None:
+        """Its identity; and whether it assigned itself (a fork: `process.serve`'s
+        preassign), with its link's address."""
         assert self.proc is not None
+        name = self.group.plan.name
         self.ident = self.group.control.wait_hello(
-            self.group.plan.name, self.index, self.proc.pid, self.alive, START_TIMEOUT
+            name, self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
+        hello = self.group.control.hellos.get((name, self.index))
+        info = hello.info if hello is not None else {}
+        self.assigned = info.get("state") == "assigned" and bool(info.get("address"))
+        if self.assigned:
+            self.address = info["address"]
 
     def _pump(self, pipe: Any, out: Any, log: RotatingFile) -> None:
         """A worker's output goes where this process's goes (as with one worker), and to
@@ -406,8 +416,10 @@ class WorkerGroup:
             for h in self.handles:
                 h.await_hello()
             hs = self.handles
-            for h, address in zip(hs, self.ask_all(hs, "assign", self.blob), strict=True):
-                h.address = address
+            need = [h for h in hs if not h.assigned]
+            if need:
+                for h, address in zip(need, self.ask_all(need, "assign", self.blob), strict=True):
+                    h.address = address
             self.ask_all(hs, "peers", self.book())
             if not active:
                 self.ask_all(hs, "active", False)
@@ -467,7 +479,8 @@ class WorkerGroup:
         h.kill()
         h.restarts += 1
         h.launch()
-        h.ask("assign", self.blob, timeout=START_TIMEOUT)
+        if not h.assigned:
+            h.ask("assign", self.blob, timeout=START_TIMEOUT)
         h.ask("peers", self.book())
         if not self.active:
             h.ask("active", False)

@@ -69,6 +69,7 @@ def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
         assert psutil.Process(server.pid).ppid() == os.getpid()
         for h in running.group.handles:
             assert psutil.Process(h.pid).ppid() == server.pid
+            assert h.assigned  # the fork request carried its assignment: no assign asked
         c.wait_complete(t.name, timeout=60)
         assert merged(running.results()) == EXPECTED
     assert not psutil.pid_exists(server.pid)  # ended and waited for with the run
@@ -229,3 +230,28 @@ def test_forked_workers_do_not_share_their_random_draws(tmp_path):
              if "draws " in ln]  # fmt: skip
     assert len(draws) == 2, p.stdout + p.stderr
     assert draws[0][0] != draws[1][0] and draws[0][1] != draws[1][1]
+
+
+PARENT = os.getpid()
+
+
+class Fussy(Split):
+    """Refuses to be unpickled outside the test's process: a worker's assign fails."""
+
+    def __init__(self):
+        self.state = "some"  # an instance with no state is unpickled without __setstate__
+
+    def __setstate__(self, state):
+        if os.getpid() != PARENT:
+            raise RuntimeError("fussy: not unpickled in a worker")
+        self.__dict__.update(state)
+
+
+def test_an_assign_that_fails_in_a_forked_worker_is_reported_as_before():
+    """The fork request's assignment fails in the worker: its hello says `new`, the
+    controller asks `assign`, and the error answer names the cause."""
+    t = Topology("fussy", config={"topology.acker.executors": 0})
+    t.set_spout("s", ListSpout([["a b"]], fields=["sentence"]))
+    t.set_bolt("split", Fussy()).shuffle_grouping("s")
+    with LocalCluster(workers=2) as c, pytest.raises(WorkerError, match="fussy: not unpickled"):
+        c.submit(t)
