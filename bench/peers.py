@@ -21,6 +21,7 @@ with a message.
 
 Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax,...]
      python bench/peers.py --startup       (10-sentence topology: start-up, whole command)
+     python bench/peers.py --startup --base /tmp/base   (and another checkout, same rounds)
      python bench/peers.py --acking        (adds stormish with acking on)
      python bench/peers.py --bound         (adds 2 workers with nothing crossing: a bound)
 """
@@ -245,12 +246,17 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         sm += [a for kv in args.config for a in ("-c", kv)]
         if args.profile:
             sm += ["--profile", args.profile]
-        workers = (1,) if args.no_two else (1, 2)
+        workers = (1,) if args.no_two else (1, 2, 4) if args.startup else (1, 2)
         apis = ("tuple",) if args.no_batch else ("tuple", "batch")
+        # --base DIR: the same rows with DIR's stormish (PYTHONPATH), in the same rounds
+        trees = [("stormish", {})] + [("base", {"PYTHONPATH": args.base})] * bool(args.base)
         for w in workers:
             for api in apis:
-                env = dict(data, PEERS_PAR=str(w), PEERS_API=api)
-                out.append(Config(f"stormish w{w} {api}", sm + ["-w", str(w)], env, "stats"))
+                # parallelism 2 at most: -w 4 runs the 6 tasks of -w 2 on 4 workers
+                env = dict(data, PEERS_PAR=str(min(w, 2)), PEERS_API=api)
+                for tree, extra in trees:
+                    name = f"{tree} w{w} {api}"
+                    out.append(Config(name, sm + ["-w", str(w)], dict(env, **extra), "stats"))
         if args.bound and not args.no_two:
             for api in apis:
                 env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_GROUPING="local")
@@ -278,7 +284,17 @@ def main() -> None:
         help="adds stormish on 2 workers with nothing crossing between them (each word "
         "counted where it was split): what 2 workers could reach with free transfer",
     )
-    ap.add_argument("--startup", action="store_true", help="10 sentences: start-up cost")
+    ap.add_argument(
+        "--startup",
+        action="store_true",
+        help="10 sentences: start-up cost (adds -w 4, the 6 tasks of -w 2 on 4 workers)",
+    )
+    ap.add_argument(
+        "--base",
+        default=None,
+        help="a checkout of stormish to compare with: its rows (PYTHONPATH=BASE) run in "
+        "the same interleaved rounds",
+    )
     ap.add_argument(
         "--bytewax-batch",
         type=int,
@@ -333,6 +349,10 @@ def report(cfgs: list[Config], words: int) -> None:
         one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
         if one and two:
             print(f"stormish {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command)")
+    for w in (1, 2, 4):
+        new, old = med.get(f"stormish w{w} tuple"), med.get(f"base w{w} tuple")
+        if new and old:
+            print(f"w{w}: stormish / base = {new / old:.2f} of the time (whole command)")
     for api in ("tuple", "batch"):
         one, free = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api} uncrossed")
         if one and free:

@@ -654,6 +654,7 @@ def supervisor(
             log_level=level,
             log_max_bytes=log_max_bytes,
             log_backups=log_backups,
+            worker_start=conf["supervisor.worker.start"],
         )
 
     sup = guard(make)

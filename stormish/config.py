@@ -470,12 +470,33 @@ KEYS: dict[str, Key] = {
             "supervisor",
         ),
         Key(
+            "supervisor.worker.start",
+            "spawn",
+            _choice("fork", "spawn"),
+            "how a supervisor starts its workers: spawn (`python -m stormish.local.process`, "
+            "a command line `ps` and `pkill -f` find) or fork (from the supervisor's fork "
+            "server: a worker costs a fork; named stormish-worker; docs/design-notes.md, "
+            "start-up)",
+            "supervisor",
+        ),
+        Key(
             "nimbus.task.timeout.secs",
             30,
             _num(0, strict=True),
             "a supervisor silent this long has its workers reassigned by nimbus (the default "
             "of `stormish nimbus --task-timeout`; set with its -c or --config-file)",
             "nimbus",
+        ),
+        Key(
+            "topology.worker.start",
+            "fork",
+            _choice("fork", "spawn"),
+            "how a local run (`stormish run -w N`, LocalCluster) starts its worker "
+            "processes: fork (from a fork server that imported stormish and the topology "
+            "once: a worker costs a fork; Linux, elsewhere spawn) or spawn (a fresh "
+            "interpreter each, "
+            "`python -m stormish.local.process`; docs/design-notes.md, start-up)",
+            "topology",
         ),
         Key(
             "stormish.local.host",

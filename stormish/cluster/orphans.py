@@ -6,8 +6,9 @@ same ports (kill -9, then systemd starting it again) would then find its own por
 and refuse to start. Storm's supervisor kills the workers it finds that no live supervisor
 owns before it takes its slots; so does this one: a process listening on one of its ports
 whose command line is a stormish worker (`stormish.local.process`) and whose `--parent`
-supervisor no longer runs is stopped. Anything else on the port is another program's, and
-the supervisor refuses to start, naming it.
+supervisor no longer runs is stopped, and so is a forked worker (named `stormish-worker`:
+its command line is its supervisor's) whose fork server or supervisor is gone. Anything
+else on the port is another program's, and the supervisor refuses to start, naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import contextlib
 from typing import Any
 
 import psutil
+
+from ..local.forkserver import SERVER_NAME, WORKER_NAME
 
 WORKER_MODULE = "stormish.local.process"
 STOP_WAIT = 5.0  # seconds for a SIGTERM, then SIGKILL
@@ -35,8 +38,11 @@ def orphaned_worker(proc: psutil.Process) -> int | None:
     gone; None when it is anything else (another program, or a live supervisor's)."""
     try:
         cmd = proc.cmdline()
+        name = proc.name()
     except psutil.Error:
         return None
+    if name == WORKER_NAME:  # forked: its parent was its supervisor's fork server
+        return _forked_orphan(proc)
     if WORKER_MODULE not in cmd or "--parent" not in cmd:
         return None
     i = cmd.index("--parent")
@@ -47,6 +53,20 @@ def orphaned_worker(proc: psutil.Process) -> int | None:
     if _alive(parent) and parent == _ppid(proc):
         return None  # its supervisor still runs: not ours to stop
     return parent
+
+
+def _forked_orphan(proc: psutil.Process) -> int | None:
+    """A forked worker's parent is its supervisor's fork server, which ends with its
+    supervisor: orphaned once its parent is no fork server or that server's supervisor
+    is gone. The supervisor's pid when known (else the worker's parent's)."""
+    try:
+        parent = proc.parent()
+        if parent is None or parent.name() != SERVER_NAME:
+            return _ppid(proc) or 0
+        owner = parent.ppid()
+    except psutil.Error:
+        return 0
+    return None if _alive(owner) else owner
 
 
 def stop(proc: psutil.Process) -> None:

@@ -43,6 +43,8 @@ from typing import Any
 import zmq
 
 from ..errors import StormishError
+from ..local.forkserver import Forked, ForkServer
+from ..local.forkserver import supported as forkserver_supported
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
 from ..plugins import DATA_ENV, RESTART_ENV
@@ -103,7 +105,7 @@ class Slot:
     port: int
     control: str
     epoch: int = 0
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | Forked | None = None
     restarts: int = 0
     finished: bool = False
     started: float = 0.0
@@ -155,45 +157,56 @@ class Supervisor:
         log_level: str = "INFO",
         log_max_bytes: int = 100 << 20,
         log_backups: int = 9,
+        worker_start: str = "spawn",
     ):
         if not ports:
             raise ValueError("a supervisor needs at least one slot port")
-        self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.ports = list(ports)
-        self.host = host
-        self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
-        security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
-        for port in self.ports:
-            self._take_port(port)
-        self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
-        self.security = security
-        self.keys_dir = keys_dir
-        self.heartbeat = heartbeat
-        self.log_dir = log_dir
-        self.worker_timeout = worker_timeout
-        self.restart_policy = restart_policy or RestartPolicy()
-        self.log_level = log_level
-        self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
-        self._own_state = state_dir is None  # heartbeat files: ours to remove at close
-        self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        security.client(self.sock)
-        self.sock.connect(nimbus)
-        self.slots: dict[tuple[str, int], Slot] = {}
-        self._ids = itertools.count(1)
-        self._stop = False
-        self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
-        self.nimbus_heard: float | None = None
-        self.metrics = None
-        if metrics_port is not None:
-            from ..httpd import metrics_server
-            from ..metrics import FamiliesCollector, registry
+        # first, before this process makes a ZeroMQ context or a thread: `fork` forks its
+        # workers from a fork server (local/forkserver.py), `spawn` starts interpreters
+        self.forkserver: ForkServer | None = None
+        if worker_start == "fork" and forkserver_supported():
+            self.forkserver = ForkServer()
+        try:
+            self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
+            self.ports = list(ports)
+            self.host = host
+            self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
+            security.check_bind(f"tcp://{self.bind_host}:{self.ports[0]}")
+            for port in self.ports:
+                self._take_port(port)
+            self.failed_ports: dict[int, str] = {}  # slot port -> why: taken by another program
+            self.security = security
+            self.keys_dir = keys_dir
+            self.heartbeat = heartbeat
+            self.log_dir = log_dir
+            self.worker_timeout = worker_timeout
+            self.restart_policy = restart_policy or RestartPolicy()
+            self.log_level = log_level
+            self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
+            self._own_state = state_dir is None  # heartbeat files: ours to remove at close
+            self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
+            self.ctx = zmq.Context()
+            self.sock = self.ctx.socket(zmq.DEALER)
+            self.sock.setsockopt(zmq.LINGER, 0)
+            security.client(self.sock)
+            self.sock.connect(nimbus)
+            self.slots: dict[tuple[str, int], Slot] = {}
+            self._ids = itertools.count(1)
+            self._stop = False
+            self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
+            self.nimbus_heard: float | None = None
+            self.metrics = None
+            if metrics_port is not None:
+                from ..httpd import metrics_server
+                from ..metrics import FamiliesCollector, registry
 
-            reg = registry(list, FamiliesCollector(self._metric_families))
-            self.metrics = metrics_server(self.bind_host, metrics_port, reg)
-            log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
+                reg = registry(list, FamiliesCollector(self._metric_families))
+                self.metrics = metrics_server(self.bind_host, metrics_port, reg)
+                log.info(f"supervisor {self.id}: metrics at {self.metrics.url}/metrics")
+        except BaseException:
+            if self.forkserver is not None:
+                self.forkserver.close()
+            raise
 
     def _take_port(self, port: int) -> None:
         """A slot port must be free at start; one held by an orphaned worker (its
@@ -247,6 +260,8 @@ class Supervisor:
         self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
+        if self.forkserver is not None:
+            self.forkserver.close()
 
     def _metric_families(self) -> list[Any]:
         """Its workers, as this host sees them (the HTTP server's thread: reads only)."""
@@ -465,28 +480,58 @@ class Supervisor:
         env = {**os.environ, DATA_ENV: os.path.join(self.state_dir, "data")}
         if s.restarts:  # what it kept there is its own to restore (latched edges)
             env[RESTART_ENV] = "1"
+        spec = {
+            "control": s.control,
+            "index": s.index,
+            "topology": s.topology,
+            "bind": f"tcp://{self.bind_host}:{s.port}",
+            "advertise": f"tcp://{self.host}:{s.port}",
+            "heartbeat": self.heartbeat,
+            "heartbeat_file": s.heartbeat_file,
+            "log_level": self.log_level,
+            "keys": self.keys_dir,  # a directory's path (the secret stays in its file)
+            "env": {k: env[k] for k in (DATA_ENV, RESTART_ENV) if k in env},
+        }
         if not self.log_dir:
-            s.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
+            s.proc = self._start(cmd, env, spec, None)
             s.finished = False
             return
         private_dir(self.log_dir)
         s.log_path = self.log_path(s.topology, s.index)
         s.log = RotatingFile(s.log_path, self.log_max_bytes, self.log_backups)
-        s.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        read, write = os.pipe()
+        try:
+            s.proc = self._start(cmd, env, spec, write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        output = open(read, "rb")  # noqa: SIM115 - the pump closes it
         details = f"port {s.port}, restart {s.restarts}, supervisor {self.id}"
         s.log.write(start_line(s.topology, s.index, s.proc.pid, details))
         s.pump = threading.Thread(
-            target=_pump, args=(s.proc.stdout, s.log), name=f"log-{s.topology}-{s.index}",
+            target=_pump, args=(output, s.log), name=f"log-{s.topology}-{s.index}",
             daemon=True,
         )  # fmt: skip
         s.pump.start()
         s.finished = False
+
+    def _start(
+        self, cmd: list[str], env: dict[str, str], spec: dict[str, Any], output: int | None
+    ) -> subprocess.Popen | Forked:
+        """A worker's process: forked from the fork server with `spec`, or `cmd` spawned;
+        its stdout and stderr on `output` (a pipe's write end), else on ours."""
+        if self.forkserver is not None:
+            out = (output, output) if output is not None else (1, 2)
+            return self.forkserver.fork(spec, *out)
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT if output is not None else None,
+            env=env,
+        )
 
     def log_path(self, topology: str, index: int) -> str:
         return os.path.join(self.log_dir or "", worker_log_name(topology, index))

@@ -26,7 +26,7 @@ import zmq
 from .. import pickling
 from ..runtime import gctune
 from ..transport import control as ct
-from ..transport.security import LOOPBACK, Security, security_for
+from ..transport.security import LOOPBACK, Curve, Security, security_for
 
 if TYPE_CHECKING:
     from ..transport.link import WorkerLink
@@ -211,12 +211,17 @@ def serve(
     security: Security = LOOPBACK,
     heartbeat: float = 0.0,
     heartbeat_file: str | None = None,
+    preassign: bytes | None = None,
 ) -> int:
     """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
     many seconds, so that a nimbus that restarted learns where its workers are and a
     dead one is noticed; such a worker keeps running while its nimbus is down. With
     `heartbeat_file` it also touches that file each time (Storm's local heartbeat): its
-    supervisor restarts a worker whose file goes stale (a hung process)."""
+    supervisor restarts a worker whose file goes stale (a hung process).
+    `preassign` (a forked worker's fork request carried it): the `assign` payload,
+    carried out before the first hello, which then says `assigned` with the link's
+    address; on an error the controller's own `assign` asks again and is answered
+    with it."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
@@ -225,6 +230,11 @@ def serve(
     security.client(sock)
     sock.connect(control)
     server = WorkerServer(index, bind, advertise, security)
+    if preassign is not None:
+        try:
+            server.do_assign(preassign)
+        except Exception:  # noqa: S110 - the controller's assign is answered with it
+            pass
 
     def hello() -> None:
         info = {"index": index, "pid": os.getpid(), "topology": topology}
@@ -328,6 +338,33 @@ def main(argv: list[str] | None = None) -> int:
         security=security_for(a.keys),
         heartbeat=a.heartbeat,
         heartbeat_file=a.heartbeat_file,
+    )
+
+
+def run_forked(spec: dict[str, Any]) -> int:
+    """A worker forked by a fork server (`forkserver.py`): what `main` reads from its
+    command line comes in `spec`, its key pair (`keys`, `Curve.export`'s line) too, after
+    the fork and over the server's private socket (never argv or the environment)."""
+    import io
+
+    setup_logging(spec.get("topology"), spec["index"], spec.get("log_level") or "INFO")
+    keys = spec.get("keys")
+    if isinstance(keys, bytes):
+        security: Security = Curve.read(io.BytesIO(keys))
+    else:
+        security = security_for(keys)
+    return serve(
+        spec["control"],
+        spec["index"],
+        spec.get("bind"),
+        os.getppid(),  # the fork server: it ends with the run (or when the run died)
+        spec.get("orphan", 0.0),
+        topology=spec.get("topology"),
+        advertise=spec.get("advertise"),
+        security=security,
+        heartbeat=spec.get("heartbeat", 0.0),
+        heartbeat_file=spec.get("heartbeat_file"),
+        preassign=spec.get("assign"),
     )
 
 

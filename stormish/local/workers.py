@@ -35,6 +35,8 @@ from ..transport import shm
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
+from .forkserver import Forked, ForkServer
+from .forkserver import supported as forkserver_supported
 
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
@@ -86,9 +88,10 @@ class WorkerHandle:
         self.group = group
         self.index = index
         self.restarts = 0  # times this worker was started again (metrics)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | Forked | None = None
         self.ident = b""
         self.address: str | None = None
+        self.assigned = False  # its last hello said it has its topology
         self.incarnation = 0
         self.answers = WorkerAnswers(index)  # its final record and reported failure
         self.stopped = False
@@ -107,10 +110,61 @@ class WorkerHandle:
 
     def spawn(self) -> None:
         """Start the process; `await_hello` waits for it. Apart so that a group's workers
-        start side by side: each spends most of its start-up importing."""
+        start side by side: a spawned one spends most of its start-up importing."""
         self.incarnation += 1
         self.answers.reset()
         self.stopped = False
+        if self.group.forkserver is not None:
+            stdout, stderr = self._fork(self.group.forkserver)
+        else:
+            stdout, stderr = self._exec()
+        if self._log is None:
+            self._log = RotatingFile(self.log_path, *self.group.log_limits)
+        assert self.proc is not None
+        details = f"restart {self.incarnation - 1}, local run (pid {os.getpid()})"
+        with self._log_lock:  # before the pumps copy anything of this incarnation
+            self._log.write(start_line(self.group.plan.name, self.index, self.proc.pid, details))
+        for pipe, out in ((stdout, sys.stdout), (stderr, sys.stderr)):
+            t = threading.Thread(
+                target=self._pump, args=(pipe, out, self._log), name=f"worker-{self.index}-output",
+                daemon=True,
+            )  # fmt: skip
+            t.start()
+            self._pumps.append(t)
+
+    def _fork(self, server: ForkServer) -> tuple[Any, Any]:
+        """A fork of the run's fork server; what `_exec` puts on the command line and
+        stdin goes in the fork request (the key pair with it: never argv or environ)."""
+        # what a spawned worker's environment adds: its subprocesses see the same
+        env = {k: self.group.env[k] for k in ("PYTHONPATH", "PYTHONUNBUFFERED", DATA_ENV)}
+        if self.incarnation > 1:  # a restart restores what it kept (latched edges)
+            env[RESTART_ENV] = "1"
+        spec = {
+            "control": self.group.control.address,
+            "index": self.index,
+            "topology": self.group.plan.name,
+            "bind": self.address,  # a restart listens where its peers reconnect
+            "keys": self.group.keys_line,
+            # what a spawned worker's environment adds: its subprocesses see the same
+            "env": env,
+            "log_level": os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
+            "assign": self.group.blob,  # carried out before its hello (one round trip less)
+        }
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            self.proc = server.fork(spec, out_w, err_w)
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        return open(out_r, "rb"), open(err_r, "rb")  # noqa: SIM115 - the pumps close them
+
+    def _exec(self) -> tuple[Any, Any]:
+        """A fresh interpreter (`topology.worker.start` spawn)."""
         cmd = [
             sys.executable,
             "-m",
@@ -129,7 +183,7 @@ class WorkerHandle:
         keys = self.group.keys_line
         if keys is not None:
             cmd += ["--keys", "-"]  # the key pair follows on stdin
-        self.proc = subprocess.Popen(
+        self.proc = proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL if keys is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -141,30 +195,27 @@ class WorkerHandle:
             # and prints the summary (a worker whose parent dies exits: --parent)
             process_group=0,
         )
-        if keys is not None and self.proc.stdin is not None:
+        if keys is not None and proc.stdin is not None:
             try:  # one line, far below a pipe's buffer: never blocks
-                self.proc.stdin.write(keys)
-                self.proc.stdin.close()
+                proc.stdin.write(keys)
+                proc.stdin.close()
             except OSError:  # it died at once: wait_hello says so, with its log
                 pass
-        if self._log is None:
-            self._log = RotatingFile(self.log_path, *self.group.log_limits)
-        details = f"restart {self.incarnation - 1}, local run (pid {os.getpid()})"
-        with self._log_lock:  # before the pumps copy anything of this incarnation
-            self._log.write(start_line(self.group.plan.name, self.index, self.proc.pid, details))
-        for pipe, out in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr)):
-            t = threading.Thread(
-                target=self._pump, args=(pipe, out, self._log), name=f"worker-{self.index}-output",
-                daemon=True,
-            )  # fmt: skip
-            t.start()
-            self._pumps.append(t)
+        return proc.stdout, proc.stderr
 
     def await_hello(self) -> None:
+        """Its identity; and whether it assigned itself (a fork: `process.serve`'s
+        preassign), with its link's address."""
         assert self.proc is not None
+        name = self.group.plan.name
         self.ident = self.group.control.wait_hello(
-            self.group.plan.name, self.index, self.proc.pid, self.alive, START_TIMEOUT
+            name, self.index, self.proc.pid, self.alive, START_TIMEOUT
         )
+        hello = self.group.control.hellos.get((name, self.index))
+        info = hello.info if hello is not None else {}
+        self.assigned = info.get("state") == "assigned" and bool(info.get("address"))
+        if self.assigned:
+            self.address = info["address"]
 
     def _pump(self, pipe: Any, out: Any, log: RotatingFile) -> None:
         """A worker's output goes where this process's goes (as with one worker), and to
@@ -350,12 +401,22 @@ class WorkerGroup:
         self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
+        # before any thread or ZeroMQ context: forked from this process if it has none
+        self.forkserver: ForkServer | None = None
+        if conf["topology.worker.start"] == "fork" and forkserver_supported():
+            self.forkserver = ForkServer(preload=self.blob, env=self.env)
         # the workers' data directory (stateful bolts' embedded state): kept across the
         # run's worker restarts, removed with the group
         self.datadir = tempfile.mkdtemp(prefix=f"stormish-{plan.name}-data-")
         self.env[DATA_ENV] = self.datadir
-        self.security, self.keys_line = local_security()
-        self.control = ControlServer(security=self.security)
+        try:
+            self.security, self.keys_line = local_security()
+            self.control = ControlServer(security=self.security)
+        except BaseException:
+            if self.forkserver is not None:
+                self.forkserver.close()
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            raise
         self.handles = [WorkerHandle(self, i) for i in range(plan.workers)]
         self.restarts = 0
         self.active = True
@@ -369,8 +430,10 @@ class WorkerGroup:
             for h in self.handles:
                 h.await_hello()
             hs = self.handles
-            for h, address in zip(hs, self.ask_all(hs, "assign", self.blob), strict=True):
-                h.address = address
+            need = [h for h in hs if not h.assigned]
+            if need:
+                for h, address in zip(need, self.ask_all(need, "assign", self.blob), strict=True):
+                    h.address = address
             self.ask_all(hs, "peers", self.book())
             if not active:
                 self.ask_all(hs, "active", False)
@@ -430,7 +493,8 @@ class WorkerGroup:
         h.kill()
         h.restarts += 1
         h.launch()
-        h.ask("assign", self.blob, timeout=START_TIMEOUT)
+        if not h.assigned:
+            h.ask("assign", self.blob, timeout=START_TIMEOUT)
         h.ask("peers", self.book())
         if not self.active:
             h.ask("active", False)
@@ -446,6 +510,8 @@ class WorkerGroup:
             h.join_output()
             h.close_log()
         self.control.close()
+        if self.forkserver is not None:
+            self.forkserver.close()
         shutil.rmtree(self.datadir, ignore_errors=True)
         if self.own_logdir:
             shutil.rmtree(self.logdir, ignore_errors=True)

@@ -31,14 +31,17 @@ class Paced(BasicBolt):
         self.emit(tup.values)
 
 
+@pytest.mark.parametrize("start", ["spawn", "fork"])
 def test_a_supervisor_restarted_on_its_ports_stops_the_worker_its_predecessor_left(
-    tmp_path, procs_checked
+    tmp_path, procs_checked, start
 ):
     """Before: kill -9 of a supervisor left its worker on the slot port until the worker
     noticed, never if it was hung (here: stopped), and the supervisor started again on
     its ports refused to start ('slot port ... is taken'). Now it stops that orphan (its
     --parent is gone), takes its ports, and the topology completes on it."""
-    c = Cluster(str(tmp_path), supervisors=1)
+    c = Cluster(
+        str(tmp_path), supervisors=1, supervisor_args=("-c", f"supervisor.worker.start={start}")
+    )
     try:
         t = Topology("orph", config={"topology.workers": 1, "topology.message.timeout.secs": 5})
         t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
@@ -50,6 +53,16 @@ def test_a_supervisor_restarted_on_its_ports_stops_the_worker_its_predecessor_le
         worker.suspend()  # hung: it will not notice its supervisor is gone
         c.supervisors[0].send_signal(signal.SIGKILL)
         c.supervisors[0].wait(10)
+        if start == "fork":
+            # its fork server ends with the supervisor, and a stopped process in a
+            # process group left without a parent dies of the kernel's SIGHUP: no orphan
+            # (the rule for a forked orphan: tests/integration/test_fork_start.py)
+            poll_for(lambda: not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE,
+                     15, 0.05, "the orphan gone")  # fmt: skip
+            c.supervisors[0] = c.start_supervisor(0)
+            c.wait_status("orph", "complete", timeout=90)
+            assert c.supervisors[0].poll() is None
+            return
         assert worker.is_running() and worker.status() == psutil.STATUS_STOPPED
         c.supervisors[0] = c.start_supervisor(0)
         poll_for(lambda: "stopping it" in c.log("s0.log"), 30, 0.05, "the orphan stopped")
@@ -58,5 +71,34 @@ def test_a_supervisor_restarted_on_its_ports_stops_the_worker_its_predecessor_le
         assert f"held by worker pid {worker.pid}" in c.log("s0.log")
         c.wait_status("orph", "complete", timeout=90)
         assert c.supervisors[0].poll() is None  # it runs on its ports
+    finally:
+        c.close()
+
+
+def test_a_forked_worker_killed_with_sigkill_is_restarted_by_its_supervisor(
+    tmp_path, procs_checked
+):
+    """`supervisor.worker.start` fork: the worker is a fork of the supervisor's fork
+    server (named stormish-worker); a kill -9 is reported by the server, and the
+    supervisor restarts it (a fork again) on its port; the topology completes."""
+    args = ("-c", "supervisor.worker.start=fork")
+    c = Cluster(str(tmp_path), supervisors=1, supervisor_args=args)
+    try:
+        t = Topology("forked", config={"topology.workers": 1, "topology.message.timeout.secs": 5})
+        t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
+        t.set_bolt("paced", Paced()).shuffle_grouping("s")
+        c.call("submit", (t, {}))
+        c.wait_status("forked", "running")
+        poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
+        (worker,) = c.workers()
+        assert worker.name() == "stormish-worker"
+        assert worker.parent().parent().pid == c.supervisors[0].pid  # via its fork server
+        worker.send_signal(signal.SIGKILL)
+        poll_for(lambda: "killed by SIGKILL" in c.log("s0.log"), 30, 0.05, "the death")
+        poll_for(
+            lambda: [w.pid for w in c.workers()] not in ([], [worker.pid]), 30, 0.05, "restart"
+        )
+        assert "restarting it on port" in c.log("s0.log")
+        c.wait_status("forked", "complete", timeout=90)
     finally:
         c.close()

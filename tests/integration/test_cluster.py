@@ -20,6 +20,7 @@ import pytest
 
 from stormish import BasicBolt, StormishError, Topology
 from stormish.cluster.client import NimbusClient
+from stormish.local.forkserver import SERVER_NAME
 from stormish.local.workers import _child_env
 from stormish.testing import ListSpout, poll_for
 from stormish.transport.keys import create
@@ -137,9 +138,12 @@ class Cluster:
         poll_for(lambda: self.status(name) == wanted, timeout, 0.1, f"{name} {wanted}")
 
     def workers(self) -> list[psutil.Process]:
+        """The supervisors' worker processes (a fork server's children, with
+        `supervisor.worker.start` fork)."""
         out = []
         for s in self.supervisors:
-            out += psutil.Process(s.pid).children()
+            for child in psutil.Process(s.pid).children():
+                out += child.children() if child.name() == SERVER_NAME else [child]
         return out
 
     def log(self, name: str) -> str:

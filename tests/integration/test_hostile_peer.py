@@ -260,18 +260,22 @@ def test_a_keyed_peer_cannot_freeze_a_run_with_a_status_off_its_connection(tmp_p
     assert applied(link) > before, "no backpressure status was applied after the attack"
 
 
+@pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_worker_processes_get_their_keys_neither_on_the_command_line_nor_in_the_environment(
-    tmp_path,
+    tmp_path, start
 ):
     go = str(tmp_path / "go")
-    with LocalCluster(workers=2) as c:
+    with LocalCluster(workers=2, config={"topology.worker.start": start}) as c:
         c.submit(topology("secret", go))
         started(c, "secret")
         group = c._get("secret").group
         secret = group.security.secret.decode()
         for h in group.handles:
             p = psutil.Process(h.pid)
-            assert "--keys" in p.cmdline() and "-" in p.cmdline()  # read from stdin
+            if start == "spawn":
+                assert "--keys" in p.cmdline() and "-" in p.cmdline()  # read from stdin
+            else:  # after the fork, over the fork server's socketpair
+                assert p.ppid() == group.forkserver.pid
             assert not any(secret in arg for arg in p.cmdline())
             assert not any(secret in v for v in p.environ().values())
         finish(c, "secret", go)

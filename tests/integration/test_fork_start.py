@@ -1,0 +1,257 @@
+"""Worker processes forked from a run's fork server (`topology.worker.start`: fork).
+
+Real runs on 127.0.0.1: the workers are forks (their parent is the fork server, not a
+fresh interpreter), a worker killed with SIGKILL is seen dead with its signal and
+restarted from the same server, the server is a fresh interpreter when this process has
+threads, and `spawn` starts `python -m stormish.local.process` as before. Their keys:
+tests/integration/test_hostile_peer.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+
+import psutil
+import pytest
+
+from stormish import LocalCluster, Topology, WorkerError
+from stormish.local.forkserver import can_fork_here
+from stormish.testing import ListSpout, poll_for
+
+from .parts import Count, Split
+
+pytestmark = pytest.mark.usefixtures("no_leaks")  # no process or socket left (conftest)
+
+SENTENCES = ["the cat sat", "the dog ran", "a cat ran"] * 20
+EXPECTED = Counter(w for s in SENTENCES for w in s.split())
+
+
+def wordcount(name: str, start: str = "fork") -> Topology:
+    t = Topology(name, config={"topology.worker.start": start})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
+
+def merged(results) -> Counter:
+    total: Counter = Counter()
+    for part in results["count"]:
+        total.update(part)
+    return total
+
+
+def run(t: Topology, workers: int = 2) -> tuple[Counter, list[str], set[int]]:
+    """The counts, a worker's command line and the workers' parents (seen running)."""
+    with LocalCluster(workers=workers, config={"topology.acker.executors": 0}) as c:
+        c.submit(t, active=False)
+        running = c._get(t.name)
+        procs = [psutil.Process(h.pid) for h in running.group.handles]
+        parents = {p.ppid() for p in procs}
+        cmdline = procs[0].cmdline()
+        c.activate(t.name)
+        c.wait_complete(t.name, timeout=60)
+        return merged(running.results()), cmdline, parents
+
+
+def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
+    assert can_fork_here()  # pytest runs the tests in its main thread, with no other
+    t = wordcount("forked")
+    with LocalCluster(workers=3, config={"topology.acker.executors": 0}) as c:
+        c.submit(t)
+        running = c._get(t.name)
+        server = running.group.forkserver
+        assert server is not None and server.forked
+        assert psutil.Process(server.pid).ppid() == os.getpid()
+        for h in running.group.handles:
+            assert psutil.Process(h.pid).ppid() == server.pid
+            assert h.assigned  # the fork request carried its assignment: no assign asked
+        c.wait_complete(t.name, timeout=60)
+        assert merged(running.results()) == EXPECTED
+    assert not psutil.pid_exists(server.pid)  # ended and waited for with the run
+
+
+def test_a_forked_worker_killed_with_sigkill_is_seen_dead_and_restarted():
+    t = wordcount("killed")
+    t.config["topology.acker.executors"] = 0
+    with LocalCluster(workers=2) as c:
+        c.submit(t, active=False)
+        running = c._get("killed")
+        h = running.group.handles[1]
+        old = h.pid
+        os.kill(old, signal.SIGKILL)  # as a user's kill -9: not through the handle
+        poll_for(lambda: h.failure() is not None, timeout=10, what="the death seen")
+        assert "killed by signal SIGKILL" in str(h.failure())
+        with pytest.raises(WorkerError, match="SIGKILL"):
+            running.check_failed()
+        running.restart_worker(1)
+        assert h.pid != old and h.alive()
+        assert psutil.Process(h.pid).ppid() == running.group.forkserver.pid
+        c.activate("killed")
+        c.wait_complete("killed", timeout=60)
+
+
+def test_with_threads_in_this_process_the_fork_server_is_a_fresh_interpreter():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        assert not can_fork_here()
+        counts, _cmdline, parents = run(wordcount("threads"))
+    finally:
+        stop.set()
+        t.join()
+    assert counts == EXPECTED
+    (server,) = parents
+    assert server != os.getpid()  # a fork server, started as `python -m ...forkserver`
+
+
+def test_spawn_starts_a_fresh_interpreter_per_worker():
+    counts, cmdline, parents = run(wordcount("spawned", start="spawn"))
+    assert counts == EXPECTED
+    assert parents == {os.getpid()}
+    assert "stormish.local.process" in cmdline
+
+
+def test_a_forked_workers_print_and_traceback_reach_the_cli_user(tmp_path):
+    topo = tmp_path / "loud.py"
+    topo.write_text(
+        "from stormish import BasicBolt, Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "class Loud(BasicBolt):\n"
+        "    def execute(self, tup):\n"
+        "        print('heard', tup.values[0], flush=True)\n"
+        "        if tup.values[0] == 'boom':\n"
+        "            raise ValueError('bad word')\n"
+        "topology = Topology('loud')\n"
+        "topology.set_spout('s', ListSpout([['hi'], ['boom']], fields=['w']))\n"
+        "topology.set_bolt('loud', Loud(), parallelism=2).shuffle_grouping('s')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert "heard hi" in out and "heard boom" in out
+    assert "ValueError: bad word" in out and "Traceback" in out
+
+
+ORPHAN_CHAIN = """
+import os, sys, time
+from stormish.local.forkserver import SERVER_NAME, WORKER_NAME, set_name
+set_name(SERVER_NAME)
+pid = os.fork()
+if pid == 0:
+    set_name(WORKER_NAME)
+    time.sleep(60)  # a hung worker: it never looks at its parent
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_forked_worker_is_an_orphan_once_its_fork_server_is_gone():
+    """cluster/orphans.py: a process named stormish-worker is its supervisor's while its
+    parent is a fork server whose parent runs; once the server is gone (its supervisor
+    killed), a supervisor started on the port stops it."""
+    from stormish.cluster import orphans
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_CHAIN],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    worker = psutil.Process(int(server.stdout.readline()))
+    try:
+        poll_for(lambda: worker.name() == "stormish-worker", 10, what="the worker's name")
+        assert orphans.orphaned_worker(worker) is None  # its server and owner (us) run
+        server.kill()
+        server.wait(10)
+        poll_for(lambda: worker.ppid() != server.pid, 10, what="the worker reparented")
+        assert orphans.orphaned_worker(worker) is not None
+    finally:
+        worker.kill()
+        worker.wait(10)
+        server.stdout.close()
+
+
+DRAWS = """
+import random
+
+import numpy as np
+
+from stormish import BasicBolt, Topology
+from stormish.testing import ListSpout
+
+np.random.random()  # the module's draws seed both generators before the fork
+random.random()
+
+
+class Draws(BasicBolt):
+    def prepare(self, conf, context):
+        print("draws", random.random(), float(np.random.random()), flush=True)
+
+    def execute(self, tup):
+        pass
+
+
+topology = Topology("draws", config={"topology.acker.executors": 0})
+topology.set_spout("s", ListSpout([["x"]], fields=["w"]), parallelism=2)
+topology.set_bolt("d", Draws(), parallelism=2).shuffle_grouping("s")  # one a worker
+"""
+
+
+def test_forked_workers_do_not_share_their_random_draws(tmp_path):
+    """`random` and numpy's global generator, seeded in the CLI before the fork, draw
+    differently in each worker, as in spawned ones (one thread: numpy forks here)."""
+    topo = tmp_path / "draws.py"
+    topo.write_text(DRAWS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OPENBLAS_NUM_THREADS="1")
+    env["OMP_NUM_THREADS"] = "1"
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    draws = [ln.split("draws ", 1)[1].split() for ln in (p.stdout + p.stderr).splitlines()
+             if "draws " in ln]  # fmt: skip
+    assert len(draws) == 2, p.stdout + p.stderr
+    assert draws[0][0] != draws[1][0] and draws[0][1] != draws[1][1]
+
+
+PARENT = os.getpid()
+
+
+class Fussy(Split):
+    """Refuses to be unpickled outside the test's process: a worker's assign fails."""
+
+    def __init__(self):
+        self.state = "some"  # an instance with no state is unpickled without __setstate__
+
+    def __setstate__(self, state):
+        if os.getpid() != PARENT:
+            raise RuntimeError("fussy: not unpickled in a worker")
+        self.__dict__.update(state)
+
+
+def test_an_assign_that_fails_in_a_forked_worker_is_reported_as_before():
+    """The fork request's assignment fails in the worker: its hello says `new`, the
+    controller asks `assign`, and the error answer names the cause."""
+    t = Topology("fussy", config={"topology.acker.executors": 0})
+    t.set_spout("s", ListSpout([["a b"]], fields=["sentence"]))
+    t.set_bolt("split", Fussy()).shuffle_grouping("s")
+    with LocalCluster(workers=2) as c, pytest.raises(WorkerError, match="fussy: not unpickled"):
+        c.submit(t)
