@@ -3,7 +3,14 @@
 Keep this file minimal: fixtures that only one test module needs live in that module.
 """
 
+import os
 from collections.abc import Iterator
+
+# numpy's OpenBLAS starts native threads when imported (test modules import numpy at
+# collection), and a process with threads is never forked: the run's fork server would
+# then be a fresh interpreter in every test after it (tests/integration/test_fork_start.py
+# checks the fork of this process). One BLAS thread is what the tests need anyway.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest
 from brokers import Broker, kafka_broker, nats_server, nats_server_path, tansu_path
