@@ -58,6 +58,8 @@ class HaCluster:
         self.wait_leader()  # the first leads: the tests know which
         for i in range(1, nimbuses):
             self.start_nimbus(i)
+        for i in range(1, nimbuses):  # each in the election (it answers once it contends)
+            poll_for(lambda i=i: self._answers(i), 60, 0.05, f"nimbus n{i} up")
         for i in range(supervisors):
             self.supervisors.append(self.start_supervisor(i))
 
@@ -104,6 +106,14 @@ class HaCluster:
     def call(self, i: int, verb: str, payload: Any = None) -> Any:
         with closing(self.client(i)) as c:
             return c.call(verb, payload)
+
+    def _answers(self, i: int) -> bool:
+        try:
+            with closing(self.client(i)) as c:
+                c.call("leader", timeout=2)
+            return True
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
 
     def leader(self, via: int | None = None) -> int | None:
         """The index of the nimbus that says it leads (asked of each live one)."""
