@@ -8,11 +8,27 @@ import signal
 
 import pytest
 
+from stormish import BasicBolt, Spout, Topology
 from stormish.errors import StormishError
+from stormish.testing import poll_for
 
 from .ha_cluster import HaCluster
 from .harness import no_process_left
-from .test_cluster import SENTENCES, WORDS, wordcount
+from .parts import Count, Split
+from .test_cluster import SENTENCES, wordcount
+
+FEW = SENTENCES[:300]
+
+
+def small_wordcount(name: str) -> Topology:
+    from stormish.testing import ListSpout
+
+    t = Topology(name, config={"topology.workers": 2})
+    t.set_spout("s", ListSpout([[s] for s in FEW], fields=["sentence"]))
+    t.set_bolt("split", Split(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    return t
+
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,11 +51,11 @@ def test_one_nimbus_leads_and_a_follower_forwards_reads_and_writes(ha):
     assert who["leading"] is False and who["leader"]["id"] == "n0"
     assert who["leader"]["api"] == f"tcp://127.0.0.1:{ha.apis[0]}"
     # submitted to the follower, run by the leader, read back through either
-    assert ha.call(1, "submit", (wordcount("wc"), {})) == "wc"
+    assert ha.call(1, "submit", (small_wordcount("wc"), {})) == "wc"
     ha.wait_status(1, "wc", "complete")
     stats = ha.call(1, "stats", "wc")
-    assert stats.components["count"].executed == WORDS
-    assert stats.components["s"].acked == len(SENTENCES)
+    assert stats.components["count"].executed == sum(len(s.split()) for s in FEW)
+    assert stats.components["s"].acked == len(FEW)
     assert ha.status(0, "wc") == "complete"
     # the supervisors were told where the leader is by whichever nimbus they reached
     assert "supervisor s0 joined" in ha.log("n0.log")
@@ -47,22 +63,51 @@ def test_one_nimbus_leads_and_a_follower_forwards_reads_and_writes(ha):
     assert "forwarding" not in ha.log("n0.log")
 
 
-def test_a_leader_stopped_cleanly_hands_over_at_once_and_the_topology_runs_on(ha):
-    from .test_cluster import slow_wordcount
+class Gated(Spout):
+    """Emits `count` numbers reliably, the second half only once the file `gate` exists:
+    the topology is surely running while the test changes leaders."""
 
-    ha.call(0, "submit", (slow_wordcount("slow"), {}))
-    ha.wait_status(0, "slow", "running")
-    pids = sorted(p.pid for p in ha.workers())
-    assert len(pids) == 2
+    outputs = ["n"]
+
+    def __init__(self, count: int, gate: str):
+        self.count, self.gate = count, gate
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        import os
+
+        if self.n >= self.count:
+            self.finish()
+        elif self.n < self.count // 2 or os.path.exists(self.gate):
+            self.n += 1
+            self.emit([self.n], msg_id=self.n)
+
+
+class Null(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+def test_a_leader_stopped_cleanly_hands_over_at_once_and_the_topology_runs_on(ha, tmp_path):
+    gate = str(tmp_path / "gate")
+    t = Topology("gated", config={"topology.workers": 2})
+    t.set_spout("s", Gated(2000, gate))
+    t.set_bolt("b", Null(), parallelism=2).shuffle_grouping("s")
+    ha.call(0, "submit", (t, {}))
+    ha.wait_status(0, "gated", "running")
+    poll_for(lambda: ha.call(0, "stats", "gated").components["s"].acked == 1000, 20, 0.05,
+             "the first half acked")  # fmt: skip
     ha.kill_nimbus(0, signal.SIGTERM)  # its election znode goes with its session
     assert ha.wait_leader(not_=0, timeout=10) == 1
-    ha.wait_status(1, "slow", "complete", timeout=90)
-    stats = ha.call(1, "stats", "slow")
-    assert stats.components["s"].acked == len(SENTENCES)
-    assert stats.components["count"].executed >= WORDS
+    poll_for(lambda: all(f"gated: worker {i} adopted" in ha.log("n1.log") for i in (0, 1)),
+             20, 0.05, "both workers adopted")  # fmt: skip
+    open(gate, "w").close()
+    ha.wait_status(1, "gated", "complete", timeout=30)
+    assert ha.call(1, "stats", "gated").components["s"].acked == 2000
     log = ha.log("n1.log")
     assert "elected leader" in log and "leading: 1 topologies restored" in log
-    assert "slow: worker 0 adopted" in log and "slow: worker 1 adopted" in log
     assert "restarted" not in log  # adopted where they ran: nothing restarted
     # every assignment in ZooKeeper's record: n0's, then n1's, never interleaved
     who = [a["nimbus"] for a in ha.assignments()]
