@@ -361,12 +361,12 @@ class Supervisor:
         self._switched = time.monotonic()
 
     def _try_next_nimbus(self) -> None:
-        """With several nimbus: one silent for three heartbeats makes way for the next
+        """With several nimbus: one silent for two heartbeats makes way for the next
         (its workers run on meanwhile, as they do while no nimbus answers)."""
         if len(self.nimbuses) < 2:
             return
         heard = max(self.nimbus_heard or 0.0, self._switched)
-        if time.monotonic() - heard > 3 * self.heartbeat:
+        if time.monotonic() - heard > 2 * self.heartbeat:
             i = self.nimbuses.index(self.nimbus) if self.nimbus in self.nimbuses else -1
             self._use_nimbus(self.nimbuses[(i + 1) % len(self.nimbuses)], "the last is silent")
 
