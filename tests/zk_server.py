@@ -103,3 +103,96 @@ def zookeeper() -> Iterator[ZooKeeper]:
         yield zk
     finally:
         zk.close()
+
+
+class Partition:
+    """A TCP proxy in front of ZooKeeper that a test cuts (a network partition: what
+    either side sends goes nowhere, the connections stay open, as when a link drops
+    packets) and heals (the connections are closed; the client reconnects)."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.cut_off = threading.Event()
+        self.stopped = threading.Event()
+        self.socks: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._spawn(self._accept)
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _spawn(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        import threading
+
+        t = threading.Thread(target=fn, args=args, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:
+                conn.close()
+                continue
+            with self._lock:
+                self.socks += [conn, up]
+            self._spawn(self._pump, conn, up)
+            self._spawn(self._pump, up, conn)
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        a.settimeout(0.1)
+        while not self.stopped.is_set():
+            try:
+                data = a.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            if self.cut_off.is_set():
+                continue  # the partition: dropped
+            try:
+                b.sendall(data)
+            except OSError:
+                break
+        for s in (a, b):
+            s.close()
+
+    def cut(self) -> None:
+        self.cut_off.set()
+
+    def heal(self) -> None:
+        with self._lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.cut_off.clear()
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.heal()
+        self.listener.close()
+        for t in self.threads:
+            t.join(5)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import queue
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from ..errors import ConfigError, StormishError
 log = logging.getLogger("stormish.nimbus")
 
 DIGEST_USER = "stormish"
+FORWARD_TIMEOUT = 90.0  # a forwarded submit waits for the code's replication (60 s)
 
 
 @dataclass(frozen=True)
@@ -90,14 +93,45 @@ def zk_client(cfg: HaConfig) -> Any:
 
 class Forwarder:
     """A follower's way to the leader: each request it cannot answer goes on, as it
-    came, to the nimbus that leads (its API address read from the election)."""
+    came, to the nimbus that leads (its API address read from the election), on a
+    thread of its own: a leader that died (and still holds the election until its
+    session expires) must not hold up the follower's loop, which is the one that takes
+    over. `done()` gives the answers to send, from the loop's thread (the API socket is
+    that thread's alone)."""
 
     def __init__(self, security: Any):
         self.security = security
         self._client: Any = None
         self._address: str | None = None
+        self._todo: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
+        self._done: queue.Queue[tuple[Any, bool, Any]] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="nimbus-forward", daemon=True)
+        self._thread.start()
 
-    def call(self, leader: dict[str, Any] | None, verb: str, payload: Any) -> Any:
+    def forward(self, tag: Any, leader: dict[str, Any] | None, verb: str, payload: Any) -> None:
+        self._todo.put((tag, leader, verb, payload))
+
+    def done(self) -> list[tuple[Any, bool, Any]]:
+        """(tag, ok, answer or error text) of each request forwarded since."""
+        out = []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _run(self) -> None:
+        while (item := self._todo.get()) is not None:
+            tag, leader, verb, payload = item
+            try:
+                self._done.put((tag, True, self._call(leader, verb, payload)))
+            except StormishError as exc:
+                self._done.put((tag, False, str(exc)))
+            except Exception as exc:  # noqa: BLE001 - told to the client, not fatal here
+                self._done.put((tag, False, f"{type(exc).__name__}: {exc}"))
+        self._close_client()
+
+    def _call(self, leader: dict[str, Any] | None, verb: str, payload: Any) -> Any:
         from .client import NimbusClient
 
         if leader is None:
@@ -107,12 +141,16 @@ class Forwarder:
             )
         address = str(leader["api"])
         if address != self._address:
-            self.close()
-            self._client = NimbusClient(address, self.security, timeout=60)
+            self._close_client()
+            self._client = NimbusClient(address, self.security, timeout=FORWARD_TIMEOUT)
             self._address = address
         return self._client.call(verb, payload)
 
-    def close(self) -> None:
+    def _close_client(self) -> None:
         if self._client is not None:
             self._client.close()
         self._client = self._address = None
+
+    def close(self) -> None:
+        self._todo.put(None)
+        self._thread.join(FORWARD_TIMEOUT + 5)

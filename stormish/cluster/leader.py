@@ -51,6 +51,11 @@ class Leadership:
         self._release = threading.Event()
         self._closed = threading.Event()
         self._holding = threading.Event()
+        # who leads, as last read: nimbus's loop reads it, never ZooKeeper (a call to a
+        # ZooKeeper that cannot be reached would hold the loop)
+        self._leader: dict[str, Any] | None = None
+        client.ensure_path(self.path)
+        client.ChildrenWatch(self.path, lambda _children: self._refresh())
         client.add_listener(self._on_state)
         self._thread = threading.Thread(target=self._contend, name="nimbus-election", daemon=True)
         self._lease = threading.Thread(target=self._keep_lease, name="nimbus-lease", daemon=True)
@@ -63,17 +68,16 @@ class Leadership:
         return self._holding.is_set() and fresh and not self._release.is_set()
 
     def leader(self) -> dict[str, Any] | None:
-        """Who holds the election now (None: nobody, or ZooKeeper cannot be reached)."""
+        """Who holds the election (None: nobody, or ZooKeeper cannot be reached), as
+        last read: on every change of the contenders, and with each lease round."""
+        return self._leader
+
+    def _refresh(self) -> None:
         try:
             contenders = self.election.contenders()
-        except Exception:  # noqa: BLE001 - ZooKeeper away: nobody known
-            return None
-        if not contenders:
-            return None
-        try:
-            return dict(json.loads(contenders[0]))
-        except ValueError:
-            return None
+            self._leader = dict(json.loads(contenders[0])) if contenders else None
+        except Exception:  # noqa: BLE001 - ZooKeeper away, or a contender's data unreadable
+            self._leader = None
 
     def step_down(self, why: str) -> None:
         """Give the election up (a fenced write failed: another nimbus may lead): the
@@ -115,12 +119,17 @@ class Leadership:
         while not self._closed.wait(self.timeout / LEASE_CHECKS_PER_TIMEOUT):
             if self._holding.is_set():
                 self._check_lease()
+            if self.client.connected:
+                self._refresh()
 
     def _check_lease(self) -> None:
         started = time.monotonic()
         node = self.node
         try:
-            found = node is not None and self.client.exists(node) is not None
+            found = (
+                node is not None
+                and self.client.exists_async(node).get(timeout=self.timeout / 2) is not None
+            )
         except Exception:  # noqa: BLE001 - unreachable: the lease runs out by itself
             return
         if found:
@@ -129,5 +138,8 @@ class Leadership:
             self.step_down(f"its election znode {node} is gone (session expired)")
 
     def _on_state(self, state: str) -> None:
+        """kazoo's connection thread: nothing that waits here."""
+        if state != "CONNECTED":
+            self._leader = None  # unknown until ZooKeeper answers again
         if state == "LOST":  # the session expired: our znode is gone
             self._release.set()

@@ -147,7 +147,8 @@ class Nimbus:
         self.zk = zk_client(ha)
         self.leadership = Leadership(self.zk, ha.root, self.me, ha.failover)
         self.store = ZkStore(self.zk, ha.root, ha.nimbus_id, data, self._fence,
-                             ha.min_replicas, ha.replication_wait)  # fmt: skip
+                             ha.min_replicas, ha.replication_wait,
+                             op_timeout=max(0.5, ha.failover / 4))  # fmt: skip
         self.forwarder = Forwarder(self.security)
         log.info(f"nimbus {ha.nimbus_id}: on ZooKeeper {ha.hosts}{ha.root}, API {self.me['api']}")
 
@@ -204,19 +205,29 @@ class Nimbus:
         return {"id": self.me["id"], "leading": self.leading, "leader": self._leader_info(),
                 "ha": True, "term": self.leadership.term if self.leading else None}  # fmt: skip
 
-    def _follower_answer(self, verb: str, payload: Any) -> Any:
-        """A follower answers a supervisor with where the leader is, and forwards
-        the rest (reads and writes) to the leader."""
+    def _follower_answer(self, ident: bytes, req_id: int, verb: str, payload: Any) -> Any:
+        """A follower answers a supervisor with where the leader is (None: no word on
+        its workers), and forwards the rest (reads and writes) to the leader: the
+        answer is sent when it comes (`_send_forwarded`)."""
         leader = self._leader_info()
         if verb == "heartbeat":
             return {"wanted": None, "logs": [], "leader": None if leader is None else leader["api"]}
-        return self.forwarder.call(leader, verb, payload)
+        self.forwarder.forward((ident, req_id), leader, verb, payload)
+        return _FORWARDED
+
+    def _send_forwarded(self) -> None:
+        for (ident, req_id), ok, value in self.forwarder.done():
+            self.api.send_multipart([ident, *ct.reply(req_id, value, ok=ok)])
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
         while not self._stop:
             if self.leadership is not None:
-                self._follow_election()
+                try:
+                    self._follow_election()
+                except LostLeadership as exc:  # ZooKeeper went away while taking over
+                    self._lost(exc)
+                self._send_forwarded()
             if self.api.poll(50):
                 for _ in range(100):
                     try:
@@ -327,7 +338,10 @@ class Nimbus:
         try:
             msg = api.message(verb, payload)
             if not self.leading and verb != "leader":
-                out = ct.reply(req_id, self._follower_answer(verb, msg))
+                answer = self._follower_answer(ident, req_id, verb, msg)
+                if answer is _FORWARDED:
+                    return
+                out = ct.reply(req_id, answer)
             else:
                 out = ct.reply(req_id, getattr(self, f"api_{verb}")(msg))
         except LostLeadership as exc:
@@ -796,6 +810,9 @@ def _worker_reports(raw: Any) -> dict[str, dict[str, Any]]:
     keep = ("pid", "state", "restarts", "crashes_in_a_row", "last_exit", "last_exit_at",
             "last_words", "restart_in")  # fmt: skip
     return {str(k): {f: v.get(f) for f in keep} for k, v in raw.items() if isinstance(v, dict)}
+
+
+_FORWARDED = object()  # an answer that the leader gives, later
 
 
 def _compact(workers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -54,6 +54,11 @@ class LostLeadership(StormishError):
     """A fenced write failed: this nimbus no longer holds the election."""
 
 
+class ZkUnavailable(LostLeadership):
+    """ZooKeeper did not answer in time (a partition, an outage): a leader that cannot
+    write cannot lead; it steps down and contends again once ZooKeeper answers."""
+
+
 class ZkStore:
     """`store.Store`'s interface on ZooKeeper. `fence()` gives the leader's election
     znode (None: not leading); `min_replicas` nimbuses must hold a topology's code before
@@ -69,6 +74,7 @@ class ZkStore:
         fence: Callable[[], tuple[str | None, int | None]],
         min_replicas: int | None = None,
         replication_wait: float = 30.0,
+        op_timeout: float = 2.0,
     ):
         self.zk = client
         self.root = root.rstrip("/")
@@ -76,6 +82,9 @@ class ZkStore:
         self.fence = fence
         self.min_replicas = min_replicas
         self.replication_wait = replication_wait
+        # nimbus's one loop calls in here: no call may wait on ZooKeeper for ever
+        # (kazoo's sync calls do while it is disconnected)
+        self.op_timeout = op_timeout
         self.blob_dir = os.path.join(os.path.abspath(data_dir), "blobs")
         os.makedirs(self.blob_dir, mode=0o700, exist_ok=True)
         for sub in ("leader", "topologies", "code", "blobs", "final", "supervisors", "assignments"):
@@ -94,18 +103,18 @@ class ZkStore:
         check_name(name, "topology name")
         data = pickling.dumps((topology, conf))
         cid = f"{name}-{hashlib.sha256(data).hexdigest()[:20]}"
-        if self.zk.exists(f"{self.root}/code/{cid}") is None:
+        if self._exists(f"{self.root}/code/{cid}") is None:
             pieces = [data[i : i + PIECE] for i in range(0, len(data), PIECE)] or [b""]
-            self.zk.ensure_path(f"{self.root}/blobs/{cid}")
+            self._ensure(f"{self.root}/blobs/{cid}")
             for i, piece in enumerate(pieces):
                 path = f"{self.root}/blobs/{cid}/{i:06d}"
-                if self.zk.exists(path) is None:
-                    self.zk.create(path, piece)
+                if self._exists(path) is None:
+                    self._create(path, piece)
                 else:
-                    self.zk.set(path, piece)
+                    self._set(path, piece)
             meta = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
                     "pieces": len(pieces)}  # fmt: skip
-            self.zk.create(f"{self.root}/code/{cid}", json.dumps(meta).encode())
+            self._create(f"{self.root}/code/{cid}", json.dumps(meta).encode())
         self._hold(cid)
         self._staged[name] = cid
         self._wait_replicas(name, cid)
@@ -125,9 +134,8 @@ class ZkStore:
         if node is None:
             raise LostLeadership(f"nimbus {self.id} does not lead: {name!r} not saved")
         tx = self.zk.transaction()
-        version = self._fence_version(node)
-        tx.check(node, version)
-        if path in self._written or self.zk.exists(path) is not None:
+        tx.check(node, -1)  # our election znode still exists: we still lead
+        if path in self._written or self._exists(path) is not None:
             tx.set_data(path, data)
         else:
             tx.create(path, data)
@@ -147,12 +155,12 @@ class ZkStore:
     def forget(self, name: str) -> None:
         check_name(name, "topology name")
         for path in (f"{self.root}/topologies/{name}", f"{self.root}/final/{name}"):
-            if self.zk.exists(path) is not None:
+            if self._exists(path) is not None:
                 node, _ = self.fence()
                 if node is None:
                     raise LostLeadership(f"nimbus {self.id} does not lead: {name!r} kept")
                 tx = self.zk.transaction()
-                tx.check(node, self._fence_version(node))
+                tx.check(node, -1)
                 tx.delete(path)
                 self._commit(tx, f"removing {name!r}")
             self._written.pop(path, None)
@@ -165,7 +173,7 @@ class ZkStore:
         self._slots.clear()
         self._staged.clear()
         out = []
-        for name in sorted(self.zk.get_children(f"{self.root}/topologies")):
+        for name in sorted(self._children(f"{self.root}/topologies")):
             try:
                 state = self._read_state(name)
                 topology, conf = self._load_code(state["code"])
@@ -177,7 +185,7 @@ class ZkStore:
             self._slots[name] = state.get("slots")
             state.pop("code", None)
             out.append((name, topology, conf, state))
-        self._collect_garbage()
+        threading.Thread(target=self._collect_garbage, name="nimbus-code-gc", daemon=True).start()
         return out
 
     # -- supervisors, as the leader knows them ------------------------------------------------
@@ -188,26 +196,51 @@ class ZkStore:
         path = f"{self.root}/supervisors/{sid}"
         self._written.pop(path, None)
         node, _ = self.fence()
-        if node is None or self.zk.exists(path) is None:
+        if node is None or self._exists(path) is None:
             return
         tx = self.zk.transaction()
-        tx.check(node, self._fence_version(node))
+        tx.check(node, -1)
         tx.delete(path)
         self._commit(tx, f"forgetting supervisor {sid}")
 
     def supervisors(self) -> dict[str, dict[str, Any]]:
         out = {}
-        for sid in self.zk.get_children(f"{self.root}/supervisors"):
-            data, _ = self.zk.get(f"{self.root}/supervisors/{sid}")
+        for sid in self._children(f"{self.root}/supervisors"):
+            data = self._get(f"{self.root}/supervisors/{sid}")
             out[sid] = json.loads(data)
         return out
 
     def assignments(self) -> list[dict[str, Any]]:
         """Who assigned what, in ZooKeeper's order (its sequence numbers)."""
         base = f"{self.root}/assignments"
-        return [
-            json.loads(self.zk.get(f"{base}/{n}")[0]) for n in sorted(self.zk.get_children(base))
-        ]
+        return [json.loads(self._get(f"{base}/{n}")) for n in sorted(self._children(base))]
+
+    # -- bounded calls: kazoo's async API, waited for at most op_timeout --------------------
+    def _wait(self, result: Any, what: str) -> Any:
+        try:
+            return result.get(timeout=self.op_timeout)
+        except self.zk.handler.timeout_exception:
+            raise ZkUnavailable(
+                f"nimbus {self.id}: ZooKeeper did not answer ({what}) within {self.op_timeout:g}s"
+            ) from None
+
+    def _exists(self, path: str) -> Any:
+        return self._wait(self.zk.exists_async(path), f"exists {path}")
+
+    def _get(self, path: str) -> bytes:
+        return bytes(self._wait(self.zk.get_async(path), f"get {path}")[0])
+
+    def _children(self, path: str) -> list[str]:
+        return list(self._wait(self.zk.get_children_async(path), f"children of {path}"))
+
+    def _create(self, path: str, data: bytes, ephemeral: bool = False) -> None:
+        self._wait(self.zk.create_async(path, data, ephemeral=ephemeral), f"create {path}")
+
+    def _set(self, path: str, data: bytes) -> None:
+        self._wait(self.zk.set_async(path, data), f"set {path}")
+
+    def _ensure(self, path: str) -> None:
+        self._wait(self.zk.ensure_path_async(path), f"ensure {path}")
 
     # -- internals ------------------------------------------------------------------------------
     def _fenced_put(self, path: str, value: Any) -> None:
@@ -218,22 +251,16 @@ class ZkStore:
         if node is None:
             raise LostLeadership(f"nimbus {self.id} does not lead: {path} not written")
         tx = self.zk.transaction()
-        tx.check(node, self._fence_version(node))
-        if self.zk.exists(path) is None:
+        tx.check(node, -1)
+        if self._exists(path) is None:
             tx.create(path, data)
         else:
             tx.set_data(path, data)
         self._commit(tx, path)
         self._written[path] = data
 
-    def _fence_version(self, node: str) -> int:
-        stat = self.zk.exists(node)
-        if stat is None:
-            raise LostLeadership(f"nimbus {self.id}: its election znode {node} is gone")
-        return int(stat.version)
-
     def _commit(self, tx: Any, what: str) -> None:
-        results = tx.commit()
+        results = self._wait(tx.commit_async(), what)
         bad = [r for r in results if isinstance(r, Exception)]
         if bad:
             raise LostLeadership(
@@ -242,7 +269,7 @@ class ZkStore:
             )
 
     def _read_state(self, name: str) -> dict[str, Any]:
-        data, _ = self.zk.get(f"{self.root}/topologies/{name}")
+        data = self._get(f"{self.root}/topologies/{name}")
         return dict(json.loads(data))
 
     def _load_code(self, cid: str) -> tuple[Any, dict[str, Any]]:
@@ -255,10 +282,10 @@ class ZkStore:
 
     def _fetch(self, cid: str) -> None:
         """Code `cid` from ZooKeeper into the data directory, its hash checked."""
-        raw, _ = self.zk.get(f"{self.root}/code/{cid}")
+        raw = self._get(f"{self.root}/code/{cid}")
         meta = json.loads(raw)
         data = b"".join(
-            self.zk.get(f"{self.root}/blobs/{cid}/{i:06d}")[0] for i in range(int(meta["pieces"]))
+            self._get(f"{self.root}/blobs/{cid}/{i:06d}") for i in range(int(meta["pieces"]))
         )
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise StormishError(f"code {cid} in ZooKeeper: its hash does not match its pieces")
@@ -273,10 +300,10 @@ class ZkStore:
             if cid in self._held:
                 return
             self._load_code(cid)
-            self.zk.ensure_path(f"{self.root}/code/{cid}/holders")
+            self._ensure(f"{self.root}/code/{cid}/holders")
             path = f"{self.root}/code/{cid}/holders/{self.id}"
-            if self.zk.exists(path) is None:
-                self.zk.create(path, b"", ephemeral=True)
+            if self._exists(path) is None:
+                self._create(path, b"", ephemeral=True)
             self._held.add(cid)
 
     def _on_code(self, children: list[str]) -> None:
@@ -293,14 +320,14 @@ class ZkStore:
     def needed_replicas(self) -> int:
         if self.min_replicas is not None:
             return self.min_replicas
-        return 2 if len(self.zk.get_children(f"{self.root}/leader")) >= 2 else 1
+        return 2 if len(self._children(f"{self.root}/leader")) >= 2 else 1
 
     def _wait_replicas(self, name: str, cid: str) -> None:
         deadline = time.monotonic() + self.replication_wait
         holders: list[str] = []
         need = self.needed_replicas()
         while time.monotonic() < deadline:
-            holders = self.zk.get_children(f"{self.root}/code/{cid}/holders")
+            holders = self._children(f"{self.root}/code/{cid}/holders")
             if len(holders) >= need:
                 return
             time.sleep(0.02)  # the other nimbuses fetch it meanwhile
@@ -312,9 +339,13 @@ class ZkStore:
         )
 
     def _collect_garbage(self) -> None:
-        """Code no topology uses (a submit interrupted, a topology removed) goes."""
-        used = {json.loads(d)["code"] for d in self._written.values() if b'"code"' in d}
-        for cid in self.zk.get_children(f"{self.root}/code"):
-            if cid not in used:
-                self.zk.delete(f"{self.root}/code/{cid}", recursive=True)
-                self.zk.delete(f"{self.root}/blobs/{cid}", recursive=True)
+        """Code no topology uses (a submit interrupted, a topology removed) goes (on a
+        thread of its own, after a takeover: kazoo's recursive delete is not bounded)."""
+        used = {json.loads(d)["code"] for d in list(self._written.values()) if b'"code"' in d}
+        try:
+            for cid in self.zk.get_children(f"{self.root}/code"):
+                if cid not in used:
+                    self.zk.delete(f"{self.root}/code/{cid}", recursive=True)
+                    self.zk.delete(f"{self.root}/blobs/{cid}", recursive=True)
+        except Exception as exc:  # noqa: BLE001 - the next takeover collects it
+            log.info(f"nimbus {self.id}: unused code not collected: {exc}")

@@ -36,9 +36,11 @@ class HaCluster:
         supervisors: int = 2,
         failover: float = 4.0,
         nimbus_args: tuple[str, ...] = (),
+        zk_for: dict[int, str] | None = None,
     ):
         self.tmp = tmp
         self.zk_hosts = zk_hosts
+        self.zk_for = zk_for or {}  # nimbus index -> its own way to ZooKeeper (a proxy)
         self.root = f"/stormish-test-{os.getpid()}-{next(_roots)}"
         self.failover = failover
         self.env = _child_env()
@@ -76,7 +78,7 @@ class HaCluster:
         self.nimbuses[i] = self._spawn(
             "nimbus", "--port", str(self.apis[i]), "--control-port", str(self.controls[i]),
             "--data", os.path.join(self.tmp, f"n{i}-data"), "--task-timeout", "5",
-            "--zookeeper", self.zk_hosts, "--zk-root", self.root, "--id", f"n{i}",
+            "--zookeeper", self.zk_for.get(i, self.zk_hosts), "--zk-root", self.root, "--id", f"n{i}",
             "-c", f"nimbus.leader.failover.secs={self.failover}", *self.nimbus_args,
             log=f"n{i}.log",
         )  # fmt: skip
