@@ -232,3 +232,27 @@ def test_a_partitioned_leader_stops_acting_before_another_leads(tmp_path, zk, wa
     finally:
         ha.close()
         proxy.close()
+
+
+def test_a_single_nimbus_restarted_after_a_rebalance_keeps_the_new_worker_count(
+    cluster, watch, ledger
+):
+    """The data-dir nimbus (no ZooKeeper): it restored a rebalanced topology with the
+    worker count it was submitted with, not the one it was rebalanced to."""
+    c = cluster
+    poll_for(lambda: len(c.call("supervisors")) == 2, 30, 0.1, "two supervisors")
+    c.call("submit", (pipeline("rb1", ledger, IDS, WORK, **CONF), {}))
+    c.wait_status("rb1", "running")
+    poll_for(lambda: deliveries(ledger) >= IDS // 5, 60, 0.05, "the run under way")
+    watch.begin()
+    c.call("rebalance", ("rb1", 1))
+    c.wait_status("rb1", "running")
+    c.nimbus.send_signal(signal.SIGKILL)
+    c.nimbus.wait(10)
+    c.start_nimbus()
+    c.wait_status("rb1", "complete", timeout=150)
+    (row,) = [r for r in c.call("list") if r["name"] == "rb1"]
+    assert row["workers"] == 1 and len(row["slots"]) <= 1, row
+    watch.freeze()
+    a = audit(ledger, IDS)
+    assert a.lost == 0 and a.acked == IDS, a
