@@ -22,6 +22,12 @@ is taken as gone: its workers are placed elsewhere. A worker not heard from for
 `--worker-timeout` seconds (it says hello every second) is not waited for: its
 supervisor restarts it. Workers keep running while nimbus is down, and their hellos let
 a restarted nimbus find them.
+
+With `ha` (`--zookeeper`), several nimbus run: the one elected (`leader.py`) does all of
+the above with its state in ZooKeeper (`zkstate.py`); the others answer supervisors with
+where the leader is and forward clients' requests to it (`ha.Forwarder`). A nimbus that
+becomes leader restores everything from ZooKeeper and adopts the running workers; one
+that stops leading forgets it all and acts no more (the workers run on).
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ last death (how it ended, when, and its log's last line), which nimbus shows in 
 and `monitor`. When nimbus is down the supervisor keeps the last answer, and keeps its
 workers running and restarted.
 
+With several nimbus (`--nimbus a,b,c`, HA on ZooKeeper) it talks to one at a time: a
+follower's answer names the leader (and says nothing of the workers, which run on as
+they are), and the supervisor talks to the leader from then on; a nimbus silent for two
+heartbeats makes way for the next. When another nimbus leads, its control address
+differs: the workers are not restarted, they are told the new address (a file each
+re-reads at its heartbeat) and say hello there. The supervisor itself never talks to
+ZooKeeper: an outage there does not touch its workers.
+
 Its slot ports must be free: at start it binds each (where its workers will) and lets
 go, and refuses to start, naming the port, when one is taken. A port another program
 takes later is a failed slot: before starting a worker there the supervisor tries the

@@ -78,7 +78,8 @@ class HaCluster:
         self.nimbuses[i] = self._spawn(
             "nimbus", "--port", str(self.apis[i]), "--control-port", str(self.controls[i]),
             "--data", os.path.join(self.tmp, f"n{i}-data"), "--task-timeout", "5",
-            "--zookeeper", self.zk_for.get(i, self.zk_hosts), "--zk-root", self.root, "--id", f"n{i}",
+            "--zookeeper", self.zk_for.get(i, self.zk_hosts), "--zk-root", self.root,
+            "--id", f"n{i}",
             "-c", f"nimbus.leader.failover.secs={self.failover}", *self.nimbus_args,
             log=f"n{i}.log",
         )  # fmt: skip

@@ -63,6 +63,25 @@ def test_one_nimbus_leads_and_a_follower_forwards_reads_and_writes(ha):
     assert "forwarding" not in ha.log("n0.log")
 
 
+def test_a_keyed_clusters_znodes_are_closed_to_a_client_without_its_keys(ha):
+    """Digest ACLs derived from the cluster's keys: no reading its code, no planting a
+    topology for nimbus to unpickle."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    zk = KazooClient(hosts=ha.zk_hosts)
+    zk.start(10)
+    try:
+        with pytest.raises(NoAuthError):
+            zk.get_children(f"{ha.root}/topologies")
+        with pytest.raises(NoAuthError):
+            zk.create(f"{ha.root}/topologies/planted", b"{}")
+    finally:
+        zk.stop()
+        zk.close()
+    assert ha.assignments() == []  # with the keys' credential it reads (nothing yet)
+
+
 class Gated(Spout):
     """Emits `count` numbers reliably, the second half only once the file `gate` exists:
     the topology is surely running while the test changes leaders."""
