@@ -11,6 +11,7 @@ takes over within about that after a kill -9.
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import threading
@@ -24,7 +25,7 @@ from zk_server import ZooKeeper
 from stormish.testing import poll_for
 
 from .conftest import call_failed
-from .ledger import audit, deliveries, pipeline
+from .ledger import LedgerSink, audit, deliveries, pipeline
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -53,9 +54,10 @@ def ha(request, tmp_path, zk, watch):
             print(f"--- {name}\n{c.log(name)[-4000:]}")
 
 
-def start(c: HaCluster, watch, name: str, ledger: str, count: int = IDS) -> None:
+def start(c: HaCluster, watch, name: str, ledger: str, count: int = IDS, topology=None) -> None:
     poll_for(lambda: len(c.call(0, "supervisors")) == 2, 30, 0.1, "two supervisors")
-    c.call(0, "submit", (pipeline(name, ledger, count, WORK, **CONF), {}))
+    t = topology or pipeline(name, ledger, count, WORK, **CONF)
+    c.call(0, "submit", (t, {}))
     c.wait_status(0, name, "running")
     poll_for(lambda: len(c.workers()) == 2, 30, 0.1, "two workers")
     poll_for(lambda: deliveries(ledger) >= count // 5, 60, 0.05, "the run under way")
@@ -148,13 +150,53 @@ def _code_state(ha: HaCluster, zk: ZooKeeper) -> str:
         client.close()
 
 
+class SlowCleanupSink(LedgerSink):
+    """The ledger's sink, whose cleanup (a worker stopping) waits for the file `gate`:
+    the leader is then inside a rebalance, stopping the old workers."""
+
+    def cleanup(self):
+        open(os.path.join(self.ledger, f"cleaning-{os.getpid()}"), "w").close()
+        gate = os.path.join(self.ledger, "gate")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.02)  # user code that blocks: the scenario, not a synchronisation
+        super().cleanup()
+
+
 def test_kill_9_the_leader_during_a_rebalance(ha, watch, ledger):
-    """Rebalanced to one worker, the leader killed at once: the new leader finishes the
-    rebalance from ZooKeeper's state (the plan was saved before the old workers
-    stopped) and the run completes on one worker."""
-    start(ha, watch, "rb", ledger)
-    ha.call(0, "rebalance", ("rb", 1))
+    """Rebalanced to one worker, the leader killed while it stops the old workers (their
+    cleanup holds it): the new leader finishes the rebalance from ZooKeeper's state (the
+    new plan was saved before the old workers were stopped) and the run completes on one
+    worker. (Without that write ahead, ZooKeeper still said two workers, running, and
+    the new leader adopted the ones being stopped.)"""
+    from stormish import Topology
+
+    from .ledger import LedgerSpout, Relay
+
+    t = Topology("rb", config={"topology.workers": 2, **CONF})
+    t.set_spout("src", LedgerSpout(ledger, IDS))
+    t.set_bolt("relay", Relay(), parallelism=2).shuffle_grouping("src")
+    sink = SlowCleanupSink(ledger, WORK)
+    t.set_bolt("sink", sink, parallelism=2).fields_grouping("relay", ["id"])
+    start(ha, watch, "rb", ledger, topology=t)
+    errors: list[Exception] = []
+
+    def rebalance() -> None:
+        try:
+            with closing(ha.client(0)) as c:
+                c.call("rebalance", ("rb", 1), timeout=5)
+        except Exception as exc:  # noqa: BLE001 - the leader dies under it
+            errors.append(exc)
+
+    th = threading.Thread(target=rebalance)
+    th.start()
+    poll_for(
+        lambda: glob.glob(os.path.join(ledger, "cleaning-*")), 20, 0.02, "old workers stopping"
+    )
     ha.kill_nimbus(0)
+    open(os.path.join(ledger, "gate"), "w").close()
+    th.join(30)
+    assert errors, "the rebalance was answered: the kill did not land inside it"
     assert ha.wait_leader(not_=0, timeout=FAILOVER + 10) == 1
     finish(ha, watch, 1, "rb", ledger)
     (row,) = [r for r in ha.call(1, "list") if r["name"] == "rb"]
