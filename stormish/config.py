@@ -481,8 +481,9 @@ KEYS: dict[str, Key] = {
             _num(0, strict=True),
             "HA: the ZooKeeper session timeout of each nimbus, so the time within which "
             "a follower takes over from a leader killed -9 (the server clamps it to 2..20 "
-            "of its ticks: 4..40 s with Debian's tickTime 2000); a leader stops acting "
-            "within half of it once cut off from ZooKeeper",
+            "of its ticks: 4..40 s with Debian's tickTime 2000: keep it inside, the lease "
+            "counts on it); a leader stops acting within half of it once cut off from "
+            "ZooKeeper",
             "nimbus",
         ),
         Key(
