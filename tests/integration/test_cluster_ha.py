@@ -61,6 +61,22 @@ def test_one_nimbus_leads_and_a_follower_forwards_reads_and_writes(ha):
     assert "supervisor s0 joined" in ha.log("n0.log")
     assert "supervisor s0 joined" not in ha.log("n1.log")
     assert "forwarding" not in ha.log("n0.log")
+    # the command line, given a dead nimbus first: the next one answers (and forwards)
+    import json
+    import subprocess
+    import sys
+
+    from .test_cluster import free_ports
+
+    (dead,) = free_ports(1)
+    out = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "list", "--json", "--connect-timeout", "0.5",
+         "--nimbus", f"127.0.0.1:{dead},127.0.0.1:{ha.apis[1]}", "--keys", ha.keys],
+        env=ha.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"nimbus 127.0.0.1:{dead}:" in out.stderr and "trying" in out.stderr
+    assert [r["name"] for r in json.loads(out.stdout)["topologies"]] == ["wc"]
 
 
 def test_a_keyed_clusters_znodes_are_closed_to_a_client_without_its_keys(ha):
