@@ -20,6 +20,8 @@ import hmac
 import logging
 import queue
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,9 @@ log = logging.getLogger("stormish.nimbus")
 
 DIGEST_USER = "stormish"
 FORWARD_TIMEOUT = 90.0  # a forwarded submit waits for the code's replication (60 s)
+READ_TIMEOUT = 1.0  # a forwarded read: past it, the follower answers from ZooKeeper
+READS = frozenset({"list", "supervisors"})  # what a follower can answer from ZooKeeper
+SILENT_FOR = 3.0  # a leader that did not answer a read is not asked reads again so soon
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,10 @@ class Forwarder:
     over. `done()` gives the answers to send, from the loop's thread (the API socket is
     that thread's alone)."""
 
-    def __init__(self, security: Any):
+    def __init__(self, security: Any, read_zookeeper: Callable[[str], Any] | None = None):
         self.security = security
+        self.read_zookeeper = read_zookeeper  # verb in READS -> the answer from ZooKeeper
+        self._silent: tuple[str | None, float] = (None, 0.0)  # a leader's address, until
         self._client: Any = None
         self._address: str | None = None
         self._todo: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
@@ -124,14 +131,30 @@ class Forwarder:
         while (item := self._todo.get()) is not None:
             tag, leader, verb, payload = item
             try:
-                self._done.put((tag, True, self._call(leader, verb, payload)))
+                self._done.put((tag, True, self._answer(leader, verb, payload)))
             except StormishError as exc:
                 self._done.put((tag, False, str(exc)))
             except Exception as exc:  # noqa: BLE001 - told to the client, not fatal here
                 self._done.put((tag, False, f"{type(exc).__name__}: {exc}"))
         self._close_client()
 
-    def _call(self, leader: dict[str, Any] | None, verb: str, payload: Any) -> Any:
+    def _answer(self, leader: dict[str, Any] | None, verb: str, payload: Any) -> Any:
+        """A read goes to the leader for at most READ_TIMEOUT; when it does not answer
+        (dead, and its session not yet expired; or busy) or none leads, the follower
+        answers it from what the leader last wrote to ZooKeeper."""
+        from .client import NoAnswer
+
+        if verb not in READS or self.read_zookeeper is None:
+            return self._call(leader, verb, payload, FORWARD_TIMEOUT)
+        address, until = self._silent
+        if leader is not None and not (leader["api"] == address and time.monotonic() < until):
+            try:
+                return self._call(leader, verb, payload, READ_TIMEOUT)
+            except NoAnswer:
+                self._silent = (str(leader["api"]), time.monotonic() + SILENT_FOR)
+        return self.read_zookeeper(verb)
+
+    def _call(self, leader: dict[str, Any] | None, verb: str, payload: Any, within: float) -> Any:
         from .client import NimbusClient
 
         if leader is None:
@@ -144,7 +167,7 @@ class Forwarder:
             self._close_client()
             self._client = NimbusClient(address, self.security, timeout=FORWARD_TIMEOUT)
             self._address = address
-        return self._client.call(verb, payload)
+        return self._client.call(verb, payload, timeout=within)
 
     def _close_client(self) -> None:
         if self._client is not None:

@@ -155,7 +155,7 @@ class Nimbus:
         self.store = ZkStore(self.zk, ha.root, ha.nimbus_id, data, self._fence,
                              ha.min_replicas, ha.replication_wait,
                              op_timeout=max(0.5, ha.failover / 4))  # fmt: skip
-        self.forwarder = Forwarder(self.security)
+        self.forwarder = Forwarder(self.security, self._read_zookeeper)
         log.info(f"nimbus {ha.nimbus_id}: on ZooKeeper {ha.hosts}{ha.root}, API {self.me['api']}")
 
     def _fence(self) -> tuple[str | None, int | None]:
@@ -210,6 +210,12 @@ class Nimbus:
             return {"id": None, "leading": True, "leader": None, "ha": False}
         return {"id": self.me["id"], "leading": self.leading, "leader": self._leader_info(),
                 "ha": True, "term": self.leadership.term if self.leading else None}  # fmt: skip
+
+    def _read_zookeeper(self, verb: str) -> Any:
+        """`list` or `supervisors` from ZooKeeper (the forwarder's thread: reads only)."""
+        assert isinstance(self.store, ZkStore)
+        rows, sups = self.store.listing()
+        return rows if verb == "list" else sups
 
     def _follower_answer(self, ident: bytes, req_id: int, verb: str, payload: Any) -> Any:
         """A follower answers a supervisor with where the leader is (None: no word on

@@ -210,6 +210,42 @@ class ZkStore:
             out[sid] = json.loads(data)
         return out
 
+    def listing(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """`list` and `supervisors` as the leader last wrote them to ZooKeeper: what a
+        follower answers when no leader does (no live figures: `from_zookeeper`)."""
+        now = time.time()
+        sups: dict[str, dict[str, Any]] = {}
+        heard: dict[str, float] = {}
+        for sid in self._children(f"{self.root}/supervisors"):
+            data, stat = self._wait(self.zk.get_async(f"{self.root}/supervisors/{sid}"), sid)
+            sups[sid] = json.loads(data)
+            heard[sid] = round(max(0.0, now - stat.mtime / 1000), 2)
+        rows = []
+        for name in sorted(self._children(f"{self.root}/topologies")):
+            st = self._read_state(name)
+            slots = {int(i): (str(s[0]), int(s[1])) for i, s in (st.get("slots") or {}).items()}
+            workers = []
+            for i, (sid, port) in sorted(slots.items()):
+                rep = (sups.get(sid, {}).get("workers") or {}).get(f"{name}/{i}")
+                workers.append({"index": i, "supervisor": sid, "port": port,
+                                **(rep or {"state": "placed", "restarts": 0})})  # fmt: skip
+            rows.append({
+                "name": name, "status": st.get("status"), "workers": st.get("workers"),
+                "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(slots.items())},
+                "active": st.get("active", True), "error": st.get("error"), "waiting": None,
+                "uptime_seconds": round(now - float(st.get("submitted") or now), 1),
+                "worker_status": workers, "from_zookeeper": True,
+                "restarts": sum(int(w.get("restarts") or 0) for w in workers),
+            })  # fmt: skip
+        sup_rows = [
+            {"id": sid, "host": i.get("host"), "ports": i.get("ports"),
+             "running": sorted(k for k, w in (i.get("workers") or {}).items()
+                               if w.get("state") == "running"),
+             "heard_seconds_ago": heard[sid], "failed_ports": i.get("failed") or {}}
+            for sid, i in sorted(sups.items())
+        ]  # fmt: skip
+        return rows, sup_rows
+
     def assignments(self) -> list[dict[str, Any]]:
         """Who assigned what, in ZooKeeper's order (its sequence numbers)."""
         base = f"{self.root}/assignments"
