@@ -270,6 +270,8 @@ class Nimbus:
             self.ui.close()
         if self.leadership is not None:
             self.forwarder.close()
+            if isinstance(self.store, ZkStore):
+                self.store.close()
             self.leadership.close()  # a clean stop frees the election at once
             self.zk.stop()
             self.zk.close()

@@ -48,6 +48,7 @@ from ..names import check_name
 log = logging.getLogger("stormish.nimbus")
 
 PIECE = 512 * 1024  # bytes per blob znode (ZooKeeper's default jute.maxbuffer is 1 MB)
+HOLD_TRIES = 8  # tries to hold new code (about 15 s in all) before giving up on it
 
 
 class LostLeadership(StormishError):
@@ -93,6 +94,7 @@ class ZkStore:
         self._written: dict[str, bytes] = {}  # path -> the data last written there
         self._slots: dict[str, Any] = {}  # name -> slots last recorded in assignments/
         self._held: set[str] = set()
+        self._closed = False
         self._lock = threading.Lock()
         client.ChildrenWatch(f"{self.root}/code", self._on_code)
 
@@ -345,13 +347,32 @@ class ZkStore:
     def _on_code(self, children: list[str]) -> None:
         """Every nimbus replicates new code as it appears (kazoo's watch thread)."""
         for cid in children:
-            if cid in self._held:
-                continue
-            try:
-                self._hold(cid)
-            except Exception as exc:  # noqa: BLE001 - not loadable here: not counted
-                log.warning(f"nimbus {self.id}: cannot hold code {cid}: {exc}")
+            if cid not in self._held:
+                self._try_hold(cid, 0)
         self._held &= set(children)
+
+    def _try_hold(self, cid: str, attempt: int) -> None:
+        """Hold `cid`; a failure (ZooKeeper slow, a module not importable yet) is tried
+        again a few times, backing off, while the code is there: a submit waits for it."""
+        try:
+            self._hold(cid)
+        except Exception as exc:  # noqa: BLE001 - not loadable here (yet): not counted
+            log.warning(f"nimbus {self.id}: cannot hold code {cid} (try {attempt + 1}): {exc}")
+            if attempt < HOLD_TRIES and not self._closed:
+                t = threading.Timer(min(5.0, 0.2 * 2**attempt), self._retry_hold, (cid, attempt))
+                t.daemon = True
+                t.start()
+
+    def _retry_hold(self, cid: str, attempt: int) -> None:
+        try:
+            if cid in self._held or self.zk.exists(f"{self.root}/code/{cid}") is None:
+                return
+        except Exception:  # noqa: BLE001 - ZooKeeper away: the watch fires again later
+            return
+        self._try_hold(cid, attempt + 1)
+
+    def close(self) -> None:
+        self._closed = True
 
     def needed_replicas(self) -> int:
         if self.min_replicas is not None:
