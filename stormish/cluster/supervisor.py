@@ -14,6 +14,14 @@ last death (how it ended, when, and its log's last line), which nimbus shows in 
 and `monitor`. When nimbus is down the supervisor keeps the last answer, and keeps its
 workers running and restarted.
 
+With several nimbus (`--nimbus a,b,c`, HA on ZooKeeper) it talks to one at a time: a
+follower's answer names the leader (and says nothing of the workers, which run on as
+they are), and the supervisor talks to the leader from then on; a nimbus silent for two
+heartbeats makes way for the next. When another nimbus leads, its control address
+differs: the workers are not restarted, they are told the new address (a file each
+re-reads at its heartbeat) and say hello there. The supervisor itself never talks to
+ZooKeeper: an outage there does not touch its workers.
+
 Its slot ports must be free: at start it binds each (where its workers will) and lets
 go, and refuses to start, naming the port, when one is taken. A port another program
 takes later is a failed slot: before starting a worker there the supervisor tries the
@@ -69,17 +77,35 @@ def changes(
     have: dict[Key, Spec], wanted: list[dict[str, Any]]
 ) -> tuple[list[Key], dict[Key, Spec]]:
     """Which workers to stop and which to start so that `have` becomes `wanted` (each
-    `topology`, `index`, `port`, `control`, `epoch`). A worker whose port, control
-    address or epoch changed is stopped and started again: a new epoch is a new process
-    even on the same port. Pure, for tests; the supervisor does the I/O."""
+    `topology`, `index`, `port`, `control`, `epoch`). A worker whose port or epoch
+    changed is stopped and started again: a new epoch is a new process even on the same
+    port. One whose control address alone changed (another nimbus leads now) is neither:
+    it is told the new address (`moved`). Pure, for tests; the supervisor does the I/O."""
     want: dict[Key, Spec] = {}
     for w in wanted:
         want[(w["topology"], int(w["index"]))] = (
             int(w["port"]), str(w["control"]), int(w.get("epoch", 0))
         )  # fmt: skip
-    stop = [k for k, spec in have.items() if want.get(k) != spec]
-    start = {k: spec for k, spec in want.items() if have.get(k) != spec}
+
+    def same(a: Spec | None, b: Spec | None) -> bool:
+        return a is not None and b is not None and (a[0], a[2]) == (b[0], b[2])
+
+    stop = [k for k, spec in have.items() if not same(want.get(k), spec)]
+    start = {k: spec for k, spec in want.items() if not same(have.get(k), spec)}
     return stop, start
+
+
+def moved(have: dict[Key, Spec], wanted: list[dict[str, Any]]) -> dict[Key, str]:
+    """Workers kept (same port and epoch) whose controller moved: key -> new address."""
+    out = {}
+    for w in wanted:
+        k = (w["topology"], int(w["index"]))
+        spec = have.get(k)
+        if spec is None or (spec[0], spec[2]) != (int(w["port"]), int(w.get("epoch", 0))):
+            continue
+        if spec[1] != str(w["control"]):
+            out[k] = str(w["control"])
+    return out
 
 
 def port_taken(host: str, port: int) -> str | None:
@@ -110,6 +136,7 @@ class Slot:
     finished: bool = False
     started: float = 0.0
     heartbeat_file: str = ""
+    control_file: str = ""  # the controller's address, which the worker re-reads
     log: Any = field(default=None, repr=False)  # its RotatingFile, with --log-dir
     pump: Any = field(default=None, repr=False)  # the thread copying its output there
     log_path: str | None = None
@@ -141,7 +168,7 @@ class Slot:
 class Supervisor:
     def __init__(
         self,
-        nimbus: str,
+        nimbus: str | list[str],
         ports: list[int],
         host: str,
         security: Security,
@@ -189,7 +216,12 @@ class Supervisor:
             self.sock = self.ctx.socket(zmq.DEALER)
             self.sock.setsockopt(zmq.LINGER, 0)
             security.client(self.sock)
-            self.sock.connect(nimbus)
+            # several nimbus (HA): the one that answers is used; a follower's answer names
+            # the leader, which is used from then on; a silent one makes way for the next
+            self.nimbuses = [nimbus] if isinstance(nimbus, str) else list(nimbus)
+            self.nimbus = self.nimbuses[0]
+            self._switched = time.monotonic()
+            self.sock.connect(self.nimbus)
             self.slots: dict[tuple[str, int], Slot] = {}
             self._ids = itertools.count(1)
             self._stop = False
@@ -245,6 +277,7 @@ class Supervisor:
                 next_beat = now + self.heartbeat
             if self.sock.poll(100):
                 self._on_reply(self.sock.recv_multipart())
+            self._try_next_nimbus()
             self._watch()
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
@@ -342,6 +375,25 @@ class Supervisor:
         self._close_log(s)
         self.slots.pop((s.topology, s.index), None)
 
+    def _use_nimbus(self, address: str, why: str) -> None:
+        if address == self.nimbus:
+            return
+        log.info(f"supervisor {self.id}: talking to nimbus at {address} ({why})")
+        self.sock.disconnect(self.nimbus)
+        self.sock.connect(address)
+        self.nimbus = address
+        self._switched = time.monotonic()
+
+    def _try_next_nimbus(self) -> None:
+        """With several nimbus: one silent for two heartbeats makes way for the next
+        (its workers run on meanwhile, as they do while no nimbus answers)."""
+        if len(self.nimbuses) < 2:
+            return
+        heard = max(self.nimbus_heard or 0.0, self._switched)
+        if time.monotonic() - heard > 2 * self.heartbeat:
+            i = self.nimbuses.index(self.nimbus) if self.nimbus in self.nimbuses else -1
+            self._use_nimbus(self.nimbuses[(i + 1) % len(self.nimbuses)], "the last is silent")
+
     def _send_heartbeat(self) -> None:
         try:
             self.sock.send_multipart(
@@ -362,7 +414,11 @@ class Supervisor:
         self.nimbus_heard = time.monotonic()
         asks: list[LogAsk] = []
         if isinstance(wanted, dict):
+            if wanted.get("leader"):  # a follower: the leader is elsewhere
+                self._use_nimbus(str(wanted["leader"]), "the nimbus that leads")
             wanted, asks = wanted["wanted"], wanted.get("logs") or []
+        if wanted is None:  # no word on the workers (a follower): they run on as they are
+            return
         self.reconcile(wanted)
         if asks:  # `stormish logs` waits: answer now, not at the next beat
             self._log_pieces = self.read_logs(asks)
@@ -372,6 +428,11 @@ class Supervisor:
         """Make the running workers what nimbus wants."""
         have = {k: (s.port, s.control, s.epoch) for k, s in self.slots.items()}
         stop, start = changes(have, wanted)
+        for key, address in moved(have, wanted).items():
+            s = self.slots[key]
+            s.control = address
+            if s.control_file:
+                _write_file(s.control_file, address)
         for key in stop:
             self._terminate(self.slots.pop(key))
         for key, spec in start.items():
@@ -447,6 +508,8 @@ class Supervisor:
 
     def _launch(self, s: Slot) -> None:
         s.heartbeat_file = os.path.join(self.state_dir, f"{s.topology}-{s.index}.heartbeat")
+        s.control_file = os.path.join(self.state_dir, f"{s.topology}-{s.index}.control")
+        _write_file(s.control_file, s.control)
         with contextlib.suppress(OSError):
             os.unlink(s.heartbeat_file)
         s.started = time.time()
@@ -468,6 +531,8 @@ class Supervisor:
             str(self.heartbeat),
             "--heartbeat-file",
             s.heartbeat_file,
+            "--control-file",
+            s.control_file,
             "--parent",
             str(os.getpid()),  # a worker does not outlive its supervisor (its ports would)
             "--log-level",
@@ -488,6 +553,7 @@ class Supervisor:
             "advertise": f"tcp://{self.host}:{s.port}",
             "heartbeat": self.heartbeat,
             "heartbeat_file": s.heartbeat_file,
+            "control_file": s.control_file,
             "log_level": self.log_level,
             "keys": self.keys_dir,  # a directory's path (the secret stays in its file)
             "env": {k: env[k] for k in (DATA_ENV, RESTART_ENV) if k in env},
@@ -577,6 +643,14 @@ class Supervisor:
         if s.proc is not None:
             shm.remove_for(s.proc.pid)
         self._close_log(s)
+
+
+def _write_file(path: str, text: str) -> None:
+    """Replaced whole (a reader never sees half an address)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def _pump(pipe: Any, log: RotatingFile) -> None:

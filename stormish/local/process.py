@@ -212,12 +212,16 @@ def serve(
     heartbeat: float = 0.0,
     heartbeat_file: str | None = None,
     preassign: bytes | None = None,
+    control_file: str | None = None,
 ) -> int:
     """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
     many seconds, so that a nimbus that restarted learns where its workers are and a
     dead one is noticed; such a worker keeps running while its nimbus is down. With
     `heartbeat_file` it also touches that file each time (Storm's local heartbeat): its
-    supervisor restarts a worker whose file goes stale (a hung process).
+    supervisor restarts a worker whose file goes stale (a hung process). With
+    `control_file`, the controller's address is read from that file at each heartbeat:
+    when another nimbus took over, the supervisor writes its address there and the
+    worker says hello to it, running on (nothing restarts).
     `preassign` (a forked worker's fork request carried it): the `assign` payload,
     carried out before the first hello, which then says `assigned` with the link's
     address; on an error the controller's own `assign` asks again and is answered
@@ -242,7 +246,23 @@ def serve(
         info["address"] = server.link.address if server.link is not None else None
         sock.send_multipart(ct.request("hello", 0, info))
 
+    current = [control]
+
+    def follow() -> None:
+        try:
+            with open(control_file or "") as fh:
+                address = fh.read().strip()
+        except OSError:
+            return
+        if address and address != current[0]:
+            log.info("worker %d: controller moved to %s", index, address)
+            sock.disconnect(current[0])
+            sock.connect(address)
+            current[0] = address
+
     def beat() -> None:
+        if control_file:
+            follow()
         hello()
         if heartbeat_file:
             with open(heartbeat_file, "a"):
@@ -320,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--heartbeat", type=float, default=0.0, help="re-hello every N seconds")
     p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
+    p.add_argument("--control-file", default=None, help="the controller's address, re-read")
     p.add_argument(
         "--log-level",
         default=os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
@@ -338,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         security=security_for(a.keys),
         heartbeat=a.heartbeat,
         heartbeat_file=a.heartbeat_file,
+        control_file=a.control_file,
     )
 
 
@@ -365,6 +387,7 @@ def run_forked(spec: dict[str, Any]) -> int:
         heartbeat=spec.get("heartbeat", 0.0),
         heartbeat_file=spec.get("heartbeat_file"),
         preassign=spec.get("assign"),
+        control_file=spec.get("control_file"),
     )
 
 

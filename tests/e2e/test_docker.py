@@ -305,17 +305,20 @@ def test_a_lost_supervisor_container_has_its_workers_placed_on_the_other(deploym
 def test_workers_run_on_while_the_nimbus_container_restarts(deployment):
     deployment.call("submit", (endless("steady"), {}))
     poll_for(lambda: deployment.status("steady") == "running", 120, 0.5, "running")
-    deployment.run("restart", "-t", "2", "nimbus")
+    # two nimbus on the compose zookeeper: the one that leads is restarted (its id is its
+    # service's name); the other takes over and adopts the workers as they run
+    leader = deployment.call("leader")["leader"]["id"]
+    deployment.run("restart", "-t", "2", leader)
     poll_for(lambda: deployment.status("steady") == "running", 120, 1.0, "steady after restart")
 
     # the restored status reads "running" before every worker said hello: each worker's
     # next heartbeat (supervisor mode, every few seconds) is what adopts it
     def adopted() -> bool:
-        logs = deployment.run("logs", "--no-color", "nimbus", timeout=60)
+        logs = deployment.run("logs", "--no-color", "nimbus", "nimbus-2", timeout=60)
         assert "restored topology 'steady' (running)" in logs
         return "steady: worker 0 adopted" in logs and "steady: worker 1 adopted" in logs
 
-    poll_for(adopted, 60, 1.0, "both workers adopted by the restarted nimbus")
+    poll_for(adopted, 60, 1.0, "both workers adopted by the nimbus that took over")
     deployment.call("kill", ("steady", 0))
     poll_for(lambda: deployment.status("steady") == "killed", 60, 0.5, "killed")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stormish.cluster.supervisor import changes
+from stormish.cluster.supervisor import changes, moved
 
 
 def _w(t, i, port, epoch=1, control="tcp://n:6628"):
@@ -37,9 +37,20 @@ def test_applying_the_changes_gives_what_nimbus_wants(have, want):
     stop, start = changes(have, wanted)
     after = {k: v for k, v in have.items() if k not in stop}
     assert not set(after) & set(start)  # a worker is never started twice
+    for k, address in moved(have, wanted).items():  # told where nimbus is, not restarted
+        assert k in after
+        after[k] = (after[k][0], address, after[k][2])
     after.update(start)
     assert after == want
-    assert all(have[k] == want[k] for k in have.keys() & want.keys() if k not in stop)
+
+
+def test_another_nimbus_taking_over_moves_the_workers_controller_without_a_restart():
+    """HA: the new leader's control address differs; a restart would stop the topology."""
+    have = {("t", 0): (6700, "tcp://n1:6628", 1)}
+    wanted = [_w("t", 0, 6700, epoch=1, control="tcp://n2:6628")]
+    assert changes(have, wanted) == ([], {})
+    assert moved(have, wanted) == {("t", 0): "tcp://n2:6628"}
+    assert moved(have, [_w("t", 0, 6700, epoch=2, control="tcp://n2:6628")]) == {}
 
 
 def test_the_restart_policy_restarts_at_once_then_doubles_its_wait_up_to_the_ceiling():
