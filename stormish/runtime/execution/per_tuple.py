@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
+from ..ack_folder import ANNOUNCE
 from .base import Batch, Execution, error_text
 
 _new = object.__new__  # makes a Tuple without calling its __init__
@@ -63,6 +64,10 @@ class PerTuple(Execution):
             acks = folder.acks
             get = acks.get
             failed = 0
+            # an announced tuple of this batch's spout acked with nothing anchored to it
+            # is its whole tree: its root joins the batch's done list (ack_folder.py)
+            announced = src_task << ANNOUNCE
+            done: list[int] = []
             for v, m in zip(values, metas, strict=True):
                 if m:
                     t = new(TrackedTuple)
@@ -80,10 +85,15 @@ class PerTuple(Execution):
                     self.accounts.uncaught_at(exc, values, v, failed - 1)
                     fail(t, error_text(exc))
                     continue
-                if m:  # ack_folder.fold(acks, m, t.ack_val), inlined: a call per tuple less
+                if m:  # AckFolder.ack(t), inlined: a call per tuple less
                     val = t.ack_val
+                    if not val and m[0][1] == announced:
+                        done.append(m[0][0])
+                        continue
                     for root, e in m:
                         acks[root] = get(root, 0) ^ e ^ val
+            if done:
+                folder.done(src_task, done)
             if len(acks) >= folder.batch_size:
                 folder.flush()
             counts = self.counts
