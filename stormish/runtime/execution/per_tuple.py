@@ -24,6 +24,16 @@ class PerTuple(Execution):
     def __init__(self, ex: Any):
         super().__init__(ex)
         self.late = False  # the rows executing now missed their edge's deadline
+        # announced edges (ack_folder.py) come only from spout tasks: from a bolt, no
+        # tuple is looked at for one
+        plan = getattr(ex, "plan", None)
+        self.spout_tasks: frozenset[int] | None = (
+            None
+            if plan is None
+            else frozenset(
+                t for t, c in plan.task_component.items() if plan.components[c].is_spout
+            )
+        )
 
     def run(self, batch: Batch) -> None:
         src_task, stream, values, metas = batch
@@ -67,6 +77,7 @@ class PerTuple(Execution):
             # an announced tuple of this batch's spout acked with nothing anchored to it
             # is its whole tree: its root joins the batch's done list (ack_folder.py)
             announced = src_task << ANNOUNCE
+            from_spout = self.spout_tasks is None or src_task in self.spout_tasks
             done: list[int] = []
             for v, m in zip(values, metas, strict=True):
                 if m:
@@ -87,7 +98,7 @@ class PerTuple(Execution):
                     continue
                 if m:  # AckFolder.ack(t), inlined: a call per tuple less
                     val = t.ack_val
-                    if not val and m[0][1] == announced:
+                    if not val and from_spout and m[0][1] == announced:
                         done.append(m[0][0])
                         continue
                     for root, e in m:
