@@ -204,13 +204,13 @@ class AckerBolt(Bolt):
                                 last_task, last = task, done.setdefault(task, [])
                             last.append(root)
                             continue
-                        out = ledger.init(root, val & LOW, val >> ANNOUNCE)
-                        self._tell(out, done, emit_direct)
+                        told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                        self._tell(told, done, emit_direct)
                         continue
                     e = ledger._entry(root)
                 elif val > LOW:
-                    out = ledger.init(root, val & LOW, val >> ANNOUNCE)
-                    self._tell(out, done, emit_direct)
+                    told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                    self._tell(told, done, emit_direct)
                     continue
                 e[0] ^= val
                 if e[0] == 0 and e[1] >= 0 and not e[2]:
