@@ -1,5 +1,6 @@
 """A reliable spout's trees in flight: message ids by root, expiry in buckets (Storm's
-RotatingMap), pending counted without a call per tree, and complete latency per stamp.
+RotatingMap: O(1) insert, delete and expiry, no scan of live entries), pending counted
+without a call per tree, and complete latency per stamp.
 
 Costs are per batch wherever they can be: a tree of one row with
 nothing else kept (the usual) is one dict store at emit (`head[root] = msg_id`, done by

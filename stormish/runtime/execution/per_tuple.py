@@ -30,9 +30,7 @@ class PerTuple(Execution):
         self.spout_tasks: frozenset[int] | None = (
             None
             if plan is None
-            else frozenset(
-                t for t, c in plan.task_component.items() if plan.components[c].is_spout
-            )
+            else frozenset(t for t, c in plan.task_component.items() if plan.components[c].is_spout)
         )
 
     def run(self, batch: Batch) -> None:
