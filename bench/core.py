@@ -5,13 +5,19 @@
     split -> fields grouping -> count, acking off and on;
 (c) the same split-and-count as a bare Python loop, and the ratio (b)/(c).
 
-Run: python bench/core.py [--tuples N] [--sentences N] [--profile cprofile]
+With `--rounds R` (R > 1) every configuration runs R times in interleaved rounds (one
+of each per round, so a slower spell of a shared machine hits all alike) and the medians,
+min and max are printed with the ratios acking on / off of the same run (per round and
+of the medians): the machine's speed drifts, ratios within one run are what count.
+
+Run: python bench/core.py [--tuples N] [--sentences N] [--rounds R] [--only const|wc]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import time
 
 from stormish import BasicBolt, LocalCluster, Spout, Topology
@@ -217,12 +223,16 @@ def main() -> None:
     ap.add_argument("--tuples", type=int, default=2_000_000)
     ap.add_argument("--sentences", type=int, default=200_000)
     ap.add_argument("--only", choices=["const", "wc"], default=None)
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (see above)")
     args = ap.parse_args()
     data = sentences(args.sentences)
     print(
         f"stormish core benchmark (1 worker process, {args.tuples:,} const tuples, "
         f"{args.sentences:,} sentences x 8 words)"
     )
+    if args.rounds > 1:
+        interleaved(args, data)
+        return
     if args.only in (None, "const"):
         for acking in (False, True):
             n = args.tuples if not acking else args.tuples // 4
@@ -242,6 +252,47 @@ def main() -> None:
                 f"(b) wordcount     acking {'on ' if acking else 'off'} {api}:"
                 f"   {r / 1e6:6.2f} M words/s  ratio to bare {r / b:.3f}"
             )
+
+
+def interleaved(args: argparse.Namespace, data: list[str]) -> None:
+    """Every configuration once per round; const runs the same tuple count acking on
+    and off (so a run's fixed start-up cost weighs alike on both)."""
+    runs: dict[str, tuple[object, int]] = {}
+    if args.only in (None, "const"):
+        for per_call in (1, 100):
+            for acking in (False, True):
+                name = f"(a) const->null acking {'on ' if acking else 'off'} {per_call:>3}/call"
+                run = lambda a=acking, k=per_call: bench_const(args.tuples, a, k)  # noqa: E731
+                runs[name] = (run, args.tuples)
+    if args.only in (None, "wc"):
+        for acking in (False, True):
+            name = f"(b) wordcount   acking {'on ' if acking else 'off'} execute "
+            runs[name] = (lambda a=acking: bench_wordcount(data, a), 8 * len(data))
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}  # process CPU ns per item
+    for _ in range(args.rounds):
+        for name, (run_one, items) in runs.items():
+            c0 = time.process_time()
+            rates[name].append(run_one())  # type: ignore[operator]
+            cpu[name].append((time.process_time() - c0) / items * 1e9)
+    print(
+        f"{args.rounds} interleaved rounds; M tuples (words) / s, and the process's CPU "
+        f"time per tuple (word), which a machine shared with other work disturbs less"
+    )
+    print(f"{'configuration':<38}{'median':>8}{'min':>8}{'max':>8}{'CPU ns':>8}")
+    for name, rs in rates.items():
+        print(
+            f"{name:<38}{statistics.median(rs) / 1e6:>8.3f}"
+            f"{min(rs) / 1e6:>8.3f}{max(rs) / 1e6:>8.3f}{statistics.median(cpu[name]):>8.0f}"
+        )
+    pairs = [(k, k.replace("acking off", "acking on ")) for k in rates if "acking off" in k]
+    for off, on in pairs:
+        per_round = [b / a for a, b in zip(rates[off], rates[on], strict=True)]
+        what = off.replace("acking off ", "").strip()
+        ratio = statistics.median(rates[on]) / statistics.median(rates[off])
+        by_cpu = statistics.median(cpu[off]) / statistics.median(cpu[on])
+        rounds = ", ".join(f"{r:.2f}" for r in per_round)
+        print(f"acking on / off, {what}: {ratio:.2f} (per round {rounds}; by CPU {by_cpu:.2f})")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,16 @@
 """A task's side of XOR acking: tree and edge ids, anchoring, acks folded per tree, and
 the messages to its ackers (the acker's side is `acker.py`).
 
-- A spout's tree gets a random 63-bit root id; every delivery of a tuple in the tree
-  gets a random edge id, recorded beside the values as the tuple's meta `((root, edge),
-  ...)`, one pair per tree it belongs to.
+- A spout's tree gets a root id from the task's counter (a random start, so roots of
+  different tasks do not meet; the acker only needs them unique). Every delivery of a
+  tuple in the tree gets a random 63-bit edge id, recorded beside the values as the
+  tuple's meta `((root, edge), ...)`, one pair per tree it belongs to.
+- Announced trees (beyond Storm, same outcome): a spout tree with exactly one first
+  delivery sends no init. Its tuple's edge is the *announcement* `spout_task << 64`, above
+  every edge id, and whoever acks that tuple folds it in as any edge: the acker reads the
+  high bits of an ack value as the spout's init arriving with it (init and ack in one
+  message; see acker.py). Fails and resets carry the announced task too (`task_of`), so
+  the acker can tell the spout of a tree it had not yet heard of.
 - Anchoring follows Storm: per delivery, each tracked anchor gets a fresh edge id, XORed
   into that anchor's ack value and, for every tree the anchor belongs to, into the
   child's id for that tree. (One edge shared by two anchors of one tree cancels out and
@@ -11,7 +18,9 @@ the messages to its ackers (the acker's side is `acker.py`).
 - Acking a tuple tells each of its trees `edge ^ ack value`. Acks are folded: XOR is
   associative and commutative, so a task's acks for one tree between two flushes are
   one `(root, xor)` message. A tree of many tuples (a spout's `emit_many`, a sentence
-  split into words that one bolt acks) costs the acker one message per flush.
+  split into words that one bolt acks) costs the acker one message per flush. An
+  announced tuple acked with nothing anchored to it is its whole tree: such roots go as
+  one list per spout task (`done`), which the acker hands back to the spout as it is.
 - Acker routing: messages for a tree go to acker `root % ackers`. A spout chooses its
   roots so that this is an acker on its own worker (beyond Storm, which hashes them
   anywhere): the tree's init and the acker's verdict never cross a link.
@@ -27,13 +36,31 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Callable, Sequence
+from operator import length_hint
 from typing import Any, cast
 
 from ..tuple import TrackedTuple, Tuple, TupleBatch
-from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
+from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 from .routing import Outbox, Route
 
 _NATIVE = sys.byteorder
+# An announcement is `spout_task << ANNOUNCE` (task ids start at 1); edge ids are 63-bit,
+# so an ack value's bits from ANNOUNCE up name the tree's spout task, the rest its XOR.
+ANNOUNCE = 64
+LOW = (1 << ANNOUNCE) - 1
+# roots per task: a range this long from a random start stays below 2**63 (a C long:
+# the range iterator's fast path) for any acker count up to 2**60 // ROOT_SPAN
+ROOT_SPAN = 1 << 59
+
+
+def announcement(spout_task: int) -> int:
+    """The edge of an announced tree's one first delivery (module doc)."""
+    return spout_task << ANNOUNCE
+
+
+def task_of(edge: int) -> int:
+    """The spout task an edge (or a folded ack value) announces; 0 if none."""
+    return edge >> ANNOUNCE
 
 
 def xor_words(raw: bytes) -> int:
@@ -71,7 +98,11 @@ class AckFolder:
         "reset_route",
         "root_n",
         "root_k",
+        "roots",
+        "root_stop",
+        "root_step",
         "acks",
+        "done_n",
     )
 
     def __init__(
@@ -98,14 +129,35 @@ class AckFolder:
         local = [i for i, ob in enumerate(self.init_boxes) if ob.task in local_tasks]
         self.root_n = n if local and n > 1 else 0  # 0: any root will do
         self.root_k = local[task % len(local)] if local else 0
+        # roots: a counter from a random start, stepping by the ackers so that every root
+        # is `root_k` modulo them (new_root); a C iterator, so a root costs one next()
+        step = self.root_n or 1
+        start = self.rand(60) * step + (self.root_k if self.root_n else 0)
+        self.root_step = step
+        self.root_stop = start + step * ROOT_SPAN
+        self.roots = iter(range(start, self.root_stop, step))
         self.acks: dict[int, int] = {}  # root -> XOR of acks not yet sent
+        self.done_n = 0  # roots in `done` rows not yet flushed
 
     # -- ids ------------------------------------------------------------------------------
     def new_root(self) -> int:
-        root = self.rand(63)
-        if self.root_n:
-            root += self.root_k - root % self.root_n
-        return root
+        return next(self.roots)
+
+    def next_root(self) -> int:
+        """The root `new_root` returns next, without taking it (the spout's stamps)."""
+        return self.root_stop - length_hint(self.roots) * self.root_step
+
+    def first_edges(self, deliveries: int) -> tuple[list[int], int | None]:
+        """The edges of a new spout tree's first deliveries, and the init's XOR (None: no
+        init). One delivery: the announcement, no init; else a random edge each."""
+        if deliveries == 1:
+            return [announcement(self.task)], None
+        rand = self.rand
+        edges = [rand(63) for _ in range(deliveries)]
+        xor = 0
+        for e in edges:
+            xor ^= e
+        return edges, xor
 
     def anchor(self, anchors: Sequence[Tuple]) -> tuple[tuple[int, int], ...] | None:
         """The meta of one delivery anchored to `anchors` (Storm's rule, module doc)."""
@@ -216,30 +268,31 @@ class AckFolder:
         meta = tup.meta
         if meta:
             why = (self.component, error)
-            for root, _ in meta:
-                self._send(self.fail_route, (root, why))
+            for root, e in meta:
+                self._send(self.fail_route, (root, why, e >> ANNOUNCE))
 
     def fail_batch(self, batch: TupleBatch, error: str | None = None) -> None:
         """Fail every tree a batch's tuples belong to: one fail message per tree."""
         if batch.metas:
             why = (self.component, error)
-            for root in {r for meta in batch.metas if meta for r, _ in meta}:
-                self._send(self.fail_route, (root, why))
+            for root, task in _trees(batch.metas).items():
+                self._send(self.fail_route, (root, why, task))
 
     def fail_lost(self, metas: list, reason: str) -> None:
         """Fail the trees of tuples an edge's policy let go (never executed here), with
         the policy's reason (stormish.edges): one fail message per tree."""
         why = (self.component, None, reason)
-        for root in {r for meta in metas if meta for r, _ in meta}:
-            self._send(self.fail_route, (root, why))
+        for root, task in _trees(metas).items():
+            self._send(self.fail_route, (root, why, task))
 
     def reset(self, tup: Tuple) -> None:
         """Published at once, not when `execute` returns."""
         meta = tup.meta
         route = self.reset_route
         if meta and route is not None and route.single is not None:
-            for root, _ in meta:
-                route.single((root,)).append((root,))
+            for root, e in meta:
+                row = (root, e >> ANNOUNCE)
+                route.single(row).append(row)
             for ob in route.outboxes:
                 if ob:
                     self.flush_box(ob)
@@ -252,5 +305,39 @@ class AckFolder:
         if len(ob) >= self.batch_size:
             self.flush_box(ob)
 
+    def done(self, spout_task: int, roots: list[int]) -> None:
+        """Announced tuples of `spout_task` acked with nothing anchored to them: each
+        is its whole tree, complete. One row per acker, `(FIRST_DONE, (task, roots))`;
+        the boxes leave once a batch of roots waits in them."""
+        boxes = self.ack_boxes
+        if not boxes or not roots:
+            return
+        n = len(boxes)
+        if n == 1:
+            boxes[0].append((FIRST_DONE, (spout_task, roots)))
+        else:
+            groups: dict[int, list[int]] = {}
+            for root in roots:
+                groups.setdefault(root % n, []).append(root)
+            for i, part in groups.items():
+                boxes[i].append((FIRST_DONE, (spout_task, part)))
+        self.done_n += len(roots)
+        if self.done_n >= self.batch_size:
+            self.done_n = 0
+            for ob in boxes:
+                if ob:
+                    self.flush_box(ob)
+
     def buffered(self) -> int:
-        return len(self.acks)
+        return len(self.acks) + self.done_n
+
+
+def _trees(metas: Sequence[Any]) -> dict[int, int]:
+    """Every tree of `metas`, with the spout task its edge announces (0: none)."""
+    trees: dict[int, int] = {}
+    for meta in metas:
+        if meta:
+            for r, e in meta:
+                if e >> ANNOUNCE or r not in trees:
+                    trees[r] = e >> ANNOUNCE
+    return trees

@@ -9,6 +9,12 @@ acks from downstream: a tree completes only once the spout task is known and the
 0. Entries expire (rotating buckets) so a lost tree cannot hold memory forever; the spout
 times the tree out on its own clock and fails it.
 
+An announced tree (ack_folder.py) sends no init: the high bits of an ack value name the
+spout task, and the ack is read as the init and the ack together. One whose value is then
+0 is complete at once and never stored; a bolt's list of announced tuples acked with
+nothing anchored to them (`FIRST_DONE`) is handed to the spout as it is when none of its
+roots has an entry. Completions go to each spout task as one list per executed batch.
+
 A stateful bolt's acks of a committed checkpoint come as one message tagged (task, txid)
 (`AckFolder.committed`) and are applied once per tag: a restarted task sends its last
 commit's acks again, not knowing whether its previous process sent them before it died,
@@ -21,7 +27,8 @@ from typing import Any
 
 from ..component import Bolt
 from ..tuple import TICK_STREAM
-from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
+from .ack_folder import ANNOUNCE, LOW
+from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 
 COMPLETE, FAILED = "complete", "failed"
 
@@ -69,6 +76,8 @@ class AckerLedger:
         return self._settle(root, e)
 
     def ack(self, root: int, val: int) -> tuple[str, int, int, Any] | None:
+        if val > LOW:  # announced: the spout's init comes with this ack
+            return self.init(root, val & LOW, val >> ANNOUNCE)
         e = self._entry(root)
         e[0] ^= val
         return self._settle(root, e)
@@ -89,18 +98,42 @@ class AckerLedger:
                 out.append(done)
         return out
 
-    def fail(self, root: int, why: Any = None) -> tuple[str, int, int, Any] | None:
+    def fail(self, root: int, why: Any = None, task: int = 0) -> tuple[str, int, int, Any] | None:
+        """`task`: the spout task the failed tuple's edge announces (0: none)."""
         e = self._entry(root)
         if not e[2]:  # the first fail's reason is the one the spout hears
             e[2] = why or True
+        if task and e[1] < 0:
+            e[1] = task
         return self._settle(root, e)
 
-    def reset(self, root: int) -> int | None:
-        """Keep a tree alive; returns its spout task (to forward the reset) if known."""
+    def done(
+        self, spout_task: int, roots: list[int]
+    ) -> tuple[list[int], list[tuple[str, int, int, Any]]]:
+        """Announced one-tuple trees acked with nothing below them: each completes, or
+        fails if a fail came first. Returns the roots complete without an entry (all
+        of them when the ledger holds none: the usual, checked in C) and the outcomes
+        of those it held."""
+        cur, old = self.cur, self.old
+        if (not cur or cur.keys().isdisjoint(roots)) and (not old or old.keys().isdisjoint(roots)):
+            return roots, []
+        free, out = [], []
+        for r in roots:
+            if r not in cur and r not in old:
+                free.append(r)
+            else:
+                got = self.init(r, 0, spout_task)
+                if got is not None:
+                    out.append(got)
+        return free, out
+
+    def reset(self, root: int, task: int = 0) -> int | None:
+        """Keep a tree alive; returns its spout task (to forward the reset) if known,
+        from the ledger or from the reset's announcement (`task`, 0: none)."""
         if root not in self.cur and root not in self.old:
-            return None
+            return task or None
         e = self._entry(root)
-        return e[1] if e[1] >= 0 else None
+        return e[1] if e[1] >= 0 else (task or None)
 
     def _settle(self, root: int, e: list[Any]) -> tuple[str, int, int, Any] | None:
         if e[1] < 0:
@@ -125,7 +158,8 @@ class AckerLedger:
 
 
 class AckerBolt(Bolt):
-    """The system `__acker` component: an ordinary bolt, with a batch fast path."""
+    """The system `__acker` component: an ordinary bolt, with a batch fast path. What
+    completes in one executed batch goes to each spout task as one list."""
 
     def prepare(self, conf: Any, context: Any) -> None:
         self.ledger = AckerLedger()
@@ -133,21 +167,58 @@ class AckerBolt(Bolt):
 
     def execute_raw(self, stream: str, values: list[Any], emit_direct: Any) -> None:
         ledger = self.ledger
+        done: dict[int, list[int]] = {}  # spout task -> roots completed in this batch
         if stream == ACK_ACK:
             # the hot case, inlined: one probe of the current generation
-            cur = ledger.cur
+            cur, old = ledger.cur, ledger.old
+            last_task, last = 0, []
             for root, val in values:
                 e = cur.get(root)
                 if e is None:
-                    if root == COMMITTED_ACKS:
-                        for done in ledger.committed(val):
-                            self._tell(done, emit_direct)
+                    if root < 0:
+                        if root == FIRST_DONE:
+                            task, roots = val
+                            free, outs = ledger.done(task, roots)
+                            if free:
+                                got = done.get(task)
+                                if got is None:
+                                    done[task] = free
+                                else:
+                                    got.extend(free)
+                            for out in outs:
+                                self._tell(out, done, emit_direct)
+                            last_task = 0
+                        elif root == COMMITTED_ACKS:
+                            for out in ledger.committed(val):
+                                self._tell(out, done, emit_direct)
+                            last_task = 0
+                        continue
+                    if val > LOW:  # announced: init and ack in one (ack_folder.py)
+                        if root not in old:
+                            low = val & LOW
+                            if low:  # edges below it: the tree's first entry
+                                cur[root] = [low, val >> ANNOUNCE, False]
+                                continue
+                            task = val >> ANNOUNCE  # nothing below it: complete
+                            if task != last_task:
+                                last_task, last = task, done.setdefault(task, [])
+                            last.append(root)
+                            continue
+                        told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                        self._tell(told, done, emit_direct)
                         continue
                     e = ledger._entry(root)
+                elif val > LOW:
+                    told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                    self._tell(told, done, emit_direct)
+                    continue
                 e[0] ^= val
                 if e[0] == 0 and e[1] >= 0 and not e[2]:
                     del cur[root]
-                    emit_direct(e[1], (root,), ACK_ACK)
+                    task = e[1]
+                    if task != last_task:
+                        last_task, last = task, done.setdefault(task, [])
+                    last.append(root)
         elif stream == ACK_INIT:
             init = ledger.init
             cur, old = ledger.cur, ledger.old
@@ -155,26 +226,29 @@ class AckerBolt(Bolt):
                 if val and root not in cur and root not in old:  # the usual: first word
                     cur[root] = [val, task, False]
                     continue
-                out = init(root, val, task)
-                if out is not None:
-                    self._tell(out, emit_direct)
+                self._tell(init(root, val, task), done, emit_direct)
         elif stream == ACK_FAIL:
-            for root, why in values:
-                out = ledger.fail(root, why)
-                if out is not None:
-                    self._tell(out, emit_direct)
+            for root, why, task in values:
+                self._tell(ledger.fail(root, why, task), done, emit_direct)
         elif stream == TICK_STREAM:
             self.expired += ledger.rotate()
         elif stream == ACK_RESET:
-            for (root,) in values:
-                task = ledger.reset(root)
-                if task is not None:
-                    emit_direct(task, (root,), ACK_RESET)
+            for root, task in values:
+                to = ledger.reset(root, task)
+                if to is not None:
+                    emit_direct(to, (root,), ACK_RESET)
+        for task, roots in done.items():
+            emit_direct(task, (roots,), ACK_ACK)
 
     @staticmethod
-    def _tell(out: tuple[str, int, int, Any], emit_direct: Any) -> None:
+    def _tell(
+        out: tuple[str, int, int, Any] | None, done: dict[int, list[int]], emit_direct: Any
+    ) -> None:
+        """A completion joins its spout task's list; a fail is told at once."""
+        if out is None:
+            return
         kind, root, task, why = out
         if kind == COMPLETE:
-            emit_direct(task, (root,), ACK_ACK)
+            done.setdefault(task, []).append(root)
         else:
             emit_direct(task, (root, why), ACK_FAIL)

@@ -332,8 +332,10 @@ class Collector:
         return [ob.task for ob, n in zip(obs, before, strict=True) if ob.flushed + len(ob) != n]
 
     def flush_all(self) -> None:
-        if self.acks.acks:
-            self.acks.flush()
+        acks = self.acks
+        if acks.acks:
+            acks.flush()
+        acks.done_n = 0  # the done rows leave with the outboxes below
         for ob in self.outboxes:
             if ob:
                 self.flush(ob)

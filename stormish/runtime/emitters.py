@@ -24,6 +24,7 @@ from itertools import repeat
 from typing import Any, cast
 
 from ..tuple import Traced, TrackedTuple, Tuple, inherit
+from .ack_folder import announcement
 from .collector import Collector
 from .plan import Plan
 from .routing import Outbox, Route
@@ -168,7 +169,13 @@ class UntrackedCollector(Collector):
 
 class SpoutCollector(Collector):
     """A reliable spout: `reliable(root, msg_id, rows, values, stream)` is the executor's
-    record of a new tree, set by the executor before the spout opens."""
+    record of a new tree, set by the executor before the spout opens; `inflight_head`,
+    when the executor sets it, is the dict where a tree of one row with nothing else to
+    keep is recorded as `head[root] = msg_id` (runtime/inflight.py), no call made.
+
+    A tree with exactly one first delivery is announced (ack_folder.py): its tuple's edge
+    is `announcement(task)` and no init is sent; any other tree (no delivery, several)
+    gets random edges and an init."""
 
     def __init__(
         self,
@@ -181,7 +188,8 @@ class SpoutCollector(Collector):
     ):
         super().__init__(plan, task, targets, local_tasks, batch_size, rand)
         self.reliable: Callable[..., None] = _no_tracker
-        self._init_boxes = self.acks.init_boxes  # for the inlined init below
+        self.inflight_head: dict[int, Any] | None = None
+        self.announce = announcement(task)
 
     def emit(
         self,
@@ -196,37 +204,32 @@ class SpoutCollector(Collector):
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
             return
-        acks = self.acks
-        rand = self.rand
-        root = acks.new_root()
+        root = self.acks.new_root()
         sh = route.shuffle1
         if sh is not None:
             ob = sh.pick_next()
-            xor = rand(63)
             ob.append(values)
-            ob.metas.append(((root, xor),))
+            ob.metas.append(((root, self.announce),))
             if len(ob) >= self.batch_size:
                 self.flush(ob)
-        else:
-            xor = 0
-            for ob in self._deliveries(route, values):
-                e = rand(63)
-                xor ^= e
-                self._put(ob, values, ((root, e),))
+            self.reliable(root, msg_id, 1, values, stream)
+            return
+        obs = self._deliveries(route, values)
+        edges, xor = self.acks.first_edges(len(obs))
+        for ob, e in zip(obs, edges, strict=True):
+            self._put(ob, values, ((root, e),))
         self.reliable(root, msg_id, 1, values, stream)
-        acks.init(root, xor)
+        if xor is not None:
+            self.acks.init(root, xor)
 
     def bound_emit(self) -> Callable[..., None]:
         """`emit` as a reliable spout gets it: a closure over its one route when the spout
         declares one stream whose tuples go to one task or are shuffled (Storm's usual
-        spout), so that an emit with a message id (a new tree: root, first edge, the
-        executor's record, the acker's init) reads no attribute it can hold in the
-        closure. Call once `reliable` is bound. Anything else takes the method.
-
-        The tree's root and its init are `AckFolder.new_root` and `AckFolder.init`
-        inlined, from the folder's own root_n, root_k and init boxes; they run once per
-        reliable spout tuple. tests/unit/test_ack_paths.py checks every emit path
-        against the folder."""
+        spout), so that an emit with a message id (a new announced tree: a root from the
+        counter, the tuple, the executor's record) reads no attribute it can hold in the
+        closure. Call once `reliable` and `inflight_head` are bound. Anything else takes
+        the method. tests/unit/test_ack_paths.py checks every emit path against the
+        folder."""
         slow = self.emit
         route = _one_user_route(self)
         if route is None:
@@ -235,9 +238,30 @@ class SpoutCollector(Collector):
         if only is None and sh is None:
             return slow
         own, arity, size, flush = route.stream, route.arity, self.batch_size, self.flush
-        rand, track, boxes, task = self.rand, self.reliable, self._init_boxes, self.task
-        acks = self.acks
-        root_n, root_k, nboxes = acks.root_n, acks.root_k, len(boxes)
+        track, head, announce = self.reliable, self.inflight_head, self.announce
+        new_root = self.acks.roots.__next__  # AckFolder.new_root
+
+        if only is not None and head is not None:
+            metas = only.metas
+            assert metas is not None
+
+            def emit_one_tree(
+                values: Sequence[Any],
+                stream: str = "default",
+                anchors: Any = None,
+                msg_id: Any = None,
+            ) -> None:
+                if msg_id is None or stream != own or len(values) != arity:
+                    slow(values, stream, anchors, msg_id)
+                    return
+                root = new_root()
+                only.append(values)
+                metas.append(((root, announce),))
+                head[root] = msg_id
+                if len(only) >= size:
+                    flush(only)
+
+            return emit_one_tree
 
         def emit_tree(
             values: Sequence[Any],
@@ -248,21 +272,16 @@ class SpoutCollector(Collector):
             if msg_id is None or stream != own or len(values) != arity:
                 slow(values, stream, anchors, msg_id)
                 return
-            root = rand(63)  # AckFolder.new_root
-            if root_n:
-                root += root_k - root % root_n
+            root = new_root()
             ob = only if only is not None else sh.pick_next()  # type: ignore[union-attr]
-            xor = rand(63)
             ob.append(values)
-            ob.metas.append(((root, xor),))  # type: ignore[union-attr]
+            ob.metas.append(((root, announce),))  # type: ignore[union-attr]
+            if head is not None:
+                head[root] = msg_id
+            else:
+                track(root, msg_id, 1, values, stream)
             if len(ob) >= size:
                 flush(ob)
-            track(root, msg_id, 1, values, stream)
-            if nboxes:  # AckFolder.init
-                ib = boxes[root % nboxes]
-                ib.append((root, xor, task))
-                if len(ib) >= size:
-                    flush(ib)
 
         return emit_tree
 
@@ -293,10 +312,9 @@ class SpoutCollector(Collector):
         if msg_id is None:
             self._put(ob, values, None)
             return
-        root, e = self.acks.new_root(), self.rand(63)
-        self._put(ob, values, ((root, e),))
+        root = self.acks.new_root()
+        self._put(ob, values, ((root, self.announce),))
         self.reliable(root, msg_id, 1, values, stream)
-        self.acks.init(root, e)
 
 
 class BoltCollector(Collector):

@@ -24,10 +24,19 @@ ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = "__ack_init", "__ack_ack", "__ack_fail"
 # the root of an ACK_ACK message that carries a committed checkpoint's acks (ack_folder.py);
 # a tree's root is never negative
 COMMITTED_ACKS = -1
-# a fail carries why: (failing component, "Type: message" of its error or None)
-BOLT_ACK_STREAMS = {ACK_ACK: ("root", "val"), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
+# the root of an ACK_ACK message that carries `(spout task, [root, ...])`: announced trees
+# of one tuple, acked with nothing anchored to them, so complete (ack_folder.py)
+FIRST_DONE = -2
+# a fail carries why: (failing component, "Type: message" of its error or None); a fail
+# and a reset carry the spout task their tuple's edge announces (0: none, ack_folder.py)
+BOLT_ACK_STREAMS = {
+    ACK_ACK: ("root", "val"),
+    ACK_FAIL: ("root", "why", "task"),
+    ACK_RESET: ("root", "task"),
+}
 SPOUT_ACK_STREAMS = {ACK_INIT: ("root", "val", "task")}
-ACKER_OUT_STREAMS = {ACK_ACK: ("root",), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
+# the acker tells a spout task of its completed trees in lists, one per batch it executed
+ACKER_OUT_STREAMS = {ACK_ACK: ("roots",), ACK_FAIL: ("root", "why"), ACK_RESET: ("root",)}
 
 
 @dataclass

@@ -11,7 +11,6 @@ pauses too (see bolt_executor).
 from __future__ import annotations
 
 import inspect
-from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +21,8 @@ from ..tuple import TICK_STREAM
 from . import wait
 from .emitters import SpoutCollector, UntrackedCollector
 from .executor import HELD, IDLE, WORK, Executor
+from .inflight import InFlight, Tree, parts
 from .plan import ACK_ACK, ACK_FAIL, ACK_RESET
-from .rotating import RotatingMap
 from .stats import COMPLETE_BUCKETS
 
 if TYPE_CHECKING:
@@ -56,10 +55,7 @@ class SpoutExecutor(Executor):
             # call (a len() of the in-flight map) would cost the default bound ~40%
             self.max_pending = None
         self.timeout = float(self.conf["topology.message.timeout.secs"])
-        self.inflight = RotatingMap(3)
-        # len(inflight), kept as we go: the burst compares it per next_tuple call, where a
-        # len() of the rotating map (a Python __len__) cost a reliable spout ~6%
-        self.pending_trees = 0
+        self.inflight = InFlight(3)
         self.finished = False
         self.input_finished = False
         # Activation is asked for from any thread (`wanted_active`, by the worker) and
@@ -68,7 +64,6 @@ class SpoutExecutor(Executor):
         self.wanted_active = True
         self.active = False
         self.feeds_cycle = self.component in self.plan.feeds_cycle
-        self._now = self.clock.now
         self.complete_seconds = 0.0
         self.completed = 0
         self.complete_hist = [0] * (len(COMPLETE_BUCKETS) + 1)  # see stats.COMPLETE_BUCKETS
@@ -96,6 +91,8 @@ class SpoutExecutor(Executor):
         obj.advance_epoch = self._advance_epoch
         if isinstance(col, SpoutCollector):
             col.reliable = self._track if self.max_replays is None else self._track_values
+            # a tree of one row is recorded by the emit closure itself (inflight.py)
+            col.inflight_head = self.inflight.head if self.max_replays is None else None
             obj.emit = col.bound_emit()
 
     def finish(self) -> None:
@@ -130,15 +127,18 @@ class SpoutExecutor(Executor):
     ) -> None:
         """`rows`: the spout tuples of the tree (emit_many); acked/failed count them, as
         `emitted` does, while max.spout.pending counts trees (message ids), as Storm's."""
-        self.inflight.put_new(root, (msg_id, self._now(), rows))
-        self.pending_trees += 1
+        self.inflight.put(root, msg_id if rows == 1 else Tree(msg_id, rows, None, stream))
 
     def _track_values(
         self, root: int, msg_id: Any, rows: int = 1, values: Any = None, stream: str = ""
     ) -> None:
         """With topology.max.replays: the values too, for the dead letter."""
-        self.inflight.put_new(root, (msg_id, self._now(), rows, values, stream))
-        self.pending_trees += 1
+        self.inflight.put(root, Tree(msg_id, rows, values, stream))
+
+    @property
+    def pending_trees(self) -> int:
+        """Trees in flight (what topology.max.spout.pending bounds)."""
+        return len(self.inflight)
 
     def is_done(self) -> bool:
         return self.finished and len(self.inflight) == 0
@@ -170,6 +170,8 @@ class SpoutExecutor(Executor):
         self._next_tuple: Callable[[], None] = self.obj.next_tuple
         self.burst = 1
         self.rotate_every = max(self.timeout / 2.0, 0.01)
+        # stamps of complete latency (inflight.py): the next root of the spout's counter
+        self._next_root = col.acks.next_root if isinstance(col, SpoutCollector) else None
         t = self.clock.now()
         self.next_rotate = t + self.rotate_every
         self.next_flush = t + self.flush_every
@@ -191,6 +193,10 @@ class SpoutExecutor(Executor):
         burst of next_tuple calls when it may emit. WORK, IDLE or HELD, as a bolt's."""
         self.turns += 1
         q, col = self.queue, self.collector
+        inflight = self.inflight
+        t = self.clock.now()
+        if self._next_root is not None:  # what this turn emits, its ack/fail callbacks too
+            inflight.stamp(self._next_root(), t)
         batches = q.consume()
         if batches is not None:
             for batch in batches:
@@ -200,9 +206,8 @@ class SpoutExecutor(Executor):
         outside = self.outside
         if outside is not None and outside():  # a multilang child's messages
             self.idle = 0
-        t = self.clock.now()
         if t >= self.next_rotate:
-            self._expire(self.inflight.rotate())
+            self._expire(inflight.rotate(t, 2.0 * self.timeout + 1.0))
             self.next_rotate = t + self.rotate_every
         if t >= self.next_flush:
             col.flush_all()
@@ -215,10 +220,11 @@ class SpoutExecutor(Executor):
         if self.bp_since is not None:
             self._leave_bp(t)
         max_pending = self.max_pending
+        head = inflight.head
         if (
             self.finished
             or not self.active
-            or (max_pending is not None and self.pending_trees >= max_pending)
+            or (max_pending is not None and len(head) + inflight.older_n >= max_pending)
             or (self.feeds_cycle and self.worker.cycle_congested)
         ):
             if self.idle == 0:
@@ -234,9 +240,10 @@ class SpoutExecutor(Executor):
                 if pending:
                     break
         else:
+            max_head = max_pending - inflight.older_n  # older buckets only shrink here
             for calls in range(1, burst + 1):  # noqa: B007
                 next_tuple()
-                if pending or self.pending_trees >= max_pending:
+                if pending or len(head) >= max_head:
                     break
         if self._acked_on_emit:
             self._ack_on_emit()
@@ -275,49 +282,19 @@ class SpoutExecutor(Executor):
     def _control(self, batch: Batch) -> None:
         src_task, stream, values, _ = batch
         if stream == ACK_ACK:
-            t = self.clock.now()
-            counts = self.fail_counts
-            hist = self.complete_hist
-            ack = self.obj.ack
-            if getattr(ack, "__func__", None) is Spout.ack:
-                ack = None  # the spout keeps no ack of its own: a call per tree less
-            tc = self.counts
-            done = rows = 0
-            seconds = 0.0
-            # an ack of a tree timed out already, or failed, comes too late: not found
-            for entry in self.inflight.pop_found([r for (r,) in values]):
-                done += 1
-                took = t - entry[1]
-                seconds += took
-                hist[bisect_right(COMPLETE_BUCKETS, took)] += 1
-                rows += entry[2]
-                if counts:
-                    counts.pop(entry[0], None)
-                if ack is not None:
-                    # what the spout's ack sees (statistics, pending) is up to date
-                    self.pending_trees -= done
-                    self.completed += done
-                    self.complete_seconds += seconds
-                    tc.acked += rows
-                    done = rows = 0
-                    seconds = 0.0
-                    ack(entry[0])
-            self.pending_trees -= done
-            self.completed += done
-            self.complete_seconds += seconds
-            tc.acked += rows
+            for (roots,) in values:  # one list of completed roots per acker batch
+                self._completed(roots)
         elif stream == ACK_FAIL:
             for root, why in values:
                 entry = self.inflight.pop(root)
                 if entry is not None:
-                    self.pending_trees -= 1
                     self._failed(entry, FAILED, why)
         elif stream == ACK_RESET:
             reset = self._timeout_reset
             for (root,) in values:
                 entry = self.inflight.renew(root)
                 if entry is not None and reset is not None:
-                    reset(entry[0])
+                    reset(parts(entry)[0])
         # counted once the spout's ack/fail ran (as a bolt counts after execute): the
         # completion rule (published == consumed) then covers what those callbacks do
         n = len(values)
@@ -326,16 +303,41 @@ class SpoutExecutor(Executor):
             tc.consumed += n
         tc.executed += n
 
+    def _completed(self, roots: list[int]) -> None:
+        """Trees the acker found complete; a root timed out or failed already comes too
+        late and is not found. Counted first (what the spout's ack sees is up to date),
+        then the spout's ack per tree, if it keeps one."""
+        inflight = self.inflight
+        entries, found = inflight.pop_many(roots)
+        if not entries:
+            return
+        done = len(entries)
+        self.completed += done
+        self.complete_seconds += inflight.latency(
+            found, self.clock.now(), self.complete_hist, COMPLETE_BUCKETS
+        )
+        self.counts.acked += done + inflight.extra_rows(entries)
+        counts = self.fail_counts
+        ack = self.obj.ack
+        if getattr(ack, "__func__", None) is Spout.ack:
+            ack = None  # the spout keeps no ack of its own: a call per tree less
+        if counts or ack is not None:
+            for entry in entries:
+                msg_id = entry.msg_id if entry.__class__ is Tree else entry
+                if counts:
+                    counts.pop(msg_id, None)
+                if ack is not None:
+                    ack(msg_id)
+
     def _expire(self, dead: dict[int, Any]) -> None:
-        self.pending_trees -= len(dead)
         for entry in dead.values():
-            self.counts.timed_out += entry[2]
+            self.counts.timed_out += parts(entry)[1]
             self._failed(entry, TIMED_OUT, None)
 
-    def _failed(self, entry: tuple, reason: str, why: Any) -> None:
+    def _failed(self, entry: Any, reason: str, why: Any) -> None:
         """Count the failure; past `topology.max.replays` failures of one message id,
         dead-letter it (final); tell the spout, with the reason when its fail takes one."""
-        msg_id, rows = entry[0], entry[2]
+        msg_id, rows, values, stream = parts(entry)
         self.counts.failed += rows
         component, error = (why[0], why[1]) if why else (None, None)
         if why and len(why) > 2:  # an edge's policy let one of its tuples go
@@ -353,7 +355,6 @@ class SpoutExecutor(Executor):
                 dead = True
                 self.fail_counts.pop(msg_id, None)
                 self.counts.dead_lettered += rows
-                values, stream = entry[3], entry[4]
                 self.collector.emit_dead_letter(
                     (msg_id, stream, values, component, error, failures)
                 )

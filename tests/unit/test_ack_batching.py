@@ -203,7 +203,7 @@ def test_fail_batch_fails_each_root_once():
     mid.fail_batch(TupleBatch(values, SRC_SOURCE, metas, mid))
     mid.flush_all()
     fails = received(queues[acker])
-    assert sorted(v for b in fails for (v, _why) in b[2]) == sorted(roots)
+    assert sorted(v for b in fails for (v, _why, _task) in b[2]) == sorted(roots)
     outcomes = feed_acker(ledger, fails)
     assert sorted(o[1] for o in outcomes) == sorted(roots)
     assert {o[0] for o in outcomes} == {FAILED}

@@ -1,8 +1,9 @@
 """Every inlined emit and ack path against `AckFolder`, the one definition of the rules
-(issue 27 section 3): a spout's new tree (its root, so its acker, and the init's XOR) on
-the bound emit and the method; a BasicBolt's anchored emit (the child's edge, the
-anchor's ack value) on the bound emit and the method; and the per-tuple executor's
-folded acks. Each runs beside a twin collector seeded alike that calls the folder."""
+(issue 27 section 3): a spout's new tree (its root, so its acker, its first edges and
+the init's XOR, or none for an announced tree) on the bound emit and the method; a
+BasicBolt's anchored emit (the child's edge, the anchor's ack value) on the bound emit
+and the method; and the per-tuple executor's folded acks. Each runs beside a twin
+collector seeded alike that calls the folder."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stormish import BasicBolt, Spout, Topology
+from stormish.runtime.ack_folder import announcement
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.emitters import make_collector
 from stormish.runtime.execution.accounting import Accounts
 from stormish.runtime.execution.per_tuple import PerTuple
-from stormish.runtime.plan import ACK_INIT, ACKER, build_plan
+from stormish.runtime.plan import ACK_INIT, ACKER, FIRST_DONE, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.runtime.task_counts import TaskCounts
 from stormish.tuple import Source, TrackedTuple
@@ -121,12 +123,11 @@ def test_a_spout_tree_starts_as_the_folder_starts_it(
         deliveries = [m for msgs in got.values() for s, _v, m in msgs if s == stream]
         root = ref.acks.new_root()
         assert roots[-1] == root
-        xor = 0
-        for m in deliveries:  # one edge per delivery, drawn as the folder draws them
-            e = ref.rand(63)
-            assert m == ((root, e),)
-            xor ^= e
-        ref.acks.init(root, xor)
+        # the first deliveries' edges as the folder makes them (one: the announcement)
+        edges, xor = ref.acks.first_edges(len(deliveries))
+        assert deliveries == [((root, e),) for e in edges]
+        if xor is not None:
+            ref.acks.init(root, xor)
         want = drained_after(ref, ref_queues)
         inits = {t: [v for s, v, _m in msgs if s == ACK_INIT] for t, msgs in got.items()}
         want_inits = {t: [v for s, v, _m in msgs if s == ACK_INIT] for t, msgs in want.items()}
@@ -176,6 +177,7 @@ def test_a_basic_bolts_anchored_emit_is_the_folders_anchor(ackers, grouping, bou
         st.tuples(
             st.one_of(
                 st.none(),
+                st.integers(0, 7),  # an announced tuple of the spout: its root
                 st.lists(
                     st.tuples(st.integers(0, 7), st.integers(0, 2**62)), min_size=1, max_size=3
                 ),
@@ -188,8 +190,10 @@ def test_a_basic_bolts_anchored_emit_is_the_folders_anchor(ackers, grouping, bou
     seed=st.integers(0, 2**32),
 )
 def test_the_per_tuple_executors_ack_fold_is_the_folders(ackers, rows, seed):
-    """A BasicBolt's batch through PerTuple (its ack fold inlined) leaves the folded
-    acks that AckFolder.ack leaves for the same tuples."""
+    """A BasicBolt's batch through PerTuple (its ack fold inlined) tells the ackers what
+    AckFolder.ack tells them for the same tuples: the same folded acks, except that an
+    announced tuple acked with nothing anchored to it goes in a done list (the same
+    message to the acker as its fold, `(root, announcement)`)."""
     plan, pair = make(ackers, [True] * 4, 1, "shuffle", False)
     (col, _queues), (ref, _ref_queues) = pair("mid", seed, basic=True)
     bolt = Mid()
@@ -209,10 +213,23 @@ def test_the_per_tuple_executors_ack_fold_is_the_folders(ackers, rows, seed):
         screen=None,
         fail_tuple=None,
     )
-    metas = [tuple(m) if m else None for m, _k in rows]
+    src = plan.tasks["src"][0]
+    announced = announcement(src)
+    metas = [
+        None if not m else ((m, announced),) if isinstance(m, int) else tuple(m) for m, _k in rows
+    ]
+    metas = [None if m == () else m for m in metas]
     values = [(i,) for i in range(len(rows))]
-    PerTuple(ex).run((plan.tasks["src"][0], "default", values, metas))
+    PerTuple(ex).run((src, "default", values, metas))
     for t in bolt.seen:
         ref.acks.ack(t)
-    assert col.acks.acks == ref.acks.acks
+    told = dict(col.acks.acks)
+    for box in col.acks.ack_boxes:
+        for root, val in box:
+            assert root == FIRST_DONE
+            task, roots = val
+            assert task == src
+            for r in roots:
+                told[r] = told.get(r, 0) ^ announced
+    assert told == ref.acks.acks
     assert counts.acked == len(rows) and counts.executed == len(rows)

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stormish.runtime.ack_folder import announcement
 from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger, rotation_period
-from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS
+from stormish.runtime.plan import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    COMMITTED_ACKS,
+    FIRST_DONE,
+)
 from stormish.tuple import TICK_STREAM
 
 ROOT, SPOUT = 123456789, 7
@@ -256,9 +264,9 @@ def test_acker_bolt_routes_outcomes_to_the_spout_task():
     bolt.execute_raw(ACK_INIT, [(ROOT, e, SPOUT), (ROOT + 1, 6, SPOUT + 1)], out)
     assert out.sent == []
     bolt.execute_raw(ACK_ACK, [(ROOT, e)], out)
-    bolt.execute_raw(ACK_FAIL, [(ROOT + 1, ("bolt", "ValueError: x"))], out)
+    bolt.execute_raw(ACK_FAIL, [(ROOT + 1, ("bolt", "ValueError: x"), 0)], out)
     assert out.sent == [
-        (SPOUT, (ROOT,), ACK_ACK),
+        (SPOUT, ([ROOT],), ACK_ACK),
         (SPOUT + 1, (ROOT + 1, ("bolt", "ValueError: x")), ACK_FAIL),
     ]
 
@@ -266,7 +274,7 @@ def test_acker_bolt_routes_outcomes_to_the_spout_task():
 def test_acker_bolt_forwards_reset_to_known_spout_only():
     bolt, out = prepared_acker(), FakeDirect()
     bolt.execute_raw(ACK_INIT, [(ROOT, 5, SPOUT)], out)
-    bolt.execute_raw(ACK_RESET, [(ROOT,), (ROOT + 1,)], out)
+    bolt.execute_raw(ACK_RESET, [(ROOT, 0), (ROOT + 1, 0)], out)
     assert out.sent == [(SPOUT, (ROOT,), ACK_RESET)]
 
 
@@ -286,13 +294,13 @@ def test_acker_bolt_acks_before_init_complete_on_init():
     bolt.execute_raw(ACK_ACK, [(ROOT, 3), (ROOT, 5)], out)
     assert out.sent == []
     bolt.execute_raw(ACK_INIT, [(ROOT, 3 ^ 5, SPOUT)], out)
-    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]
     assert len(bolt.ledger) == 0
 
 
 def test_acker_bolt_fail_before_init_wins_over_a_zero_xor():
     bolt, out = prepared_acker(), FakeDirect()
-    bolt.execute_raw(ACK_FAIL, [(ROOT, ("bolt", None))], out)
+    bolt.execute_raw(ACK_FAIL, [(ROOT, ("bolt", None), 0)], out)
     bolt.execute_raw(ACK_ACK, [(ROOT, 9)], out)
     assert out.sent == []
     bolt.execute_raw(ACK_INIT, [(ROOT, 9, SPOUT)], out)
@@ -304,7 +312,7 @@ def test_acker_bolt_ack_of_an_entry_from_the_previous_generation():
     bolt.execute_raw(ACK_INIT, [(ROOT, 12, SPOUT)], out)
     bolt.execute_raw(TICK_STREAM, [("tick",)], out)
     bolt.execute_raw(ACK_ACK, [(ROOT, 12)], out)
-    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]
     assert len(bolt.ledger) == 0
 
 
@@ -318,11 +326,11 @@ def test_a_checkpoints_acks_complete_trees_and_their_second_copy_changes_nothing
     bolt.execute_raw(ACK_ACK, [(ROOT, 3)], out)  # a stateless bolt's ack
     tagged = (COMMITTED_ACKS, (11, 4, [(ROOT, 5), (other, 6)]))
     bolt.execute_raw(ACK_ACK, [tagged], out)
-    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]  # `other` waits for another edge
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]  # `other` waits for another edge
     bolt.execute_raw(ACK_ACK, [tagged], out)  # sent again after a restart
     assert bolt.ledger.repeated == 1
     bolt.execute_raw(ACK_ACK, [(other, 9)], out)
-    assert out.sent[-1] == (SPOUT, (other,), ACK_ACK)
+    assert out.sent[-1] == (SPOUT, ([other],), ACK_ACK)
     assert len(bolt.ledger) == 0
     # another txid, or another task's acks of txid 4, are applied
     assert bolt.ledger.committed((11, 5, [(ROOT + 2, 1)])) == []
@@ -363,5 +371,134 @@ def test_acker_bolt_batches_complete_a_tree_exactly_once(msgs, data):
         i = j
         if i < len(msgs):
             assert out.sent == []
-    assert out.sent == [(SPOUT, (ROOT,), ACK_ACK)]
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]
     assert len(bolt.ledger) == 0
+
+
+# -- announced trees: the spout's one first delivery carries the init (ack_folder.py)
+@st.composite
+def announced_tree_messages(draw, root: int, spout: int):
+    """As tree_messages, for a tree whose spout tuple has one delivery (node 1): its edge
+    is the announcement, and the spout sends no init. Messages: one ack per tuple."""
+    n_nodes = draw(st.integers(2, 12))
+    parents = [0] + [draw(st.integers(1, i - 1)) for i in range(2, n_nodes)]
+    bits = draw(st.permutations(list(range(63))))
+    edge = {i: 1 << bits[i - 1] for i in range(2, n_nodes)}
+    edge[1] = announcement(spout)
+    children: dict[int, list[int]] = {i: [] for i in range(n_nodes)}
+    for child, parent in enumerate(parents, start=1):
+        children[parent].append(child)
+
+    def xor_children(node: int) -> int:
+        v = 0
+        for c in children[node]:
+            v ^= edge[c]
+        return v
+
+    msgs = [("ack", root, edge[i] ^ xor_children(i)) for i in range(1, n_nodes)]
+    return draw(st.permutations(msgs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(msgs=announced_tree_messages(ROOT, SPOUT))
+def test_an_announced_tree_completes_exactly_once_at_the_last_message(msgs):
+    led = AckerLedger()
+    outcomes = [deliver(led, m) for m in msgs]
+    assert outcomes[:-1] == [None] * (len(msgs) - 1)
+    assert outcomes[-1] == (COMPLETE, ROOT, SPOUT, None)
+    assert len(led) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(msgs=announced_tree_messages(ROOT, SPOUT), data=st.data())
+def test_an_announced_tree_through_the_bolt_in_any_batches(msgs, data):
+    bolt, out = prepared_acker(), FakeDirect()
+    i = 0
+    while i < len(msgs):
+        j = data.draw(st.integers(i + 1, len(msgs)))
+        bolt.execute_raw(ACK_ACK, [m[1:] for m in msgs[i:j]], out)
+        i = j
+        if i < len(msgs):
+            assert out.sent == []
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]
+    assert len(bolt.ledger) == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(msgs=announced_tree_messages(ROOT, SPOUT), data=st.data())
+def test_a_fail_in_an_announced_tree_wins_once_the_spout_is_known(msgs, data):
+    """A fail of the announced tuple (in place of its ack) names the spout task itself
+    and is told at once; a fail of any other tuple waits for the announced tuple's ack
+    to learn the task."""
+    announced = next(i for i, m in enumerate(msgs) if m[2] >> 64)
+    if data.draw(st.booleans()):  # the announced tuple fails
+        seq = list(msgs)
+        seq[announced] = ("fail", SPOUT)
+        first = announced
+    else:
+        at = data.draw(st.integers(0, len(msgs) - 1))
+        seq = list(msgs[:at]) + [("fail", 0)] + list(msgs[at:])
+        first = max(announced + (announced >= at), at)
+    led = AckerLedger()
+    outcomes = []
+    for m in seq:
+        outcomes.append(led.fail(ROOT, None, m[1]) if m[0] == "fail" else deliver(led, m))
+    assert outcomes[:first] == [None] * first
+    assert outcomes[first] == (FAILED, ROOT, SPOUT, None)
+    assert outcomes[first + 1 :] == [None] * (len(seq) - first - 1)
+
+
+def test_announced_leaves_complete_at_once_without_an_entry_one_list_per_spout():
+    bolt, out = prepared_acker(), FakeDirect()
+    a, b = announcement(SPOUT), announcement(SPOUT + 1)
+    bolt.execute_raw(ACK_ACK, [(ROOT, a), (ROOT + 1, b), (ROOT + 2, a)], out)
+    assert out.sent == [
+        (SPOUT, ([ROOT, ROOT + 2],), ACK_ACK),
+        (SPOUT + 1, ([ROOT + 1],), ACK_ACK),
+    ]
+    assert len(bolt.ledger) == 0
+
+
+def test_a_done_list_goes_to_the_spout_as_it_is():
+    bolt, out = prepared_acker(), FakeDirect()
+    roots = [ROOT, ROOT + 1, ROOT + 2]
+    bolt.execute_raw(ACK_ACK, [(FIRST_DONE, (SPOUT, roots))], out)
+    assert out.sent == [(SPOUT, (roots,), ACK_ACK)]
+    assert len(bolt.ledger) == 0
+
+
+def test_a_done_list_with_a_failed_root_fails_that_one():
+    """A fail recorded before (its task not yet known) wins over the done list's ack."""
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_FAIL, [(ROOT + 1, ("bolt", None), 0)], out)
+    assert out.sent == []
+    bolt.execute_raw(ACK_ACK, [(FIRST_DONE, (SPOUT, [ROOT, ROOT + 1]))], out)
+    assert out.sent == [
+        (SPOUT, (ROOT + 1, ("bolt", None)), ACK_FAIL),
+        (SPOUT, ([ROOT],), ACK_ACK),
+    ]
+    assert len(bolt.ledger) == 0
+
+
+def test_a_fail_of_an_announced_tuple_is_told_at_once():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_FAIL, [(ROOT, ("bolt", "E: x"), SPOUT)], out)
+    assert out.sent == [(SPOUT, (ROOT, ("bolt", "E: x")), ACK_FAIL)]
+    bolt.execute_raw(ACK_ACK, [(ROOT, announcement(SPOUT))], out)  # late: a new entry
+    assert out.sent[-1] == (SPOUT, ([ROOT],), ACK_ACK)  # the spout finds nothing
+
+
+def test_a_reset_of_an_announced_tuple_reaches_its_spout():
+    bolt, out = prepared_acker(), FakeDirect()
+    bolt.execute_raw(ACK_RESET, [(ROOT, SPOUT), (ROOT + 1, 0)], out)
+    assert out.sent == [(SPOUT, (ROOT,), ACK_RESET)]
+    assert len(bolt.ledger) == 0
+
+
+def test_committed_acks_carry_an_announcement():
+    bolt, out = prepared_acker(), FakeDirect()
+    tagged = (COMMITTED_ACKS, (11, 4, [(ROOT, announcement(SPOUT) ^ 6)]))
+    bolt.execute_raw(ACK_ACK, [tagged], out)
+    assert out.sent == []
+    bolt.execute_raw(ACK_ACK, [(ROOT, 6)], out)
+    assert out.sent == [(SPOUT, ([ROOT],), ACK_ACK)]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...component import BasicBolt
 from ...tuple import Tuple
+from ..plan import ACK_ACK
 from ..seams import Batch
 
 if TYPE_CHECKING:
@@ -62,11 +63,22 @@ class Execution:
 
 
 class Raw(Execution):
-    """The acker: its rows go to `execute_raw` as they are, no Tuple made."""
+    """The acker: its rows go to `execute_raw` as they are, no Tuple made. What it
+    completed leaves at once: a row is a list of a whole batch's trees (acker.py), and
+    each spout waits for them to emit more (topology.max.spout.pending)."""
+
+    def __init__(self, ex: BoltExecutor):
+        super().__init__(ex)
+        route = self.collector.routes.get(ACK_ACK)
+        self.completions = [] if route is None else list(route.outboxes)
 
     def run(self, batch: Batch) -> None:
         src_task, stream, values, _ = batch
-        self.obj.execute_raw(stream, values, self.collector.emit_direct_system)
+        col = self.collector
+        self.obj.execute_raw(stream, values, col.emit_direct_system)
+        for ob in self.completions:
+            if ob:
+                col.flush(ob)
         self.accounts.executed(src_task, stream, len(values))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
+from ..ack_folder import ANNOUNCE
 from .base import Batch, Execution, error_text
 
 _new = object.__new__  # makes a Tuple without calling its __init__
@@ -23,6 +24,14 @@ class PerTuple(Execution):
     def __init__(self, ex: Any):
         super().__init__(ex)
         self.late = False  # the rows executing now missed their edge's deadline
+        # announced edges (ack_folder.py) come only from spout tasks: from a bolt, no
+        # tuple is looked at for one
+        plan = getattr(ex, "plan", None)
+        self.spout_tasks: frozenset[int] | None = (
+            None
+            if plan is None
+            else frozenset(t for t, c in plan.task_component.items() if plan.components[c].is_spout)
+        )
 
     def run(self, batch: Batch) -> None:
         src_task, stream, values, metas = batch
@@ -63,6 +72,11 @@ class PerTuple(Execution):
             acks = folder.acks
             get = acks.get
             failed = 0
+            # an announced tuple of this batch's spout acked with nothing anchored to it
+            # is its whole tree: its root joins the batch's done list (ack_folder.py)
+            announced = src_task << ANNOUNCE
+            from_spout = self.spout_tasks is None or src_task in self.spout_tasks
+            done: list[int] = []
             for v, m in zip(values, metas, strict=True):
                 if m:
                     t = new(TrackedTuple)
@@ -80,10 +94,15 @@ class PerTuple(Execution):
                     self.accounts.uncaught_at(exc, values, v, failed - 1)
                     fail(t, error_text(exc))
                     continue
-                if m:  # ack_folder.fold(acks, m, t.ack_val), inlined: a call per tuple less
+                if m:  # AckFolder.ack(t), inlined: a call per tuple less
                     val = t.ack_val
+                    if not val and from_spout and m[0][1] == announced:
+                        done.append(m[0][0])
+                        continue
                     for root, e in m:
                         acks[root] = get(root, 0) ^ e ^ val
+            if done:
+                folder.done(src_task, done)
             if len(acks) >= folder.batch_size:
                 folder.flush()
             counts = self.counts
