@@ -8,6 +8,7 @@ tests/integration/test_hostile_peer.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -58,21 +59,50 @@ def run(t: Topology, workers: int = 2) -> tuple[Counter, list[str], set[int]]:
         return merged(running.results()), cmdline, parents
 
 
+FORKED_RUN = """
+import json, os, sys
+import psutil
+sys.path[:0] = [sys.argv[1]]
+from stormish import LocalCluster
+from stormish.local.forkserver import can_fork_here
+from tests.integration.test_fork_start import merged, wordcount
+assert can_fork_here(), "a fresh interpreter has one thread"
+t = wordcount("forked")
+out = {}
+with LocalCluster(workers=3, config={"topology.acker.executors": 0}) as c:
+    c.submit(t)
+    running = c._get(t.name)
+    server = running.group.forkserver
+    out["forked"] = server is not None and server.forked
+    out["server_parent_is_us"] = psutil.Process(server.pid).ppid() == os.getpid()
+    out["workers_parent_is_server"] = [
+        psutil.Process(h.pid).ppid() == server.pid for h in running.group.handles
+    ]
+    out["assigned"] = [h.assigned for h in running.group.handles]
+    c.wait_complete(t.name, timeout=60)
+    out["counts"] = dict(merged(running.results()))
+out["server_gone"] = not psutil.pid_exists(server.pid)
+print(json.dumps(out))
+"""
+
+
 def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
-    assert can_fork_here()  # pytest runs the tests in its main thread, with no other
-    t = wordcount("forked")
-    with LocalCluster(workers=3, config={"topology.acker.executors": 0}) as c:
-        c.submit(t)
-        running = c._get(t.name)
-        server = running.group.forkserver
-        assert server is not None and server.forked
-        assert psutil.Process(server.pid).ppid() == os.getpid()
-        for h in running.group.handles:
-            assert psutil.Process(h.pid).ppid() == server.pid
-            assert h.assigned  # the fork request carried its assignment: no assign asked
-        c.wait_complete(t.name, timeout=60)
-        assert merged(running.results()) == EXPECTED
-    assert not psutil.pid_exists(server.pid)  # ended and waited for with the run
+    """In a process of one thread (as `stormish run` is) the fork server is a fork of
+    that process. Run in a fresh interpreter: the test process may have threads of
+    libraries other tests imported (pyarrow's allocator, a BLAS)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_RUN, root], capture_output=True, text=True,
+        timeout=90, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["forked"] and out["server_parent_is_us"]
+    assert all(out["workers_parent_is_server"]) and len(out["workers_parent_is_server"]) == 3
+    assert all(out["assigned"])  # the fork request carried its assignment: no assign asked
+    assert Counter(out["counts"]) == EXPECTED
+    assert out["server_gone"]  # ended and waited for with the run
 
 
 def test_a_forked_worker_killed_with_sigkill_is_seen_dead_and_restarted():
