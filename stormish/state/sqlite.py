@@ -39,6 +39,33 @@ CREATE TABLE IF NOT EXISTS committed_acks (
 """
 
 
+def _locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+LOCKED_RETRIES = [0]  # set-ups retried on a lock, in this process (tests read it)
+
+
+def _set_up(db: sqlite3.Connection) -> None:
+    """WAL, FULL sync and the tables. Setting the journal mode does not wait on SQLite's
+    busy handler: opened while another process (a worker still dying, a reader of its
+    state) holds a lock, it fails at once with "database is locked"; try again for up
+    to 10 s, with tenacity's backoff, before that error stands."""
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+    for attempt in Retrying(
+        retry=retry_if_exception(_locked),
+        stop=stop_after_delay(10),
+        wait=wait_exponential(multiplier=0.005, max=0.2),
+        before_sleep=lambda _state: LOCKED_RETRIES.__setitem__(0, LOCKED_RETRIES[0] + 1),
+        reraise=True,
+    ):
+        with attempt:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+
+
 def db_path(directory: str, topology: str, namespace: str) -> str:
     """Where namespace `namespace` of `topology` keeps its database file: inside
     `directory`, whatever the names (an error naming them otherwise)."""
@@ -54,9 +81,7 @@ class SqliteStore:
             private.open_file(path, 0o600)
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(_SCHEMA)
+        _set_up(self.db)
 
     def get(self, key: Any) -> Any:
         row = self.db.execute("SELECT v FROM kv WHERE k = ?", (_dump(key),)).fetchone()

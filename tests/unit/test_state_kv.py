@@ -141,3 +141,39 @@ def test_keys_and_values_are_python_values(tmp_path):
     again = KeyValueState(SqliteStore(db_path(str(tmp_path), "t", "n")), "n")
     assert again.get(("w", 1)) == {"count": [1, 2]}
     again.close()
+
+
+def test_a_store_opened_while_another_connection_holds_a_lock_waits_for_it(tmp_path):
+    """Setting WAL does not wait on SQLite's busy handler: a store opened while another
+    process holds the database (a worker still dying, a reader of its state) failed at
+    once with "database is locked"; it retries until the lock goes."""
+    import sqlite3
+    import threading
+
+    from stormish.state import sqlite as sq
+    from stormish.testing import poll_for
+
+    path = str(tmp_path / "held.db")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    before = sq.LOCKED_RETRIES[0]
+    opened: list = []
+    errors: list = []
+
+    def open_it() -> None:
+        try:
+            opened.append(sq.SqliteStore(path))
+        except Exception as exc:  # noqa: BLE001 - the test says what it was
+            errors.append(exc)
+
+    t = threading.Thread(target=open_it)
+    t.start()
+    poll_for(lambda: sq.LOCKED_RETRIES[0] > before or errors, 10, 0.005, "a retry on the lock")
+    holder.execute("COMMIT")
+    holder.close()
+    t.join(15)
+    assert not errors, errors
+    store = opened[0]
+    store.prepare(1, {"k": 1})
+    store.commit(1)
+    assert store.get("k") == 1
