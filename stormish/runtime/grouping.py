@@ -14,6 +14,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import locality as loc
+
 _CACHE_MAX = 65536
 
 
@@ -43,33 +45,49 @@ def stable_hash(v: Any) -> int:
 
 
 class Shuffle:
-    """Load-aware shuffle: a rotation whose slots are shared out by free capacity.
+    """Locality-aware, load-aware shuffle (Storm 2's LoadAwareShuffleGrouping): a
+    rotation over the targets of the current locality scope (locality.py), whose slots
+    are shared out by free capacity.
 
-    `refresh(loads)` (loads in 0..1 per outbox) rebuilds the rotation; with equal load
-    every outbox gets the same share, as plain round-robin shuffle."""
+    `scopes` gives each outbox's scope (None: all in one scope, as local_or_shuffle's
+    chosen tasks). `refresh(loads)` (loads in 0..1 per outbox) moves the scope within
+    `bounds` (higher, lower) and rebuilds the rotation when the scope or a load's tenth
+    changed; `pick_next` is all the emit path reads. `load_aware=False` is Storm's plain
+    ShuffleGrouping: round-robin over every target, refresh does nothing."""
 
-    SLOTS = 32
-
-    def __init__(self, outboxes: Sequence[Any]):
+    def __init__(
+        self,
+        outboxes: Sequence[Any],
+        scopes: Sequence[int] | None = None,
+        bounds: tuple[float, float] = (0.8, 0.2),
+        load_aware: bool = True,
+    ):
         self.outboxes = list(outboxes)
-        self._loads: tuple[int, ...] = ()
-        self.pick_next = itertools.cycle(self.outboxes).__next__
+        self.scopes = tuple(scopes) if scopes is not None else (loc.EVERYTHING,) * len(outboxes)
+        self.higher, self.lower = bounds
+        self.load_aware = load_aware and len(self.outboxes) > 1
+        self.scope = loc.initial_scope(self.scopes) if load_aware else loc.EVERYTHING
+        self._key: tuple[int, tuple[int, ...]] | None = None
+        self._install(loc.ring(self.scopes, None, self.scope))
+
+    def _install(self, ring: list[int]) -> None:
+        boxes = [self.outboxes[i] for i in ring]
+        self.width = len(set(ring))  # targets in scope (a bulk emit splits into this many)
+        self.pick_next = itertools.cycle(boxes).__next__
 
     def pick(self, values: Any) -> Any:
         return self.pick_next()
 
     def refresh(self, loads: Sequence[float]) -> None:
-        if len(self.outboxes) < 2:
+        if not self.load_aware:
             return
-        buckets = tuple(min(10, int(x * 10)) for x in loads)
-        if buckets == self._loads:
+        scope = loc.next_scope(self.scope, self.scopes, loads, self.higher, self.lower)
+        key = (scope, tuple(min(10, int(x * 10)) for x in loads))
+        if key == self._key:
             return
-        self._loads = buckets
-        weights = [max(1, 11 - b) for b in buckets]
-        ring: list[Any] = []
-        for step in range(max(weights)):
-            ring.extend(ob for ob, w in zip(self.outboxes, weights, strict=True) if step < w)
-        self.pick_next = itertools.cycle(ring).__next__
+        self._key = key
+        self.scope = scope
+        self._install(loc.ring(self.scopes, loads, scope))
 
 
 class Fields:

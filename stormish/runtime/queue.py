@@ -318,8 +318,13 @@ class ReceiveQueue:
         self._event.clear()
 
     def load(self) -> float:
-        """Fill ratio, for load-aware shuffle."""
-        return (self.size + self.overflow_size) / self.capacity
+        """Fill ratio as this worker's producers see it, for load-aware shuffles: the
+        share of `local_limit` taken, 1 while the overflowQ holds batches (both refuse a
+        local producer). Against the whole capacity a remote-fed task read at most 0.5,
+        and a locality-aware shuffle (bound 0.8) never spilled to the other worker."""
+        if self.overflow_size:
+            return 1.0
+        return min(1.0, self.size / self.local_limit)
 
     def share_wakeup(self, wakeup: Wakeup) -> None:
         """Signal `wakeup` instead: one scheduler thread waits for all its queues."""
