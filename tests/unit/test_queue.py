@@ -372,7 +372,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.taken == self.taken
         assert len(self.q) == self.q.size + self.q.overflow_size
         q = self.q
-        want = 1.0 if q.overflow_size else min(1.0, q.size / q.local_limit)
+        want = 1.0 if q.overflow_size or q.refused else min(1.0, q.size / q.local_limit)
         assert q.load() == pytest.approx(want)
 
     def teardown(self):
