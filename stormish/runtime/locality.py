@@ -9,6 +9,14 @@ higher.bound`), and narrows one scope when the narrower scope's average load is 
 the lower bound (`topology.localityaware.lower.bound`). The gap between the bounds is
 the hysteresis that keeps a shuffle from flapping between scopes.
 
+Beyond Storm, a spill that finds no room ends (`no_room`): stormish's remote load is
+only 1 under backpressure and 0 otherwise, so a widened shuffle cannot see that the other
+worker is as busy until it has flooded it; when the added targets come under
+backpressure it narrows and stays narrow for a hold-off that doubles with each such
+spill (Shuffle). Without it a CPU-bound word count whose first edge is a shuffle sent
+more sentences across than round-robin did and stalled on the other worker's
+backpressure (bench/README.md).
+
 Unlike Storm, scopes that hold no target of their own are passed over (a widening goes
 to the next scope that adds targets): stormish knows no racks, and a remote task whose
 host is unknown is EVERYTHING, so a worker-local shuffle with remote targets widens in
@@ -60,6 +68,17 @@ def next_scope(
     if k > 0 and _average(scopes, loads, present[k - 1]) < lower:
         return present[k - 1]
     return present[k]
+
+
+def no_room(scope: int, scopes: Sequence[int], loads: Sequence[float], higher: float) -> bool:
+    """A widened shuffle found no room: the targets its scope adds to the next narrower
+    one average above the higher bound (a remote task reads 1 only under backpressure)."""
+    present = sorted(set(scopes))
+    k = present.index(scope) if scope in present else 0
+    if k == 0:
+        return False
+    added = [min(1.0, x) for s, x in zip(scopes, loads, strict=True) if s == present[k]]
+    return sum(added) / len(added) > higher
 
 
 def ring(scopes: Sequence[int], loads: Sequence[float] | None, scope: int) -> list[int]:

@@ -8,6 +8,7 @@ bound narrows one), run over the scopes that have targets of their own.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,14 +53,70 @@ load_st = st.floats(0.0, 1.2, allow_nan=False)
 def test_the_scope_follows_storms_transition(scopes, data):
     present = sorted(set(scopes))
     groups = {s: [i for i, x in enumerate(scopes) if x == s] for s in present}
-    sh = Shuffle(list(range(len(scopes))), scopes, (HIGHER, LOWER))
     model = storm_transition(present[0], present, groups, [0.0] * len(scopes))  # prepare
-    assert sh.scope == model == present[0]
+    scope = loc.initial_scope(scopes)
+    assert scope == model == present[0]
     for _ in range(data.draw(st.integers(1, 12))):
         loads = data.draw(st.lists(load_st, min_size=len(scopes), max_size=len(scopes)))
         model = storm_transition(model, present, groups, loads)
+        scope = loc.next_scope(scope, scopes, loads, HIGHER, LOWER)
+        assert scope == model
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@given(scopes_st, st.data())
+def test_the_shuffle_moves_as_storm_except_that_a_spill_finding_no_room_ends(scopes, data):
+    """Shuffle.refresh: Storm's transition, but never widening into targets averaging
+    above the higher bound, narrowing when a widened scope's added targets go above it,
+    and no widening during the hold-off that follows."""
+    clock = FakeClock()
+    sh = Shuffle(list(range(len(scopes))), scopes, (HIGHER, LOWER), clock=clock)
+    for _ in range(data.draw(st.integers(1, 12))):
+        clock.t += data.draw(st.sampled_from([0.0, 0.01, 0.1, 1.0, 5.0]))
+        loads = data.draw(st.lists(load_st, min_size=len(scopes), max_size=len(scopes)))
+        before, held = sh.scope, clock.t < sh.hold_until
+        storm = loc.next_scope(before, scopes, loads, HIGHER, LOWER)
         sh.refresh(loads)
-        assert sh.scope == model
+        assert set(picks(sh, 4 * len(scopes))) == {i for i, s in enumerate(scopes) if s <= sh.scope}
+        if storm < before:
+            assert sh.scope == storm  # narrowing as Storm
+        elif storm > before:
+            full = loc.no_room(storm, scopes, loads, HIGHER)
+            assert sh.scope == (before if held or full else storm)
+        elif loc.no_room(before, scopes, loads, HIGHER):
+            assert sh.scope < before and sh.hold_until > clock.t
+        else:
+            assert sh.scope == before
+
+
+def test_a_spill_that_finds_no_room_narrows_and_holds_off_doubling():
+    clock = FakeClock()
+    sh = Shuffle(["local", "remote"], [W, E], clock=clock)
+    sh.refresh([1.0, 0.0])
+    assert sh.scope == E  # spilled
+    sh.refresh([1.0, 1.0])  # the other worker is backpressured too: no room there
+    assert sh.scope == W and sh.hold_until == 0.05
+    sh.refresh([1.0, 0.0])
+    assert sh.scope == W  # held off
+    clock.t = 0.06
+    sh.refresh([1.0, 0.0])
+    assert sh.scope == E
+    sh.refresh([1.0, 1.0])
+    assert sh.scope == W and sh.hold_until == pytest.approx(0.06 + 0.1)  # doubled
+    clock.t = 1.0
+    sh.refresh([1.0, 1.0])
+    assert sh.scope == W  # never widens into backpressured targets
+    sh.refresh([1.0, 0.0])
+    assert sh.scope == E
+    sh.refresh([0.1, 0.0])  # the local task has room again: the hold-off starts over
+    assert sh.scope == W and sh.hold == 0.05
 
 
 @given(st.lists(st.sampled_from([W, H, E]), min_size=1, max_size=6), st.data())
@@ -117,11 +174,8 @@ def test_a_backpressured_local_task_spills_across_and_narrows_again_below_the_lo
     assert sh.scope == W and picks(sh) == {"local"}
 
 
-def test_a_widened_shuffle_stays_wide_while_everything_is_loaded():
-    sh = Shuffle(["local", "remote"], [W, E])
-    sh.refresh([1.0, 0.0])
-    sh.refresh([1.0, 1.0])
-    assert sh.scope == E
+def test_storms_rule_keeps_a_widened_scope_while_everything_is_loaded():
+    assert loc.next_scope(E, [W, E], [1.0, 1.0], HIGHER, LOWER) == E  # (the Shuffle ends it)
 
 
 def test_host_local_comes_before_everything():
