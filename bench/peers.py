@@ -24,6 +24,7 @@ Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax
      python bench/peers.py --startup --base /tmp/base   (and another checkout, same rounds)
      python bench/peers.py --acking        (adds stormish with acking on)
      python bench/peers.py --bound         (adds 2 workers with nothing crossing: a bound)
+     python bench/peers.py --shuffle-first (adds 2 workers with shuffle_grouping first)
 """
 
 from __future__ import annotations
@@ -163,7 +164,10 @@ class CountBatch(BasicBolt):
 topology = Topology("wc")
 topology.set_spout("sentences", Sentences(), parallelism=PAR)
 split = topology.set_bolt("split", SplitBatch() if BATCH else Split(), parallelism=PAR)
-split.local_or_shuffle_grouping("sentences")
+if os.environ.get("PEERS_FIRST") == "shuffle":  # --shuffle-first: as most users write it
+    split.shuffle_grouping("sentences")
+else:
+    split.local_or_shuffle_grouping("sentences")
 count = topology.set_bolt("count", CountBatch() if BATCH else Count(), parallelism=PAR)
 if os.environ.get("PEERS_GROUPING") == "local":
     # --bound: each word counted in the worker that split it, nothing crosses; the total
@@ -262,6 +266,15 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
                 env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_GROUPING="local")
                 name = f"stormish w2 {api} uncrossed"
                 out.append(Config(name, sm + ["-w", "2"], env, "stats"))
+        if args.shuffle_first and not args.no_two:
+            # the first edge a plain shuffle: locality-aware (the default), and round-robin
+            # over both workers' tasks (load-aware messaging off: every other tuple crosses)
+            off = ["-c", "topology.disable.loadaware.messaging=true"]
+            for api in apis:
+                env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_FIRST="shuffle")
+                out.append(Config(f"stormish w2 {api} shuffle", sm + ["-w", "2"], env, "stats"))
+                name = f"stormish w2 {api} shuffle rr"
+                out.append(Config(name, sm + ["-w", "2"] + off, env, "stats"))
         if args.acking:
             for w in workers:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
@@ -294,6 +307,12 @@ def main() -> None:
         default=None,
         help="a checkout of stormish to compare with: its rows (PYTHONPATH=BASE) run in "
         "the same interleaved rounds",
+    )
+    ap.add_argument(
+        "--shuffle-first",
+        action="store_true",
+        help="adds 2 workers whose first edge is shuffle_grouping (locality-aware), and "
+        "the same with topology.disable.loadaware.messaging (round-robin: it crosses)",
     )
     ap.add_argument(
         "--bytewax-batch",
@@ -359,6 +378,14 @@ def report(cfgs: list[Config], words: int) -> None:
             print(
                 f"stormish {api}: 2 workers with nothing crossing / 1 worker = "
                 f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+            )
+    for api in ("tuple", "batch"):
+        one = med.get(f"stormish w1 {api}")
+        sh, rr = med.get(f"stormish w2 {api} shuffle"), med.get(f"stormish w2 {api} shuffle rr")
+        if one and sh and rr:
+            print(
+                f"stormish {api}, first edge shuffle: 2 workers / 1 worker = {one / sh:.2f}x "
+                f"locality-aware, {one / rr:.2f}x round-robin"
             )
     one, ack = med.get("stormish w1 tuple"), med.get("stormish w1 tuple acking")
     if one and ack:

@@ -38,6 +38,9 @@ _ACCEPTS = {
 QUEUE = "topology.executor.receive.buffer.size"
 BATCH = "topology.producer.batch.size"
 BATCH_DEFAULT = 512  # what an unset producer batch is, in a queue of 1024 tuples or more
+LOADAWARE_OFF = "topology.disable.loadaware.messaging"
+LOCALITY_HIGHER = "topology.localityaware.higher.bound"
+LOCALITY_LOWER = "topology.localityaware.lower.bound"
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,34 @@ KEYS: dict[str, Key] = {
             1,
             _num(0),
             "an unfilled batch is published after at most this long (bounds latency)",
+        ),
+        Key(
+            LOADAWARE_OFF,
+            False,
+            _bool,
+            "true: shuffle and none groupings are plain round-robin over every target task "
+            "(Storm's ShuffleGrouping); false: locality-aware and load-aware (Storm 2's "
+            "LoadAwareShuffleGrouping: the tasks in this worker while they keep up, the "
+            "other workers' too when they do not; docs/workers.md)",
+            "topology",
+        ),
+        Key(
+            LOCALITY_HIGHER,
+            0.8,
+            _num(0),
+            "a locality-aware shuffle widens one scope (this worker, this host, everything) "
+            "when its in-scope targets' average load (queue fill, 0 to 1; a remote task "
+            "under backpressure 1) is above this; 1 or more: it never widens",
+            "topology",
+        ),
+        Key(
+            LOCALITY_LOWER,
+            0.2,
+            _num(0),
+            "a widened locality-aware shuffle narrows one scope again when the narrower "
+            "scope's average load is below this (keep it below the higher bound: the gap "
+            "is the hysteresis)",
+            "topology",
         ),
         Key(
             "topology.transfer.buffer.size",

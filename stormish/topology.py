@@ -112,11 +112,16 @@ class Declarer:
     def shuffle_grouping(
         self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
+        """Spread tuples over the bolt's tasks, locality-aware and load-aware (Storm 2):
+        the tasks in the emitter's worker while they keep up, every task when they are
+        backpressured (docs/workers.md, "Shuffles and locality")."""
         return self._add(component, "shuffle", stream, edge=edge)
 
     def local_or_shuffle_grouping(
         self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
+        """Storm's: only the bolt's tasks in the emitter's worker if it has any (never
+        spilling to other workers, however loaded), else all of them."""
         return self._add(component, "local_or_shuffle", stream, edge=edge)
 
     def fields_grouping(
@@ -184,6 +189,7 @@ class Declarer:
     def none_grouping(
         self, component: str, stream: str = DEFAULT_STREAM, **edge: Unpack[EdgeOptions]
     ) -> Declarer:
+        """No routing wanted: as `shuffle_grouping`."""
         return self._add(component, "none", stream, edge=edge)
 
     def dead_letter_grouping(

@@ -251,7 +251,7 @@ class Collector:
 
     def _spread(self, sh: g.Shuffle, rows: Sequence[Any], metas: list | None) -> None:
         n = len(rows)
-        k = len(sh.outboxes)
+        k = sh.width  # the targets in the shuffle's scope
         per = n if k == 1 else -(-n // k)
         size = self.batch_size
         for start in range(0, n, per):

@@ -10,9 +10,12 @@ fields grouping must agree between workers.
 from __future__ import annotations
 
 import itertools
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from . import locality as loc
 
 _CACHE_MAX = 65536
 
@@ -43,33 +46,80 @@ def stable_hash(v: Any) -> int:
 
 
 class Shuffle:
-    """Load-aware shuffle: a rotation whose slots are shared out by free capacity.
+    """Locality-aware, load-aware shuffle (Storm 2's LoadAwareShuffleGrouping): a
+    rotation over the targets of the current locality scope (locality.py), whose slots
+    are shared out by free capacity.
 
-    `refresh(loads)` (loads in 0..1 per outbox) rebuilds the rotation; with equal load
-    every outbox gets the same share, as plain round-robin shuffle."""
+    `scopes` gives each outbox's scope (None: all in one scope, as local_or_shuffle's
+    chosen tasks). `refresh(loads)` (loads in 0..1 per outbox) moves the scope within
+    `bounds` (higher, lower) and rebuilds the rotation when the scope or a load's tenth
+    changed; `pick_next` is all the emit path reads. Beyond Storm, a spill that found no
+    room ends and holds off (locality.no_room; `clock` times the hold-off).
+    `load_aware=False` is Storm's plain ShuffleGrouping: round-robin over every target,
+    refresh does nothing."""
 
-    SLOTS = 32
+    HOLD_OFF = (0.05, 2.0)  # seconds a spill that found no room holds off: first, most
 
-    def __init__(self, outboxes: Sequence[Any]):
+    def __init__(
+        self,
+        outboxes: Sequence[Any],
+        scopes: Sequence[int] | None = None,
+        bounds: tuple[float, float] = (0.8, 0.2),
+        load_aware: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.outboxes = list(outboxes)
-        self._loads: tuple[int, ...] = ()
-        self.pick_next = itertools.cycle(self.outboxes).__next__
+        self.scopes = tuple(scopes) if scopes is not None else (loc.EVERYTHING,) * len(outboxes)
+        self.higher, self.lower = bounds
+        self.load_aware = load_aware and len(self.outboxes) > 1
+        self.scope = loc.initial_scope(self.scopes) if load_aware else loc.EVERYTHING
+        self._key: tuple[int, tuple[int, ...]] | None = None
+        self.clock = clock
+        self.hold_until = 0.0  # no widening before (a spill found no room)
+        self.hold = self.HOLD_OFF[0]
+        self._install(loc.ring(self.scopes, None, self.scope))
+
+    def _install(self, ring: list[int]) -> None:
+        boxes = [self.outboxes[i] for i in ring]
+        self.width = len(set(ring))  # targets in scope (a bulk emit splits into this many)
+        self.pick_next = itertools.cycle(boxes).__next__
 
     def pick(self, values: Any) -> Any:
         return self.pick_next()
 
+    def _hold(self, scope: int, loads: Sequence[float]) -> int:
+        """A transition by Storm's rule: a widening waits out the hold-off and never
+        goes to targets that are backpressured; a narrowing (the narrower scope has room
+        again) ends the hold-off."""
+        if scope > self.scope:
+            held = self.clock() < self.hold_until
+            full = loc.no_room(scope, self.scopes, loads, self.higher)
+            return self.scope if held or full else scope
+        self.hold = self.HOLD_OFF[0]
+        return scope
+
+    def _narrow_held(self) -> int:
+        """The widened scope's added targets are backpressured: back one scope, and no
+        widening for a hold-off that doubles with each spill that found no room."""
+        present = sorted(set(self.scopes))
+        self.hold_until = self.clock() + self.hold
+        self.hold = min(self.HOLD_OFF[1], self.hold * 2)
+        return present[present.index(self.scope) - 1]
+
     def refresh(self, loads: Sequence[float]) -> None:
-        if len(self.outboxes) < 2:
+        if not self.load_aware:
             return
-        buckets = tuple(min(10, int(x * 10)) for x in loads)
-        if buckets == self._loads:
+        scope = loc.next_scope(self.scope, self.scopes, loads, self.higher, self.lower)
+        if scope != self.scope:
+            scope = self._hold(scope, loads)
+        elif loc.no_room(scope, self.scopes, loads, self.higher):
+            scope = self._narrow_held()
+        key = (scope, tuple(min(10, int(x * 10)) for x in loads))
+        if key == self._key:
             return
-        self._loads = buckets
-        weights = [max(1, 11 - b) for b in buckets]
-        ring: list[Any] = []
-        for step in range(max(weights)):
-            ring.extend(ob for ob, w in zip(self.outboxes, weights, strict=True) if step < w)
-        self.pick_next = itertools.cycle(ring).__next__
+        self._key = key
+        self.scope = scope
+        self._install(loc.ring(self.scopes, loads, scope))
 
 
 class Fields:

@@ -50,6 +50,7 @@ class ReceiveQueue:
         "taken",
         "on_drain",
         "local_limit",
+        "refused",
         "channels",
         "chan_list",
         "chan_size",
@@ -65,6 +66,7 @@ class ReceiveQueue:
         # local upstream that emits in bursts (a split: 8 words a sentence) kept the queue
         # full, and nearly every remote batch overflowed and stopped the other worker.
         self.local_limit = max(1, capacity - remote_reserve)
+        self.refused = False  # the last local publish was refused (backpressure)
         self.budget = default_budget(capacity) if budget is None else max(1, budget)
         self.taken = 0  # tuples handed to the consumer, ever
         self._q: deque[Batch] = deque()
@@ -219,10 +221,12 @@ class ReceiveQueue:
         with self._lock:
             size = self.size
             if (size + n > self.local_limit and size) or self.overflow:
+                self.refused = True
                 return False
             self.size = size + n
             self._q.append(batch)
             self.published += n
+            self.refused = False
         if self.parked:
             self._event.set()
         return True
@@ -352,8 +356,15 @@ class ReceiveQueue:
         self._event.clear()
 
     def load(self) -> float:
-        """Fill ratio, for load-aware shuffle."""
-        return (self.size + self.overflow_size) / self.capacity
+        """Fill ratio as this worker's producers see it, for load-aware shuffles: the
+        share of `local_limit` taken; 1 while the overflowQ holds batches or when the
+        last local publish was refused (backpressure). Against the whole
+        capacity a remote-fed task read at most 0.5, and the fill alone peaks near 0.75
+        (the consumer holds a take out of sight): a locality-aware shuffle (bound 0.8)
+        never spilled to the other worker."""
+        if self.overflow_size or self.refused:
+            return 1.0
+        return min(1.0, self.size / self.local_limit)
 
     def share_wakeup(self, wakeup: Wakeup) -> None:
         """Signal `wakeup` instead: one scheduler thread waits for all its queues."""

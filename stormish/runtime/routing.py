@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .. import config
 from ..errors import TopologyError
 from ..topology import Subscription
 from ..tuple import DEAD_LETTER_STREAM
 from . import grouping as g
+from . import locality as loc
 from .plan import Plan
 from .seams import PublishTarget
 
@@ -89,6 +91,7 @@ def build_routes(
 ) -> tuple[dict[str, Route], list[Outbox]]:
     """Every stream `task` declares (user and system), with its outboxes."""
     component = plan.task_component[task]
+    shuffling = _shuffling(plan.conf)
     routes: dict[str, Route] = {}
     outboxes: list[Outbox] = []
     for stream, fields in plan.streams[component].items():
@@ -103,7 +106,7 @@ def build_routes(
             route.outboxes.extend(boxes)
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"
-            picker = _picker(sub, boxes, tasks, fields, local_tasks, route, where)
+            picker = _picker(sub, boxes, tasks, fields, local_tasks, route, where, shuffling)
             if picker is None:  # direct grouping: only emit_direct reaches these tasks
                 route.direct.update(zip(tasks, boxes, strict=True))
                 continue
@@ -140,15 +143,18 @@ def _picker(
     local: set[int],
     route: Route,
     where: str,
+    shuffling: dict[str, Any],
 ) -> Callable[[Any], Any] | None:
     kind = sub.grouping
     if route.system and kind == "fields":
         return g.AckerRoute(boxes).pick
     if kind in ("shuffle", "none", "local_or_shuffle"):
-        chosen = boxes
-        if kind == "local_or_shuffle":
+        if kind == "local_or_shuffle":  # Storm's: the local tasks if any, never a spill
             chosen = [b for b in boxes if b.task in local] or boxes
-        sh = g.Shuffle(chosen)
+            sh = g.Shuffle(chosen, None, **shuffling)
+        else:  # locality-aware: the local tasks while they keep up
+            scopes = [loc.scope_of(t, local, None, None) for t in tasks]
+            sh = g.Shuffle(boxes, scopes, **shuffling)
         route.shuffles.append(sh)
         return _shuffled(sh)
     if kind == "fields":
@@ -166,6 +172,14 @@ def _picker(
     if kind == "direct":
         return None
     raise TopologyError(f"unknown grouping {kind!r} for {where}")
+
+
+def _shuffling(conf: Any) -> dict[str, Any]:
+    """The shuffles' settings from the topology config (Storm's keys and meaning)."""
+    return {
+        "bounds": (conf[config.LOCALITY_HIGHER], conf[config.LOCALITY_LOWER]),
+        "load_aware": not conf[config.LOADAWARE_OFF],
+    }
 
 
 def _shuffled(sh: g.Shuffle) -> Callable[[Any], Any]:

@@ -37,8 +37,9 @@ COMPLETES_WITHIN = 15  # s: a run released from its hold completes in about a se
 
 
 def gated(name: str, ledger: str, go: str) -> Topology:
-    """src (worker 0) -> sink (one task on each worker): half the ids cross the link."""
-    t = Topology(name)
+    """src (worker 0) -> sink (one task on each worker): half the ids cross the link
+    (round-robin: a locality-aware shuffle would keep them in the spout's worker)."""
+    t = Topology(name, config={"topology.disable.loadaware.messaging": True})
     t.set_spout("src", LedgerSpout(ledger, IDS, hold_at=HALF, gate=go))
     t.set_bolt("sink", LedgerSink(ledger), parallelism=2).shuffle_grouping("src")
     return t

@@ -31,7 +31,12 @@ TOPOLOGY = textwrap.dedent(
         def execute(self, tup):
             print(f"talk line {{tup.values[0]:04d}} " + "x" * 80)
 
-    topology = Topology("chatter", config={{"topology.workers": 2}})
+    # round-robin: both workers' talk tasks print (a locality-aware shuffle keeps the
+    # spout's tuples in its worker)
+    topology = Topology(
+        "chatter",
+        config={{"topology.workers": 2, "topology.disable.loadaware.messaging": True}},
+    )
     topology.set_spout("s", ListSpout([[i] for i in range({LINES})], fields=["n"]))
     topology.set_bolt("talk", Talk(), parallelism=2).shuffle_grouping("s")
     """
@@ -106,7 +111,10 @@ class Talk(BasicBolt):
 
 
 def test_temporary_worker_logs_are_rolled_with_one_old_file_and_removed_at_exit():
-    t = Topology("chatter", config={"topology.workers": 2})
+    # round-robin: both workers' talk tasks print (see above)
+    t = Topology(
+        "chatter", config={"topology.workers": 2, "topology.disable.loadaware.messaging": True}
+    )
     t.set_spout("s", ListSpout([[i] for i in range(LINES)], fields=["n"]))
     t.set_bolt("talk", Talk(), parallelism=2).shuffle_grouping("s")
     with LocalCluster(config={"stormish.local.log.max.bytes": MAX_BYTES}) as c:

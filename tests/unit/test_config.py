@@ -15,6 +15,9 @@ from stormish.errors import ConfigError, StormishError
 # Storm's names and defaults (docs/config.md); a change here is a change of contract.
 STORM_DEFAULTS = {
     "topology.transfer.buffer.size": 1000,
+    "topology.disable.loadaware.messaging": False,
+    "topology.localityaware.higher.bound": 0.8,
+    "topology.localityaware.lower.bound": 0.2,
     "topology.backpressure.wait.strategy": "progressive",
     "topology.backpressure.wait.progressive.level1.count": 1,
     "topology.backpressure.wait.progressive.level3.sleep.millis": 1,

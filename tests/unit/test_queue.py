@@ -163,15 +163,15 @@ def test_overflow_high_is_the_peak_and_survives_consume():
     assert q.overflow_high == 7  # a lower peak does not lower the high-water mark
 
 
-def test_load_counts_queue_and_overflow_over_capacity():
+def test_load_is_the_fill_local_producers_see_and_one_with_an_overflow():
     q = ReceiveQueue(8, budget=100)
     assert q.load() == 0.0
     q.try_publish(batch(1, 0, 2), 2)
     assert q.load() == pytest.approx(0.25)
     q.publish_remote(batch(7, 0, 6), 6)
     assert q.load() == pytest.approx(1.0)
-    q.publish_remote(batch(7, 1, 4), 4)  # overflow
-    assert q.load() == pytest.approx(1.5)
+    q.publish_remote(batch(7, 1, 4), 4)  # overflow: local producers are refused
+    assert q.load() == 1.0
     q.consume()
     assert q.load() == 0.0
 
@@ -371,7 +371,9 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.overflow_size == sum(len(b[2]) for b in self.overflowed)
         assert self.q.taken == self.taken
         assert len(self.q) == self.q.size + self.q.overflow_size
-        assert self.q.load() == pytest.approx(len(self.q) / self.capacity)
+        q = self.q
+        want = 1.0 if q.overflow_size or q.refused else min(1.0, q.size / q.local_limit)
+        assert q.load() == pytest.approx(want)
 
     def teardown(self):
         while (out := self.q.consume()) is not None:
