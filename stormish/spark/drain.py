@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -32,6 +33,7 @@ from .ids import row_id
 from .rows import to_tuples
 
 PATHS = ("auto", "arrow", "rows")
+CANCEL_AGAIN = 0.5  # s: close() cancels the drain's Spark jobs again this often
 _ids = itertools.count()
 
 
@@ -190,12 +192,19 @@ class Drain:
             self._cond.notify_all()
         self._cursor = None
         t = self._thread
-        if t is not None and t.is_alive():
+        deadline = time.monotonic() + timeout
+        # cancelled again until the thread ends: a fetch thread that claimed a partition
+        # before the stop may submit its job after a cancel (CI saw close wait out its
+        # timeout on a job that started just after the first cancel)
+        while t is not None and t.is_alive():
             try:
                 self._cancel_jobs()
             except Exception:  # noqa: BLE001 - the session may be gone already
                 pass
-            t.join(timeout)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            t.join(min(left, CANCEL_AGAIN))
 
     def __enter__(self) -> Drain:
         return self
