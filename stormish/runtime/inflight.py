@@ -71,11 +71,7 @@ class InFlight:
     def pop(self, root: int) -> Any:
         entry = self.head.pop(root, None)
         if entry is None:
-            for b in self.older:
-                entry = b.pop(root, None)
-                if entry is not None:
-                    self.older_n -= 1
-                    break
+            entry = self._pop_older(root)
         if entry is not None and entry.__class__ is Tree:
             self.trees -= 1
         return entry
@@ -90,29 +86,31 @@ class InFlight:
         kept: list[int] = []
         for root, entry in zip(roots, found, strict=True):
             if entry is None:
-                for b in self.older:
-                    entry = b.pop(root, None)
-                    if entry is not None:
-                        self.older_n -= 1
-                        break
-                else:
+                entry = self._pop_older(root)
+                if entry is None:
                     continue
             entries.append(entry)
             kept.append(root)
         return entries, kept
+
+    def _pop_older(self, root: int) -> Any:
+        """Pop `root` from the older buckets (not the head); None if absent."""
+        for b in self.older:
+            entry = b.pop(root, None)
+            if entry is not None:
+                self.older_n -= 1
+                return entry
+        return None
 
     def renew(self, root: int) -> Any:
         """Move an entry to the newest bucket (its timeout restarts); None if absent."""
         entry = self.head.get(root)
         if entry is not None:
             return entry
-        for b in self.older:
-            entry = b.pop(root, None)
-            if entry is not None:
-                self.older_n -= 1
-                self.head[root] = entry
-                return entry
-        return None
+        entry = self._pop_older(root)
+        if entry is not None:
+            self.head[root] = entry
+        return entry
 
     def rotate(self, now: float, keep_stamps: float) -> dict[int, Any]:
         """Drop the oldest bucket and return it (the expired entries); stamps older

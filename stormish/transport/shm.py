@@ -176,13 +176,17 @@ class Pool:
         """Unlink free segments (of other sizes) to make room for a new size."""
         for segs in self._free.values():
             for seg in segs:
-                mm = self._maps[seg]
-                if mm is not None:
-                    mm.close()
-                    self._maps[seg] = None
-                    self.used -= self._sizes[seg]
-                    _unlink(self._path(seg))
+                self._retire_locked(seg)
             segs.clear()
+
+    def _retire_locked(self, seg: int) -> None:
+        """Unmap and unlink one segment for good (its number is never reused)."""
+        mm = self._maps[seg]
+        if mm is not None:
+            mm.close()
+            self._maps[seg] = None
+            self.used -= self._sizes[seg]
+            _unlink(self._path(seg))
 
     def _give_back(self, taken: list[int]) -> None:
         with self._lock:
@@ -211,12 +215,7 @@ class Pool:
         with self._lock:
             for seg in [s for s, p in self._lent.items() if p == peer]:
                 del self._lent[seg]
-                mm = self._maps[seg]
-                if mm is not None:
-                    mm.close()
-                    self._maps[seg] = None
-                    self.used -= self._sizes[seg]
-                    _unlink(self._path(seg))
+                self._retire_locked(seg)
             self.returned += 1
 
     def lent(self) -> int:
