@@ -231,7 +231,9 @@ def test_the_graph_colours_follow_a_slow_bolt_and_the_plots_fill_in(browser, tmp
         # backpressure engages, its overflowQ takes 6,000-20,000 remote tuples
         poll_for(lambda: backlog(url, "slow") == 0, 150, 0.5, "the slow bolt's backlog drained")
         page.goto(url + "/#/topology/slowpoke")
-        wait_node(page, "slow", "d.state === 'ok' && Number(d.capacity) < 0.5")
+        # 'ok' starts below 0.5, where the hue is still yellow (r == g at 0.496, CI): wait
+        # for the window to hold little enough work that the fill is plainly green
+        wait_node(page, "slow", "d.state === 'ok' && Number(d.capacity) < 0.3")
         assert red_minus_green(page, "slow") < 0, "an idle bolt is green"
         assert missing == [], missing
     finally:
