@@ -37,6 +37,9 @@ class Edge:
     risks: list[str] = field(default_factory=list)
     # readers='multi' with an evicting policy: a slow reader misses tuples
     slow_reader_drop_risk: bool = False
+    # a `fail` edge between workers: the credit each sending task in another worker may
+    # hold unspent (runtime/credits.py), what bounds its fan-outs per grant round trip
+    credit_share: int | None = None
 
     @property
     def name(self) -> str:
@@ -116,6 +119,7 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
                 len(set(sw) | set(bw)) > 1,
             )
             e.slow_reader_drop_risk = sub.policy is not None and sub.policy.slow_reader_drop_risk
+            e.credit_share = _credit_share(plan, name, sub, src_tasks, dst_tasks)
             e.risks = _risks(
                 e, sub.policy, spec.obj, plan.conf, plan.component_conf(name), plan.acking
             )
@@ -140,6 +144,24 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
         for n in sorted(user)
     }
     return Report(topology.name, workers, plan.acking, components, edges, findings)
+
+
+def _credit_share(
+    plan: Any, bolt: str, sub: Any, src_tasks: list[int], dst_tasks: list[int]
+) -> int | None:
+    """What the worker (runtime/worker.py `_wire_credits`) grants each sending task of
+    another worker on a `fail` edge, None where no task sends across: the same rule, so
+    the plan says what the run will do."""
+    from .config import QUEUE
+    from .runtime.credits import share_of
+
+    p = sub.policy
+    if p is None or p.overflow != "fail" or not p.channel:
+        return None
+    where = plan.assignment
+    if not any(where[s] != where[d] for s in src_tasks for d in dst_tasks):
+        return None
+    return share_of(p.capacity or plan.component_conf(bolt)[QUEUE], src_tasks)
 
 
 def _risks(
@@ -238,6 +260,11 @@ def format_plan(r: Report) -> list[str]:
             f"{_ids(e.source_workers)} -> {_ids(e.bolt_workers)}"
             + (" (crosses workers)" if e.crosses_workers else "")
         )
+        if e.credit_share is not None:
+            out.append(
+                f"  credit: a sending task in another worker holds up to {e.credit_share} "
+                "unspent; a fan-out waits for credit whole (docs/edges.md)"
+            )
         out += [f"  risk: {x}" for x in e.risks]
     return out
 

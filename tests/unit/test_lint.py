@@ -122,3 +122,25 @@ def test_a_topology_that_fails_its_checks_raises_as_submit_would():
     t.set_bolt("a", Sink())
     with pytest.raises(TopologyError, match="has no spout"):
         analyse(t)
+
+
+def test_a_fail_edge_between_workers_shows_the_credit_each_remote_sender_holds():
+    """The share is what the receiving worker grants (runtime/credits.py): capacity over
+    the sending tasks; none where every task is in one worker, or on other policies."""
+    t = topo(acking=False)
+    t.set_bolt("a", Sink(), parallelism=2).shuffle_grouping("src", overflow="fail", capacity=10)
+    t.set_bolt("b", Sink(), parallelism=2).shuffle_grouping(
+        "src", overflow="drop_oldest", capacity=10
+    )
+    by = {e.name: e for e in analyse(t, {"topology.workers": 2}).edges}
+    assert by["a <- src:default"].credit_share == 5
+    assert by["b <- src:default"].credit_share is None
+    text = "\n".join(format_plan(analyse(t, {"topology.workers": 2})))
+    assert "credit: a sending task in another worker holds up to 5 unspent" in text
+    assert {e.credit_share for e in analyse(t, {"topology.workers": 1}).edges} == {None}
+    t.set_bolt("c", Sink()).shuffle_grouping("src", overflow="fail")  # the queue's size
+    by = {e.name: e for e in analyse(t, {"topology.workers": 2}).edges}
+    assert (
+        by["c <- src:default"].credit_share
+        == topo().validate({})["topology.executor.receive.buffer.size"] // 2
+    )
