@@ -50,6 +50,8 @@ class ClusterWorker:
         self.ident = b""
         self.address: str | None = None
         self.worker_pid: int | None = None
+        # the process nimbus last gave up on as dead (it may only have been out of reach)
+        self.given_up: int | None = None
         self.answers = WorkerAnswers(index)
         self.stopped = False
 
@@ -78,7 +80,7 @@ class ClusterWorker:
 
     def new_incarnation(self, ident: bytes, pid: int) -> None:
         """Its supervisor started it again: a new process, nothing known of it yet."""
-        self.ident, self.worker_pid = ident, pid
+        self.ident, self.worker_pid, self.given_up = ident, pid, None
         self.answers.reset()
         self.stopped = False
 

@@ -721,9 +721,11 @@ class Nimbus:
             log.info(f"nimbus: {d.name}: worker {a.index} adopted (pid {a.pid})")
         elif isinstance(a, dc.BringUp):
             w, h = d.handles[a.index], self._hello(d, a.index)
+            back = a.pid == w.given_up  # the same process: out of reach, not restarted
             w.new_incarnation(h.ident, a.pid)
-            d.restarts += 1
-            log.info(f"nimbus: {d.name}: worker {a.index} restarted (pid {a.pid})")
+            d.restarts += 0 if back else 1
+            how = "answers again" if back else "restarted"
+            log.info(f"nimbus: {d.name}: worker {a.index} {how} (pid {a.pid})")
             brought.setdefault(d.name, []).append((w, a.state))
         elif isinstance(a, dc.End):
             self._flush_bring_up(d, brought)
@@ -803,6 +805,10 @@ class Nimbus:
             if w.alive():
                 raise
             log.info(f"nimbus: {d.name}: {exc}; its supervisor restarts it")
+            # Known no longer: the next hello brings it up, whether from the next
+            # incarnation or from this process, if it was only out of reach for a while
+            # (it says then which state it reached: `decide`'s BringUp)
+            w.given_up, w.worker_pid = w.worker_pid, None
             return False
         return True
 

@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -269,6 +270,13 @@ def serve(
                 os.utime(heartbeat_file)
 
     beat()
+    beating = _Beats(
+        ctx,
+        security,
+        current,
+        {"index": index, "pid": os.getpid(), "topology": topology},
+        heartbeat,
+    )
     last_heard = last_hello = next_parent_check = time.monotonic()
     try:
         while not server.done:
@@ -307,10 +315,61 @@ def serve(
     finally:
         if not server.done and server.worker is not None:
             server.do_stop(5.0)
+        beating.stop()
         sock.close()
         security.release(ctx)
         ctx.term()
     return 0
+
+
+class _Beats:
+    """A thread that says "still here" every `every` seconds on a socket of its own,
+    while the worker's loop may be busy carrying out one request (an `assign` that
+    unpickles and builds a topology takes seconds on a loaded host; nimbus takes a
+    worker silent for its worker timeout as gone, and gave up on such a worker during
+    its assign). Only under a supervisor (`every` > 0): a local run watches its
+    workers' processes. It follows the controller's address as the loop does
+    (`current`, read at each beat)."""
+
+    def __init__(
+        self, ctx: zmq.Context, security: Security, current: list[str], info: dict, every: float
+    ):
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if every > 0:
+            frames = ct.request("beat", 0, info)
+            self._thread = threading.Thread(
+                target=self._run, args=(ctx, security, current, frames, every),
+                name="stormish-beat", daemon=True,
+            )  # fmt: skip
+            self._thread.start()
+
+    def _run(
+        self, ctx: zmq.Context, security: Security, current: list[str], frames: list, every: float
+    ) -> None:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 4)  # a beat that cannot go is of no use later
+        try:
+            security.client(sock)
+            address = current[0]
+            sock.connect(address)
+            while not self._stop.wait(every):
+                if current[0] != address:
+                    sock.disconnect(address)
+                    address = current[0]
+                    sock.connect(address)
+                try:
+                    sock.send_multipart(frames, zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+        finally:
+            sock.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
 
 
 def setup_logging(topology: str | None, index: int, level: str) -> None:

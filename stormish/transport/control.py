@@ -34,6 +34,7 @@ ID = struct.Struct("!Q")
 VERBS = frozenset(
     {
         "hello",
+        "beat",
         "assign",
         "peers",
         "start",

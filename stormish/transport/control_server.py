@@ -6,11 +6,11 @@ it lives below both (the layering test: tests/unit/test_layers.py).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -27,7 +27,7 @@ log = logging.getLogger("stormish.control")
 DEAD_LOOK = 0.2
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Hello:
     """A worker's latest hello: who it is and when it was last heard."""
 
@@ -72,6 +72,9 @@ class ControlServer:
                 except zmq.Again:
                     break
                 ident, rest = frames[0], frames[1:]
+                if rest and rest[0] == b"beat":
+                    self._beat(rest)
+                    continue
                 if rest and rest[0] == b"hello":
                     try:
                         _, _, info = ct.decode_request(rest)
@@ -82,6 +85,22 @@ class ControlServer:
                     continue
                 out.append((ident, rest))
         return out
+
+    def _beat(self, frames: list[bytes]) -> None:
+        """A worker's beat (sent by a thread of its own, so it goes on while the worker
+        carries out a long request such as `assign`): the process named by its last
+        hello is still there. It refreshes that hello only: its identity and address
+        stay what the hello said (replies go to the worker's control socket)."""
+        try:
+            _, _, info = ct.decode_request(frames)
+            key = (info.get("topology"), int(info["index"]))
+            pid = int(info["pid"])
+        except (ct.ControlError, KeyError, TypeError, ValueError) as exc:
+            log.info("control: dropped a beat: %s", exc)
+            return
+        got = self.hellos.get(key)
+        if got is not None and got.pid == pid:
+            self.hellos[key] = dataclasses.replace(got, heard=time.monotonic())
 
     def pump(self, timeout_ms: int = 0) -> None:
         """Read hellos (and drop stray replies) without a request under way."""

@@ -190,6 +190,36 @@ def test_submit_runs_on_the_supervisors_and_completes_exactly(cluster):
     assert "wc: running (2 started, 0 adopted)" in log
 
 
+class SlowToBuild(Split):
+    """Unpickles slowly, holding the CPU (and the GIL between switches): a worker's
+    `assign` takes longer than nimbus's worker timeout, as a large topology's does on a
+    loaded host."""
+
+    def __setstate__(self, state):
+        import time
+
+        self.__dict__.update(state)
+        end = time.monotonic() + 4.5
+        while time.monotonic() < end:
+            pass
+
+
+def test_a_worker_busy_building_its_topology_past_the_worker_timeout_is_not_given_up(cluster):
+    """Nimbus takes a worker silent for its worker timeout (3 s here) as gone; a worker
+    carrying out an assign is busy, not silent: its beat thread goes on. Before, nimbus
+    gave both up ("died during assign") and the topology ran on without them (CI)."""
+    t = Topology("built", config={"topology.workers": 2})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", SlowToBuild(), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    cluster.call("submit", (t, {}))
+    cluster.wait_status("built", "complete", timeout=90)
+    log = cluster.log("nimbus.log")
+    assert "built: running (2 started, 0 adopted)" in log, log
+    assert "died during assign" not in log
+    assert cluster.call("stats", "built").components["count"].executed == WORDS
+
+
 class Null(BasicBolt):
     def execute(self, tup):
         pass
