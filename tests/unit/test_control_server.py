@@ -97,3 +97,44 @@ def test_a_worker_that_never_answers_is_still_called_dead(server):
     finally:
         sock.close(0)
         ctx.term()
+
+
+def test_a_beat_refreshes_its_workers_hello_only_and_garbage_is_dropped(server):
+    """A worker's beat (its own thread's socket, another identity) says the process of
+    its hello is there: `heard` moves on, the identity replies go to does not; a beat
+    from another pid, for a worker never heard of, or unreadable changes nothing."""
+    ctx = zmq.Context()
+    main, beat = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
+    try:
+        main.setsockopt(zmq.IDENTITY, b"w3-1")
+        for s in (main, beat):
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(server.address)
+        info = {"index": 3, "pid": 41, "topology": "t", "state": "running", "address": None}
+        main.send_multipart(ct.request("hello", 0, info))
+        server.wait_hello("t", 3, 41, lambda: True, 10)
+        first = server.hellos[("t", 3)]
+        beat.send_multipart(ct.request("beat", 0, {"index": 3, "pid": 42, "topology": "t"}))
+        beat.send_multipart(ct.request("beat", 0, {"index": 4, "pid": 41, "topology": "t"}))
+        beat.send_multipart([b"beat", b"\x00", b"{not json"])
+        beat.send_multipart([b"marker"])  # in order behind them: they were read by then
+        seen: list = []
+        while not any(f == [b"marker"] for _, f in seen):
+            seen += server._pump(50)
+        assert server.hellos[("t", 3)] == first and set(server.hellos) == {("t", 3)}
+        beat.send_multipart(ct.request("beat", 0, {"index": 3, "pid": 41, "topology": "t"}))
+
+        def refreshed() -> bool:
+            server.pump(20)
+            return server.hellos[("t", 3)].heard > first.heard
+
+        from stormish.testing import poll_for
+
+        poll_for(refreshed, 10, 0.01, "the beat read")
+        now = server.hellos[("t", 3)]
+        assert (now.ident, now.pid, now.info) == (first.ident, 41, first.info)
+        assert set(server.hellos) == {("t", 3)}
+    finally:
+        main.close()
+        beat.close()
+        ctx.term()
