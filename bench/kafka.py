@@ -24,7 +24,10 @@ count) to a fresh output topic, so each run writes as many records as it reads:
 Each engine runs as its own command; rounds interleave the engines. Reported per
 engine: the whole command (wall seconds from start to exit, Python start-up, group join
 and flush included) and the steady rate (records / span of the output records'
-timestamps, or of the consume loop), as median and spread (min-max) over the rounds.
+timestamps, or of the consume loop), as median and spread (min-max) over the rounds,
+and the command's CPU seconds (user + system of its whole process tree, start-up
+included; on a machine shared with other work, where a run waits for a core, this moves
+least) with records per CPU second.
 Every run's output is checked: the last count of each word equals its true count.
 `--compare-root DIR` (another checkout, e.g. `git archive HEAD~3 | tar -x -C DIR`) adds
 `base:ENGINE` for each stormish engine: the same command on that checkout's code, in the
@@ -38,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -165,25 +169,35 @@ def run_engine(
         cmd = [sys.executable, "-m", "stormish.cli", "run", "topologies/kafka_wordcount.py"]
         env["KAFKA_IDEMPOTENCE"] = "0" if engine == "stormish-noidem" else "1"
         env["KAFKA_RECORDS_PER_TREE"] = str(PER_TREE if engine == "stormish-tree" else 1)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
-    whole = time.perf_counter() - t0
+    whole, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if r.returncode != 0:
         raise SystemExit(f"{engine} failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
     if out is None:
         steady = float(r.stdout.strip().splitlines()[-1])
-        return {"whole": whole, "steady": n / steady, "written": 0, "counts": None}
+        return {"whole": whole, "steady": n / steady, "cpu": cpu, "written": 0, "counts": None}
     counts, span, written = read_output(bootstrap, out, n)
-    return {"whole": whole, "steady": n / max(span, 1e-3), "written": written, "counts": counts}
+    return {"whole": whole, "steady": n / max(span, 1e-3), "cpu": cpu, "written": written,
+            "counts": counts}  # fmt: skip
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the waited-for children so far (every thread of the
+    engine's process tree: client threads, Bytewax's Rust workers)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def summary(name: str, runs: list[dict], n: int) -> str:
     w = [r["whole"] for r in runs]
     s = [r["steady"] for r in runs]
+    c = [r["cpu"] for r in runs]
     return (
         f"{name:<22} whole {statistics.median(w):6.2f} s ({min(w):.2f}-{max(w):.2f})"
         f"  = {n / statistics.median(w):>9,.0f} rec/s   steady {statistics.median(s):>9,.0f}"
-        f" rec/s ({min(s):,.0f}-{max(s):,.0f})"
+        f" rec/s ({min(s):,.0f}-{max(s):,.0f})   cpu {statistics.median(c):6.2f} s"
+        f" ({min(c):.2f}-{max(c):.2f}) = {n / statistics.median(c):>9,.0f} rec/cpu-s"
     )
 
 
@@ -223,9 +237,10 @@ def main() -> None:
                 r = run_engine(e, bootstrap, src, a.records, a.bytewax_python, a.compare_root)
                 ok = r["counts"] is None or (r["counts"] == truth and r["written"] >= a.records)
                 runs[e].append(r)
-                print(json.dumps({"round": rnd, "engine": e, "whole_s": round(r["whole"], 2),
-                                  "steady_rec_s": round(r["steady"]), "written": r["written"],
-                                  "counts_ok": ok}), flush=True)  # fmt: skip
+                line = {"round": rnd, "engine": e, "whole_s": round(r["whole"], 2),
+                        "steady_rec_s": round(r["steady"]), "cpu_s": round(r["cpu"], 2),
+                        "written": r["written"], "counts_ok": ok}  # fmt: skip
+                print(json.dumps(line), flush=True)
                 if not ok:
                     raise SystemExit(f"{e}: wrong output (written {r['written']:,})")
         print(f"\n{a.records:,} records, {a.rounds} interleaved rounds, median (min-max):")

@@ -64,7 +64,7 @@ def inherit(values: Sequence[Any], anchor_values: Any) -> Sequence[Any]:
 class Source:
     """Where a batch of tuples came from; one per (source task, stream) per receiver."""
 
-    __slots__ = ("component", "task", "stream", "fields", "index", "late", "_late_twin")
+    __slots__ = ("component", "task", "stream", "fields", "index", "lookup", "late", "_late_twin")
 
     def __init__(self, component: str, task: int, stream: str, fields: Sequence[str]):
         self.component = component
@@ -72,6 +72,11 @@ class Source:
         self.stream = stream
         self.fields = tuple(fields)
         self.index = {f: i for i, f in enumerate(self.fields)}
+        # what `Tuple[key]` looks up: each field name and each position (negative ones
+        # too) to its position, so a field name and an int cost one dict lookup alike
+        n = len(self.fields)
+        self.lookup: dict[Any, int] = {**{i - n: i for i in range(n)}, **{i: i for i in range(n)}}
+        self.lookup.update(self.index)
         self.late = False  # tuples past their edge's deadline_ms (deadline_missed)
         self._late_twin: Source | None = None
 
@@ -126,15 +131,17 @@ class Tuple(_FromSource):
         self.source = source
 
     def __getitem__(self, field: str | int) -> Any:
-        if isinstance(field, int):
-            return self.values[field]
+        """The value of a field name, or at a position (an int)."""
         try:
-            return self.values[self.source.index[field]]
+            return self.values[self.source.lookup[field]]
         except KeyError:
-            raise KeyError(
-                f"stream {self.source.stream!r} of {self.source.component!r} has no field "
-                f"{field!r}; its fields are {list(self.source.fields)}"
-            ) from None
+            pass
+        if isinstance(field, int):  # past the declared fields: the values say
+            return self.values[field]
+        raise KeyError(
+            f"stream {self.source.stream!r} of {self.source.component!r} has no field "
+            f"{field!r}; its fields are {list(self.source.fields)}"
+        ) from None
 
     def __len__(self) -> int:
         return len(self.values)

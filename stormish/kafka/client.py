@@ -108,14 +108,17 @@ class ConfluentClient:
         self._consumer.subscribe(names, on_assign=assign, on_revoke=revoke, on_lost=revoke)
 
     def poll(self, max_records: int, timeout: float) -> list[tuple]:
-        out = []
-        for m in self._consumer.consume(max_records, timeout):
-            err = m.error()
-            if err is not None:
-                if err.code() != self._ck.KafkaError._PARTITION_EOF:
+        msgs = self._consumer.consume(max_records, timeout)
+        out = [
+            (m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
+            for m in msgs
+            if m.error() is None
+        ]
+        if len(out) != len(msgs):  # errors (end-of-partition events are not)
+            for m in msgs:
+                err = m.error()
+                if err is not None and err.code() != self._ck.KafkaError._PARTITION_EOF:
                     log.warning("Kafka consumer error: %s", err)
-                continue
-            out.append((m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
         return out
 
     def committed(self, tps: Iterable[TP]) -> dict[TP, tuple[int, str] | None]:

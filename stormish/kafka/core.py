@@ -116,6 +116,10 @@ class SpoutCore:
         self.commit_interval = commit_interval
         self.retry = retry or Retry()
         self.lanes: dict[TP, Lane] = {}
+        # the same lanes by epoch (unique per assignment): a message id carries its
+        # lane's epoch, so an ack finds the lane, or no lane for an earlier assignment,
+        # with one lookup
+        self.by_epoch: dict[int, Lane] = {}
         self.ever_assigned = False
         # between a revoke and the assignment that follows it (an eager rebalance always
         # assigns again, maybe nothing): no lanes then does not mean "at the end"
@@ -139,8 +143,12 @@ class SpoutCore:
         for tp, start in starts.items():
             self._epoch += 1
             pos = start if isinstance(start, int) else None
-            self.lanes[tp] = Lane(self._epoch, start=pos, from_end=start == "latest")
-            self.lanes[tp].last_commit = pos
+            old = self.lanes.get(tp)
+            if old is not None:
+                self.by_epoch.pop(old.epoch, None)
+            lane = self.lanes[tp] = Lane(self._epoch, start=pos, from_end=start == "latest")
+            lane.last_commit = pos
+            self.by_epoch[lane.epoch] = lane
 
     def revoking(self, tps: Iterable[TP]) -> None:
         """Stop emitting for these partitions: what is buffered or waits to be replayed is
@@ -165,6 +173,7 @@ class SpoutCore:
             lane = self.lanes.pop(tp, None)
             if lane is None:
                 continue
+            self.by_epoch.pop(lane.epoch, None)
             self.buffered -= len(lane.buffer)
             pos = lane.position()
             if self.guarantee == AT_MOST_ONCE:
@@ -178,20 +187,36 @@ class SpoutCore:
         """Records the consumer handed over, in offset order per partition. Returns the
         commit at_most_once makes before any of them is emitted, and the pauses of
         partitions that reached max_uncommitted."""
-        touched = set()
+        touched: set[TP] = set()
+        lanes = self.lanes
+        # a poll hands over runs of one partition's records: the lane is looked up once
+        # a run, its position written back at the run's end
+        topic, partition, lane, append, fetched, first, taken = None, None, None, None, -1, 0, 0
         for r in records:
-            tp = (r[0], r[1])
-            lane = self.lanes.get(tp)
-            if lane is None or lane.revoking:
-                continue  # not ours (any more): the owner reads it from its position
-            if lane.fetched is not None and r[2] < lane.fetched:
+            if r[1] != partition or r[0] != topic:
+                if lane is not None and taken > first:  # the run before: what it moved
+                    lane.fetched = fetched
+                    touched.add((topic, partition))  # type: ignore[arg-type]
+                topic, partition = r[0], r[1]
+                lane = lanes.get((topic, partition))
+                if lane is None or lane.revoking:
+                    lane = None  # not ours (any more): the owner reads it from its position
+                    continue
+                append, first = lane.buffer.append, taken
+                fetched = -1 if lane.fetched is None else lane.fetched
+            elif lane is None:
+                continue
+            if r[2] < fetched:
                 continue  # a duplicate delivery of something already had
-            if lane.start is None:
+            if taken == first and lane.start is None:
                 lane.start = r[2]  # it began at the log's beginning or end: here
-            lane.buffer.append(r)
-            lane.fetched = r[2] + 1
-            self.buffered += 1
-            touched.add(tp)
+            append(r)  # type: ignore[misc]
+            fetched = r[2] + 1
+            taken += 1
+        if lane is not None and taken > first:
+            lane.fetched = fetched
+            touched.add((topic, partition))  # type: ignore[arg-type]
+        self.buffered += taken
         out: list[Any] = []
         if self.guarantee == AT_MOST_ONCE and touched:
             commit = {tp: self.lanes[tp].fetched for tp in touched}
@@ -253,13 +278,21 @@ class SpoutCore:
             if buf:
                 self.buffered -= self._take_trees(tp, lane, limit, cap, out)
             return
-        while buf and len(out) < limit and buf[0][2] < cap:
-            r = buf.popleft()
+        n = min(len(buf), limit - before)
+        if n <= 0:
+            return
+        if buf[n - 1][2] >= cap:  # offsets ascend: stop below the cap
+            n = 0
+            while n < len(buf) and n < limit - before and buf[n][2] < cap:
+                n += 1
+        track, inflight, popleft, put = tracker.track, lane.inflight, buf.popleft, out.append  # type: ignore[union-attr]
+        for _ in range(n):
+            r = popleft()
             offset = r[2]
-            tracker.track(offset)  # type: ignore[union-attr]
-            lane.inflight[offset] = r
-            out.append((r, (topic, partition, offset, epoch)))
-        self.buffered -= len(out) - before
+            track(offset)
+            inflight[offset] = r
+            put((r, (topic, partition, offset, epoch)))
+        self.buffered -= n
 
     def _take_trees(self, tp: TP, lane: Lane, limit: int, cap: int, out: list) -> int:
         """New records in trees of up to `per_tree` (`limit` counts trees, as
@@ -267,24 +300,31 @@ class SpoutCore:
         first offset, epoch, last offset)). Returns how many records it took."""
         buf, inflight, per = lane.buffer, lane.inflight, self.per_tree
         track = lane.tracker.track_range  # type: ignore[union-attr]
+        popleft, topic, partition, epoch = buf.popleft, tp[0], tp[1], lane.epoch
         taken = 0
         while buf and len(out) < limit and buf[0][2] < cap:
-            rows: list = []
-            while buf and len(rows) < per and buf[0][2] < cap:
-                r = buf.popleft()
-                inflight[r[2]] = r
-                rows.append(r)
-            track(rows[0][2], rows[-1][2])  # one heap entry a tree
-            taken += len(rows)
-            out.append((rows, (tp[0], tp[1], rows[0][2], lane.epoch, rows[-1][2])))
+            k = min(per, len(buf))
+            if buf[k - 1][2] >= cap:  # offsets ascend: the tree ends below the cap
+                k = 1
+                while k < per and k < len(buf) and buf[k][2] < cap:
+                    k += 1
+            rows = [popleft() for _ in range(k)]
+            first, last = rows[0][2], rows[-1][2]
+            if last - first == k - 1:  # no gap: the offsets are first..last
+                inflight.update(zip(range(first, last + 1), rows, strict=True))
+            else:
+                inflight.update((r[2], r) for r in rows)
+            track(first, last)  # one heap entry a tree
+            taken += k
+            out.append((rows, (topic, partition, first, epoch, last)))
         return taken
 
     # -- completion ----------------------------------------------------------------------------
     def ack(self, msg_id: Any) -> Resume | None:
         """A tree completed: its offset joins the completed prefix; the partition resumes
         when it fell back under max_uncommitted."""
-        lane = self.lanes.get((msg_id[0], msg_id[1]))  # _lane_of, inlined: once per tree
-        if lane is None or lane.epoch != msg_id[3]:
+        lane = self.by_epoch.get(msg_id[3])  # _lane_of, by its epoch: once per tree
+        if lane is None:
             return None
         offset = msg_id[2]
         if len(msg_id) == 5:  # a tree of records: each of its offsets completes
@@ -356,10 +396,8 @@ class SpoutCore:
         return []
 
     def _lane_of(self, msg_id: Any) -> Lane | None:
-        lane = self.lanes.get((msg_id[0], msg_id[1]))
-        if lane is None or lane.epoch != msg_id[3]:
-            return None  # an ack of an earlier assignment: that owner's business is over
-        return lane
+        # None: an ack of an earlier assignment: that owner's business is over
+        return self.by_epoch.get(msg_id[3])
 
     # -- periodic ------------------------------------------------------------------------------
     def tick(self, now: float) -> Commit | None:

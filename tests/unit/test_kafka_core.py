@@ -300,3 +300,37 @@ def test_a_fail_of_a_partition_no_longer_assigned_is_ignored():
     core.ack(new[0])
     core.ack(new[1])
     assert committed(core) == {TP: 2}
+
+
+def test_a_poll_of_interleaved_runs_with_duplicates_and_foreign_partitions():
+    # a poll hands over runs of partitions (the lane is looked up once a run): runs of
+    # one partition split by another's, a redelivery of what was had, a partition that
+    # is not ours; each lane keeps its records once, in offset order
+    a, b = ("t", 0), ("t", 1)
+    core = SpoutCore()
+    core.assigned({a: 0, b: 5})
+    core.polled([*records(3, 0, a), *records(2, 5, b), *records(2, 2, a), *records(2, 9, ("t", 7))])
+    core.polled([*records(1, 6, b), *records(1, 4, a), *records(2, 6, b)])  # 6 of b again
+    got: dict[tuple, list[int]] = {a: [], b: []}
+    for r, _ in core.take(100, 0.0):
+        got[(r[0], r[1])].append(r[2])
+    assert got == {a: [0, 1, 2, 3, 4], b: [5, 6, 7]}
+    assert core.buffered == 0
+    assert core.lanes[a].fetched == 5 and core.lanes[b].fetched == 8
+
+
+def test_an_ack_of_an_earlier_assignment_of_the_partition_is_ignored():
+    core = SpoutCore()
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    old = emitted(core)
+    core.revoking([TP])
+    core.release([TP])
+    core.assigned({TP: 0})  # the same partition again: a new epoch
+    core.polled(records(2))
+    new = emitted(core)
+    assert old[0] != new[0]
+    core.ack(old[0])  # late, from the first assignment: completes nothing now
+    assert committed(core) == {}
+    core.ack(new[0])
+    assert committed(core) == {TP: 1}
