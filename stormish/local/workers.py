@@ -111,19 +111,20 @@ class WorkerHandle:
     def spawn(self) -> None:
         """Start the process; `await_hello` waits for it. Apart so that a group's workers
         start side by side: a spawned one spends most of its start-up importing."""
-        self._begin()
+        self.begin()
         if self.group.forkserver is not None:
             stdout, stderr = self._fork(self.group.forkserver)
         else:
             stdout, stderr = self._exec()
-        self._output(stdout, stderr)
+        self.output(stdout, stderr)
 
-    def _begin(self) -> None:
+    def begin(self) -> None:
+        """A new incarnation is about to start (`spawn`, or `fork_all` for a group)."""
         self.incarnation += 1
         self.answers.reset()
         self.stopped = False
 
-    def _output(self, stdout: Any, stderr: Any) -> None:
+    def output(self, stdout: Any, stderr: Any) -> None:
         """Its log's start line and the pumps of its output (the process exists)."""
         if self._log is None:
             self._log = RotatingFile(self.log_path, *self.group.log_limits)
@@ -144,7 +145,8 @@ class WorkerHandle:
         stdin goes in the fork request (the key pair with it: never argv or environ)."""
         return fork_all(server, [self])[0]
 
-    def _fork_spec(self) -> dict[str, Any]:
+    def fork_spec(self) -> dict[str, Any]:
+        """Its fork request (`ForkServer.fork`), for the incarnation `begin` started."""
         # what a spawned worker's environment adds: its subprocesses see the same
         env = {k: self.group.env[k] for k in ("PYTHONPATH", "PYTHONUNBUFFERED", DATA_ENV)}
         if self.incarnation > 1:  # a restart restores what it kept (latched edges)
@@ -372,7 +374,7 @@ def fork_all(server: ForkServer, handles: list[WorkerHandle]) -> list[tuple[Any,
             err_r, err_w = os.pipe()
             pipes.append((out_r, out_w, err_r, err_w))
         got = server.fork_many(
-            [(h._fork_spec(), p[1], p[3]) for h, p in zip(handles, pipes, strict=True)]
+            [(h.fork_spec(), p[1], p[3]) for h, p in zip(handles, pipes, strict=True)]
         )
     except BaseException:
         for fd in (fd for p in pipes for fd in p):
@@ -464,10 +466,10 @@ class WorkerGroup:
         try:
             if self.forkserver is not None:
                 for h in self.handles:
-                    h._begin()
+                    h.begin()
                 forked = fork_all(self.forkserver, self.handles)
                 for h, pipes in zip(self.handles, forked, strict=True):
-                    h._output(*pipes)
+                    h.output(*pipes)
             else:
                 for h in self.handles:
                     h.spawn()
