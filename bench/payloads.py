@@ -9,8 +9,13 @@ publisher and subscriber in one process, the transport forced); ours is a stream
 spout emits as fast as the link takes it, the bolt in another process). Both are
 messages a second from one sender to one receiver on this machine.
 
+`--ceiling` adds what one ZeroMQ PUSH/PULL pair moves in this process, the link's
+messages (`frames.encode_tuples`: 16 MiB of arrays, a frame per array, copy=False) with
+its socket options, once CURVE-encrypted (as every link of a local run and every link
+between hosts) and once in the clear (as ezmsg's TCP): the ceiling of the ZeroMQ rows.
+
 Run: python bench/payloads.py [--rounds 3] [--count N] [--ezmsg /tmp/ezvenv/bin/ezmsg]
-     [--sizes 1048576,65536]
+     [--sizes 1048576,65536] [--ceiling]
 """
 
 from __future__ import annotations
@@ -82,6 +87,49 @@ def stormish_rate(n: int, size: int, shm: str) -> float:
     return n / secs
 
 
+def pair_rate(size: int, curve: bool, messages: int = 40) -> float:
+    """Arrays a second through one PUSH/PULL pair on loopback (see the module doc)."""
+    import threading
+
+    import zmq
+
+    from stormish.transport import frames as fr
+    from stormish.transport.link import HWM_MESSAGES, MESSAGE_BYTES, SOCKET_BUFFER_BYTES
+
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull.setsockopt(zmq.RCVHWM, HWM_MESSAGES)
+    pull.setsockopt(zmq.RCVBUF, SOCKET_BUFFER_BYTES)
+    push.setsockopt(zmq.SNDHWM, HWM_MESSAGES)
+    push.setsockopt(zmq.SNDBUF, SOCKET_BUFFER_BYTES)
+    if curve:
+        server_public, server_secret = zmq.curve_keypair()
+        pull.curve_secretkey, pull.curve_publickey = server_secret, server_public
+        pull.curve_server = True
+        push.curve_publickey, push.curve_secretkey = zmq.curve_keypair()
+        push.curve_serverkey = server_public
+    push.connect(f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}")
+    per = max(1, MESSAGE_BYTES // size)
+    arrays = [np.full(size // 8, i, dtype=np.float64) for i in range(4)]
+    batch = [(2, 1, "default", [(arrays[i & 3],) for i in range(per)], None)]
+
+    def receive() -> None:
+        for _ in range(messages):
+            fr.decode([p.buffer for p in pull.recv_multipart(copy=False)])
+
+    t = threading.Thread(target=receive)
+    t0 = time.perf_counter()
+    t.start()
+    for i in range(messages):
+        push.send_multipart(fr.encode_tuples(0, i, batch), copy=False)
+    t.join()
+    secs = time.perf_counter() - t0
+    push.close(0)
+    pull.close(0)
+    ctx.term()
+    return messages * per / secs
+
+
 def ezmsg_rates(ezmsg: str, sizes: list[int], count: int) -> dict[tuple[str, int], float]:
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "ez.json")
@@ -109,6 +157,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1048576,65536")
     ap.add_argument("--ezmsg", default="/tmp/ezvenv/bin/ezmsg", help="'' to leave ezmsg out")
     ap.add_argument("--modes", default="on,off", help="topology.transport.shm values")
+    ap.add_argument("--ceiling", action="store_true", help="adds one ZeroMQ pair, CURVE/clear")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
@@ -121,6 +170,10 @@ def main() -> None:
             for mode in modes:
                 key = f"stormish shm={mode:<3} {size:>8} B"
                 rows.setdefault(key, []).append(stormish_rate(n, size, mode))
+            if args.ceiling:
+                for curve in (True, False):
+                    key = f"zmq pair {'curve' if curve else 'clear':<8} {size:>8} B"
+                    rows.setdefault(key, []).append(pair_rate(size, curve))
         if have_ez:
             ez = ezmsg_rates(args.ezmsg, sizes, 2000)
             for (transport, size), r in sorted(ez.items()):

@@ -61,6 +61,25 @@ SERVER_NAME = "stormish-forks"
 WORKER_NAME = "stormish-worker"
 
 
+# STORMISH_START_TRACE=FILE: each process of a local run appends "<unix time> <pid>
+# <event>" lines to FILE at the steps of its start and end (bench/peers.py --startup
+# --trace prints the timeline). Off (the default), `mark` is one test of a global.
+_TRACE = os.environ.get("STORMISH_START_TRACE") or None
+
+
+def mark(event: str) -> None:
+    """A step of the start-up or shutdown, when STORMISH_START_TRACE names a file."""
+    if _TRACE is not None:
+        import time
+
+        line = f"{time.time():.6f} {os.getpid()} {event}\n".encode()
+        fd = os.open(_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
 def set_name(name: str) -> None:
     """This process's name (PR_SET_NAME, 15 bytes at most); nothing where unsupported."""
     try:
@@ -166,6 +185,7 @@ def serve(sock: socket.socket) -> int:
     set_name(SERVER_NAME)
     for name in WORKER_MODULES:
         __import__(name)
+    mark("fork server ready")
     me = sock.fileno()
     while True:
         readable, _, _ = select.select([me, *children], [], [])
@@ -218,6 +238,7 @@ def _worker_child(spec: dict[str, Any], fds: list[int]) -> None:
     """In the forked worker: its own stdio, signals and exit, then the worker's loop."""
     code = 1
     try:
+        mark(f"worker {spec.get('index')} forked")
         _after_fork()
         set_name(WORKER_NAME)
         np_random = sys.modules.get("numpy.random")
@@ -362,19 +383,37 @@ class ForkServer:
     def fork(self, spec: dict[str, Any], stdout: int, stderr: int) -> Forked:
         """A worker forked with `spec` (`process.run_forked`), its stdout and stderr on
         these descriptors (the server and the worker get copies: close yours)."""
+        got = self.fork_many([(spec, stdout, stderr)])[0]
+        if isinstance(got, OSError):
+            raise got
+        return got
+
+    def fork_many(self, requests: list[tuple[dict[str, Any], int, int]]) -> list[Forked | OSError]:
+        """`fork` for several workers, the requests sent before the first answer is
+        awaited (a worker forked per round trip made -w 4 wait for four); each one's
+        worker, or the error that says why it was not started. Raises when the server
+        is gone before it answered them all."""
         with self._lock:
             if self.closed:
                 raise OSError(f"the fork server (pid {self.pid}) is gone")
-            _send(self.sock, ("fork", spec), (stdout, stderr))
-            try:
-                reply = self._replies.get(timeout=START_TIMEOUT)
-            except queue.Empty:
-                raise OSError(f"the fork server (pid {self.pid}) did not answer") from None
-        if reply[0] == "failed":
-            raise OSError(f"the fork server (pid {self.pid}) could not start a worker: {reply[1]}")
-        if reply[0] != "forked":
-            raise OSError(f"the fork server (pid {self.pid}) is gone")
-        return Forked(self, reply[1])
+            for spec, stdout, stderr in requests:
+                _send(self.sock, ("fork", spec), (stdout, stderr))
+            replies = []
+            for _ in requests:
+                try:
+                    replies.append(self._replies.get(timeout=START_TIMEOUT))
+                except queue.Empty:
+                    raise OSError(f"the fork server (pid {self.pid}) did not answer") from None
+        out: list[Forked | OSError] = []
+        for reply in replies:
+            if reply[0] == "forked":
+                out.append(Forked(self, reply[1]))
+            elif reply[0] == "failed":
+                why = f"the fork server (pid {self.pid}) could not start a worker: {reply[1]}"
+                out.append(OSError(why))
+            else:
+                raise OSError(f"the fork server (pid {self.pid}) is gone")
+        return out
 
     def signal(self, pid: int, signum: int) -> None:
         with self._lock:

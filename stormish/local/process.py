@@ -28,6 +28,7 @@ from .. import pickling
 from ..runtime import gctune
 from ..transport import control as ct
 from ..transport.security import LOOPBACK, Curve, Security, security_for
+from .forkserver import mark
 
 if TYPE_CHECKING:
     from ..transport.link import WorkerLink
@@ -277,6 +278,7 @@ def serve(
         {"index": index, "pid": os.getpid(), "topology": topology},
         heartbeat,
     )
+    mark(f"worker {index} said hello ({server.state})")
     last_heard = last_hello = next_parent_check = time.monotonic()
     try:
         while not server.done:
@@ -302,6 +304,7 @@ def serve(
             except ct.ControlError as exc:
                 log.warning("worker %d: dropped a control message: %s", index, exc)
                 continue
+            mark(f"worker {index} {verb}")
             try:
                 out = ct.answer(verb, req_id, server.handle(verb, payload))
             except PortTaken as exc:  # no answer: the exit status says it (PORT_TAKEN_EXIT)
@@ -319,6 +322,7 @@ def serve(
         sock.close()
         security.release(ctx)
         ctx.term()
+        mark(f"worker {index} leaves")
     return 0
 
 

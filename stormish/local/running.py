@@ -30,6 +30,7 @@ from ..runtime.stats import TopologyStatistics, aggregate
 from ..runtime.status import TopologyStatus
 from ..runtime.worker import Worker
 from ..topology import Topology
+from .forkserver import mark
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every
@@ -106,6 +107,7 @@ class RunningTopology:
         """`active=False`: submitted inactive, no spout is opened until `set_active(True)`."""
         conf = topology.validate(extra)
         plan = build_plan(topology, conf, AckerBolt())
+        mark("planned")
         if plan.workers > 1:
             if clock is not None:
                 raise ConfigError(
@@ -196,6 +198,7 @@ class RunningTopology:
                     self.finish(TopologyStatus.FAILED)
                     raise
                 if done:
+                    mark("complete")
                     self.finish(TopologyStatus.COMPLETE)
                     return True
                 self._interval = next_poll(self._interval, rule.quiet, self.spouts_finished)

@@ -35,7 +35,7 @@ from ..transport import shm
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
-from .forkserver import Forked, ForkServer
+from .forkserver import Forked, ForkServer, mark
 from .forkserver import supported as forkserver_supported
 
 START_TIMEOUT = 60.0
@@ -111,13 +111,21 @@ class WorkerHandle:
     def spawn(self) -> None:
         """Start the process; `await_hello` waits for it. Apart so that a group's workers
         start side by side: a spawned one spends most of its start-up importing."""
-        self.incarnation += 1
-        self.answers.reset()
-        self.stopped = False
+        self.begin()
         if self.group.forkserver is not None:
             stdout, stderr = self._fork(self.group.forkserver)
         else:
             stdout, stderr = self._exec()
+        self.output(stdout, stderr)
+
+    def begin(self) -> None:
+        """A new incarnation is about to start (`spawn`, or `fork_all` for a group)."""
+        self.incarnation += 1
+        self.answers.reset()
+        self.stopped = False
+
+    def output(self, stdout: Any, stderr: Any) -> None:
+        """Its log's start line and the pumps of its output (the process exists)."""
         if self._log is None:
             self._log = RotatingFile(self.log_path, *self.group.log_limits)
         assert self.proc is not None
@@ -135,6 +143,10 @@ class WorkerHandle:
     def _fork(self, server: ForkServer) -> tuple[Any, Any]:
         """A fork of the run's fork server; what `_exec` puts on the command line and
         stdin goes in the fork request (the key pair with it: never argv or environ)."""
+        return fork_all(server, [self])[0]
+
+    def fork_spec(self) -> dict[str, Any]:
+        """Its fork request (`ForkServer.fork`), for the incarnation `begin` started."""
         # what a spawned worker's environment adds: its subprocesses see the same
         env = {k: self.group.env[k] for k in ("PYTHONPATH", "PYTHONUNBUFFERED", DATA_ENV)}
         if self.incarnation > 1:  # a restart restores what it kept (latched edges)
@@ -150,18 +162,7 @@ class WorkerHandle:
             "log_level": os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
             "assign": self.group.blob,  # carried out before its hello (one round trip less)
         }
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            self.proc = server.fork(spec, out_w, err_w)
-        except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
-        return open(out_r, "rb"), open(err_r, "rb")  # noqa: SIM115 - the pumps close them
+        return spec
 
     def _exec(self) -> tuple[Any, Any]:
         """A fresh interpreter (`topology.worker.start` spawn)."""
@@ -361,6 +362,44 @@ class WorkerHandle:
         return self.answers.errors()
 
 
+def fork_all(server: ForkServer, handles: list[WorkerHandle]) -> list[tuple[Any, Any]]:
+    """Fork a worker for each handle, the requests sent together (the server forks them
+    one after the other while this process waits once, not once a worker); each handle's
+    `proc` is set, and its stdout and stderr pipes returned. A fork that failed raises
+    (the workers forked before it have their `proc`: the caller's close ends them)."""
+    pipes = []
+    try:
+        for _ in handles:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            pipes.append((out_r, out_w, err_r, err_w))
+        got = server.fork_many(
+            [(h.fork_spec(), p[1], p[3]) for h, p in zip(handles, pipes, strict=True)]
+        )
+    except BaseException:
+        for fd in (fd for p in pipes for fd in p):
+            os.close(fd)
+        raise
+    out: list[tuple[Any, Any]] = []
+    failed: OSError | None = None
+    for h, (out_r, out_w, err_r, err_w), proc in zip(handles, pipes, got, strict=True):
+        os.close(out_w)
+        os.close(err_w)
+        if isinstance(proc, OSError):
+            os.close(out_r)
+            os.close(err_r)
+            failed = failed or proc
+            continue
+        h.proc = proc
+        out.append((open(out_r, "rb"), open(err_r, "rb")))  # noqa: SIM115 - pumps close them
+    if failed is not None:
+        for stdout, stderr in out:
+            stdout.close()
+            stderr.close()
+        raise failed
+    return out
+
+
 def _check_local_host(host: str, topology: str) -> None:
     """The worker processes bind their links on `stormish.local.host`. A run's own key
     pair secures it on this machine, but listening beyond loopback is for configured
@@ -425,19 +464,30 @@ class WorkerGroup:
         """`active=False`: the workers start with their spouts inactive (not opened)."""
         self.active = active
         try:
-            for h in self.handles:
-                h.spawn()
+            if self.forkserver is not None:
+                for h in self.handles:
+                    h.begin()
+                forked = fork_all(self.forkserver, self.handles)
+                for h, pipes in zip(self.handles, forked, strict=True):
+                    h.output(*pipes)
+            else:
+                for h in self.handles:
+                    h.spawn()
+            mark("workers spawned")
             for h in self.handles:
                 h.await_hello()
+            mark("hellos in")
             hs = self.handles
             need = [h for h in hs if not h.assigned]
             if need:
                 for h, address in zip(need, self.ask_all(need, "assign", self.blob), strict=True):
                     h.address = address
             self.ask_all(hs, "peers", self.book())
+            mark("peers told")
             if not active:
                 self.ask_all(hs, "active", False)
             self.ask_all(hs, "start", None)
+            mark("workers started")
         except BaseException:
             self.close()
             raise
@@ -466,6 +516,7 @@ class WorkerGroup:
         for h in self.handles:
             h.stopped = True
         stuck: list[str] = []
+        mark("stopping")
         if live:
             try:
                 finals = self.ask_all(live, "stop", timeout, timeout=timeout + 10)
@@ -474,8 +525,10 @@ class WorkerGroup:
                 stuck.append(str(exc))
             for h, final in zip(live, finals, strict=False):
                 stuck += h.answers.stopped_with(final)
+        mark("stop answered")
         for h in self.handles:
             stuck += h.stop(timeout)  # what is left: the process's exit
+        mark("workers exited")
         return stuck
 
     def book(self) -> dict[int, str]:
@@ -512,6 +565,7 @@ class WorkerGroup:
         self.control.close()
         if self.forkserver is not None:
             self.forkserver.close()
+        mark("fork server closed")
         shutil.rmtree(self.datadir, ignore_errors=True)
         if self.own_logdir:
             shutil.rmtree(self.logdir, ignore_errors=True)

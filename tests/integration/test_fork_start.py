@@ -291,3 +291,80 @@ def test_an_assign_that_fails_in_a_forked_worker_is_reported_as_before():
     t.set_bolt("split", Fussy()).shuffle_grouping("s")
     with LocalCluster(workers=2) as c, pytest.raises(WorkerError, match="fussy: not unpickled"):
         c.submit(t)
+
+
+TRACED = (
+    "from stormish import BasicBolt, Topology\n"
+    "from stormish.testing import ListSpout\n"
+    "class Split(BasicBolt):\n"
+    "    outputs = ['word']\n"
+    "    def execute(self, tup):\n"
+    "        for w in tup.values[0].split():\n"
+    "            self.emit([w])\n"
+    "class Count(BasicBolt):\n"
+    "    def execute(self, tup):\n"
+    "        pass\n"
+    "topology = Topology('traced')\n"
+    "topology.set_spout('s', ListSpout([['the cat sat'], ['a dog ran']], fields=['sentence']))\n"
+    "topology.set_bolt('split', Split(), parallelism=3).shuffle_grouping('s')\n"
+    "topology.set_bolt('count', Count(), parallelism=3).fields_grouping('split', ['word'])\n"
+)
+
+
+def test_the_start_trace_has_every_workers_steps_in_order(tmp_path):
+    """STORMISH_START_TRACE: the timeline of a `-w 3` run (its three workers forked by
+    one batch of requests), every process's steps in the order they must happen, and the
+    command's own end (it leaves without the interpreter's teardown)."""
+    topo, trace = tmp_path / "traced.py", tmp_path / "trace.txt"
+    topo.write_text(TRACED)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env["STORMISH_START_TRACE"] = str(trace)
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "3"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = [line.split(" ", 2) for line in trace.read_text().splitlines()]
+    by_pid: dict[str, list[str]] = {}
+    for _, pid, event in lines:
+        by_pid.setdefault(pid, []).append(event)
+    cli = next(events for events in by_pid.values() if "cli: run" in events)
+    order = ["cli: run", "planned", "workers spawned", "hellos in", "peers told"]
+    order += ["workers started", "complete", "stopping", "workers exited", "cli: leaves"]
+    assert [e for e in cli if e in order] == order
+    assert "fork server ready" in {e for events in by_pid.values() for e in events}
+    for w in range(3):
+        mine = next(events for events in by_pid.values() if f"worker {w} forked" in events)
+        steps = [f"worker {w} forked", f"worker {w} said hello (assigned)", f"worker {w} peers"]
+        steps += [f"worker {w} start", f"worker {w} stop", f"worker {w} leaves"]
+        assert [e for e in mine if e in steps] == steps
+
+
+def test_the_cli_flushes_what_a_bolt_left_open_before_it_leaves(tmp_path):
+    """The command leaves with os._exit (no teardown): a file a bolt wrote in `cleanup`
+    and never closed (-w 1, in this process) still has what was written."""
+    topo, out = tmp_path / "leaky.py", tmp_path / "leaked.txt"
+    topo.write_text(
+        "from stormish import BasicBolt, Topology\n"
+        "from stormish.testing import ListSpout\n"
+        "class Leaky(BasicBolt):\n"
+        "    def prepare(self, conf, context):\n"
+        f"        self.f = open({str(out)!r}, 'w')\n"
+        "        self.n = 0\n"
+        "    def execute(self, tup):\n"
+        "        self.n += 1\n"
+        "    def cleanup(self):\n"
+        "        self.f.write(f'seen {self.n}')  # buffered, never closed\n"
+        "topology = Topology('leaky')\n"
+        "topology.set_spout('s', ListSpout([['a'], ['b'], ['c']], fields=['w']))\n"
+        "topology.set_bolt('leaky', Leaky()).shuffle_grouping('s')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "run", str(topo), "--stats-json",
+         str(tmp_path / "stats.json")],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == "seen 3"
+    assert json.loads((tmp_path / "stats.json").read_text())["status"].lower() == "complete"
