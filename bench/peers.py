@@ -34,6 +34,7 @@ import json
 import os
 import pickle
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -198,23 +199,34 @@ class Config:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], words_from: str):
         self.name, self.argv, self.env, self.words_from = name, argv, env, words_from
         self.times: list[float] = []
+        self.cpus: list[float] = []  # user + system CPU s of the command and its workers
 
 
-def run_once(cfg: Config, workdir: Path, expect_words: int) -> float:
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_once(cfg: Config, workdir: Path, expect_words: int) -> tuple[float, float]:
     env = dict(os.environ, **cfg.env)
     # As a user's machine runs it: Python caches compiled modules (.pyc). This sandbox
     # sets PYTHONDONTWRITEBYTECODE, which made every run of an editable checkout compile
     # its ~70 modules again (~60 ms a process), while a pip-installed peer ships its .pyc.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # CPU: every process of the command once reaped (workers are reaped by the command or
+    # its fork server, so RUSAGE_CHILDREN counts them): what the run cost the machine,
+    # which other work on a 2-core machine disturbs less than the wall-clock time
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     p = subprocess.run(cfg.argv, cwd=workdir, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t0
+    cpu = _children_cpu() - c0
     if p.returncode != 0:
         raise SystemExit(f"{cfg.name} failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
     words = count_words(cfg, p.stdout, workdir)
     if words != expect_words:
         raise SystemExit(f"{cfg.name}: counted {words} words, expected {expect_words}")
-    return secs
+    return secs, cpu
 
 
 def count_words(cfg: Config, out: str, workdir: Path) -> int:
@@ -345,15 +357,19 @@ def main() -> None:
             run_once(cfg, workdir, words)
         for _ in range(args.rounds):
             for cfg in cfgs:
-                cfg.times.append(run_once(cfg, workdir, words))
+                secs, cpu = run_once(cfg, workdir, words)
+                cfg.times.append(secs)
+                cfg.cpus.append(cpu)
         report(cfgs, words)
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def report(cfgs: list[Config], words: int) -> None:
     med = {c.name: statistics.median(c.times) for c in cfgs}
+    cpu = {c.name: statistics.median(c.cpus) for c in cfgs}  # whole command, all processes
     print(
         f"{'configuration':<28}{'median s':>9}{'min s':>8}{'max s':>8}{'spread':>8}"
-        f"{'M words/s':>11}{'vs bytewax -w1':>16}"
+        f"{'M words/s':>11}{'vs bytewax -w1':>16}{'CPU s':>8}{'CPU ns/word':>13}"
     )
     base = med.get("bytewax -w1")
     for c in cfgs:
@@ -362,12 +378,18 @@ def report(cfgs: list[Config], words: int) -> None:
         vs = f"{base / m:>15.2f}x" if base else f"{'-':>16}"
         print(
             f"{c.name:<28}{m:>9.3f}{min(c.times):>8.3f}{max(c.times):>8.3f}"
-            f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}"
+            f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}{cpu[c.name]:>8.3f}"
+            f"{cpu[c.name] / words * 1e9:>13.0f}"
         )
-    for api in ("tuple", "batch"):
-        one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
-        if one and two:
-            print(f"stormish {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command)")
+    for tree in ("stormish", "base"):
+        for api in ("tuple", "batch"):
+            one, two = med.get(f"{tree} w1 {api}"), med.get(f"{tree} w2 {api}")
+            if one and two:
+                c1, c2 = cpu[f"{tree} w1 {api}"], cpu[f"{tree} w2 {api}"]
+                print(
+                    f"{tree} {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command); "
+                    f"CPU of 2 workers / 1 worker = {c2 / c1:.2f}x (all processes)"
+                )
     for w in (1, 2, 4):
         new, old = med.get(f"stormish w{w} tuple"), med.get(f"base w{w} tuple")
         if new and old:
