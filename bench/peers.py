@@ -6,7 +6,9 @@ vocabulary (seeded), loaded from a pickle by the program itself, split -> group 
 process: start-up, load and run all timed), in interleaved rounds so that a slower
 spell of the machine hits every configuration alike. Prints per configuration the
 median, min and max of the rounds, the spread (max/min) and the ratios the issue's
-targets name.
+targets name, and the median CPU time (user + system) of every process of the command
+(the CLI, the fork server, the workers), which other work on the machine disturbs less
+than the wall-clock time (on 2 cores a second worker may find no free core).
 
 - bare:            one Python process: load + split + count in a loop (the floor)
 - bytewax -w1:     Bytewax 0.21.1, one worker (`python -m bytewax.run flow -w 1`)
@@ -276,8 +278,9 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         if args.bound and not args.no_two:
             for api in apis:
                 env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_GROUPING="local")
-                name = f"stormish w2 {api} uncrossed"
-                out.append(Config(name, sm + ["-w", "2"], env, "stats"))
+                for tree, extra in trees:
+                    name = f"{tree} w2 {api} uncrossed"
+                    out.append(Config(name, sm + ["-w", "2"], dict(env, **extra), "stats"))
         if args.shuffle_first and not args.no_two:
             # the first edge a plain shuffle: locality-aware (the default), and round-robin
             # over both workers' tasks (load-aware messaging off: every other tuple crosses)
@@ -290,8 +293,9 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         if args.acking:
             for w in workers:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
-                name = f"stormish w{w} tuple acking"
-                out.append(Config(name, sm + ["-w", str(w)], env, "stats"))
+                for tree, extra in trees:
+                    name = f"{tree} w{w} tuple acking"
+                    out.append(Config(name, sm + ["-w", str(w)], dict(env, **extra), "stats"))
     return out
 
 
@@ -394,12 +398,22 @@ def report(cfgs: list[Config], words: int) -> None:
         new, old = med.get(f"stormish w{w} tuple"), med.get(f"base w{w} tuple")
         if new and old:
             print(f"w{w}: stormish / base = {new / old:.2f} of the time (whole command)")
-    for api in ("tuple", "batch"):
-        one, free = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api} uncrossed")
-        if one and free:
+    for tree in ("stormish", "base"):
+        for api in ("tuple", "batch"):
+            one, two = med.get(f"{tree} w1 {api}"), med.get(f"{tree} w2 {api}")
+            free = med.get(f"{tree} w2 {api} uncrossed")
+            if one and free:
+                print(
+                    f"{tree} {api}: 2 workers with nothing crossing / 1 worker = "
+                    f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+                    + (f"; 2 workers reach {free / two:.2f} of it" if two else "")
+                )
+        one, two = med.get(f"{tree} w1 tuple acking"), med.get(f"{tree} w2 tuple acking")
+        if one and two:
+            c1, c2 = cpu[f"{tree} w1 tuple acking"], cpu[f"{tree} w2 tuple acking"]
             print(
-                f"stormish {api}: 2 workers with nothing crossing / 1 worker = "
-                f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+                f"{tree} tuple acking: 2 workers / 1 worker = {one / two:.2f}x (whole command); "
+                f"CPU of 2 workers / 1 worker = {c2 / c1:.2f}x (all processes)"
             )
     for api in ("tuple", "batch"):
         one = med.get(f"stormish w1 {api}")
