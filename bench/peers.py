@@ -6,7 +6,9 @@ vocabulary (seeded), loaded from a pickle by the program itself, split -> group 
 process: start-up, load and run all timed), in interleaved rounds so that a slower
 spell of the machine hits every configuration alike. Prints per configuration the
 median, min and max of the rounds, the spread (max/min) and the ratios the issue's
-targets name.
+targets name, and the median CPU time (user + system) of every process of the command
+(the CLI, the fork server, the workers), which other work on the machine disturbs less
+than the wall-clock time (on 2 cores a second worker may find no free core).
 
 - bare:            one Python process: load + split + count in a loop (the floor)
 - bytewax -w1:     Bytewax 0.21.1, one worker (`python -m bytewax.run flow -w 1`)
@@ -34,6 +36,7 @@ import json
 import os
 import pickle
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -198,23 +201,34 @@ class Config:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], words_from: str):
         self.name, self.argv, self.env, self.words_from = name, argv, env, words_from
         self.times: list[float] = []
+        self.cpus: list[float] = []  # user + system CPU s of the command and its workers
 
 
-def run_once(cfg: Config, workdir: Path, expect_words: int) -> float:
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_once(cfg: Config, workdir: Path, expect_words: int) -> tuple[float, float]:
     env = dict(os.environ, **cfg.env)
     # As a user's machine runs it: Python caches compiled modules (.pyc). This sandbox
     # sets PYTHONDONTWRITEBYTECODE, which made every run of an editable checkout compile
     # its ~70 modules again (~60 ms a process), while a pip-installed peer ships its .pyc.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # CPU: every process of the command once reaped (workers are reaped by the command or
+    # its fork server, so RUSAGE_CHILDREN counts them): what the run cost the machine,
+    # which other work on a 2-core machine disturbs less than the wall-clock time
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     p = subprocess.run(cfg.argv, cwd=workdir, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t0
+    cpu = _children_cpu() - c0
     if p.returncode != 0:
         raise SystemExit(f"{cfg.name} failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
     words = count_words(cfg, p.stdout, workdir)
     if words != expect_words:
         raise SystemExit(f"{cfg.name}: counted {words} words, expected {expect_words}")
-    return secs
+    return secs, cpu
 
 
 def count_words(cfg: Config, out: str, workdir: Path) -> int:
@@ -264,8 +278,9 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         if args.bound and not args.no_two:
             for api in apis:
                 env = dict(data, PEERS_PAR="2", PEERS_API=api, PEERS_GROUPING="local")
-                name = f"stormish w2 {api} uncrossed"
-                out.append(Config(name, sm + ["-w", "2"], env, "stats"))
+                for tree, extra in trees:
+                    name = f"{tree} w2 {api} uncrossed"
+                    out.append(Config(name, sm + ["-w", "2"], dict(env, **extra), "stats"))
         if args.shuffle_first and not args.no_two:
             # the first edge a plain shuffle: locality-aware (the default), and round-robin
             # over both workers' tasks (load-aware messaging off: every other tuple crosses)
@@ -278,8 +293,9 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         if args.acking:
             for w in workers:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
-                name = f"stormish w{w} tuple acking"
-                out.append(Config(name, sm + ["-w", str(w)], env, "stats"))
+                for tree, extra in trees:
+                    name = f"{tree} w{w} tuple acking"
+                    out.append(Config(name, sm + ["-w", str(w)], dict(env, **extra), "stats"))
     return out
 
 
@@ -345,15 +361,19 @@ def main() -> None:
             run_once(cfg, workdir, words)
         for _ in range(args.rounds):
             for cfg in cfgs:
-                cfg.times.append(run_once(cfg, workdir, words))
+                secs, cpu = run_once(cfg, workdir, words)
+                cfg.times.append(secs)
+                cfg.cpus.append(cpu)
         report(cfgs, words)
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def report(cfgs: list[Config], words: int) -> None:
     med = {c.name: statistics.median(c.times) for c in cfgs}
+    cpu = {c.name: statistics.median(c.cpus) for c in cfgs}  # whole command, all processes
     print(
         f"{'configuration':<28}{'median s':>9}{'min s':>8}{'max s':>8}{'spread':>8}"
-        f"{'M words/s':>11}{'vs bytewax -w1':>16}"
+        f"{'M words/s':>11}{'vs bytewax -w1':>16}{'CPU s':>8}{'CPU ns/word':>13}"
     )
     base = med.get("bytewax -w1")
     for c in cfgs:
@@ -362,22 +382,38 @@ def report(cfgs: list[Config], words: int) -> None:
         vs = f"{base / m:>15.2f}x" if base else f"{'-':>16}"
         print(
             f"{c.name:<28}{m:>9.3f}{min(c.times):>8.3f}{max(c.times):>8.3f}"
-            f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}"
+            f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}{cpu[c.name]:>8.3f}"
+            f"{cpu[c.name] / words * 1e9:>13.0f}"
         )
-    for api in ("tuple", "batch"):
-        one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
-        if one and two:
-            print(f"stormish {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command)")
+    for tree in ("stormish", "base"):
+        for api in ("tuple", "batch"):
+            one, two = med.get(f"{tree} w1 {api}"), med.get(f"{tree} w2 {api}")
+            if one and two:
+                c1, c2 = cpu[f"{tree} w1 {api}"], cpu[f"{tree} w2 {api}"]
+                print(
+                    f"{tree} {api}: 2 workers / 1 worker = {one / two:.2f}x (whole command); "
+                    f"CPU of 2 workers / 1 worker = {c2 / c1:.2f}x (all processes)"
+                )
     for w in (1, 2, 4):
         new, old = med.get(f"stormish w{w} tuple"), med.get(f"base w{w} tuple")
         if new and old:
             print(f"w{w}: stormish / base = {new / old:.2f} of the time (whole command)")
-    for api in ("tuple", "batch"):
-        one, free = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api} uncrossed")
-        if one and free:
+    for tree in ("stormish", "base"):
+        for api in ("tuple", "batch"):
+            one, two = med.get(f"{tree} w1 {api}"), med.get(f"{tree} w2 {api}")
+            free = med.get(f"{tree} w2 {api} uncrossed")
+            if one and free:
+                print(
+                    f"{tree} {api}: 2 workers with nothing crossing / 1 worker = "
+                    f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+                    + (f"; 2 workers reach {free / two:.2f} of it" if two else "")
+                )
+        one, two = med.get(f"{tree} w1 tuple acking"), med.get(f"{tree} w2 tuple acking")
+        if one and two:
+            c1, c2 = cpu[f"{tree} w1 tuple acking"], cpu[f"{tree} w2 tuple acking"]
             print(
-                f"stormish {api}: 2 workers with nothing crossing / 1 worker = "
-                f"{one / free:.2f}x (the bound of 2 workers on this machine)"
+                f"{tree} tuple acking: 2 workers / 1 worker = {one / two:.2f}x (whole command); "
+                f"CPU of 2 workers / 1 worker = {c2 / c1:.2f}x (all processes)"
             )
     for api in ("tuple", "batch"):
         one = med.get(f"stormish w1 {api}")

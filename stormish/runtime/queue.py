@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any
 
 from ..edges import OVERFLOWED
+from ..transport.frames import unpack
 from ..transport.wakeup import Wakeup
 from ..tuple import RejectedRows
 from .channel import REJECTED_KEPT, EdgeChannel, LaneChannel
@@ -45,6 +46,7 @@ class ReceiveQueue:
         "_event",
         "parked",
         "overflow_high",
+        "packed",
         "published",
         "budget",
         "taken",
@@ -74,6 +76,8 @@ class ReceiveQueue:
         self.overflow: deque[tuple[Batch, int]] = deque()
         self.overflow_size = 0
         self.overflow_high = 0
+        # the link placed packed rows here (transport.frames.Packed): `consume` unpacks
+        self.packed = False
         self._lock = threading.Lock()
         self._event = Wakeup()
         self.parked = False
@@ -277,18 +281,20 @@ class ReceiveQueue:
         if self.chan_size:
             return self._consume_channels()
         with self._lock:
-            if not self.overflow:
-                q = self._q
-                if not q:
-                    return None
-                size = self.size
-                if size <= self.budget:  # all of it fits: one step
-                    out = list(q)
-                    q.clear()
-                    self.size = 0
-                    self.taken += size
-                    return out
-            return self._take()
+            q = self._q
+            if not q and not self.overflow:
+                return None
+            size = self.size
+            if not self.overflow and size <= self.budget:  # all of it fits: one step
+                out = list(q)
+                q.clear()
+                self.size = 0
+                self.taken += size
+            else:
+                out = self._take()
+        if self.packed:  # rows from another worker still pickled: rows now, right before use
+            return unpack(out)
+        return out
 
     def _take(self) -> list[Batch]:
         """Whole batches up to the budget, queue before overflow (order); under the lock."""

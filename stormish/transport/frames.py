@@ -125,13 +125,95 @@ class _OobBytesPickler(pickle.Pickler):
         return pickle.PickleBuffer(obj)
 
 
+class Packed:
+    """A batch's rows already pickled (`pack`): by the emitting executor when it hands the
+    batch to another worker, while the rows are still in its CPU's caches, and unpickled
+    (`rows`) by the receiving task when it takes the batch, right before it runs them.
+    Between those two points the rows are one `bytes`: the link copies it into a message
+    and out again, and a receive queue or overflowQ holds one object, not a row object
+    per tuple. `len` is the row count (queues, outboxes and backpressure count tuples)."""
+
+    __slots__ = ("data", "n")
+    malformed = 0  # packs that did not decode, in this process (link statistics)
+
+    def __init__(self, data: bytes, n: int):
+        self.data = data
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def rows(self) -> list[Any]:
+        """The rows; an undecodable blob or a wrong row count raises `FrameError`."""
+        try:
+            rows = pickle.loads(self.data)
+        except Exception as e:  # a corrupt pickle can raise almost anything
+            raise FrameError(f"undecodable packed rows: {type(e).__name__}: {e}") from None
+        if type(rows) is not list or len(rows) != self.n:
+            raise FrameError(f"packed rows: a list of {self.n} rows expected")
+        return rows
+
+
+PACK_MIN_ROWS = 16  # smaller batches cross as they are (a pickle call costs ~1 us)
+
+
+def pack(values: Any) -> Packed | None:
+    """`values` (a plain list of rows) pickled for another worker, or None when it should
+    cross as it is: an edge with an age or a fan-out's rejection (not a plain list), a
+    few rows, or rows that hold a large buffer (those take the zero-copy or
+    shared-memory path of `encode_tuples`, which needs the buffers themselves)."""
+    if type(values) is not list or len(values) < PACK_MIN_ROWS:
+        return None
+    large = False
+
+    def out_of_band(buf: pickle.PickleBuffer) -> bool:
+        nonlocal large
+        if memoryview(buf).nbytes >= OOB_THRESHOLD:
+            large = True
+        return True  # in-band: a pack holding one is dropped below anyway
+
+    try:
+        out = io.BytesIO()
+        fast = pickle.Pickler(out, protocol=5, buffer_callback=out_of_band)
+        fast.fast = True
+        fast.dump(values)
+    except Exception:  # noqa: BLE001 - self-referring or odd rows: the full path decides
+        return None
+    data = out.getvalue()
+    if large or (len(data) >= OOB_THRESHOLD and _may_hold_large_bytes(data)):
+        return None
+    return Packed(data, len(values))
+
+
+def unpack(batches: list[Batch]) -> list[Batch]:
+    """`batches` as a receive queue hands them out, with packed rows made rows again. A
+    pack that does not decode (a peer's bug: peers are authenticated) is counted in
+    `Packed.malformed` and its rows are lost (tracked ones time out and replay)."""
+    out = batches
+    for i, b in enumerate(batches):
+        values = b[2]
+        if values.__class__ is Packed:
+            if out is batches:
+                out = list(batches)
+            try:
+                out[i] = (b[0], b[1], values.rows(), b[3])
+            except FrameError:
+                Packed.malformed += 1
+                out[i] = (b[0], b[1], [], None)
+    return out
+
+
 def encode_tuples(sender: int, seq: int, batches: Iterable[WireBatch]) -> list[Frame]:
     """Frames for tuple batches `(dest_task, src_task, stream, values, metas_or_None)`.
 
     Frame 1 is the pickle, frames 2.. its out-of-band buffers. Those are views of the
     values themselves (zero-copy): values must not change until the frames are sent.
     """
-    payload = [tuple(batch) for batch in batches]
+    # packed rows travel as their bytes and a row count: (dest, src, stream, data, metas, n)
+    payload = [
+        tuple(b) if b[3].__class__ is not Packed else (*b[:3], b[3].data, b[4], b[3].n)
+        for b in batches
+    ]
     buffers: list[pickle.PickleBuffer] = []
 
     def out_of_band(buf: pickle.PickleBuffer) -> bool:
@@ -338,9 +420,26 @@ def _load_tuples(kind: Kind, data: Any, frames: Sequence[Any]) -> list[WireBatch
     if type(payload) is not list:
         raise _fail(kind, f"a list of batches expected, got {type(payload).__name__}")
     for i, batch in enumerate(payload):
-        if not _is_batch(batch):
+        if type(batch) is tuple and len(batch) == 6 and _is_packed(batch):
+            dest, src, stream, data, metas, n = batch
+            payload[i] = (dest, src, stream, Packed(data, n), metas)
+        elif not _is_batch(batch):
             raise _fail(kind, f"batch {i} is not (dest, src, stream, values, metas_or_None)")
     return payload
+
+
+def _is_packed(batch: tuple) -> bool:
+    """(dest, src, stream, pickled rows, metas_or_None, row count): `Packed` rows."""
+    dest, src, stream, data, metas, n = batch
+    return (
+        type(dest) is int
+        and type(src) is int
+        and type(stream) is str
+        and type(data) is bytes
+        and type(n) is int
+        and n >= 0
+        and (metas is None or (type(metas) is list and len(metas) == n))
+    )
 
 
 def _is_batch(batch: Any) -> bool:

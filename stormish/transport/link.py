@@ -467,6 +467,11 @@ class WorkerLink:
             self._drop("overflow_limit", n, {dest: n})
             return
         self.recv_tuples += n
+        if batch[2].__class__ is fr.Packed:
+            if q.channels:  # an edge with a policy reads the rows as they arrive
+                batch = fr.unpack([batch])[0]
+            else:
+                q.packed = True  # unpacked by the task when it takes them (`consume`)
         ov = q.publish_remote(batch, n)
         if ov:
             self._run(self.tracker.overflow_grew(dest, ov))
@@ -733,6 +738,7 @@ class WorkerLink:
             "foreign_hellos": self.foreign,
             "dropped": dict(self.dropped),
             "malformed": self.malformed,
+            "packed_malformed": fr.Packed.malformed,
             "transfer_refused": self.transfer.refused,
             "peers_held": sorted(self._out.held),
             "peers_down": sorted(self._out.down),
@@ -767,7 +773,8 @@ def _cut(part: list, keep: int) -> list:
             rest.extend(part[i:])
             del part[i:]
             break
-        if n > keep and type(b[3]) is not RejectedRows:  # a rejection report stays whole
+        # a rejection report stays whole, and so do packed rows (never large: fr.pack)
+        if n > keep and type(b[3]) is not RejectedRows and type(b[3]) is not fr.Packed:
             dest, src, stream, values, metas = b
             part[i] = (dest, src, stream, _rows(values, values[:keep]), metas and metas[:keep])
             rest.append((dest, src, stream, _rows(values, values[keep:]), metas and metas[keep:]))

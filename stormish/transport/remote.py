@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .frames import Batch
+from .frames import Batch, pack
 from .wakeup import Wakeup
 
 
@@ -113,7 +113,13 @@ class RemoteTarget:
         if self.task in self.flagged or self.worker in self.held:
             return False
         src, stream, values, metas = batch
-        return self.transfer.try_put(self.worker, (self.task, src, stream, values, metas), n)
+        transfer = self.transfer
+        if len(transfer) >= transfer.capacity:  # refused below: not worth packing
+            transfer.refused += 1
+            return False
+        packed = pack(values)  # pickled now, while the rows are in this CPU's caches
+        rows = values if packed is None else packed
+        return transfer.try_put(self.worker, (self.task, src, stream, rows, metas), n)
 
     def load(self) -> float:
         w = self.worker

@@ -12,19 +12,24 @@ from stormish.transport.frames import (
     HEADER,
     MAGIC,
     OOB_THRESHOLD,
+    PACK_MIN_ROWS,
     VERSION,
     FrameError,
     Hello,
     Kind,
     Message,
+    Packed,
     _may_hold_large_bytes,
     decode,
     encode_control,
     encode_hello,
     encode_status,
     encode_tuples,
+    pack,
+    unpack,
 )
 from stormish.transport.tracker import BackpressureStatus
+from stormish.tuple import RejectedRows, StampedRows
 
 u32 = st.integers(0, 2**32 - 1)
 u64 = st.integers(0, 2**64 - 1)
@@ -285,3 +290,55 @@ def test_corrupted_valid_messages_give_a_message_or_a_frame_error(frames, data):
     cut = data.draw(st.integers(0, len(frame)))
     frames[i] = bytes(frame[:cut])
     garbage_or_message(frames)
+
+
+# ---- packed rows (pickled by the emitting executor, unpickled by the receiving task) -----
+
+
+def test_packed_rows_cross_as_bytes_and_unpack_to_the_rows():
+    rows = [(f"w{i}", i, float(i)) for i in range(40)]
+    packed = pack(rows)
+    assert isinstance(packed, Packed) and len(packed) == 40
+    metas = list(range(40))
+    sent = [(5, 1, "default", packed, metas), (6, 1, "s", [(1,)], None)]
+    msg = decode(on_the_wire(encode_tuples(1, 2, sent)))
+    (dest, src, stream, got, got_metas), plain = msg.body
+    assert (dest, src, stream, got_metas) == (5, 1, "default", metas)
+    assert type(got) is Packed and len(got) == 40 and got.rows() == rows
+    assert plain == (6, 1, "s", [(1,)], None)
+    assert unpack([(1, "default", got, None), (2, "s", [(9,)], None)]) == [
+        (1, "default", rows, None),
+        (2, "s", [(9,)], None),
+    ]
+
+
+def test_what_is_not_packed_crosses_as_it_is():
+    assert pack([(1,)] * (PACK_MIN_ROWS - 1)) is None  # a few rows: not worth a call
+    assert pack(StampedRows([(1,)] * 40, 1.0)) is None  # an edge with an age
+    assert pack(RejectedRows([(1,)] * 40, 3)) is None  # a fan-out's rejection report
+    big = b"x" * OOB_THRESHOLD  # a large buffer takes the zero-copy path
+    assert pack([(big,)] + [(1,)] * 40) is None
+    numpy = pytest.importorskip("numpy")
+    assert pack([(numpy.zeros(OOB_THRESHOLD, dtype="u1"),)] * 20) is None
+    assert pack([(numpy.zeros(8, dtype="u1"),)] * 20) is not None  # small: in-band
+    cyclic: list = []
+    cyclic.append(cyclic)
+    assert pack([(cyclic,)] * 20) is None  # the fast pickler refuses: the full path decides
+
+
+def test_a_packed_batch_whose_row_count_or_metas_disagree_is_refused():
+    data = pickle.dumps([(1,)] * 20)
+    for batch in [(1, 2, "s", data, [0] * 19, 20), (1, 2, "s", data, None, -1)]:
+        frames = [header(Kind.TUPLES), pickle.dumps([batch], protocol=5)]
+        with pytest.raises(FrameError, match="batch 0 is not"):
+            decode(frames)
+
+
+def test_a_pack_that_does_not_unpack_loses_its_rows_and_is_counted():
+    before = Packed.malformed
+    bad = [
+        (1, "s", Packed(b"not a pickle", 3), [7, 8, 9]),
+        (1, "s", Packed(pickle.dumps([1]), 2), None),
+    ]
+    assert unpack(bad) == [(1, "s", [], None), (1, "s", [], None)]
+    assert Packed.malformed == before + 2

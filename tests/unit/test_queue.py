@@ -491,3 +491,24 @@ def test_local_producers_leave_the_remote_reserve_free():
     assert not q.try_publish((0, "s", [7], None), 1)  # 6 + 1 > 8 - 2
     assert q.publish_remote((9, "s", [7, 8], None), 2) == 0  # fits: no overflow
     assert len(q.overflow) == 0 and q.size == 8
+
+
+def test_packed_rows_from_another_worker_are_rows_again_when_consumed():
+    from stormish.transport.frames import pack
+
+    q = ReceiveQueue(100, budget=100)
+    rows = [(i, "x") for i in range(20)]
+    packed = pack(rows)
+    assert packed is not None
+    q.packed = True  # what the link sets when it places one
+    assert q.publish_remote((1, "default", packed, None), 20) == 0
+    q.publish_remote((2, "default", [(0, "y")], None), 1)
+    assert len(q) == 21  # counted as tuples while packed
+    assert q.consume() == [(1, "default", rows, None), (2, "default", [(0, "y")], None)]
+    # through the overflowQ as well, in order
+    q2 = ReceiveQueue(10, budget=10)
+    q2.packed = True
+    q2.publish_remote((1, "default", [(0,)] * 10, None), 10)
+    assert q2.publish_remote((1, "default", packed, None), 20) == 20
+    assert q2.consume() == [(1, "default", [(0,)] * 10, None)]
+    assert q2.consume() == [(1, "default", rows, None)]

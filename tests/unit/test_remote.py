@@ -52,3 +52,20 @@ def test_wait_is_woken_by_a_put():
     tq.try_put(0, ("x",), 1)
     th.join(10)
     assert got == [True]
+
+
+def test_a_batch_for_another_worker_is_packed_once_it_is_accepted():
+    from stormish.transport.frames import PACK_MIN_ROWS, Packed
+
+    tq = TransferQueue(10)
+    flagged = {4}
+    t = RemoteTarget(4, 1, tq, flagged)
+    rows = [(i,) for i in range(PACK_MIN_ROWS)]
+    assert not t.try_publish((2, "default", rows, None), len(rows))  # refused: not packed
+    flagged.clear()
+    assert t.try_publish((2, "default", rows, None), len(rows))
+    assert t.try_publish((2, "default", rows[:3], None), 3)  # a few rows go as they are
+    (dest, src, stream, packed, metas), small = tq.drain()[1]
+    assert (dest, src, stream, metas) == (4, 2, "default", None)
+    assert type(packed) is Packed and packed.rows() == rows
+    assert small == (4, 2, "default", rows[:3], None)
