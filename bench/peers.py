@@ -34,6 +34,7 @@ import json
 import os
 import pickle
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -198,6 +199,7 @@ class Config:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], words_from: str):
         self.name, self.argv, self.env, self.words_from = name, argv, env, words_from
         self.times: list[float] = []
+        self.cpu: list[float] = []  # CPU seconds of each run (the process and its children)
 
 
 def run_once(cfg: Config, workdir: Path, expect_words: int) -> float:
@@ -207,8 +209,11 @@ def run_once(cfg: Config, workdir: Path, expect_words: int) -> float:
     # its ~70 modules again (~60 ms a process), while a pip-installed peer ships its .pyc.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cfg.argv, cwd=workdir, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cfg.cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
     if p.returncode != 0:
         raise SystemExit(f"{cfg.name} failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
     words = count_words(cfg, p.stdout, workdir)
@@ -278,8 +283,9 @@ def configs(args: argparse.Namespace, workdir: Path) -> list[Config]:
         if args.acking:
             for w in workers:
                 env = dict(data, PEERS_PAR=str(w), PEERS_API="tuple", PEERS_ACKING="1")
-                name = f"stormish w{w} tuple acking"
-                out.append(Config(name, sm + ["-w", str(w)], env, "stats"))
+                for tree, extra in trees:
+                    name = f"{tree} w{w} tuple acking"
+                    out.append(Config(name, sm + ["-w", str(w)], dict(env, **extra), "stats"))
     return out
 
 
@@ -353,7 +359,7 @@ def report(cfgs: list[Config], words: int) -> None:
     med = {c.name: statistics.median(c.times) for c in cfgs}
     print(
         f"{'configuration':<28}{'median s':>9}{'min s':>8}{'max s':>8}{'spread':>8}"
-        f"{'M words/s':>11}{'vs bytewax -w1':>16}"
+        f"{'M words/s':>11}{'vs bytewax -w1':>16}{'CPU ns/word':>13}"
     )
     base = med.get("bytewax -w1")
     for c in cfgs:
@@ -363,6 +369,7 @@ def report(cfgs: list[Config], words: int) -> None:
         print(
             f"{c.name:<28}{m:>9.3f}{min(c.times):>8.3f}{max(c.times):>8.3f}"
             f"{spread:>7.2f}x{words / m / 1e6:>11.2f}{vs}"
+            f"{statistics.median(c.cpu) / words * 1e9:>13.0f}"
         )
     for api in ("tuple", "batch"):
         one, two = med.get(f"stormish w1 {api}"), med.get(f"stormish w2 {api}")
@@ -387,9 +394,15 @@ def report(cfgs: list[Config], words: int) -> None:
                 f"stormish {api}, first edge shuffle: 2 workers / 1 worker = {one / sh:.2f}x "
                 f"locality-aware, {one / rr:.2f}x round-robin"
             )
-    one, ack = med.get("stormish w1 tuple"), med.get("stormish w1 tuple acking")
-    if one and ack:
-        print(f"stormish w1 acking on / off = {one / ack:.2f} (whole command)")
+    cpu = {c.name: statistics.median(c.cpu) for c in cfgs}
+    for tree in ("stormish", "base"):
+        one, ack = med.get(f"{tree} w1 tuple"), med.get(f"{tree} w1 tuple acking")
+        if one and ack:
+            by_cpu = cpu[f"{tree} w1 tuple"] / cpu[f"{tree} w1 tuple acking"]
+            print(
+                f"{tree} w1 acking on / off = {one / ack:.2f} (whole command; "
+                f"by CPU time {by_cpu:.2f})"
+            )
 
 
 if __name__ == "__main__":
