@@ -423,9 +423,14 @@ def report(cfgs: list[Config], words: int) -> None:
                 f"stormish {api}, first edge shuffle: 2 workers / 1 worker = {one / sh:.2f}x "
                 f"locality-aware, {one / rr:.2f}x round-robin"
             )
-    one, ack = med.get("stormish w1 tuple"), med.get("stormish w1 tuple acking")
-    if one and ack:
-        print(f"stormish w1 acking on / off = {one / ack:.2f} (whole command)")
+    for tree in ("stormish", "base"):
+        one, ack = med.get(f"{tree} w1 tuple"), med.get(f"{tree} w1 tuple acking")
+        if one and ack:
+            by_cpu = cpu[f"{tree} w1 tuple"] / cpu[f"{tree} w1 tuple acking"]
+            print(
+                f"{tree} w1 acking on / off = {one / ack:.2f} (whole command; "
+                f"by CPU time {by_cpu:.2f})"
+            )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from stormish.runtime.execution.per_tuple import PerTuple
 from stormish.runtime.plan import ACK_INIT, ACKER, FIRST_DONE, build_plan
 from stormish.runtime.queue import ReceiveQueue
 from stormish.runtime.task_counts import TaskCounts
-from stormish.tuple import Source, TrackedTuple
+from stormish.tuple import Source, TrackedTuple, Tuple
 
 
 class Src(Spout):
@@ -233,3 +233,96 @@ def test_the_per_tuple_executors_ack_fold_is_the_folders(ackers, rows, seed):
                 told[r] = told.get(r, 0) ^ announced
     assert told == ref.acks.acks
     assert counts.acked == len(rows) and counts.executed == len(rows)
+
+
+class Raising(Mid):
+    """Mid that raises after its emits for the tuples whose index is in `raises`, and
+    for those in `late` anchors one more emit to the tuple before (already acked)."""
+
+    def __init__(self):
+        super().__init__()
+        self.raises: set[int] = set()
+        self.late: set[int] = set()
+
+    def execute(self, tup):
+        i = len(self.seen)
+        super().execute(tup)
+        if i in self.late and i > 0:
+            self.emit((-1,), anchors=self.seen[i - 1])
+        if i in self.raises:
+            raise ValueError(f"tuple {i}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(
+                st.none(),
+                st.integers(0, 7),
+                st.lists(
+                    st.tuples(st.integers(0, 7), st.integers(0, 2**62)), min_size=1, max_size=2
+                ),
+            ),
+            st.integers(0, 2),
+            st.booleans(),  # execute raises
+            st.booleans(),  # anchors to the tuple before, after that one was acked
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    seed=st.integers(0, 2**32),
+)
+def test_the_batch_fold_acks_as_each_execute_returns(rows, seed):
+    """The per-batch fold acks what AckFolder.ack would have acked as each execute
+    returned (Storm's BasicBolt): a failed tuple is not acked (its fail is sent), and
+    an emit anchored to a tuple acked before (a later execute's) is not in its ack."""
+    plan, pair = make(1, [True] * 4, 1, "shuffle", False)
+    (col, _queues), (ref, _ref_queues) = pair("mid", seed, basic=True)
+    bolt = Raising()
+    bolt.fanout = [k for _m, k, _r, _l in rows]
+    bolt.raises = {i for i, (_m, _k, r, _l) in enumerate(rows) if r}
+    bolt.late = {i for i, (_m, _k, _r, late) in enumerate(rows) if late}
+    bolt.emit = col.bound_emit()
+    counts = TaskCounts()
+    ex = SimpleNamespace(
+        obj=bolt,
+        collector=col,
+        counts=counts,
+        source=lambda task, stream: Source("src", task, stream, ("x",)),
+        accounts=Accounts(counts, {}, lambda key, n: None, True, lambda exc: None),
+        screen=None,
+        fail_tuple=None,
+    )
+    src = plan.tasks["src"][0]
+    announced = announcement(src)
+    metas = [
+        None if not m else ((m, announced),) if isinstance(m, int) else tuple(m)
+        for m, _k, _r, _l in rows
+    ]
+    metas = [None if m == () else m for m in metas]
+    values = [(i,) for i in range(len(rows))]
+    PerTuple(ex).run((src, "default", values, metas))
+    # the reference: replay the draws on the twin, acking each tuple as execute returns
+    twin = Raising()
+    twin.fanout, twin.raises, twin.late = bolt.fanout, bolt.raises, bolt.late
+    twin.emit = ref.bound_emit()
+    for v, m in zip(values, metas, strict=True):
+        source = Source("src", src, "default", ("x",))
+        t = TrackedTuple(v, source, m) if m else Tuple(v, source)
+        ref.current = t
+        try:
+            twin.execute(t)
+        except ValueError:
+            continue
+        ref.acks.ack(t)
+    told = dict(col.acks.acks)
+    for box in col.acks.ack_boxes:
+        for root, val in box:
+            assert root == FIRST_DONE
+            task, roots = val
+            for r in roots:
+                told[r] = told.get(r, 0) ^ announced
+    assert {r: x for r, x in told.items() if x} == {r: x for r, x in ref.acks.acks.items() if x}
+    failed = len(bolt.raises & set(range(len(rows))))
+    assert counts.failed == failed and counts.acked == len(rows) - failed

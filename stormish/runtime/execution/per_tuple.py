@@ -2,13 +2,17 @@
 
 Tuples are made without their `__init__` (a Python call, ~35 ns of ~130 a tuple): the
 same two or four slots it sets, written here. A BasicBolt's tuple is acked as its
-execute returns (the ack fold inlined: `ack_folder.fold`), failed when it raises; a Bolt
-settles its own. A batch of an edge that checks an age runs a few rows at a time, each
-tuple judged when it would be executed (`Screen.judge`).
+execute returns, failed when it raises; a Bolt settles its own. The acks of a BasicBolt's
+batch are folded in one pass after it (`_fold`: AckFolder.ack's rule, with the tuples
+nothing was anchored to, the most, folded from their metas alone). A batch of an edge
+that checks an age runs a few rows at a time, each tuple judged when it would be executed
+(`Screen.judge`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
+from operator import length_hint
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
@@ -27,8 +31,8 @@ class PerTuple(Execution):
         # announced edges (ack_folder.py) come only from spout tasks: from a bolt, no
         # tuple is looked at for one
         plan = getattr(ex, "plan", None)
-        self.spout_tasks: frozenset[int] | None = (
-            None
+        self.spout_tasks: Container[int] = (
+            _ANY
             if plan is None
             else frozenset(t for t, c in plan.task_component.items() if plan.components[c].is_spout)
         )
@@ -69,15 +73,18 @@ class PerTuple(Execution):
             col = self.collector
             folder = col.acks
             fail = folder.fail
-            acks = folder.acks
-            get = acks.get
             failed = 0
-            # an announced tuple of this batch's spout acked with nothing anchored to it
-            # is its whole tree: its root joins the batch's done list (ack_folder.py)
-            announced = src_task << ANNOUNCE
-            from_spout = self.spout_tasks is None or src_task in self.spout_tasks
+            # Acks are folded per batch, after the loop (`_fold`): the loop keeps only the
+            # metas and ack values of the tuples something was anchored to (`anchored`, the
+            # value as execute returned, when Storm acks) and skips a failed tuple's meta;
+            # an announced tuple of this batch's spout acked with nothing anchored to it is
+            # its whole tree and joins the done list
+            announced = src_task << ANNOUNCE if src_task in self.spout_tasks else -1
             done: list[int] = []
-            for v, m in zip(values, metas, strict=True):
+            anchored: list[tuple[Any, int]] = []
+            start = 0  # metas[start:] are not folded yet
+            rows = iter(values)
+            for v, m in zip(rows, metas, strict=True):
                 if m:
                     t = new(TrackedTuple)
                     t.meta = m
@@ -90,20 +97,20 @@ class PerTuple(Execution):
                 try:
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
+                    at = len(values) - length_hint(rows) - 1
+                    _fold(metas[start:at], anchored, folder.acks, done, announced)
+                    start, anchored = at + 1, []
                     failed += 1
                     self.accounts.uncaught_at(exc, values, v, failed - 1)
                     fail(t, error_text(exc))
                     continue
-                if m:  # AckFolder.ack(t), inlined: a call per tuple less
-                    val = t.ack_val
-                    if not val and from_spout and m[0][1] == announced:
-                        done.append(m[0][0])
-                        continue
-                    for root, e in m:
-                        acks[root] = get(root, 0) ^ e ^ val
+                val = t.ack_val
+                if val:
+                    anchored.append((m, val))
+            _fold(metas[start:] if start else metas, anchored, folder.acks, done, announced)
             if done:
                 folder.done(src_task, done)
-            if len(acks) >= folder.batch_size:
+            if len(folder.acks) >= folder.batch_size:
                 folder.flush()
             counts = self.counts
             counts.acked += len(values) - failed
@@ -139,3 +146,73 @@ class PerTuple(Execution):
             finally:
                 self.late = False
             i = j
+
+
+class _Any:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_ANY = _Any()
+
+
+def _fold(
+    metas: list,
+    anchored: list[tuple[Any, int]],
+    acks: dict[int, int],
+    done: list[int],
+    announced: int,
+) -> None:
+    """Ack the tuples of `metas`, executed without failing, into the folded `acks`
+    (AckFolder.ack per tuple, in one pass): each tuple's edges, and the ack values in
+    `anchored` (meta, value) of the tuples that had emits anchored to them. A tuple whose
+    edge is `announced` (the batch's spout task's announcement, -1 when the batch is not
+    from a spout) and whose ack value is 0 is its whole tree: its root goes to `done`
+    instead (ack_folder.py).
+
+    Runs of one root (a sentence's words, in a row) are folded before they meet the dict."""
+    get = acks.get
+    if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
+        for m, val in anchored:
+            for r, e in m:
+                acks[r] = get(r, 0) ^ e ^ val
+        return
+    last: int | None = None  # the root of the run being folded, its XOR so far
+    x = 0
+    for m in metas:
+        try:
+            ((r, e),) = m
+        except (TypeError, ValueError):  # untracked (None), or in several trees
+            if m:
+                for r, e in m:
+                    acks[r] = get(r, 0) ^ e
+            continue
+        if e == announced:
+            done.append(r)
+        elif r == last:
+            x ^= e
+        else:
+            if last is not None:
+                acks[last] = get(last, 0) ^ x
+            last, x = r, e
+    if last is not None:
+        acks[last] = get(last, 0) ^ x
+    if anchored:  # their ack values; an announced one is not done after all
+        gone: dict[int, int] = {}  # root -> how many of its done entries to take back
+        for m, val in anchored:
+            if len(m) == 1 and m[0][1] == announced:
+                r = m[0][0]
+                gone[r] = gone.get(r, 0) + 1
+                acks[r] = get(r, 0) ^ announced ^ val
+            else:
+                for r, _ in m:
+                    acks[r] = get(r, 0) ^ val
+        if gone:
+            kept = []
+            for r in done:
+                k = gone.get(r)
+                if k:
+                    gone[r] = k - 1
+                else:
+                    kept.append(r)
+            done[:] = kept
