@@ -386,7 +386,7 @@ def report(cfgs: list[Config], words: int) -> None:
             f"{cpu[c.name] / words * 1e9:>13.0f}"
         )
     for tree in ("stormish", "base"):
-        for api in ("tuple", "batch"):
+        for api in ("tuple", "batch", "tuple acking"):
             one, two = med.get(f"{tree} w1 {api}"), med.get(f"{tree} w2 {api}")
             if one and two:
                 c1, c2 = cpu[f"{tree} w1 {api}"], cpu[f"{tree} w2 {api}"]
@@ -408,13 +408,6 @@ def report(cfgs: list[Config], words: int) -> None:
                     f"{one / free:.2f}x (the bound of 2 workers on this machine)"
                     + (f"; 2 workers reach {free / two:.2f} of it" if two else "")
                 )
-        one, two = med.get(f"{tree} w1 tuple acking"), med.get(f"{tree} w2 tuple acking")
-        if one and two:
-            c1, c2 = cpu[f"{tree} w1 tuple acking"], cpu[f"{tree} w2 tuple acking"]
-            print(
-                f"{tree} tuple acking: 2 workers / 1 worker = {one / two:.2f}x (whole command); "
-                f"CPU of 2 workers / 1 worker = {c2 / c1:.2f}x (all processes)"
-            )
     for api in ("tuple", "batch"):
         one = med.get(f"stormish w1 {api}")
         sh, rr = med.get(f"stormish w2 {api} shuffle"), med.get(f"stormish w2 {api} shuffle rr")
