@@ -114,8 +114,37 @@ def rate(n: int, secs: float) -> float:
     return n / secs / 1e6
 
 
-def line(label: str, mrows: float, extra: str = "") -> None:
-    print(f"{label:<48}{mrows:6.2f} M rows/s  {extra}".rstrip(), flush=True)
+_JVM_PID: int | None = None
+_best_cpu: tuple[float, float | None] = (0.0, None)  # (this process, the JVM) of the best run
+
+
+def jvm_cpu() -> float | None:
+    """CPU seconds the session's JVM (and its children) used so far; None without psutil."""
+    if _JVM_PID is None:
+        return None
+    try:
+        import psutil
+
+        p = psutil.Process(_JVM_PID)
+        total = 0.0
+        for q in [p, *p.children(recursive=True)]:
+            t = q.cpu_times()
+            total += t.user + t.system
+        return total
+    except Exception:  # noqa: BLE001 - no psutil, or the process is gone
+        return None
+
+
+def line(label: str, mrows: float, extra: str = "", n: int | None = None) -> None:
+    """A figure; with `n`, the CPU time per row of the best run: this process (the engine
+    and the connector, every thread) and the JVM. CPU per row moves much less than
+    rows/s when other processes share the cores."""
+    cpu = ""
+    if n:
+        py, jvm = _best_cpu
+        cpu = f"cpu/row py {py / n * 1e6:5.2f} us"
+        cpu += f" jvm {jvm / n * 1e6:5.2f} us" if jvm is not None else ""
+    print(f"{label:<48}{mrows:6.2f} M rows/s  {cpu}  {extra}".rstrip(), flush=True)
 
 
 def run_topology(t: Topology, conf: dict):
@@ -134,7 +163,17 @@ def engine_conf(acking: bool) -> dict:
 
 
 def best(fn, repeat: int) -> float:
-    return min(fn() for _ in range(repeat))
+    """The fastest of `repeat` runs; its CPU times go to `line`."""
+    global _best_cpu
+    runs = []
+    for _ in range(repeat):
+        c0, j0 = time.process_time(), jvm_cpu()
+        secs = fn()
+        c1, j1 = time.process_time(), jvm_cpu()
+        runs.append((secs, c1 - c0, None if j0 is None or j1 is None else j1 - j0))
+    secs, py, jvm = min(runs)
+    _best_cpu = (py, jvm)
+    return secs
 
 
 # -- spout side ---------------------------------------------------------------------------------
@@ -276,6 +315,9 @@ def main() -> None:
     spark_conf = {"stormish.spark.master": args.master}
     t0 = time.perf_counter()
     spark = session(spark_conf)
+    global _JVM_PID
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    _JVM_PID = getattr(proc, "pid", None)
     print(
         f"stormish Spark benchmark: pyspark {spark.version}, {args.master}, "
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
@@ -298,16 +340,16 @@ def bench_spout(spark, spark_conf: dict, n: int, repeat: int, out: str) -> None:
     time_spout(spark_conf, 50_000, acking=False)
     print(f"spout: {n:,} rows (long, string, double), {PARTITIONS} partitions")
     base = rate(n, best(lambda: time_to_local_iterator(spark, n), repeat))
-    line("(a) toLocalIterator()", base)
+    line("(a) toLocalIterator()", base, n=n)
     drain = rate(n, best(lambda: time_drain(spark, n), repeat))
-    line("(b) Drain alone (Arrow -> tuples, no engine)", drain)
+    line("(b) Drain alone (Arrow -> tuples, no engine)", drain, n=n)
     for acking in (False, True):
         r = rate(n, best(lambda a=acking: time_spout(spark_conf, n, a), repeat))
         label = f"(c) SparkSpout -> null bolt, acking {'on' if acking else 'off'}"
-        line(label, r, f"{r / base:5.1f}x toLocalIterator")
+        line(label, r, f"{r / base:5.1f}x toLocalIterator", n=n)
     time_spark_to_sink(spark, spark_conf, 50_000, out)  # warm-up
     r = rate(n, best(lambda: time_spark_to_sink(spark, spark_conf, n, out), repeat))
-    line("(h) SparkSpout -> SparkSink, acking on", r, f"{r / base:5.1f}x toLocalIterator")
+    line("(h) SparkSpout -> SparkSink, acking on", r, f"{r / base:5.1f}x toLocalIterator", n=n)
 
 
 def bench_sink(spark, n: int, repeat: int, out: str) -> None:
@@ -321,17 +363,20 @@ def bench_sink(spark, n: int, repeat: int, out: str) -> None:
         f"(batch_seconds {SINK_SECONDS})"
     )
     base = rate(n, best(lambda: time_plain_write(spark, rows, out), repeat))
-    line("(d) createDataFrame(rows).write.parquet", base)
+    line("(d) createDataFrame(rows).write.parquet", base, n=n)
     alone = rate(n, best(lambda: time_sink_alone(spark, rows, out), repeat))
     line(
-        "(e) SparkSink alone (execute_batch, no engine)", alone, f"{alone / base:5.1f}x plain write"
+        "(e) SparkSink alone (execute_batch, no engine)",
+        alone,
+        f"{alone / base:5.1f}x plain write",
+        n=n,
     )
     for acking in (False, True):
         r = rate(n, best(lambda a=acking: time_sink_engine(spark, n, out, a), repeat))
         label = f"(f) rows spout -> SparkSink, acking {'on' if acking else 'off'}"
-        line(label, r, f"{r / base:5.1f}x plain write")
+        line(label, r, f"{r / base:5.1f}x plain write", n=n)
     r = rate(n, best(lambda: time_rows_to_null(n), repeat))
-    line("(g) rows spout -> null bolt, acking on", r, "the engine alone: (f)'s ceiling")
+    line("(g) rows spout -> null bolt, acking on", r, "the engine alone: (f)'s ceiling", n=n)
 
 
 if __name__ == "__main__":
