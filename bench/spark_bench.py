@@ -21,7 +21,9 @@ Profile: py-spy record --gil --threads -o spark.svg -- python bench/spark_bench.
 (the engine runs components on threads, which cProfile does not see).
 
 Each figure is the best of `--repeat` runs (default 2) after one small warm-up run of
-each path (the first query of a session pays ~3 s of JIT and class loading).
+each path (the first query of a session pays ~3 s of JIT and class loading), with the
+CPU time per row of that run over its timed span: this process (every thread) and the
+session's JVM with its children (needs psutil; left out without it).
 """
 
 from __future__ import annotations
@@ -149,10 +151,10 @@ def line(label: str, mrows: float, extra: str = "", n: int | None = None) -> Non
 
 def run_topology(t: Topology, conf: dict):
     with LocalCluster(config=conf) as c:
-        t0 = time.perf_counter()
+        t0 = start_clock()
         c.submit(t)
         stats = c.wait_complete(t.name, timeout=900)
-        return time.perf_counter() - t0, stats
+        return stop_clock(t0), stats
 
 
 def engine_conf(acking: bool) -> dict:
@@ -162,16 +164,31 @@ def engine_conf(acking: bool) -> dict:
     return {"topology.acker.executors": 0}
 
 
+_last_cpu: tuple[float, float | None] = (0.0, None)
+
+
+def start_clock() -> tuple[float, float, float | None]:
+    return time.perf_counter(), time.process_time(), jvm_cpu()
+
+
+def stop_clock(t0: tuple[float, float, float | None]) -> float:
+    """Seconds since `start_clock`; the CPU times of the span go to `_last_cpu` (the
+    checks a run makes after its timed span are not counted)."""
+    global _last_cpu
+    secs, py = time.perf_counter() - t0[0], time.process_time() - t0[1]
+    j1 = jvm_cpu()
+    _last_cpu = (py, None if t0[2] is None or j1 is None else j1 - t0[2])
+    return secs
+
+
 def best(fn, repeat: int) -> float:
     """The fastest of `repeat` runs; its CPU times go to `line`."""
     global _best_cpu
     runs = []
     for _ in range(repeat):
-        c0, j0 = time.process_time(), jvm_cpu()
         secs = fn()
-        c1, j1 = time.process_time(), jvm_cpu()
-        runs.append((secs, c1 - c0, None if j0 is None or j1 is None else j1 - j0))
-    secs, py, jvm = min(runs)
+        runs.append((secs, *_last_cpu))
+    secs, py, jvm = min(runs, key=lambda r: r[0])
     _best_cpu = (py, jvm)
     return secs
 
@@ -179,11 +196,11 @@ def best(fn, repeat: int) -> float:
 # -- spout side ---------------------------------------------------------------------------------
 def time_to_local_iterator(spark, n: int) -> float:
     df = orders(n)(spark)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     count = 0
     for _ in df.toLocalIterator():
         count += 1
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert count == n, count
     return secs
 
@@ -191,12 +208,12 @@ def time_to_local_iterator(spark, n: int) -> float:
 def time_drain(spark, n: int) -> float:
     from stormish.spark import Drain
 
-    t0 = time.perf_counter()
+    t0 = start_clock()
     count = 0
     with Drain(orders(n)(spark), chunk_rows=10_000) as d:
         for chunk in d:
             count += len(chunk.rows)
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert count == n, count
     return secs
 
@@ -241,9 +258,9 @@ def time_plain_write(spark, rows: list[tuple], out: str) -> float:
         ]
     )
     shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     spark.createDataFrame(rows, schema).write.parquet(out)
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert spark.read.parquet(out).count() == len(rows)
     return secs
 
@@ -264,13 +281,13 @@ def time_sink_alone(spark, rows: list[tuple], out: str) -> float:
     sink = SparkSink(out, batch_rows=SINK_BATCH, key="id")
     sink.ack = sink.fail = lambda tup: None
     sink.report_error = lambda exc: (_ for _ in ()).throw(exc)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     sink.prepare({"topology.acker.executors": 0}, _Ctx())
     src = Source("rows", 1, "default", tuple(FIELDS))
     for lo in range(0, len(rows), 512):  # the runtime's batch size (producer.batch.size)
         sink.execute_batch(TupleBatch(rows[lo : lo + 512], src, None, _Ctx()))
     sink.cleanup()
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert sink.rows_committed == len(rows), sink.rows_committed
     assert spark.read.parquet(out).count() == len(rows)
     return secs
