@@ -21,7 +21,9 @@ Profile: py-spy record --gil --threads -o spark.svg -- python bench/spark_bench.
 (the engine runs components on threads, which cProfile does not see).
 
 Each figure is the best of `--repeat` runs (default 2) after one small warm-up run of
-each path (the first query of a session pays ~3 s of JIT and class loading).
+each path (the first query of a session pays ~3 s of JIT and class loading), with the
+CPU time per row of that run over its timed span: this process (every thread) and the
+session's JVM with its children (needs psutil; left out without it).
 """
 
 from __future__ import annotations
@@ -114,16 +116,45 @@ def rate(n: int, secs: float) -> float:
     return n / secs / 1e6
 
 
-def line(label: str, mrows: float, extra: str = "") -> None:
-    print(f"{label:<48}{mrows:6.2f} M rows/s  {extra}".rstrip(), flush=True)
+_JVM_PID: int | None = None
+_best_cpu: tuple[float, float | None] = (0.0, None)  # (this process, the JVM) of the best run
+
+
+def jvm_cpu() -> float | None:
+    """CPU seconds the session's JVM (and its children) used so far; None without psutil."""
+    if _JVM_PID is None:
+        return None
+    try:
+        import psutil
+
+        p = psutil.Process(_JVM_PID)
+        total = 0.0
+        for q in [p, *p.children(recursive=True)]:
+            t = q.cpu_times()
+            total += t.user + t.system
+        return total
+    except Exception:  # noqa: BLE001 - no psutil, or the process is gone
+        return None
+
+
+def line(label: str, mrows: float, extra: str = "", n: int | None = None) -> None:
+    """A figure; with `n`, the CPU time per row of the best run: this process (the engine
+    and the connector, every thread) and the JVM. CPU per row moves much less than
+    rows/s when other processes share the cores."""
+    cpu = ""
+    if n:
+        py, jvm = _best_cpu
+        cpu = f"cpu/row py {py / n * 1e6:5.2f} us"
+        cpu += f" jvm {jvm / n * 1e6:5.2f} us" if jvm is not None else ""
+    print(f"{label:<48}{mrows:6.2f} M rows/s  {cpu}  {extra}".rstrip(), flush=True)
 
 
 def run_topology(t: Topology, conf: dict):
     with LocalCluster(config=conf) as c:
-        t0 = time.perf_counter()
+        t0 = start_clock()
         c.submit(t)
         stats = c.wait_complete(t.name, timeout=900)
-        return time.perf_counter() - t0, stats
+        return stop_clock(t0), stats
 
 
 def engine_conf(acking: bool) -> dict:
@@ -133,18 +164,43 @@ def engine_conf(acking: bool) -> dict:
     return {"topology.acker.executors": 0}
 
 
+_last_cpu: tuple[float, float | None] = (0.0, None)
+
+
+def start_clock() -> tuple[float, float, float | None]:
+    return time.perf_counter(), time.process_time(), jvm_cpu()
+
+
+def stop_clock(t0: tuple[float, float, float | None]) -> float:
+    """Seconds since `start_clock`; the CPU times of the span go to `_last_cpu` (the
+    checks a run makes after its timed span are not counted)."""
+    global _last_cpu
+    secs, py = time.perf_counter() - t0[0], time.process_time() - t0[1]
+    j1 = jvm_cpu()
+    _last_cpu = (py, None if t0[2] is None or j1 is None else j1 - t0[2])
+    return secs
+
+
 def best(fn, repeat: int) -> float:
-    return min(fn() for _ in range(repeat))
+    """The fastest of `repeat` runs; its CPU times go to `line`."""
+    global _best_cpu
+    runs = []
+    for _ in range(repeat):
+        secs = fn()
+        runs.append((secs, *_last_cpu))
+    secs, py, jvm = min(runs, key=lambda r: r[0])
+    _best_cpu = (py, jvm)
+    return secs
 
 
 # -- spout side ---------------------------------------------------------------------------------
 def time_to_local_iterator(spark, n: int) -> float:
     df = orders(n)(spark)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     count = 0
     for _ in df.toLocalIterator():
         count += 1
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert count == n, count
     return secs
 
@@ -152,12 +208,12 @@ def time_to_local_iterator(spark, n: int) -> float:
 def time_drain(spark, n: int) -> float:
     from stormish.spark import Drain
 
-    t0 = time.perf_counter()
+    t0 = start_clock()
     count = 0
     with Drain(orders(n)(spark), chunk_rows=10_000) as d:
         for chunk in d:
             count += len(chunk.rows)
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert count == n, count
     return secs
 
@@ -202,9 +258,9 @@ def time_plain_write(spark, rows: list[tuple], out: str) -> float:
         ]
     )
     shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     spark.createDataFrame(rows, schema).write.parquet(out)
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert spark.read.parquet(out).count() == len(rows)
     return secs
 
@@ -225,13 +281,13 @@ def time_sink_alone(spark, rows: list[tuple], out: str) -> float:
     sink = SparkSink(out, batch_rows=SINK_BATCH, key="id")
     sink.ack = sink.fail = lambda tup: None
     sink.report_error = lambda exc: (_ for _ in ()).throw(exc)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     sink.prepare({"topology.acker.executors": 0}, _Ctx())
     src = Source("rows", 1, "default", tuple(FIELDS))
     for lo in range(0, len(rows), 512):  # the runtime's batch size (producer.batch.size)
         sink.execute_batch(TupleBatch(rows[lo : lo + 512], src, None, _Ctx()))
     sink.cleanup()
-    secs = time.perf_counter() - t0
+    secs = stop_clock(t0)
     assert sink.rows_committed == len(rows), sink.rows_committed
     assert spark.read.parquet(out).count() == len(rows)
     return secs
@@ -276,6 +332,9 @@ def main() -> None:
     spark_conf = {"stormish.spark.master": args.master}
     t0 = time.perf_counter()
     spark = session(spark_conf)
+    global _JVM_PID
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    _JVM_PID = getattr(proc, "pid", None)
     print(
         f"stormish Spark benchmark: pyspark {spark.version}, {args.master}, "
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; "
@@ -298,16 +357,16 @@ def bench_spout(spark, spark_conf: dict, n: int, repeat: int, out: str) -> None:
     time_spout(spark_conf, 50_000, acking=False)
     print(f"spout: {n:,} rows (long, string, double), {PARTITIONS} partitions")
     base = rate(n, best(lambda: time_to_local_iterator(spark, n), repeat))
-    line("(a) toLocalIterator()", base)
+    line("(a) toLocalIterator()", base, n=n)
     drain = rate(n, best(lambda: time_drain(spark, n), repeat))
-    line("(b) Drain alone (Arrow -> tuples, no engine)", drain)
+    line("(b) Drain alone (Arrow -> tuples, no engine)", drain, n=n)
     for acking in (False, True):
         r = rate(n, best(lambda a=acking: time_spout(spark_conf, n, a), repeat))
         label = f"(c) SparkSpout -> null bolt, acking {'on' if acking else 'off'}"
-        line(label, r, f"{r / base:5.1f}x toLocalIterator")
+        line(label, r, f"{r / base:5.1f}x toLocalIterator", n=n)
     time_spark_to_sink(spark, spark_conf, 50_000, out)  # warm-up
     r = rate(n, best(lambda: time_spark_to_sink(spark, spark_conf, n, out), repeat))
-    line("(h) SparkSpout -> SparkSink, acking on", r, f"{r / base:5.1f}x toLocalIterator")
+    line("(h) SparkSpout -> SparkSink, acking on", r, f"{r / base:5.1f}x toLocalIterator", n=n)
 
 
 def bench_sink(spark, n: int, repeat: int, out: str) -> None:
@@ -321,17 +380,20 @@ def bench_sink(spark, n: int, repeat: int, out: str) -> None:
         f"(batch_seconds {SINK_SECONDS})"
     )
     base = rate(n, best(lambda: time_plain_write(spark, rows, out), repeat))
-    line("(d) createDataFrame(rows).write.parquet", base)
+    line("(d) createDataFrame(rows).write.parquet", base, n=n)
     alone = rate(n, best(lambda: time_sink_alone(spark, rows, out), repeat))
     line(
-        "(e) SparkSink alone (execute_batch, no engine)", alone, f"{alone / base:5.1f}x plain write"
+        "(e) SparkSink alone (execute_batch, no engine)",
+        alone,
+        f"{alone / base:5.1f}x plain write",
+        n=n,
     )
     for acking in (False, True):
         r = rate(n, best(lambda a=acking: time_sink_engine(spark, n, out, a), repeat))
         label = f"(f) rows spout -> SparkSink, acking {'on' if acking else 'off'}"
-        line(label, r, f"{r / base:5.1f}x plain write")
+        line(label, r, f"{r / base:5.1f}x plain write", n=n)
     r = rate(n, best(lambda: time_rows_to_null(n), repeat))
-    line("(g) rows spout -> null bolt, acking on", r, "the engine alone: (f)'s ceiling")
+    line("(g) rows spout -> null bolt, acking on", r, "the engine alone: (f)'s ceiling", n=n)
 
 
 if __name__ == "__main__":

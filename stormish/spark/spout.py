@@ -13,9 +13,13 @@ range, a sort); for anything else give `source` a key column and have the sink k
 it. The id is also emitted as the last field (`id_field`, "_row_id"), which is what
 SparkSink's default `key` dedupes on.
 
-Acking is per tree of `ack_rows` rows (default 1000): the rows go out with one
-`emit_many` under one message id (the first row's id), so the acker and the spout do
-one step per tree, not per row (a reliable row costs ~7 us tuple-at-a-time). A failed
+Acking is per tree of `ack_rows` rows: the rows go out with one `emit_many` under one
+message id (the first row's id), so the acker and the spout do one step per tree, not
+per row (a reliable row costs ~7 us tuple-at-a-time). By default a tree is the largest
+multiple of the producer batch (`topology.producer.batch.size`, 512 unless set) up to
+1,024 rows, and chunks are a whole number of trees: a tree then fills whole batches,
+each batch holds one tree, and the bolt acks a batch with one XOR (a batch spanning
+two trees costs a dict update per row). A failed
 tree is replayed whole (before any new row) with the same values and ids; a sink keyed
 on the row id writes each row once however often it comes. `ack_rows=1` is Storm's
 tuple-at-a-time. The spout calls `finish_input()` once every row is drained and emitted
@@ -41,7 +45,8 @@ from .errors import SparkSourceError, WouldBlock, short, where
 from .ids import row_id  # the spout's ids; tests and sinks import it from here too
 
 ROW_ID = "_row_id"
-EMITS_PER_CALL = 1000  # bounds what one next_tuple call can park in the pendingEmitQ
+EMITS_PER_CALL = 1024  # bounds what one next_tuple call can park in the pendingEmitQ
+BATCH_KEY = "topology.producer.batch.size"
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".orc": "orc"}
 
 
@@ -65,7 +70,7 @@ class SparkSpout(Spout):
         path: str = "auto",
         count: bool = False,
         spark_conf: Mapping[str, Any] | None = None,
-        ack_rows: int = 1000,
+        ack_rows: int | None = None,
     ):
         if not (callable(source) or isinstance(source, str | os.PathLike)):
             raise SparkSourceError(
@@ -74,10 +79,12 @@ class SparkSpout(Spout):
             )
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise ValueError(f"SparkSpout batch_rows must be an integer >= 1, got {batch_rows!r}")
-        if not isinstance(ack_rows, int) or not 1 <= ack_rows <= EMITS_PER_CALL:
+        if ack_rows is not None and (
+            not isinstance(ack_rows, int) or not 1 <= ack_rows <= EMITS_PER_CALL
+        ):
             raise ValueError(
-                f"SparkSpout ack_rows must be an integer from 1 to {EMITS_PER_CALL}, "
-                f"got {ack_rows!r}"
+                f"SparkSpout ack_rows must be an integer from 1 to {EMITS_PER_CALL} "
+                f"(or None: whole producer batches), got {ack_rows!r}"
             )
         self.ack_rows = ack_rows
         self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
@@ -157,9 +164,15 @@ class SparkSpout(Spout):
         self.component = getattr(context, "component_id", None) or "SparkSpout"
         spark = session({**conf, **self.spark_conf})
         df = self.dataframe(spark)
+        # acking off: the runtime would ack each message id at once, so emit none
+        reliable = conf.get("topology.acker.executors") != 0
+        tree = self.ack_rows or tree_rows(conf.get(BATCH_KEY))
+        chunk_rows = self.batch_rows
+        if reliable and tree > 1:  # whole trees per chunk: trees never cross chunks
+            chunk_rows = -(-chunk_rows // tree) * tree
         drain = Drain(
             df,
-            chunk_rows=self.batch_rows,
+            chunk_rows=chunk_rows,
             ahead=self.ahead,
             path=self.path,
             share=_share(context),
@@ -167,13 +180,15 @@ class SparkSpout(Spout):
             component=self.component,
             ids=self.id_field is not None,
         )
-        # acking off: the runtime would ack each message id at once, so emit none
-        reliable = conf.get("topology.acker.executors") != 0
-        self._start(drain, conf.get("topology.max.spout.pending"), reliable)
+        self._start(drain, conf.get("topology.max.spout.pending"), reliable, tree)
 
-    def _start(self, drain: Any, max_pending: int | None, reliable: bool = True) -> None:
+    def _start(
+        self, drain: Any, max_pending: int | None, reliable: bool = True, tree: int | None = None
+    ) -> None:
         """Begin with `drain` (anything with next_chunk_nowait/progress/close; when its
-        `ids` attribute is true its rows already end with their row id)."""
+        `ids` attribute is true its rows already end with their row id); `tree`: rows
+        per tuple tree (default `ack_rows`, else `tree_rows()`)."""
+        self._tree = tree or self.ack_rows or tree_rows(None)
         self._drain = drain
         self._max_pending = max_pending
         self._reliable = reliable
@@ -195,7 +210,7 @@ class SparkSpout(Spout):
     def next_tuple(self) -> None:
         if self._finished:
             return
-        if self._reliable and self.ack_rows > 1:
+        if self._reliable and self._tree > 1:
             self._emit_trees()
         else:
             self._emit_rows()
@@ -225,7 +240,7 @@ class SparkSpout(Spout):
                 emit_many(rows, msg_id=mid)
                 self.replayed += len(rows)
                 room -= len(rows)
-        size = self.ack_rows
+        size = self._tree
         while room > 0 and (trees is None or trees > 0) and self._refill():
             pos, base = self._pos, self._base
             end = min(len(self._rows), pos + size)
@@ -315,6 +330,14 @@ class SparkSpout(Spout):
         drain = getattr(self, "_drain", None)
         if drain is not None:
             drain.close()
+
+
+def tree_rows(batch: int | None) -> int:
+    """Rows per tuple tree by default: the largest multiple of the producer batch
+    (`batch`; None: the engine's default, 512) up to EMITS_PER_CALL, at least one batch
+    (a batch above EMITS_PER_CALL: EMITS_PER_CALL)."""
+    b = batch or 512
+    return b * (EMITS_PER_CALL // b) if b <= EMITS_PER_CALL else EMITS_PER_CALL
 
 
 _DEFAULT = itertools.repeat(DEFAULT_STREAM)

@@ -14,6 +14,7 @@ np = pytest.importorskip("numpy")
 
 from stormish.spark.batch import (  # noqa: E402
     KEY_COLUMN,
+    arrow_table,
     batch_name,
     clean_staging,
     parse_name,
@@ -123,6 +124,24 @@ def test_schema_is_kept_and_later_batches_cast_to_it(tmp_path):
     assert read_all(tmp_path).column("v").to_pylist() == [1.5, 3.0]
     with pytest.raises(SparkSinkError, match=r"field 'v' .* cannot be stored as double"):
         c.commit(3, [(3, "text")], np.array([3]))
+
+
+def test_typed_batches_take_the_struct_pass_with_the_column_paths_result():
+    rows = [(1, "a", 0.5, b"x"), (2, None, 3, b"y")]  # a None, an int in a double column
+    fields = ["i", "s", "d", "b"]
+    inferred = arrow_table(rows, fields, None, "out", "p")  # column by column
+    typed = arrow_table(rows, fields, inferred.schema, "out", "p")  # the struct pass
+    assert typed.equals(inferred) and typed.schema == inferred.schema
+    assert typed.column("d").to_pylist() == [0.5, 3.0]
+    schema = inferred.schema
+    lists = arrow_table([list(r) for r in rows], fields, schema, "out", "p")  # redone by column
+    assert lists.equals(inferred)
+    with pytest.raises(SparkSinkError, match=r"component 'out': row 1 .* has 3 values"):
+        arrow_table([rows[0], rows[1][:3]], fields, schema, "out", "p")
+    with pytest.raises(SparkSinkError, match=r"field 'i' .* cannot be stored as int64"):
+        arrow_table([rows[0], ("x", "b", 1.0, b"z")], fields, schema, "out", "p")
+    with pytest.raises(TypeError):  # as by column: a None row is no null struct written
+        arrow_table([rows[0], None], fields, schema, "out", "p")
 
 
 def test_null_typed_field_takes_the_first_real_type(tmp_path):

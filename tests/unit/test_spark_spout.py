@@ -13,7 +13,7 @@ pytest.importorskip("pyarrow")
 
 from stormish.spark.drain import Chunk  # noqa: E402
 from stormish.spark.errors import SparkSourceError, WouldBlock  # noqa: E402
-from stormish.spark.spout import EMITS_PER_CALL, ROW_ID, SparkSpout, row_id  # noqa: E402
+from stormish.spark.spout import EMITS_PER_CALL, ROW_ID, SparkSpout, row_id, tree_rows  # noqa: E402
 
 
 class FakeDrain:
@@ -194,6 +194,13 @@ def test_source_kinds_and_path_errors(tmp_path):
         SparkSpout("some/dir").dataframe(None)
     with pytest.raises(SparkSourceError, match=r"source path .*nope.* does not exist"):
         SparkSpout(str(tmp_path / "nope"), format="parquet").dataframe(None)
+
+
+def test_default_trees_are_whole_producer_batches():
+    assert EMITS_PER_CALL == 1024
+    assert tree_rows(None) == tree_rows(512) == 1024  # the engine's default batch: 2 a tree
+    assert tree_rows(100) == 1000 and tree_rows(1024) == 1024 and tree_rows(1) == 1024
+    assert tree_rows(600) == 600 and tree_rows(4096) == EMITS_PER_CALL
 
 
 # -- trees of ack_rows rows (the default)
