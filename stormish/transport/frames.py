@@ -157,6 +157,17 @@ class Packed:
 PACK_MIN_ROWS = 16  # smaller batches cross as they are (a pickle call costs ~1 us)
 
 
+class _LargeBuffer(Exception):
+    """A row holds a buffer for the zero-copy path: stop pickling the pack there (a
+    batch of 512 KiB arrays was pickled whole, in band, only to be dropped)."""
+
+
+def _small_in_band(buf: pickle.PickleBuffer) -> bool:
+    if memoryview(buf).nbytes >= OOB_THRESHOLD:
+        raise _LargeBuffer
+    return True  # true: pickled in band
+
+
 def pack(values: Any) -> Packed | None:
     """`values` (a plain list of rows) pickled for another worker, or None when it should
     cross as it is: an edge with an age or a fan-out's rejection (not a plain list), a
@@ -164,23 +175,15 @@ def pack(values: Any) -> Packed | None:
     shared-memory path of `encode_tuples`, which needs the buffers themselves)."""
     if type(values) is not list or len(values) < PACK_MIN_ROWS:
         return None
-    large = False
-
-    def out_of_band(buf: pickle.PickleBuffer) -> bool:
-        nonlocal large
-        if memoryview(buf).nbytes >= OOB_THRESHOLD:
-            large = True
-        return True  # in-band: a pack holding one is dropped below anyway
-
     try:
         out = io.BytesIO()
-        fast = pickle.Pickler(out, protocol=5, buffer_callback=out_of_band)
+        fast = pickle.Pickler(out, protocol=5, buffer_callback=_small_in_band)
         fast.fast = True
         fast.dump(values)
-    except Exception:  # noqa: BLE001 - self-referring or odd rows: the full path decides
+    except Exception:  # noqa: BLE001 - a large buffer, self-referring or odd rows: the full path decides
         return None
     data = out.getvalue()
-    if large or (len(data) >= OOB_THRESHOLD and _may_hold_large_bytes(data)):
+    if len(data) >= OOB_THRESHOLD and _may_hold_large_bytes(data):
         return None
     return Packed(data, len(values))
 

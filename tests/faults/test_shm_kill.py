@@ -59,7 +59,12 @@ def test_kill_9_mid_stream_leaves_no_segments():
         pids |= {h.pid for h in handles}
         spout = next(s.worker for s in c.statistics("shmkill").tasks.values() if s.component == "s")
         victim = handles[spout]
-        poll_for(lambda: len(shm.leftovers(victim.pid)) >= 3, 30, 0.02, "segments in use")
+        # numpy arrays arrive as views: the receiver's kept arrays hold segments lent, so
+        # several are in use. A bytearray arrives as a copy and its segment goes back at
+        # once: the sender's pool keeps one or two (CI, without numpy, waited for 3 in
+        # vain 1 run in 5)
+        most, again = (3, 2) if np is not None else (1, 1)
+        poll_for(lambda: len(shm.leftovers(victim.pid)) >= most, 30, 0.02, "segments in use")
         dead = victim.pid
         os.kill(dead, signal.SIGKILL)
         poll_for(lambda: not victim.alive(), 10, 0.01, "the worker dead")
@@ -67,7 +72,7 @@ def test_kill_9_mid_stream_leaves_no_segments():
         running.restart_worker(spout)  # what a supervisor does
         assert shm.leftovers(dead) == []
         pids.add(victim.pid)
-        poll_for(lambda: len(shm.leftovers(victim.pid)) >= 2, 30, 0.02, "the new one streams")
+        poll_for(lambda: len(shm.leftovers(victim.pid)) >= again, 30, 0.02, "the new one streams")
         os.kill(victim.pid, signal.SIGKILL)  # and one killed without a restart
         poll_for(lambda: not victim.alive(), 10, 0.01, "the worker dead")
     leaked = [n for pid in pids for n in shm.leftovers(pid)]

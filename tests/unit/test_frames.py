@@ -318,6 +318,8 @@ def test_what_is_not_packed_crosses_as_it_is():
     assert pack(RejectedRows([(1,)] * 40, 3)) is None  # a fan-out's rejection report
     big = b"x" * OOB_THRESHOLD  # a large buffer takes the zero-copy path
     assert pack([(big,)] + [(1,)] * 40) is None
+    assert pack([(bytearray(OOB_THRESHOLD),)] * 20) is None  # out of band: stops there
+    assert pack([(bytearray(8),)] * 20) is not None
     numpy = pytest.importorskip("numpy")
     assert pack([(numpy.zeros(OOB_THRESHOLD, dtype="u1"),)] * 20) is None
     assert pack([(numpy.zeros(8, dtype="u1"),)] * 20) is not None  # small: in-band
