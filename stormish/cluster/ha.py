@@ -22,6 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,20 @@ class Forwarder:
     def forward(self, tag: Any, leader: dict[str, Any] | None, verb: str, payload: Any) -> None:
         self._todo.put((tag, leader, verb, payload))
 
+    def ask(self, leader: dict[str, Any] | None, verb: str, payload: Any, within: float) -> Any:
+        """The leader's answer, waited for on the caller's thread (a follower's metrics
+        scrape, on the HTTP server's thread): through the forwarding thread, which owns
+        the client. Raises StormishError when there is none within `within` seconds."""
+        answer: Future[Any] = Future()
+        self._todo.put((answer, leader, verb, payload))
+        try:
+            ok, value = answer.result(within)
+        except TimeoutError:
+            raise StormishError(f"the leader did not answer {verb} within {within:g}s") from None
+        if not ok:
+            raise StormishError(value)
+        return value
+
     def done(self) -> list[tuple[Any, bool, Any]]:
         """(tag, ok, answer or error text) of each request forwarded since."""
         out = []
@@ -131,11 +146,15 @@ class Forwarder:
         while (item := self._todo.get()) is not None:
             tag, leader, verb, payload = item
             try:
-                self._done.put((tag, True, self._answer(leader, verb, payload)))
+                out: tuple[Any, bool, Any] = (tag, True, self._answer(leader, verb, payload))
             except StormishError as exc:
-                self._done.put((tag, False, str(exc)))
+                out = (tag, False, str(exc))
             except Exception as exc:  # noqa: BLE001 - told to the client, not fatal here
-                self._done.put((tag, False, f"{type(exc).__name__}: {exc}"))
+                out = (tag, False, f"{type(exc).__name__}: {exc}")
+            if isinstance(tag, Future):  # `ask`: its caller waits for it
+                tag.set_result(out[1:])
+            else:
+                self._done.put(out)
         self._close_client()
 
     def _answer(self, leader: dict[str, Any] | None, verb: str, payload: Any) -> Any:

@@ -63,6 +63,7 @@ log = logging.getLogger("stormish.nimbus")
 LOG_WAIT = 10.0  # seconds `stormish logs` waits for the supervisors' pieces
 COMPLETION_EVERY = 0.1
 ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
+METRICS_ASK = 5.0  # a follower's scrape waits this long for each answer of the leader
 
 
 @dataclass
@@ -302,6 +303,8 @@ class Nimbus:
         """The running topologies' statistics, gathered from their workers (as `stats`)."""
         from ..metrics import TopologySample
 
+        if not self.leading:
+            return self._leader_samples()
         out = []
         for d in list(self.deployments.values()):
             if d.status != TopologyStatus.RUNNING:
@@ -314,24 +317,59 @@ class Nimbus:
             out.append(TopologySample(stats, restarts))
         return out
 
+    def _leader_samples(self) -> list[Any]:
+        """A follower's scrape: the leader's figures (it runs the topologies; a follower
+        holds none), asked through the forwarder; what was gathered when the leader stops
+        answering (none while none leads). Prometheus may scrape either nimbus."""
+        from ..metrics import TopologySample
+
+        out: list[Any] = []
+        try:
+            for row in self._ask_leader("list"):
+                if row.get("status") != TopologyStatus.RUNNING:
+                    continue
+                stats = self._ask_leader("stats", row["name"])
+                restarts = {int(w["index"]): int(w.get("restarts") or 0)
+                            for w in row.get("worker_status") or []}  # fmt: skip
+                out.append(TopologySample(stats, restarts))
+        except StormishError:
+            pass
+        return out
+
+    def _ask_leader(self, verb: str, payload: Any = None) -> Any:
+        assert self.forwarder is not None  # a follower is one of several (HA)
+        return self.forwarder.ask(self._leader_info(), verb, payload, METRICS_ASK)
+
     def _cluster_metrics(self) -> list[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
+        if self.leading:
+            ports = [len(i.ports) for i in list(self.supervisors.values())]
+            used = sum(len(d.slots) for d in list(self.deployments.values()))
+            states = [(d.name, str(d.status)) for d in list(self.deployments.values())]
+        else:  # the leader's (or, when it does not answer, what it wrote to ZooKeeper)
+            try:
+                ports = [len(s.get("ports") or ()) for s in self._ask_leader("supervisors")]
+                rows = self._ask_leader("list")
+            except StormishError:
+                ports, rows = [], []
+            used = sum(len(r.get("slots") or ()) for r in rows)
+            states = [(str(r["name"]), str(r.get("status"))) for r in rows]
+        leader = GaugeMetricFamily("stormish_nimbus_leader", "1 on the nimbus that leads")
+        leader.add_metric([], 1 if self.leading else 0)
         sups = GaugeMetricFamily("stormish_supervisors", "supervisors nimbus hears from")
-        sups.add_metric([], len(self.supervisors))
+        sups.add_metric([], len(ports))
         slots = GaugeMetricFamily(
             "stormish_worker_slots", "worker slots offered, by use", labels=["state"]
         )
-        offered = sum(len(i.ports) for i in list(self.supervisors.values()))
-        used = sum(len(d.slots) for d in list(self.deployments.values()))
         slots.add_metric(["used"], used)
-        slots.add_metric(["free"], max(0, offered - used))
+        slots.add_metric(["free"], max(0, sum(ports) - used))
         status = GaugeMetricFamily(
             "stormish_topology_status", "1 for the topology's status", labels=["topology", "status"]
         )
-        for d in list(self.deployments.values()):
-            status.add_metric([d.name, d.status], 1)
-        return [sups, slots, status]
+        for name, st in states:
+            status.add_metric([name, st], 1)
+        return [leader, sups, slots, status]
 
     # -- API -----------------------------------------------------------------------------------
     def _on_api(self, frames: list[bytes]) -> None:

@@ -122,6 +122,8 @@ def deployment(tmp_path_factory):
 
         poll_for(both_joined, 120, 0.5, "two supervisors joined nimbus")
         yield d
+        # shown with the report of a test that failed in this module (output is captured)
+        print(d.logs()[-12000:])
     except BaseException:
         print(d.logs()[-6000:])
         raise

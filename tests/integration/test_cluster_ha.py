@@ -216,3 +216,49 @@ def test_a_submit_waits_for_its_code_on_enough_nimbus_and_else_is_refused_whole(
     finally:
         zk.stop()
         zk.close()
+
+
+def test_a_followers_metrics_are_the_leaders(zookeeper_server, tmp_path):
+    """Prometheus may scrape either nimbus: a follower runs no topology and holds none, so
+    its /metrics asks the leader (the compose cluster's published metrics port is one
+    nimbus's, and which one leads is the election's choice: its docker test failed when
+    the other won). `stormish_nimbus_leader` says which one leads."""
+    from .test_metrics import scrape, series
+
+    with no_process_left():
+        ha = HaCluster(str(tmp_path), zookeeper_server.hosts, nimbus_args=("--metrics-port", "0"))
+        try:
+
+            def metrics_url(i: int) -> str | None:
+                for word in ha.log(f"n{i}.log").split():
+                    if word.startswith("http://") and word.endswith("/metrics"):
+                        return word.replace("0.0.0.0", "127.0.0.1")
+                return None
+
+            urls = [
+                poll_for(lambda i=i: metrics_url(i), 30, 0.05, f"n{i}'s metrics") for i in (0, 1)
+            ]
+            gate = str(tmp_path / "gate")
+            t = Topology("gated", config={"topology.workers": 2})
+            t.set_spout("s", Gated(2000, gate))
+            t.set_bolt("b", Null(), parallelism=2).shuffle_grouping("s")
+            ha.call(0, "submit", (t, {}))
+            ha.wait_status(0, "gated", "running")
+            poll_for(lambda: ha.call(0, "stats", "gated").components["s"].acked == 1000, 30,
+                     0.05, "the first half acked")  # fmt: skip
+
+            def both_tasks(url: str) -> dict:
+                got = series(
+                    scrape(url), "stormish_executed_total", topology="gated", component="b"
+                )
+                return got if len(got) == 2 else {}
+
+            led, follows = (poll_for(lambda u=u: both_tasks(u), 30, 0.2, u) for u in urls)
+            assert sum(led.values()) == sum(follows.values()) == 1000
+            assert series(scrape(urls[0]), "stormish_nimbus_leader") == {(): 1.0}
+            assert series(scrape(urls[1]), "stormish_nimbus_leader") == {(): 0.0}
+            f = scrape(urls[1])
+            assert series(f, "stormish_supervisors") == {(): 2.0}
+            assert series(f, "stormish_topology_status", topology="gated", status="running")
+        finally:
+            ha.close()
