@@ -435,9 +435,7 @@ def _is_packed(batch: tuple) -> bool:
     """(dest, src, stream, pickled rows, metas_or_None, row count): `Packed` rows."""
     dest, src, stream, data, metas, n = batch
     return (
-        type(dest) is int
-        and type(src) is int
-        and type(stream) is str
+        _addressed(dest, src, stream)
         and type(data) is bytes
         and type(n) is int
         and n >= 0
@@ -445,14 +443,17 @@ def _is_packed(batch: tuple) -> bool:
     )
 
 
+def _addressed(dest: Any, src: Any, stream: Any) -> bool:
+    """A batch's head, rows packed or not: destination and source tasks, its stream."""
+    return type(dest) is int and type(src) is int and type(stream) is str
+
+
 def _is_batch(batch: Any) -> bool:
     if type(batch) is not tuple or len(batch) != 5:
         return False
     dest, src, stream, values, metas = batch
     return (
-        type(dest) is int
-        and type(src) is int
-        and type(stream) is str
+        _addressed(dest, src, stream)
         and (
             type(values) is list
             or (type(values) is StampedRows and type(values.born) is float)  # an edge with an age

@@ -32,10 +32,17 @@ class TransferQueue:
         self.offered = 0
         self.refused = 0
 
+    def has_room(self) -> bool:
+        """Whether a put would be taken now; a refusal is counted when not (the one rule
+        for both: `RemoteTarget` asks before it packs a batch, `try_put` under the lock)."""
+        if len(self._q) < self.capacity:
+            return True
+        self.refused += 1
+        return False
+
     def try_put(self, worker: int, item: tuple, n: int) -> bool:
         with self._lock:
-            if len(self._q) >= self.capacity:
-                self.refused += 1
+            if not self.has_room():
                 return False
             self._q.append((worker, item, n))
             self.offered += n
@@ -114,8 +121,7 @@ class RemoteTarget:
             return False
         src, stream, values, metas = batch
         transfer = self.transfer
-        if len(transfer) >= transfer.capacity:  # refused below: not worth packing
-            transfer.refused += 1
+        if not transfer.has_room():  # refused below: not worth packing
             return False
         packed = pack(values)  # pickled now, while the rows are in this CPU's caches
         rows = values if packed is None else packed

@@ -125,15 +125,21 @@ class Null(BasicBolt):
         pass
 
 
-def test_a_leader_stopped_cleanly_hands_over_at_once_and_the_topology_runs_on(ha, tmp_path):
-    gate = str(tmp_path / "gate")
+def run_gated(ha: HaCluster, gate: str, timeout: float) -> None:
+    """Submits the gated topology (2,000 numbers, the second half once `gate` exists) to
+    the first nimbus and waits until the first half is acked."""
     t = Topology("gated", config={"topology.workers": 2})
     t.set_spout("s", Gated(2000, gate))
     t.set_bolt("b", Null(), parallelism=2).shuffle_grouping("s")
     ha.call(0, "submit", (t, {}))
     ha.wait_status(0, "gated", "running")
-    poll_for(lambda: ha.call(0, "stats", "gated").components["s"].acked == 1000, 20, 0.05,
-             "the first half acked")  # fmt: skip
+    poll_for(lambda: ha.call(0, "stats", "gated").components["s"].acked == 1000, timeout,
+             0.05, "the first half acked")  # fmt: skip
+
+
+def test_a_leader_stopped_cleanly_hands_over_at_once_and_the_topology_runs_on(ha, tmp_path):
+    gate = str(tmp_path / "gate")
+    run_gated(ha, gate, 20)
     ha.kill_nimbus(0, signal.SIGTERM)  # its election znode goes with its session
     assert ha.wait_leader(not_=0, timeout=10) == 1
     poll_for(lambda: all(f"gated: worker {i} adopted" in ha.log("n1.log") for i in (0, 1)),
@@ -238,14 +244,7 @@ def test_a_followers_metrics_are_the_leaders(zookeeper_server, tmp_path):
             urls = [
                 poll_for(lambda i=i: metrics_url(i), 30, 0.05, f"n{i}'s metrics") for i in (0, 1)
             ]
-            gate = str(tmp_path / "gate")
-            t = Topology("gated", config={"topology.workers": 2})
-            t.set_spout("s", Gated(2000, gate))
-            t.set_bolt("b", Null(), parallelism=2).shuffle_grouping("s")
-            ha.call(0, "submit", (t, {}))
-            ha.wait_status(0, "gated", "running")
-            poll_for(lambda: ha.call(0, "stats", "gated").components["s"].acked == 1000, 30,
-                     0.05, "the first half acked")  # fmt: skip
+            run_gated(ha, str(tmp_path / "gate"), 30)
 
             def both_tasks(url: str) -> dict:
                 got = series(
