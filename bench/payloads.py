@@ -1,6 +1,8 @@
 """Large payloads between two workers on one host: numpy arrays (1 MiB, 64 KiB) from a
 spout in worker 0 to a bolt in worker 1, through shared memory (`topology.transport.shm:
-on`) and through ZeroMQ frames (`off`, the cross-host path), beside ezmsg's own
+on`) and through ZeroMQ (`off`, the cross-host path: the arrays sealed with AES-GCM on
+the bulk socket beside the CURVE link, transport/bulk.py; `curve`: inside the CURVE link,
+`topology.transport.bulk: off`), beside ezmsg's own
 benchmark run in the same window (`ezmsg perf hotpath --transports shm tcp`), rounds
 interleaved so that a noisy neighbour hits every row alike.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,19 +75,32 @@ class SizeBolt(BasicBolt):
         return self.bytes
 
 
-def stormish_rate(n: int, size: int, shm: str) -> float:
+def stormish_rate(n: int, size: int, mode: str) -> tuple[float, float]:
+    """Arrays a second, and the workers' CPU (user + system) an array in us. `mode`: a
+    `topology.transport.shm` value, or `curve` (shm off, `topology.transport.bulk` off:
+    the buffers inside the CURVE link, as before the sealed bulk socket)."""
     t = Topology("payloads")
     t.set_spout("spout", ArraySpout(n, size))  # task 1 -> worker 0
     t.set_bolt("sink", SizeBolt()).shuffle_grouping("spout")  # task 2 -> worker 1
-    conf = {"topology.acker.executors": 0, "topology.transport.shm": shm}
+    shm, bulk = ("off", "off") if mode == "curve" else (mode, "auto")
+    conf = {
+        "topology.acker.executors": 0,
+        "topology.transport.shm": shm,
+        "topology.transport.bulk": bulk,
+    }
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with LocalCluster(workers=2, config=conf) as c:
         c.submit(t)
         t0 = time.perf_counter()
         stats = c.wait_complete("payloads", timeout=600)
         secs = time.perf_counter() - t0
-    assert stats.components["sink"].executed == n, stats.components["sink"].executed
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    executed = stats.components["sink"].executed
+    dropped = {k: v.get("dropped") for k, v in stats.links.items()}
+    assert executed == n, f"{executed} of {n} arrays arrived; dropped: {dropped}"
     assert stats.tasks[2].worker != stats.tasks[1].worker
-    return n / secs
+    return n / secs, cpu / n * 1e6
 
 
 def pair_rate(size: int, curve: bool, messages: int = 40) -> float:
@@ -156,20 +172,26 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=0, help="messages a run (default by size)")
     ap.add_argument("--sizes", default="1048576,65536")
     ap.add_argument("--ezmsg", default="/tmp/ezvenv/bin/ezmsg", help="'' to leave ezmsg out")
-    ap.add_argument("--modes", default="on,off", help="topology.transport.shm values")
+    ap.add_argument(
+        "--modes", default="on,off,curve", help="topology.transport.shm values, and curve"
+    )
     ap.add_argument("--ceiling", action="store_true", help="adds one ZeroMQ pair, CURVE/clear")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
     have_ez = bool(args.ezmsg) and os.path.exists(args.ezmsg)
     rows: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     print(f"payloads: {os.cpu_count()} cores, {args.rounds} interleaved rounds")
     for _ in range(args.rounds):
         for size in sizes:
-            n = args.count or (20_000 if size <= 65536 else 4_000)
+            n = args.count or (60_000 if size <= 65536 else 4_000)
             for mode in modes:
-                key = f"stormish shm={mode:<3} {size:>8} B"
-                rows.setdefault(key, []).append(stormish_rate(n, size, mode))
+                name = "bulk=off" if mode == "curve" else f"shm={mode:<4}"
+                key = f"stormish {name} {size:>8} B"
+                rate, us = stormish_rate(n, size, mode)
+                rows.setdefault(key, []).append(rate)
+                cpu.setdefault(key, []).append(us)
             if args.ceiling:
                 for curve in (True, False):
                     key = f"zmq pair {'curve' if curve else 'clear':<8} {size:>8} B"
@@ -181,7 +203,11 @@ def main() -> None:
     for key, rates in rows.items():
         med = statistics.median(rates)
         spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
-        print(f"{key}: median {med:>9,.0f} msg/s  ({spread})  {med * _size(key) / 1e9:5.2f} GB/s")
+        line = f"{key}: median {med:>9,.0f} msg/s  ({spread})  {med * _size(key) / 1e9:5.2f} GB/s"
+        if key in cpu:
+            line += f"  workers' cpu {statistics.median(cpu[key]):6.0f} us/msg"
+        print(line)
+    print(" ", os.popen("uptime").read().strip())
 
 
 def _size(key: str) -> int:

@@ -224,6 +224,16 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.transport.bulk",
+            "auto",
+            _choice("auto", "off"),
+            "large buffers to a worker not reached through shared memory, on keyed links: "
+            "'auto' sealed with AES-256-GCM on a socket of their own beside the CURVE link "
+            "(about 10x cheaper than CURVE a byte; the worker binds a second port on its "
+            "link's host), 'off' inside the CURVE link like everything else",
+            "topology",
+        ),
+        Key(
             "topology.transport.shm.pool.mb",
             64,
             _int(1),

@@ -55,6 +55,8 @@ class Kind(IntEnum):
     CONTROL = 7
     SHM_TUPLES = 8  # a TUPLES message whose large buffers are in the sender's segments
     SHM_RELEASE = 9  # the receiver is done with these segments of the sender's
+    BULK = 10  # sealed large buffers, on a bulk socket only (bulk.py), never on a link
+    BULK_TUPLES = 11  # a TUPLES message whose large buffers went sealed (bulk.py)
 
 
 class FrameError(StormishError, ValueError):
@@ -81,6 +83,17 @@ class ShmTuples:
 
     pickle: Any
     refs: Any
+
+
+@dataclass(frozen=True, slots=True)
+class BulkTuples:
+    """The pickle of a TUPLES message and the counters of its out-of-band buffers, sealed
+    on the sender's bulk socket (`bulk.Receiver.open`)."""
+
+    pickle: Any
+    first: int
+    count: int
+    tuples: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +298,32 @@ def as_shm(frames: list[Frame], refs: bytes) -> list[Frame]:
     return [_header(Kind.SHM_TUPLES, sender, seq), frames[1], refs]
 
 
+_BULK_REFS = struct.Struct("!QII")  # first counter, buffers, tuples
+
+
+def as_bulk(frames: list[Frame], first: int, count: int, tuples: int) -> list[Frame]:
+    """The TUPLES message `frames` with its out-of-band buffers replaced by the counters
+    they were sealed under on the bulk socket (bulk.py), and its row count."""
+    _, _, _, sender, seq = HEADER.unpack(frames[0])
+    refs = _BULK_REFS.pack(first, count, tuples)
+    return [_header(Kind.BULK_TUPLES, sender, seq), frames[1], refs]
+
+
+def bulk_header(sender: int, first: int) -> bytes:
+    """Frame 0 of a bulk socket's message: its sealed buffers' first counter as seq."""
+    return _header(Kind.BULK, sender, first)
+
+
+def bulk_head(frames: Sequence[Any]) -> tuple[int, int] | None:
+    """(sender, first counter) of a bulk socket's message; None when it is not one."""
+    if len(frames) < 2 or len(frames[0]) != HEADER.size:
+        return None
+    magic, version, kind, sender, first = HEADER.unpack_from(frames[0])
+    if magic != MAGIC or version != VERSION or kind != Kind.BULK:
+        return None
+    return sender, first
+
+
 def encode_release(sender: int, token: bytes, segments: Sequence[int]) -> list[Frame]:
     """Segments of the pool named by `token` (4 bytes: a restarted peer has another)."""
     return [
@@ -398,15 +437,16 @@ def _decode_tuples(kind: Kind, _sender: int, frames: Sequence[Any]) -> list[Wire
     return _load_tuples(kind, frames[1], frames[2:])
 
 
-def load_tuples(data: Any, buffers: Sequence[Any]) -> list[WireBatch]:
+def load_tuples(data: Any, buffers: Sequence[Any], kind: Kind = Kind.SHM_TUPLES) -> list[WireBatch]:
     """The batches of an SHM_TUPLES message, its pickle loaded with `buffers` (views of
-    the segments); raises `FrameError` and nothing else."""
+    the segments), or of a BULK_TUPLES one (its opened buffers); raises `FrameError` and
+    nothing else."""
     try:
-        return _load_tuples(Kind.SHM_TUPLES, data, buffers)
+        return _load_tuples(kind, data, buffers)
     except FrameError:
         raise
     except Exception as e:  # a corrupt pickle can raise almost anything
-        raise _fail(Kind.SHM_TUPLES, f"{type(e).__name__}: {e}") from None
+        raise _fail(kind, f"{type(e).__name__}: {e}") from None
 
 
 def _load_tuples(kind: Kind, data: Any, frames: Sequence[Any]) -> list[WireBatch]:
@@ -465,6 +505,16 @@ def _is_batch(batch: Any) -> bool:
 
 def _decode_shm(kind: Kind, _sender: int, frames: Sequence[Any]) -> ShmTuples:
     return ShmTuples(frames[1], frames[2])
+
+
+def _decode_bulk(kind: Kind, _sender: int, frames: Sequence[Any]) -> BulkTuples:
+    refs = frames[2]
+    if len(refs) != _BULK_REFS.size:
+        raise _fail(kind, f"buffer counters: {len(refs)} bytes, expected {_BULK_REFS.size}")
+    first, count, tuples = _BULK_REFS.unpack_from(refs)
+    if count == 0:
+        raise _fail(kind, "no sealed buffers named")
+    return BulkTuples(frames[1], first, count, tuples)
 
 
 def _decode_release(
@@ -530,5 +580,6 @@ _DECODERS: dict[int, tuple[Kind, int, Callable[[Kind, int, Sequence[Any]], Any]]
         (Kind.CONTROL, 2, _decode_json),
         (Kind.SHM_TUPLES, 3, _decode_shm),
         (Kind.SHM_RELEASE, 2, _decode_release),
+        (Kind.BULK_TUPLES, 3, _decode_bulk),
     ]
 }

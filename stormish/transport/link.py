@@ -44,11 +44,11 @@ from typing import Any
 import zmq
 
 from ..tuple import RejectedRows, StampedRows
+from . import bulk, shm
 from . import frames as fr
-from . import shm
 from .peers import Peers
 from .remote import RemoteTarget, TransferQueue
-from .security import CONNECTION, LOOPBACK, Security
+from .security import CONNECTION, LOOPBACK, Security, host_of
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
 from .wakeup import FdWakeup
 
@@ -117,6 +117,7 @@ class WorkerLink:
         self.overflow_limit = conf["topology.executor.overflow.limit"]
         self._control: deque[tuple[int, list]] = deque()
         self._init_shm(conf)
+        self._init_bulk(conf, host_of(bind) if bind else host, host_of(self.address))
         self._out = Peers(
             self.ctx,
             self.security,
@@ -191,6 +192,19 @@ class WorkerLink:
             self._message_bytes = max(1, min(MESSAGE_BYTES, self.pool.limit // 4))
         self.shm_messages = self.shm_bytes = self.shm_fallback = self.shm_received = 0
 
+    def _init_bulk(self, conf: Mapping[str, Any], host: str, advertised: str) -> None:
+        """Large buffers sealed on a socket of their own (bulk.py): only where the links
+        are CURVE-encrypted (in the clear there is nothing to gain)."""
+        mode = conf.get("topology.transport.bulk", "auto")
+        self.bulk_out: bulk.Sender | None = None
+        self.bulk_in: bulk.Receiver | None = None
+        self._bulk_address: str | None = None
+        if mode == "off" or self.security.name != "curve" or not bulk.usable():
+            return
+        self.bulk_in = bulk.Receiver(self.ctx, host, self.index)
+        self._bulk_address = self.bulk_in.advertise(advertised)
+        self.bulk_out = bulk.Sender(self.ctx, self.index, SOCKET_BUFFER_BYTES)
+
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, queues: Mapping[int, Any]) -> None:
         """The local tasks' receive queues (the worker is built with our remote targets,
@@ -237,6 +251,9 @@ class WorkerLink:
         self._end_threads(self._stop)
         self._out.close(linger=200)
         self.pull.close(linger=0)
+        if self.bulk_out is not None and self.bulk_in is not None:
+            self.bulk_out.close()
+            self.bulk_in.close()
         if self.pool is not None:
             self.pool.close()
         self.security.release(self.ctx)
@@ -305,6 +322,8 @@ class WorkerLink:
                 self._place(dest, (src, stream, values, metas), len(values))
         elif msg.kind == fr.Kind.SHM_TUPLES:
             self._on_shm(msg.sender, msg.body)
+        elif msg.kind == fr.Kind.BULK_TUPLES:
+            self._on_bulk(msg.sender, msg.body)
         elif msg.kind == fr.Kind.SHM_RELEASE:
             self._on_release(msg.sender, msg.body)
         elif msg.kind == fr.Kind.BP_STATUS:
@@ -335,6 +354,40 @@ class WorkerLink:
         del views  # the values hold them now
         for dest, src, stream, values, metas in batches:
             self._place(dest, (src, stream, values, metas), len(values))
+
+    def _on_bulk(self, peer: int, body: fr.BulkTuples) -> None:
+        """Tuples whose large buffers came sealed on our bulk socket (bulk.py); missing
+        or forged ones lose the message's tuples, counted (`bulk_missing`): their trees
+        replay."""
+        opener = self.bulk_in
+        if opener is None or peer not in self._peers:
+            self.malformed += 1
+            return
+        try:
+            buffers = opener.open(peer, body.first, body.count)
+            batches = fr.load_tuples(body.pickle, buffers, fr.Kind.BULK_TUPLES)
+        except bulk.BulkError:
+            self._drop("bulk_missing", body.tuples)
+            return
+        except fr.FrameError:
+            self.malformed += 1
+            return
+        self.recv_batches += 1
+        self.recv_bytes += len(body.pickle) + sum(len(b) for b in buffers)
+        for dest, src, stream, values, metas in batches:
+            self._place(dest, (src, stream, values, metas), len(values))
+
+    def _on_bulk_hello(self, peer: int, info: Any) -> None:
+        """A peer's HELLO names its bulk socket and its key (bulk.py), or none."""
+        if self.bulk_in is None or self.bulk_out is None:
+            return
+        ok = type(info) is dict and self.bulk_in.keyed(peer, info.get("key"))
+        address = info.get("address") if ok else None
+        if type(address) is str and address.startswith("tcp://"):
+            self.bulk_out.want(peer, address)
+        else:
+            self.bulk_in.forget(peer)
+            self.bulk_out.want(peer, None)
 
     def _release(self, peer: int, prefix: str | None, seg: int) -> None:
         """The last view of a segment's buffers went (any thread): tell its owner."""
@@ -440,6 +493,7 @@ class WorkerLink:
         greeting = self.remote.hello(peer, inc, connection, first_id)
         if greeting is not Greeting.KNOWN:
             self._on_shm_hello(peer, info.get("shm"), greeting is Greeting.RESTARTED)
+            self._on_bulk_hello(peer, info.get("bulk"))
         if greeting is Greeting.KNOWN and not info.get("again"):
             return
         if greeting is Greeting.RESTARTED:  # its old flags were released
@@ -510,7 +564,7 @@ class WorkerLink:
         out = self._out
         while not (self._stop.is_set() or self._halt.is_set()):
             if out.waiting():  # a connection, or room on a full socket: wait for either
-                out.wait(POLL_MS)
+                out.noticed(self._poller().poll(POLL_MS))
                 self.transfer.wait(0)
             else:
                 self.transfer.wait(0.05)
@@ -520,6 +574,8 @@ class WorkerLink:
         """New peers, connection events, control messages, then what the transfer queue
         holds, handed to each peer as far as it takes it without blocking."""
         out = self._out
+        if self.bulk_out is not None:
+            self.bulk_out.apply()
         while self._new_peers:
             w, addr = self._new_peers.popleft()
             if w in out.boxes:  # it moved: its old flags mean nothing now
@@ -599,10 +655,18 @@ class WorkerLink:
             return
         timeout = min(timeout, max(0.0, self._next_check - time.monotonic()))
         ms = max(0, int(timeout * 1000))
-        poller = self._out.poller(self.pull, wakeup.readable_fd())
-        ready = poller.poll(ms)
+        ready = self._poller(self.pull, wakeup.readable_fd()).poll(ms)
         if ready:
             self._out.noticed(ready)
+
+    def _poller(self, *also: Any) -> zmq.Poller:
+        """The outboxes' poller (`Peers.poller`), and the bulk sockets of peers waiting
+        for room on them."""
+        poller = self._out.poller(*also)
+        if self.bulk_out is not None:
+            for s in self.bulk_out.waiting():
+                poller.register(s, zmq.POLLOUT)
+        return poller
 
     def _end_threads(self, why: threading.Event) -> None:
         """Set `why` (`_stop`, or `_halt`: a scheduler takes over) and join the receive
@@ -616,8 +680,9 @@ class WorkerLink:
     def _encode(self, peer: int, part: list) -> tuple[list | None, list]:
         """One TUPLES message (the transfer thread encodes when the peer can take it)
         and the batches left for the next one; its large buffers in shared memory for a
-        peer that maps our segments; None when no segment is free (the peer waits,
-        held: this path's backpressure)."""
+        peer that maps our segments, else sealed on the peer's bulk socket (keyed links,
+        bulk.py); None when no segment is free, or the bulk socket has no room (the peer
+        waits, held: this path's backpressure)."""
         self._seq += 1
         rest: list = []
         most = self._message_bytes
@@ -633,11 +698,15 @@ class WorkerLink:
             if big > 2 * most and n > 1:  # the guess was short: cut, encode again
                 rest = _cut(part, max(1, n * most // big)) + rest
                 frames = fr.encode_tuples(self.index, self._seq, part)
+                n = sum(len(b[3]) for b in part)
+            placed: list | None = frames
             if self.shm_mode == "on" or peer in self._shm_peers:
-                shm_frames = self._to_shm(peer, frames)
-                if shm_frames is None:
-                    return None, rest
-                frames = shm_frames
+                placed = self._to_shm(peer, frames)
+            if placed is frames and self.bulk_out is not None:
+                placed = self.bulk_out.seal(peer, frames, n)
+            if placed is None:
+                return None, rest
+            frames = placed
         self.sent_batches += 1
         self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
         return frames, rest
@@ -679,9 +748,16 @@ class WorkerLink:
         pool = self.pool
         returned = pool.returned if pool is not None else 0
         late = any(now - t >= shm.STALL for t in self._starved_at.values())
-        if returned != self._returned or late:
+        if returned != self._returned or late or self._bulk_room():
             self._returned = returned
             self._out.unstarve()
+
+    def _bulk_room(self) -> bool:
+        """A peer waiting for room on its bulk socket has some now."""
+        out = self.bulk_out
+        return out is not None and any(
+            int(s.getsockopt(zmq.EVENTS)) & zmq.POLLOUT for s in out.waiting()
+        )
 
     def busy(self) -> bool:
         """Tuples wait on this side of the link (in the transfer queue, in the transfer
@@ -702,6 +778,8 @@ class WorkerLink:
         }
         if self.pool is not None:
             info["shm"] = self.pool.prefix
+        if self.bulk_out is not None:  # HELLO travels CURVE-encrypted: the key is safe
+            info["bulk"] = {"address": self._bulk_address, "key": self.bulk_out.announce()}
         if again:
             info["again"] = True
         return fr.encode_hello(self.index, 0, self.topology, info)
@@ -747,6 +825,7 @@ class WorkerLink:
             "credits_ignored": self.credits_ignored,
             "credit_syncs": self.credit_syncs,
             "shm": self._shm_statistics(),
+            "bulk": self._bulk_statistics(),
         }
 
     def _shm_statistics(self) -> dict[str, Any]:
@@ -761,6 +840,22 @@ class WorkerLink:
             "pool_bytes": pool.used if pool is not None else 0,
             "segments_lent": pool.lent() if pool is not None else 0,
             "bad_releases": pool.bad_releases if pool is not None else 0,
+        }
+
+    def _bulk_statistics(self) -> dict[str, Any]:
+        out, opener = self.bulk_out, self.bulk_in
+        if out is None or opener is None:
+            return {"on": False}
+        return {
+            "on": True,
+            "address": self._bulk_address,
+            "messages_sent": out.messages,
+            "bytes_sent": out.bytes,
+            "fallback": out.fallback,
+            "messages_received": opener.received,
+            "missing": opener.missing,
+            "forged": opener.forged,
+            "overrun": opener.overrun,
         }
 
 

@@ -20,12 +20,18 @@ from .parts import Count, CountingSpout, Split, halt_lag_bound, sentences
 SENTENCES = sentences(40, 3, 6, 2000)
 
 
-def linked(topology: Topology, workers: int, extra: dict | None = None, before_start=None):
+def linked(
+    topology: Topology,
+    workers: int,
+    extra: dict | None = None,
+    before_start=None,
+    security=None,
+):
     conf = topology.validate({"topology.workers": workers, **(extra or {})})
     plan = build_plan(topology, conf, AckerBolt())
     ws, links = [], []
     for i in range(workers):
-        link = WorkerLink(i, plan.name, plan.assignment, plan.conf)
+        link = WorkerLink(i, plan.name, plan.assignment, plan.conf, security=security)
         w = Worker(plan, i, remote_target=link.remote_target)
         link.attach(w.queues)
         w.link = link
@@ -94,6 +100,65 @@ def test_values_sent_out_of_band_cross_the_link(shm):
     if shm == "on":
         sent = [s["bytes_sent"] for s in sent]
     assert sum(sent) > 100_000
+
+
+class ArrayCheck(BasicBolt):
+    """Checks every array it gets is whole (all its elements are its first): the sum of
+    the first elements, and the arrays found broken."""
+
+    def prepare(self, conf, context):
+        self.total = self.broken = 0
+
+    def execute(self, tup):
+        a = tup.values[0]
+        self.total += int(a[0])
+        self.broken += int(not (a == a[0]).all())
+
+    def result(self):
+        return self.total, self.broken
+
+
+@pytest.mark.parametrize("bulk", ["auto", "off"])
+def test_large_buffers_on_keyed_links_go_sealed_beside_the_link_or_inside_it(bulk):
+    """CURVE links: arrays of 64 KiB or more go sealed on the bulk socket (AES-GCM,
+    transport/bulk.py), or inside the CURVE link with `topology.transport.bulk: off`;
+    either way each arrives whole, once."""
+    import numpy as np
+
+    from stormish.transport.security import Curve
+
+    t = Topology("sealed", config={"topology.disable.loadaware.messaging": True})
+    rows = [(np.full(9000, i, dtype=np.int64),) for i in range(1, 61)]
+    t.set_spout("s", ListSpout(rows, fields=["a"]))
+    t.set_bolt("check", ArrayCheck(), 2).shuffle_grouping("s")
+    conf = {"topology.transport.shm": "off", "topology.transport.bulk": bulk}
+    running, links = linked(t, 2, conf, security=Curve.ephemeral())
+    try:
+        running.wait_complete(60)
+        results = running.results()
+    finally:
+        running.kill(0)
+    assert sum(r[0] for r in results["check"]) == sum(range(1, 61))
+    assert sum(r[1] for r in results["check"]) == 0
+    stats = [link.statistics()["bulk"] for link in links]
+    if bulk == "off":
+        assert stats == [{"on": False}, {"on": False}]
+        return
+    sent = sum(s["messages_sent"] for s in stats)
+    assert sent > 0 and sum(s["messages_received"] for s in stats) == sent
+    assert all(s["missing"] == s["forged"] == 0 for s in stats)
+    assert all(link.statistics()["dropped"] == {} for link in links)
+
+
+def test_without_keys_there_is_no_bulk_socket():
+    t = Topology("clear")
+    t.set_spout("s", ListSpout([(1,)], fields=["a"]))
+    running, links = linked(t, 2, {"topology.transport.shm": "off"})
+    try:
+        running.wait_complete(60)
+    finally:
+        running.kill(0)
+    assert [link.statistics()["bulk"] for link in links] == [{"on": False}, {"on": False}]
 
 
 class Gate:

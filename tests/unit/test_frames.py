@@ -20,6 +20,7 @@ from stormish.transport.frames import (
     Message,
     Packed,
     _may_hold_large_bytes,
+    as_bulk,
     decode,
     encode_control,
     encode_hello,
@@ -227,6 +228,12 @@ def status_body(worker=1, n_bp=1, n_free=0, tasks=(5,)) -> bytes:
         ([header(Kind.CONTROL), b"[]"], "a JSON object expected, got list"),
         ([header(Kind.HELLO), b'{"topology_id": 1}'], "undecodable HELLO body: expected keys"),
         ([header(Kind.HELLO), b'{"topology_id":"t","worker_port_info":[]}'], "must be an object"),
+        ([header(kind=Kind.BULK), b"sealed"], "frame 0: unknown kind 10"),  # bulk socket only
+        ([header(Kind.BULK_TUPLES), pickle.dumps([]), b"\0" * 4], "buffer counters: 4 bytes"),
+        (
+            [header(Kind.BULK_TUPLES), pickle.dumps([]), b"\0" * 16],
+            "no sealed buffers named",
+        ),
         ([None], "frame 0: unreadable header: TypeError"),
         (
             [header(Kind.BP_STATUS), "not a buffer" * 3],
@@ -276,6 +283,7 @@ _valid = [
     encode_status(1, 2, BackpressureStatus(1, 3, frozenset({1, 2}), frozenset({3}))),
     encode_hello(1, 2, "topo", {"1": [5, 6]}),
     encode_control(1, 2, {"epoch": 5}),
+    as_bulk(encode_tuples(1, 2, [(1, 2, "s", [(bytes(70_000),)], None)]), 5, 1, 1),
 ]
 
 
@@ -344,3 +352,11 @@ def test_a_pack_that_does_not_unpack_loses_its_rows_and_is_counted():
     ]
     assert unpack(bad) == [(1, "s", [], None), (1, "s", [], None)]
     assert Packed.malformed == before + 2
+
+
+def test_a_bulk_message_names_its_sealed_buffers_and_keeps_the_pickle():
+    frames = encode_tuples(4, 9, [(1, 2, "s", [(bytes(70_000),), (bytes(80_000),)], None)])
+    msg = decode(on_the_wire(as_bulk(frames, 7, 2, 2)))
+    assert (msg.kind, msg.sender, msg.seq) == (Kind.BULK_TUPLES, 4, 9)
+    assert (msg.body.first, msg.body.count, msg.body.tuples) == (7, 2, 2)
+    assert bytes(msg.body.pickle) == bytes(frames[1])

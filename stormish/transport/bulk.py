@@ -1,0 +1,340 @@
+"""Large buffers between workers on the ZeroMQ path, sealed with AES-256-GCM on a
+socket of their own, beside the CURVE link that carries everything else.
+
+Why: every worker link is CURVE-encrypted (docs/security.md), and libzmq's CURVE
+(libsodium's XSalsa20-Poly1305, ~1.5 GB/s a core here) costs ~70 us of CPU a 64 KiB
+array, sender and receiver together: half of what crossing costs (bench/payloads.py:
+10-12k arrays/s keyed against 24-25k in the clear). AES-256-GCM with the CPU's AES
+instructions seals the same 64 KiB in ~6 us. So a message's large out-of-band buffers
+(`frames.encode_tuples`) go, sealed, on a plain PUSH socket to the peer's bulk PULL
+socket, and the message itself (its pickle, and the counters of its buffers) still goes
+on the CURVE link, in order with the sender's other messages: the link keeps the order,
+the bulk socket only carries bytes a CURVE message names.
+
+Keys: each worker process draws a random key when its link starts and announces it in
+its HELLO, which travels on the CURVE link (confidential, and only between holders of
+the cluster's keys), with the address of its bulk socket. A sender seals the buffers it
+sends to worker R with its own key and nonces (R's worker index, a counter of its own
+for R that never goes back for this key): no nonce is ever used twice under a key, and a
+new process has a new key. What a receiver accepts is authenticated twice: the CURVE
+message that names the counters (the peer is a cluster member), and the GCM tag of each
+sealed buffer under that peer's key at that nonce. A frame forged on the bulk port fails
+its tag and is dropped, counted; a replayed one is either stale (its counter is behind)
+or the bytes the named counter carried anyway.
+
+Order and loss: the sender hands the sealed buffers to ZeroMQ before the message that
+names them, so they are almost always already received when that message is read; the
+receiver waits for them at most `BULK_WAIT` (a lost connection loses what it held; the
+message's tuples are then dropped, counted `bulk_missing`, and their trees replay). With
+the bulk socket full the sender waits for room (the peer is held, as for a shared-memory
+segment) for at most `STALL`, then sends the buffers on the CURVE link as before; with
+no connection to the peer's bulk socket (ZMQ_IMMEDIATE) it sends them there at once.
+Without keys (loopback links in the clear) there is nothing to gain: no bulk socket.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import time
+from collections import deque
+from typing import Any
+
+import zmq
+
+from . import frames as fr
+
+NONCE = struct.Struct("!IQ")  # the receiving worker's index, the buffer's counter
+SENDER = struct.Struct("!I")  # associated data: the sending worker's index
+KEY_BYTES = 32
+BULK_WAIT = 1.0  # s a message waits for its sealed buffers (sent before it)
+STALL = 1.0  # s a sender waits for room on a peer's bulk socket before using the link
+HWM = 4  # bulk messages queued a way (each up to link.MESSAGE_BYTES of buffers): with
+# the receiver reading them only as their messages come, this is what stops a sender
+STASH = 64  # bulk messages kept per sender ahead of the messages that name them
+MAX_FRAME = 1 << 31  # a sealed buffer larger than this takes the link (bulk refuses it)
+
+
+class BulkError(Exception):
+    """A message's sealed buffers are missing or do not open."""
+
+
+def usable() -> bool:
+    """AES-GCM is there (`cryptography`, a dependency; a build without it goes without).
+    Found, not imported: a run that never moves a large buffer never pays its import
+    (~9 ms), so the ciphers are made when first used."""
+    import importlib.util
+
+    return importlib.util.find_spec("cryptography") is not None
+
+
+def _aead(key: bytes) -> Any:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM(key)
+
+
+class Sender:
+    """Seals and sends large buffers to peers' bulk sockets. The transfer thread owns it
+    (its sockets); `want` may be called from the receive thread."""
+
+    def __init__(self, ctx: zmq.Context, index: int, sndbuf: int):
+        self.ctx = ctx
+        self.index = index
+        self.sndbuf = sndbuf
+        self.key = os.urandom(KEY_BYTES)
+        self._aead: Any = None  # made at the first seal
+        self._ad = SENDER.pack(index)
+        self._sock: dict[int, tuple[str, zmq.Socket]] = {}
+        self._next: dict[int, int] = {}  # per peer: the next counter, never reused
+        self._wanted: deque[tuple[int, str | None]] = deque()
+        self._full_since: dict[int, float] = {}
+        self.messages = self.bytes = self.fallback = 0
+
+    def announce(self) -> str:
+        """The key, for our HELLO (which only travels CURVE-encrypted)."""
+        return self.key.hex()
+
+    def want(self, peer: int, address: str | None) -> None:
+        """The peer's bulk socket is at `address` (None: forget it). Any thread."""
+        self._wanted.append((peer, address))
+
+    def apply(self) -> None:
+        """Open and close what `want` asked for (transfer thread)."""
+        while self._wanted:
+            peer, address = self._wanted.popleft()
+            old = self._sock.get(peer)
+            if old is not None and old[0] == address:
+                continue
+            if old is not None:
+                old[1].close(linger=0)
+                del self._sock[peer]
+            if address is None:
+                continue
+            s = self.ctx.socket(zmq.PUSH)
+            s.setsockopt(zmq.SNDHWM, HWM)
+            s.setsockopt(zmq.SNDBUF, self.sndbuf)
+            s.setsockopt(zmq.IMMEDIATE, 1)  # no connection: EAGAIN, and the link takes it
+            s.connect(address)
+            self._sock[peer] = (address, s)
+
+    def seal(self, peer: int, frames: list, tuples: int) -> list | None:
+        """A TUPLES message (`frames.encode_tuples`, with large buffers) as a BULK_TUPLES
+        message whose buffers went sealed to the peer's bulk socket (`tuples`: its rows,
+        counted if the buffers are lost); `frames` as they are
+        when the peer has no bulk socket, or its socket had no room for `STALL`; None
+        while it has no room (the caller holds the peer and asks again)."""
+        entry = self._sock.get(peer)
+        buffers = frames[2:]
+        if entry is None or any(memoryview(b).nbytes >= MAX_FRAME for b in buffers):
+            return frames
+        s = entry[1]
+        if not int(s.getsockopt(zmq.EVENTS)) & zmq.POLLOUT:
+            now = time.monotonic()
+            since = self._full_since.setdefault(peer, now)
+            if now - since < STALL:
+                return None
+            self.fallback += 1
+            return frames
+        self._full_since.pop(peer, None)
+        first = self._next.get(peer, 0)
+        self._next[peer] = first + len(buffers)  # burnt even if the send fails
+        if self._aead is None:
+            self._aead = _aead(self.key)
+        seal, ad, nonce = self._aead.encrypt, self._ad, NONCE.pack
+        sealed: list = [fr.bulk_header(self.index, first)]
+        size = 0
+        for i, buf in enumerate(buffers):
+            sealed.append(seal(nonce(peer, first + i), _flat(buf), ad))
+            size += len(sealed[-1])
+        try:
+            s.send_multipart(sealed, flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:  # the connection went between the check and the send
+            self.fallback += 1
+            return frames
+        self.messages += 1
+        self.bytes += size
+        return fr.as_bulk(frames, first, len(buffers), tuples)
+
+    def waiting(self) -> list[zmq.Socket]:
+        """The sockets of peers waiting for room (to poll for POLLOUT)."""
+        return [self._sock[p][1] for p in self._full_since if p in self._sock]
+
+    def close(self) -> None:
+        for _, s in self._sock.values():
+            s.close(linger=0)
+        self._sock.clear()
+
+
+class Receiver:
+    """Our bulk socket, and each peer's key: opens the sealed buffers a BULK_TUPLES
+    message names. The receive thread owns it.
+
+    What arrives is opened at once when its sender's key is known (the cost is the same
+    as later), so the per-sender stash holds authenticated buffers only and a forged
+    frame can neither take a real one's place nor make a real one look lost; what comes
+    before its sender's key (a HELLO still on its way) waits sealed, bounded, and is
+    opened when the key comes."""
+
+    def __init__(self, ctx: zmq.Context, host: str, index: int):
+        self.index = index
+        self.pull = ctx.socket(zmq.PULL)
+        self.pull.setsockopt(zmq.LINGER, 0)
+        self.pull.setsockopt(zmq.RCVHWM, HWM)
+        self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + 64)
+        port = self.pull.bind_to_random_port(f"tcp://{_bracketed(host)}")
+        self.address = f"tcp://{_bracketed(host)}:{port}"
+        self._keys: dict[int, list] = {}  # peer -> [key hex, key, AESGCM once used]
+        self._stash: dict[int, deque[tuple[int, list]]] = {}  # peer -> (first, opened)
+        self._highest: dict[int, int] = {}  # peer -> the last counter of its newest
+        self._sealed: dict[int, deque[tuple[int, list]]] = {}  # before the peer's key
+        self._lost_until: dict[int, float] = {}
+        self.received = self.missing = self.forged = self.overrun = 0
+
+    def advertise(self, advertised_host: str | None) -> str:
+        """Our address as peers reach it (the link's advertised host, same port)."""
+        if not advertised_host:
+            return self.address
+        port = self.address.rsplit(":", 1)[1]
+        return f"tcp://{_bracketed(advertised_host)}:{port}"
+
+    def keyed(self, peer: int, key: Any) -> bool:
+        """A peer's HELLO named its key (hex): False when it is not one."""
+        if type(key) is not str or len(key) != 2 * KEY_BYTES:
+            return False
+        known = self._keys.get(peer)
+        if known is not None and known[0] == key:
+            return True
+        try:
+            raw = bytes.fromhex(key)
+        except ValueError:
+            return False
+        self.forget(peer)  # what was sealed under a former key opens no more
+        self._keys[peer] = [key, raw, None]
+        for first, sealed in self._sealed.pop(peer, ()):
+            self._opened(peer, first, sealed)
+        return True
+
+    def forget(self, peer: int) -> None:
+        self._keys.pop(peer, None)
+        self._stash.pop(peer, None)
+        self._highest.pop(peer, None)
+        self._lost_until.pop(peer, None)
+
+    def read(self) -> bool:
+        """One message that arrived, without waiting, opened into its sender's stash;
+        False when none had. Read only while a message's buffers are looked for: what
+        is not read stays in ZeroMQ's queues, whose bound (HWM) is this path's
+        backpressure. The messages naming the buffers are small, so reading ahead
+        (a stash of everything arrived) let a sender run hundreds of 16 MiB messages
+        ahead, and the stash overran."""
+        try:
+            parts = self.pull.recv_multipart(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return False
+        self._keep([p.buffer for p in parts])
+        return True
+
+    def _keep(self, parts: list) -> None:
+        head = fr.bulk_head(parts)
+        if head is None:
+            self.forged += 1
+            return
+        sender, first = head
+        if sender in self._keys:
+            self._opened(sender, first, parts[1:])
+            return
+        waiting = self._sealed.get(sender)
+        if waiting is None:
+            if len(self._sealed) >= 64:  # made-up senders: never more than this many
+                self.forged += 1
+                return
+            waiting = self._sealed[sender] = deque(maxlen=STASH)
+        waiting.append((first, parts[1:]))
+
+    def _opened(self, peer: int, first: int, sealed: list) -> None:
+        keyed = self._keys[peer]
+        if keyed[2] is None:
+            keyed[2] = _aead(keyed[1])
+        opened = _open(keyed[2], self.index, peer, first, sealed)
+        if opened is None:
+            self.forged += 1
+            return
+        stash = self._stash.get(peer)
+        if stash is None:
+            stash = self._stash[peer] = deque()
+        if len(stash) >= STASH:
+            stash.popleft()
+            self.overrun += 1
+        stash.append((first, opened))
+        last = first + len(opened) - 1
+        if last > self._highest.get(peer, -1):
+            self._highest[peer] = last
+
+    def open(self, peer: int, first: int, count: int, wait: float = BULK_WAIT) -> list:
+        """The `count` buffers from counter `first` that `peer` sealed for us, opened.
+        Raises BulkError when they are not there within `wait` s."""
+        if peer not in self._keys:
+            self.missing += 1
+            raise BulkError(f"worker {peer} sent sealed buffers before its key")
+        deadline = None
+        while True:
+            found = self._find(peer, first)
+            if found is not None and len(found) == count:
+                self.received += 1
+                return found
+            now = time.monotonic()
+            # authenticated buffers sealed after these came: these are lost
+            if found is not None or self._highest.get(peer, -1) >= first:
+                break
+            if now < self._lost_until.get(peer, 0.0):
+                break
+            if deadline is None:
+                deadline = now + wait
+            left = deadline - now
+            if left <= 0:
+                self._lost_until[peer] = now + wait  # the rest of a lost batch: no wait
+                break
+            if not self.read():
+                self.pull.poll(max(1, int(left * 1000)), zmq.POLLIN)
+        self.missing += 1
+        raise BulkError(f"worker {peer}'s sealed buffers {first}..{first + count - 1} are missing")
+
+    def _find(self, peer: int, first: int) -> list | None:
+        stash = self._stash.get(peer)
+        while stash:
+            at, opened = stash[0]
+            if at < first:  # named by no message to come (lost, or a replay)
+                stash.popleft()
+                continue
+            if at > first:
+                return None
+            stash.popleft()
+            return opened
+        return None
+
+    def close(self) -> None:
+        self.pull.close(linger=0)
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _flat(buf: Any) -> memoryview:
+    """A buffer's bytes as AES-GCM takes them (one-dimensional, unsigned bytes): a
+    pickle's out-of-band buffer may be an F-ordered array, which `raw` flattens."""
+    if type(buf) is pickle.PickleBuffer:
+        return buf.raw()
+    return memoryview(buf).cast("B")
+
+
+def _open(aead: Any, me: int, peer: int, first: int, sealed: list) -> list | None:
+    from cryptography.exceptions import InvalidTag
+
+    ad, nonce, unseal = SENDER.pack(peer), NONCE.pack, aead.decrypt
+    try:
+        return [unseal(nonce(me, first + i), s, ad) for i, s in enumerate(sealed)]
+    except (InvalidTag, ValueError, TypeError):
+        return None
