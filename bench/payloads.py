@@ -185,7 +185,7 @@ def main() -> None:
     print(f"payloads: {os.cpu_count()} cores, {args.rounds} interleaved rounds")
     for _ in range(args.rounds):
         for size in sizes:
-            n = args.count or (60_000 if size <= 65536 else 4_000)
+            n = args.count or (60_000 if size <= 65536 else 12_000)
             for mode in modes:
                 name = "bulk=off" if mode == "curve" else f"shm={mode:<4}"
                 key = f"stormish {name} {size:>8} B"

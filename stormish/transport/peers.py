@@ -441,10 +441,6 @@ class Peers:
         """Something waits for a peer (a connection, or room on its socket)."""
         return any(box.waiting() for box in self.boxes.values())
 
-    def wait(self, timeout_ms: int) -> None:
-        """Until a connection changes, or a full socket with messages for it has room."""
-        self.noticed(self.poller().poll(timeout_ms))
-
     def poller(self, *also: Any) -> zmq.Poller:
         """A poller over the monitors and the full sockets that have messages waiting,
         and `also` (sockets or descriptors to read)."""
