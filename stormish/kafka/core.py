@@ -287,13 +287,12 @@ class SpoutCore:
             n = 0
             while n < len(buf) and n < limit - before and buf[n][2] < cap:
                 n += 1
-        track, inflight, popleft, put = tracker.track, lane.inflight, buf.popleft, out.append  # type: ignore[union-attr]
-        for _ in range(n):
-            r = popleft()
-            offset = r[2]
-            track(offset)
-            inflight[offset] = r
-            put((r, (topic, partition, offset, epoch)))
+        popleft = buf.popleft
+        rows = [popleft() for _ in range(n)]
+        offsets = [r[2] for r in rows]
+        tracker.track_ascending(offsets)  # type: ignore[union-attr]
+        lane.inflight.update(zip(offsets, rows, strict=True))
+        out.extend([(r, (topic, partition, r[2], epoch)) for r in rows])
         self.buffered -= n
 
     def _take_trees(self, tp: TP, lane: Lane, limit: int, cap: int, out: list) -> int:
