@@ -56,6 +56,8 @@ class OffsetTracker:
         self.track(first)
         if last != first:
             self._last[first] = last
+            if last > self._top:  # split() may push any offset up to it
+                self._top = last
 
     def split(self, first: int, offsets: list[int]) -> None:
         """The range starting at `first` goes on as single offsets: `offsets` (those of

@@ -117,3 +117,16 @@ def test_track_ascending_below_what_was_tracked_tracks_one_by_one():
     with pytest.raises(ValueError, match="below the committed"):
         t.track_ascending([1, 2])
     assert t.complete(5) == 6
+
+
+def test_track_ascending_below_a_split_range_still_completes_in_order():
+    """A range split into its single offsets pushes offsets up to its last (here 9, the
+    log having skipped 1..8): a run tracked later below that is not appended as it is
+    (the heap would put 9 first and hold 3 and 4 back), it is pushed one by one."""
+    t = OffsetTracker(0)
+    t.track_range(0, 9)
+    t.split(0, [9])
+    assert t.complete(0) == 1
+    t.track_ascending([3, 4])
+    assert t.complete(3) == 4 and t.complete(4) == 5
+    assert t.complete(9) == 10 and t.in_flight() == 0
