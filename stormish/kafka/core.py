@@ -73,7 +73,9 @@ class Lane:
     fetched: int | None = None  # the next offset the consumer will hand over
     emitted: int | None = None  # the next offset to emit (at_most_once, no_guarantee)
     buffer: collections.deque = field(default_factory=collections.deque)
-    inflight: dict[int, Record] = field(default_factory=dict)  # offset -> record
+    # offset -> record in flight; a tree of records (records_per_tree) is one entry, its
+    # first offset -> the list of its records, until it fails (then one entry a record)
+    inflight: dict[int, Any] = field(default_factory=dict)
     failures: dict[int, int] = field(default_factory=dict)  # offset -> times failed
     due: list[tuple[float, int]] = field(default_factory=list)  # (when, offset), to replay
     paused: bool = False
@@ -285,13 +287,12 @@ class SpoutCore:
             n = 0
             while n < len(buf) and n < limit - before and buf[n][2] < cap:
                 n += 1
-        track, inflight, popleft, put = tracker.track, lane.inflight, buf.popleft, out.append  # type: ignore[union-attr]
-        for _ in range(n):
-            r = popleft()
-            offset = r[2]
-            track(offset)
-            inflight[offset] = r
-            put((r, (topic, partition, offset, epoch)))
+        popleft = buf.popleft
+        rows = [popleft() for _ in range(n)]
+        offsets = [r[2] for r in rows]
+        tracker.track_ascending(offsets)  # type: ignore[union-attr]
+        lane.inflight.update(zip(offsets, rows, strict=True))
+        out.extend([(r, (topic, partition, r[2], epoch)) for r in rows])
         self.buffered -= n
 
     def _take_trees(self, tp: TP, lane: Lane, limit: int, cap: int, out: list) -> int:
@@ -310,10 +311,7 @@ class SpoutCore:
                     k += 1
             rows = [popleft() for _ in range(k)]
             first, last = rows[0][2], rows[-1][2]
-            if last - first == k - 1:  # no gap: the offsets are first..last
-                inflight.update(zip(range(first, last + 1), rows, strict=True))
-            else:
-                inflight.update((r[2], r) for r in rows)
+            inflight[first] = rows  # one entry a tree (a list: a record is a tuple)
             track(first, last)  # one heap entry a tree
             taken += k
             out.append((rows, (topic, partition, first, epoch, last)))
@@ -343,15 +341,12 @@ class SpoutCore:
 
     def _complete_range(self, lane: Lane, first: int, last: int) -> bool:
         """A tree of records completed: its offsets (tracked as one range) join the
-        completed prefix. False when it is not in flight (acked twice)."""
-        pop, failures = lane.inflight.pop, lane.failures
-        if pop(first, None) is None:
+        completed prefix. False when it is not in flight as a tree (acked twice, or failed
+        and replaying record by record)."""
+        inflight = lane.inflight
+        if inflight.get(first).__class__ is not list:
             return False
-        for offset in range(first + 1, last + 1):
-            pop(offset, None)  # offsets the log skipped are not there
-        if failures:
-            for offset in range(first, last + 1):
-                failures.pop(offset, None)
+        del inflight[first]  # a tree never failed: none of its records has a failure count
         lane.tracker.complete(first)  # type: ignore[union-attr]
         return True
 
@@ -369,11 +364,15 @@ class SpoutCore:
                 return []
             each: list[Any] = []
             t, p, first, epoch = msg_id[0], msg_id[1], msg_id[2], msg_id[3]
-            if first not in lane.inflight:
+            inflight = lane.inflight
+            rows = inflight.get(first)
+            if rows.__class__ is not list:  # not in flight as a tree (failed twice)
                 return each
-            rest = [o for o in range(first + 1, msg_id[4] + 1) if o in lane.inflight]
-            lane.tracker.split(first, rest)  # type: ignore[union-attr]
-            for offset in (first, *rest):
+            for r in rows:  # from here each record is in flight on its own
+                inflight[r[2]] = r
+            offsets = [r[2] for r in rows]
+            lane.tracker.split(first, offsets[1:])  # type: ignore[union-attr]
+            for offset in offsets:
                 each.extend(self.fail((t, p, offset, epoch), now, dead, error))
             return each
         lane = self._lane_of(msg_id)
@@ -480,6 +479,14 @@ class SpoutCore:
         return out
 
     def in_flight(self) -> int:
+        """Records in flight (a tree counts its records)."""
+        return sum(
+            sum(len(e) if e.__class__ is list else 1 for e in lane.inflight.values())
+            for lane in self.lanes.values()
+        )
+
+    def trees_in_flight(self) -> int:
+        """Tuple trees in flight: a tree of records, or a record of its own."""
         return sum(len(lane.inflight) for lane in self.lanes.values())
 
 

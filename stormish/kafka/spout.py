@@ -184,8 +184,8 @@ class KafkaSpout(Spout):
         if now >= core._next_commit:
             self._do(core.tick(now))
         limit = EMITS_PER_CALL
-        if self._max_pending is not None:  # counts trees; in_flight, records
-            limit = min(limit, max(0, self._max_pending - core.in_flight() // core.per_tree))
+        if self._max_pending is not None:  # counts trees
+            limit = min(limit, max(0, self._max_pending - core.trees_in_flight()))
         batch = core.take(limit, now)
         if batch:
             if core.per_tree > 1:

@@ -214,20 +214,26 @@ class AckFolder:
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
         rest = metas[len(made) :] if made else metas
-        try:  # the common case: every row in one tree (emit_many), one XOR for all
-            root = rest[0][0][0]
-            x = 0
-            for ((r, e),) in rest:
-                if r != root:
-                    raise ValueError
-                x ^= e
-        except (ValueError, TypeError, IndexError):
-            for meta in rest:
+        # runs of one root (a tree's rows, in a row) are folded before they meet the dict:
+        # a batch of one tree (emit_many) is one XOR per row and one dict update
+        last: int | None = None  # the root of the run being folded, its XOR so far
+        x = 0
+        for meta in rest:
+            try:
+                ((r, e),) = meta
+            except (TypeError, ValueError):  # untracked (None), or in several trees
                 if meta:
                     for r, e in meta:
                         acks[r] = get(r, 0) ^ e
-        else:
-            acks[root] = get(root, 0) ^ x
+                continue
+            if r == last:
+                x ^= e
+            else:
+                if last is not None:
+                    acks[last] = get(last, 0) ^ x
+                last, x = r, e
+        if last is not None:
+            acks[last] = get(last, 0) ^ x
         if len(acks) >= self.batch_size:
             self.flush()
 

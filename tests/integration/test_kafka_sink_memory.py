@@ -162,3 +162,27 @@ def test_execute_of_one_tuple_settles_as_a_batch_of_one() -> None:
         sink.on_turn()
         assert got["batch"] == [[("ok", "a")]] and not got["fail"]
         sink.cleanup()
+
+
+def test_the_producer_lingers_1_ms_unless_told_otherwise(monkeypatch) -> None:
+    """A tuple is acked on its delivery report, so the producer's linger is part of every
+    tree's complete latency: 1 ms by default (librdkafka's own is 5), the user's value
+    when producer_config sets one."""
+    import stormish.kafka.sink as sink_module
+
+    seen: list[dict] = []
+    real = sink_module.open_producer
+
+    def spy(servers, config, ck):
+        seen.append(dict(config))
+        return real(servers, config, ck)
+
+    monkeypatch.setattr(sink_module, "open_producer", spy)
+    with MemoryLog("sink-linger") as log:
+        log.create_topic("ok")
+        for kw in ({}, {"producer_config": {"linger.ms": 20}}):
+            sink = KafkaSink(log.address, "ok", **kw)
+            sink.prepare({}, None)
+            sink.cleanup()
+    assert [c["linger.ms"] for c in seen] == [1, 20]
+    assert all(c["enable.idempotence"] for c in seen)

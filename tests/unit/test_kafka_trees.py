@@ -193,3 +193,25 @@ def test_a_revoke_waits_for_trees_in_flight_and_commits_what_completed():
     assert core.fail(b, now=0.0) == []  # revoking: the next owner reads it again
     assert core.drained([TP])
     assert core.release([TP]).offsets == {TP: 4}
+
+
+def test_a_tree_is_one_entry_in_flight_until_it_fails_then_one_a_record():
+    core = SpoutCore(records_per_tree=4, retry=Retry(delay_period_secs=0.0))
+    core.assigned({TP: 0})
+    core.polled(records(8))
+    (_, a), (_, b) = trees(core)
+    assert core.trees_in_flight() == 2 and core.in_flight() == 8
+    assert core.fail(a, now=0.0) == []
+    assert core.trees_in_flight() == 5 and core.in_flight() == 8  # 0..3 on their own
+    # the failed tree's id again, failed or acked: nothing moves (each record is its own
+    # tree now; counting its failure twice would shorten its retries)
+    assert core.fail(a, now=0.0) == [] and core.ack(a) is None
+    assert committed(core) == {}
+    again = trees(core, now=0.0)
+    assert [r[2] for r, _ in again] == [0, 1, 2, 3]
+    assert [core.lanes[TP].failures[o] for o in range(4)] == [1, 1, 1, 1]
+    core.ack(b)
+    for _, m in again:
+        core.ack(m)
+    assert committed(core) == {TP: 8}
+    assert core.in_flight() == 0 and core.trees_in_flight() == 0

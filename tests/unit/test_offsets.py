@@ -64,3 +64,69 @@ def test_a_spout_tracks_offsets_per_partition():
     assert s.ack_offset(100, "p0") == 102
     assert s.committed_offset("p0") == 102 and s.committed_offset("p1") == 7
     assert s.ack_offset(7, "p1") == 8
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 60), st.integers(0, 1000), st.randoms(use_true_random=False), st.data())
+def test_ascending_runs_and_in_order_completions_keep_the_completed_prefix(n, start, rnd, data):
+    """As KafkaSpout drives it: new offsets tracked in ascending runs (`track_ascending`)
+    while earlier ones complete, mostly in order (the fast path), some out of order, some
+    failed and tracked again first; after each completion the committed position is the
+    first offset not completed."""
+    gaps = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    offsets = sorted({start + i * (2 if g else 1) for i, g in enumerate(gaps)})
+    t = OffsetTracker(offsets[0])
+    emitted: list[int] = []
+    done: set[int] = set()
+    failing = set(data.draw(st.lists(st.sampled_from(offsets), max_size=5)))
+    i = 0
+    while len(done) < len(offsets):
+        if i < len(offsets) and (not emitted or rnd.random() < 0.5):
+            k = rnd.randint(1, 8)
+            run = offsets[i : i + k]
+            t.track_ascending(run)
+            emitted.extend(run)
+            i += len(run)
+            continue
+        if not emitted:
+            continue
+        j = 0 if rnd.random() < 0.7 else rnd.randrange(len(emitted))  # mostly the oldest
+        o = emitted.pop(j)
+        if o in failing:  # failed: replayed (tracked again), completes later
+            failing.discard(o)
+            t.track(o)
+            emitted.append(o)
+            continue
+        moved = t.complete(o)
+        done.add(o)
+        prefix = 0
+        while prefix < len(offsets) and offsets[prefix] in done:
+            prefix += 1
+        assert t.committed == (offsets[prefix - 1] + 1 if prefix else offsets[0]), o
+        assert moved in (None, t.committed)
+    assert t.committed == offsets[-1] + 1 and t.in_flight() == 0
+
+
+def test_track_ascending_below_what_was_tracked_tracks_one_by_one():
+    t = OffsetTracker(0)
+    t.track_ascending([0, 1, 2, 5])
+    t.track_ascending([3, 4])  # below 5: the heap takes them one by one
+    for o in (0, 1, 2, 3, 4):
+        t.complete(o)
+    assert t.committed == 5
+    with pytest.raises(ValueError, match="below the committed"):
+        t.track_ascending([1, 2])
+    assert t.complete(5) == 6
+
+
+def test_track_ascending_below_a_split_range_still_completes_in_order():
+    """A range split into its single offsets pushes offsets up to its last (here 9, the
+    log having skipped 1..8): a run tracked later below that is not appended as it is
+    (the heap would put 9 first and hold 3 and 4 back), it is pushed one by one."""
+    t = OffsetTracker(0)
+    t.track_range(0, 9)
+    t.split(0, [9])
+    assert t.complete(0) == 1
+    t.track_ascending([3, 4])
+    assert t.complete(3) == 4 and t.complete(4) == 5
+    assert t.complete(9) == 10 and t.in_flight() == 0

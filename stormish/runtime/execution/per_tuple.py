@@ -172,13 +172,25 @@ def _fold(
 
     Runs of one root (a sentence's words, in a row) are folded before they meet the dict."""
     get = acks.get
-    if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
-        for m, val in anchored:
-            for r, e in m:
-                acks[r] = get(r, 0) ^ e ^ val
-        return
     last: int | None = None  # the root of the run being folded, its XOR so far
     x = 0
+    if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
+        for m, val in anchored:
+            try:
+                ((r, e),) = m
+            except ValueError:  # in several trees
+                for r, e in m:
+                    acks[r] = get(r, 0) ^ e ^ val
+                continue
+            if r == last:
+                x ^= e ^ val
+            else:
+                if last is not None:
+                    acks[last] = get(last, 0) ^ x
+                last, x = r, e ^ val
+        if last is not None:
+            acks[last] = get(last, 0) ^ x
+        return
     for m in metas:
         try:
             ((r, e),) = m
