@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -48,6 +49,7 @@ from . import frames as fr
 NONCE = struct.Struct("!IQ")  # the receiving worker's index, the buffer's counter
 SENDER = struct.Struct("!I")  # associated data: the sending worker's index
 KEY_BYTES = 32
+TAG = 16  # AES-GCM's tag, after the sealed bytes
 BULK_WAIT = 1.0  # s a message waits for its sealed buffers (sent before it)
 STALL = 1.0  # s a sender waits for room on a peer's bulk socket before using the link
 HWM = 4  # bulk messages queued a way (each up to link.MESSAGE_BYTES of buffers): with
@@ -75,6 +77,52 @@ def _aead(key: bytes) -> Any:
     return AESGCM(key)
 
 
+class Recycler:
+    """Buffers for sealed and opened bytes, used again once nothing refers to them.
+
+    A fresh 64 KiB buffer per array (what AES-GCM's `encrypt` and `decrypt` return)
+    came from memory the allocator had just given back to the kernel: 16 page faults an
+    array on each side, half of the path's CPU in the slow runs of bench/payloads.py.
+    A buffer lent out (to ZeroMQ until sent, to the arrays unpickled over it until the
+    bolt is done with them) is free again when this object holds its only reference;
+    `collect` finds those with one reference count each. Sized exactly: arrays of one
+    size (the common case) reuse each other's buffers; the free ones are bounded."""
+
+    def __init__(self, keep_bytes: int = 64 << 20, track: int = 1 << 16):
+        self._free: dict[int, list[bytearray]] = {}
+        self._lent: deque[bytearray] = deque()
+        self._free_bytes = 0
+        self.keep_bytes, self.track = keep_bytes, track
+        self.made = self.reused = 0
+
+    def take(self, n: int) -> bytearray:
+        free = self._free.get(n)
+        if free:
+            buf = free.pop()
+            self._free_bytes -= n
+            self.reused += 1
+        else:
+            buf = bytearray(n)
+            self.made += 1
+        lent = self._lent
+        if len(lent) >= self.track:  # so many kept elsewhere: stop following the oldest
+            lent.popleft()
+        lent.append(buf)
+        return buf
+
+    def collect(self) -> None:
+        lent, refs = self._lent, sys.getrefcount
+        for _ in range(len(lent)):
+            buf = lent.popleft()
+            if refs(buf) > 2:  # this name and the call's argument: any more is a user
+                lent.append(buf)
+                continue
+            n = len(buf)
+            if self._free_bytes + n <= self.keep_bytes:
+                self._free.setdefault(n, []).append(buf)
+                self._free_bytes += n
+
+
 class Sender:
     """Seals and sends large buffers to peers' bulk sockets. The transfer thread owns it
     (its sockets); `want` may be called from the receive thread."""
@@ -90,6 +138,7 @@ class Sender:
         self._next: dict[int, int] = {}  # per peer: the next counter, never reused
         self._wanted: deque[tuple[int, str | None]] = deque()
         self._full_since: dict[int, float] = {}
+        self._bufs = Recycler()
         self.messages = self.bytes = self.fallback = 0
 
     def announce(self) -> str:
@@ -142,12 +191,16 @@ class Sender:
         self._next[peer] = first + len(buffers)  # burnt even if the send fails
         if self._aead is None:
             self._aead = _aead(self.key)
-        seal, ad, nonce = self._aead.encrypt, self._ad, NONCE.pack
+        seal, ad, nonce, take = self._aead.encrypt_into, self._ad, NONCE.pack, self._bufs.take
+        self._bufs.collect()  # what ZeroMQ sent since the last message
         sealed: list = [fr.bulk_header(self.index, first)]
         size = 0
         for i, buf in enumerate(buffers):
-            sealed.append(seal(nonce(peer, first + i), _flat(buf), ad))
-            size += len(sealed[-1])
+            data = _flat(buf)
+            out = take(data.nbytes + TAG)
+            seal(nonce(peer, first + i), data, ad, out)
+            sealed.append(out)
+            size += len(out)
         try:
             s.send_multipart(sealed, flags=zmq.NOBLOCK, copy=False)
         except zmq.Again:  # the connection went between the check and the send
@@ -190,6 +243,7 @@ class Receiver:
         self._highest: dict[int, int] = {}  # peer -> the last counter of its newest
         self._sealed: dict[int, deque[tuple[int, list]]] = {}  # before the peer's key
         self._lost_until: dict[int, float] = {}
+        self._bufs = Recycler()
         self.received = self.missing = self.forged = self.overrun = 0
 
     def advertise(self, advertised_host: str | None) -> str:
@@ -257,7 +311,8 @@ class Receiver:
         keyed = self._keys[peer]
         if keyed[2] is None:
             keyed[2] = _aead(keyed[1])
-        opened = _open(keyed[2], self.index, peer, first, sealed)
+        self._bufs.collect()  # arrays the bolts are done with: their buffers come back
+        opened = _open(keyed[2], self.index, peer, first, sealed, self._bufs.take)
         if opened is None:
             self.forged += 1
             return
@@ -330,11 +385,18 @@ def _flat(buf: Any) -> memoryview:
     return memoryview(buf).cast("B")
 
 
-def _open(aead: Any, me: int, peer: int, first: int, sealed: list) -> list | None:
+def _open(aead: Any, me: int, peer: int, first: int, sealed: list, take: Any) -> list | None:
+    """The opened buffers (from `take`), or None when one does not open (the buffers
+    taken go back to the recycler: nothing refers to them)."""
     from cryptography.exceptions import InvalidTag
 
-    ad, nonce, unseal = SENDER.pack(peer), NONCE.pack, aead.decrypt
+    ad, nonce, unseal = SENDER.pack(peer), NONCE.pack, aead.decrypt_into
+    out = []
     try:
-        return [unseal(nonce(me, first + i), s, ad) for i, s in enumerate(sealed)]
+        for i, s in enumerate(sealed):
+            buf = take(max(0, len(s) - TAG))
+            unseal(nonce(me, first + i), s, ad, buf)
+            out.append(buf)
     except (InvalidTag, ValueError, TypeError):
         return None
+    return out

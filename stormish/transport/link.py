@@ -856,6 +856,8 @@ class WorkerLink:
             "missing": opener.missing,
             "forged": opener.forged,
             "overrun": opener.overrun,
+            "buffers_made": out._bufs.made + opener._bufs.made,
+            "buffers_reused": out._bufs.reused + opener._bufs.reused,
         }
 
 

@@ -283,3 +283,43 @@ def test_buffers_that_come_before_their_senders_key_open_when_it_comes():
         out.close()
         into.close()
         ctx.term()
+
+
+def test_a_recycled_buffer_is_never_lent_while_anything_refers_to_it():
+    bufs = bulk.Recycler()
+    a = bufs.take(1024)
+    view = np.frombuffer(memoryview(a), dtype=np.uint8)  # an array unpickled over it
+    a_id = id(a)
+    del a
+    bufs.collect()
+    b = bufs.take(1024)
+    assert id(b) != a_id  # still in use by `view`: a new buffer
+    del view
+    bufs.collect()
+    c = bufs.take(1024)
+    assert id(c) == a_id  # nothing refers to it any more: used again
+    assert bufs.take(2048) is not c and len(bufs.take(7)) == 7  # sized exactly
+
+
+def test_the_recycler_keeps_a_bounded_number_of_free_bytes():
+    bufs = bulk.Recycler(keep_bytes=4096)
+    for _ in range(10):
+        bufs.take(1024)
+    bufs.collect()
+    assert bufs._free_bytes == 4096 and len(bufs._free[1024]) == 4
+
+
+def test_opened_arrays_stay_whole_while_later_messages_reuse_buffers(pair):
+    """Arrays a bolt keeps are never overwritten by buffers of later messages."""
+    out, into = pair
+    kept = []
+    for seq in range(1, 6):
+        sent = [np.full(8192, seq * 10 + i, dtype=np.float64) for i in range(3)]
+        msg = fr.decode(seal_when_connected(out, message(sent, seq), 3))
+        opened = into.open(SENDER, msg.body.first, msg.body.count)
+        batches = fr.load_tuples(msg.body.pickle, opened, fr.Kind.BULK_TUPLES)
+        del opened
+        arrays_ = [row[0] for row in batches[0][3]]
+        kept.append(arrays_[0])  # keeps one, drops the others
+    for seq, a in enumerate(kept, start=1):
+        assert (a == seq * 10).all()
