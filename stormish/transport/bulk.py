@@ -86,16 +86,24 @@ class Recycler:
     A buffer lent out (to ZeroMQ until sent, to the arrays unpickled over it until the
     bolt is done with them) is free again when this object holds its only reference;
     `collect` finds those with one reference count each. Sized exactly: arrays of one
-    size (the common case) reuse each other's buffers; the free ones are bounded."""
+    size (the common case) reuse each other's buffers. The free ones are bounded, and let
+    go once none was taken for `IDLE` s: a receiver's arrays wait in its task's queue,
+    thousands at a time, and come back in bursts when the bolt catches up, so a small
+    bound dropped most of them (64 MiB: 20% reused); what is kept is at most what was
+    in use at once, and is given back when the traffic stops."""
 
-    def __init__(self, keep_bytes: int = 64 << 20, track: int = 1 << 16):
+    IDLE = 5.0
+
+    def __init__(self, keep_bytes: int = 1 << 30, track: int = 1 << 16):
         self._free: dict[int, list[bytearray]] = {}
         self._lent: deque[bytearray] = deque()
         self._free_bytes = 0
         self.keep_bytes, self.track = keep_bytes, track
         self.made = self.reused = 0
+        self._taken_at = 0.0
 
     def take(self, n: int) -> bytearray:
+        self._taken_at = time.monotonic()
         free = self._free.get(n)
         if free:
             buf = free.pop()
@@ -109,6 +117,12 @@ class Recycler:
             lent.popleft()
         lent.append(buf)
         return buf
+
+    def idle(self, now: float) -> None:
+        """Let the free buffers go when none was taken for `IDLE` s (the link's timer)."""
+        if self._free and now - self._taken_at > self.IDLE:
+            self._free.clear()
+            self._free_bytes = 0
 
     def collect(self) -> None:
         lent, refs = self._lent, sys.getrefcount
@@ -138,7 +152,7 @@ class Sender:
         self._next: dict[int, int] = {}  # per peer: the next counter, never reused
         self._wanted: deque[tuple[int, str | None]] = deque()
         self._full_since: dict[int, float] = {}
-        self._bufs = Recycler()
+        self.buffers = Recycler()
         self.messages = self.bytes = self.fallback = 0
 
     def announce(self) -> str:
@@ -191,8 +205,8 @@ class Sender:
         self._next[peer] = first + len(buffers)  # burnt even if the send fails
         if self._aead is None:
             self._aead = _aead(self.key)
-        seal, ad, nonce, take = self._aead.encrypt_into, self._ad, NONCE.pack, self._bufs.take
-        self._bufs.collect()  # what ZeroMQ sent since the last message
+        seal, ad, nonce, take = self._aead.encrypt_into, self._ad, NONCE.pack, self.buffers.take
+        self.buffers.collect()  # what ZeroMQ sent since the last message
         sealed: list = [fr.bulk_header(self.index, first)]
         size = 0
         for i, buf in enumerate(buffers):
@@ -243,7 +257,7 @@ class Receiver:
         self._highest: dict[int, int] = {}  # peer -> the last counter of its newest
         self._sealed: dict[int, deque[tuple[int, list]]] = {}  # before the peer's key
         self._lost_until: dict[int, float] = {}
-        self._bufs = Recycler()
+        self.buffers = Recycler()
         self.received = self.missing = self.forged = self.overrun = 0
 
     def advertise(self, advertised_host: str | None) -> str:
@@ -311,8 +325,8 @@ class Receiver:
         keyed = self._keys[peer]
         if keyed[2] is None:
             keyed[2] = _aead(keyed[1])
-        self._bufs.collect()  # arrays the bolts are done with: their buffers come back
-        opened = _open(keyed[2], self.index, peer, first, sealed, self._bufs.take)
+        self.buffers.collect()  # arrays the bolts are done with: their buffers come back
+        opened = _open(keyed[2], self.index, peer, first, sealed, self.buffers.take)
         if opened is None:
             self.forged += 1
             return
@@ -368,6 +382,10 @@ class Receiver:
             stash.popleft()
             return opened
         return None
+
+    def idle(self, now: float) -> None:
+        """The link's timer: buffers kept for reuse go when the traffic stopped."""
+        self.buffers.idle(now)
 
     def close(self) -> None:
         self.pull.close(linger=0)

@@ -297,6 +297,8 @@ class WorkerLink:
             self._drain_hint = False
             self._next_check = now + self.check_every
             self._timer()
+            if self.bulk_in is not None:
+                self.bulk_in.idle(now)
             if credits is not None and now >= self._next_totals:
                 self._next_totals = now + CREDIT_TOTALS_EVERY
                 self._send_credits(credits.totals())
@@ -856,8 +858,8 @@ class WorkerLink:
             "missing": opener.missing,
             "forged": opener.forged,
             "overrun": opener.overrun,
-            "buffers_made": out._bufs.made + opener._bufs.made,
-            "buffers_reused": out._bufs.reused + opener._bufs.reused,
+            "buffers_made": out.buffers.made + opener.buffers.made,
+            "buffers_reused": out.buffers.reused + opener.buffers.reused,
         }
 
 

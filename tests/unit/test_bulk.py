@@ -323,3 +323,15 @@ def test_opened_arrays_stay_whole_while_later_messages_reuse_buffers(pair):
         kept.append(arrays_[0])  # keeps one, drops the others
     for seq, a in enumerate(kept, start=1):
         assert (a == seq * 10).all()
+
+
+def test_free_buffers_go_once_none_was_taken_for_a_while():
+    bufs = bulk.Recycler()
+    for _ in range(3):
+        bufs.take(1024)
+    bufs.collect()
+    assert bufs._free_bytes == 3072
+    bufs.idle(time.monotonic())  # just taken: kept
+    assert bufs._free_bytes == 3072
+    bufs.idle(time.monotonic() + bulk.Recycler.IDLE + 1)
+    assert bufs._free_bytes == 0 and not bufs._free
