@@ -213,27 +213,7 @@ class AckFolder:
                 val = t.ack_val
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
-        rest = metas[len(made) :] if made else metas
-        # runs of one root (a tree's rows, in a row) are folded before they meet the dict:
-        # a batch of one tree (emit_many) is one XOR per row and one dict update
-        last: int | None = None  # the root of the run being folded, its XOR so far
-        x = 0
-        for meta in rest:
-            try:
-                ((r, e),) = meta
-            except (TypeError, ValueError):  # untracked (None), or in several trees
-                if meta:
-                    for r, e in meta:
-                        acks[r] = get(r, 0) ^ e
-                continue
-            if r == last:
-                x ^= e
-            else:
-                if last is not None:
-                    acks[last] = get(last, 0) ^ x
-                last, x = r, e
-        if last is not None:
-            acks[last] = get(last, 0) ^ x
+        fold_runs(metas[len(made) :] if made else metas, acks)
         if len(acks) >= self.batch_size:
             self.flush()
 
@@ -347,3 +327,32 @@ def _trees(metas: Sequence[Any]) -> dict[int, int]:
                 if e >> ANNOUNCE or r not in trees:
                     trees[r] = e >> ANNOUNCE
     return trees
+
+
+def fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any = None) -> None:
+    """XOR the edges of `metas` (each tuple's ((root, edge), ...), or None when
+    untracked) into `acks`. Runs of one root (a tree's rows, or a sentence's words, in a
+    row) are folded before they meet the dict: a batch of one tree is one XOR a row and
+    one dict update. With `done`, a tuple whose edge is `announced` is its whole tree
+    (ack_folder's announced trees): its root goes to `done` instead."""
+    get = acks.get
+    last: int | None = None  # the root of the run being folded, its XOR so far
+    x = 0
+    for m in metas:
+        try:
+            ((r, e),) = m
+        except (TypeError, ValueError):  # untracked (None), or in several trees
+            if m:
+                for r, e in m:
+                    acks[r] = get(r, 0) ^ e
+            continue
+        if e == announced and done is not None:
+            done.append(r)
+        elif r == last:
+            x ^= e
+        else:
+            if last is not None:
+                acks[last] = get(last, 0) ^ x
+            last, x = r, e
+    if last is not None:
+        acks[last] = get(last, 0) ^ x

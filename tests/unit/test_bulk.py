@@ -35,6 +35,26 @@ def pair():
         ctx.term()
 
 
+@pytest.fixture
+def evil(pair):
+    """A plain PUSH socket, no key, connected to the receiver's bulk port."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(pair[1].address)
+    try:
+        yield sock
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def one_arrives_whole(out, into):
+    sent = arrays(1)
+    msg = fr.decode(seal_when_connected(out, message(sent), 1))
+    opened = into.open(SENDER, msg.body.first, msg.body.count)
+    assert np.array_equal(np.frombuffer(opened[0]), sent[0])
+
+
 def message(arrays, seq=1):
     batch = [(9, 1, "default", [(a,) for a in arrays], None)]
     return fr.encode_tuples(SENDER, seq, batch)
@@ -84,48 +104,28 @@ def test_the_sealed_bytes_on_the_wire_are_not_the_buffers(pair):
     assert fr.bulk_head(parts) == (SENDER, 0)
 
 
-def test_a_forged_buffer_at_the_named_counter_is_dropped_and_the_real_one_used(pair):
+def test_a_forged_buffer_at_the_named_counter_is_dropped_and_the_real_one_used(pair, evil):
     out, into = pair
-    ctx = zmq.Context()
-    evil = ctx.socket(zmq.PUSH)
-    evil.connect(into.address)
-    try:
-        # the attacker knows the counter (0) but not the key: its tag fails
-        evil.send_multipart([fr.bulk_header(SENDER, 0), os.urandom(65536 + 16)])
-        deadline = time.monotonic() + 10
-        while not into.read() and time.monotonic() < deadline:
-            into.pull.poll(100)
-        sent = arrays(1)
-        msg = fr.decode(seal_when_connected(out, message(sent), 1))
-        opened = into.open(SENDER, msg.body.first, msg.body.count)
-        assert np.array_equal(np.frombuffer(opened[0]), sent[0])
-        assert into.forged == 1
-    finally:
-        evil.close(0)
-        ctx.term()
+    # the attacker knows the counter (0) but not the key: its tag fails
+    evil.send_multipart([fr.bulk_header(SENDER, 0), os.urandom(65536 + 16)])
+    deadline = time.monotonic() + 10
+    while not into.read() and time.monotonic() < deadline:
+        into.pull.poll(100)
+    one_arrives_whole(out, into)
+    assert into.forged == 1
 
 
-def test_garbage_on_the_bulk_port_is_counted_and_harms_nothing(pair):
+def test_garbage_on_the_bulk_port_is_counted_and_harms_nothing(pair, evil):
     out, into = pair
-    ctx = zmq.Context()
-    evil = ctx.socket(zmq.PUSH)
-    evil.connect(into.address)
-    try:
-        evil.send_multipart([b"hello", b"world"])
-        evil.send(b"x")
-        evil.send_multipart([fr._header(fr.Kind.TUPLES, SENDER, 0), pickle.dumps([])])
-        deadline = time.monotonic() + 10
-        while into.forged < 3 and time.monotonic() < deadline:
-            into.pull.poll(100)
-            into.read()
-        assert into.forged == 3
-        sent = arrays(1)
-        msg = fr.decode(seal_when_connected(out, message(sent), 1))
-        opened = into.open(SENDER, msg.body.first, msg.body.count)
-        assert np.array_equal(np.frombuffer(opened[0]), sent[0])
-    finally:
-        evil.close(0)
-        ctx.term()
+    evil.send_multipart([b"hello", b"world"])
+    evil.send(b"x")
+    evil.send_multipart([fr._header(fr.Kind.TUPLES, SENDER, 0), pickle.dumps([])])
+    deadline = time.monotonic() + 10
+    while into.forged < 3 and time.monotonic() < deadline:
+        into.pull.poll(100)
+        into.read()
+    assert into.forged == 3
+    one_arrives_whole(out, into)
 
 
 def test_missing_buffers_raise_after_the_wait_and_later_ones_do_not_wait(pair):

@@ -16,7 +16,7 @@ from operator import length_hint
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
-from ..ack_folder import ANNOUNCE
+from ..ack_folder import ANNOUNCE, fold_runs
 from .base import Batch, Execution, error_text
 
 _new = object.__new__  # makes a Tuple without calling its __init__
@@ -191,24 +191,7 @@ def _fold(
         if last is not None:
             acks[last] = get(last, 0) ^ x
         return
-    for m in metas:
-        try:
-            ((r, e),) = m
-        except (TypeError, ValueError):  # untracked (None), or in several trees
-            if m:
-                for r, e in m:
-                    acks[r] = get(r, 0) ^ e
-            continue
-        if e == announced:
-            done.append(r)
-        elif r == last:
-            x ^= e
-        else:
-            if last is not None:
-                acks[last] = get(last, 0) ^ x
-            last, x = r, e
-    if last is not None:
-        acks[last] = get(last, 0) ^ x
+    fold_runs(metas, acks, announced, done)
     if anchored:  # their ack values; an announced one is not done after all
         gone: dict[int, int] = {}  # root -> how many of its done entries to take back
         for m, val in anchored:
