@@ -119,6 +119,7 @@ class WorkerServer:
             link.credits = worker.credits
             worker.credits.reports.wake = link.transfer.wake
         link.on_epoch = lambda n: worker.advance_epoch(to=n)  # a peer's spout advanced it
+        link.on_unsendable = worker.unsendable  # a value that does not pickle fails its task
         worker.link = link
         self.worker, self.link = worker, link
         return link.address

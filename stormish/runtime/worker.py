@@ -489,6 +489,23 @@ class Worker:
     def stats_snapshot(self) -> tuple[list[TaskStats], dict[str, Any]]:
         return self.task_stats(), self.link_stats()
 
+    def unsendable(self, task: int, stream: str, index: int, exc: BaseException) -> None:
+        """A tuple task `task` emitted to another worker did not pickle (the link's
+        transfer side): the task fails, naming the stream and the field."""
+        ex = self.executors.get(task)
+        if ex is None or ex.fatal is not None:
+            return
+        declared = getattr(ex.obj, "declared_streams", None)
+        fields = declared().get(stream, ()) if declared is not None else ()
+        what = f"field {fields[index]!r}" if 0 <= index < len(fields) else "a value"
+        from ..errors import StormishError
+
+        err = StormishError(
+            f"a tuple it emitted on stream {stream!r} cannot be sent to another worker: "
+            f"{what} does not pickle ({type(exc).__name__}: {exc})"
+        )
+        ex.fail_fatally(err)
+
     def executor_failed(self, ex: Executor) -> None:
         self.failed.append(ex)
         self._failed_event.set()

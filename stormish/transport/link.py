@@ -47,6 +47,7 @@ from ..tuple import RejectedRows, StampedRows
 from . import bulk, shm
 from . import frames as fr
 from .peers import Peers
+from .peers import by_source as peers_by_source
 from .remote import RemoteTarget, TransferQueue
 from .security import CONNECTION, LOOPBACK, Security, host_of
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
@@ -160,6 +161,9 @@ class WorkerLink:
         self.latched: Any = None
         # the worker's advance_epoch(to=n), for a peer's spout that advanced the epoch
         self.on_epoch: Any = None
+        # the worker's unsendable(task, stream, value index, error): a tuple that task
+        # emitted to another worker did not pickle (the task fails; None: not attached)
+        self.on_unsendable: Any = None
         # the worker's credits for `fail` edges between workers (runtime.credits.
         # WorkerCredits): grants go out as CONTROL messages, rejections as TUPLES; None:
         # no such edge, nothing paid
@@ -690,7 +694,7 @@ class WorkerLink:
         most = self._message_bytes
         if self._row_bytes:  # the last message had large buffers: about as many a tuple
             rest = _cut(part, max(1, most // self._row_bytes))
-        frames = fr.encode_tuples(self.index, self._seq, part)
+        frames = self._encode_tuples(part)
         if len(frames) <= 2:
             self._row_bytes = 0
         else:
@@ -699,7 +703,7 @@ class WorkerLink:
             self._row_bytes = big // n
             if big > 2 * most and n > 1:  # the guess was short: cut, encode again
                 rest = _cut(part, max(1, n * most // big)) + rest
-                frames = fr.encode_tuples(self.index, self._seq, part)
+                frames = self._encode_tuples(part)
                 n = sum(len(b[3]) for b in part)
             placed: list | None = frames
             if self.shm_mode == "on" or peer in self._shm_peers:
@@ -712,6 +716,40 @@ class WorkerLink:
         self.sent_batches += 1
         self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
         return frames, rest
+
+    def _encode_tuples(self, part: list) -> list:
+        """`part` as a TUPLES message; a value that does not pickle (a lock, a generator,
+        an open file emitted to a task in another worker) drops the message's tuples,
+        counted (`unsendable`), fails the task that emitted it, and an empty message
+        takes their place: the transfer side must go on (it died here, and the worker
+        hung with the topology until a timeout, its error only in the worker's log)."""
+        try:
+            return fr.encode_tuples(self.index, self._seq, part)
+        except Exception as exc:  # noqa: BLE001 - any pickling error of a user's value
+            self._unsendable(part, exc)
+            return fr.encode_tuples(self.index, self._seq, [])
+
+    def _unsendable(self, part: list, exc: Exception) -> None:
+        """Count `part`'s tuples dropped and tell the worker which task emitted the
+        value that does not pickle (found again row by row: this runs only on failure)."""
+        task, stream, index, error = part[0][1], part[0][2], -1, exc
+        found = False
+        for _, src, st, values, _ in part:
+            if values.__class__ is fr.Packed:  # already pickled: not the one
+                continue
+            for row in values:
+                bad = _unpicklable(row)
+                if bad is not None:
+                    task, stream, error = src, st, bad
+                    if isinstance(row, (list, tuple)):
+                        index = next((i for i, v in enumerate(row) if _unpicklable(v)), -1)
+                    found = True
+                    break
+            if found:
+                break
+        self._drop("unsendable", *peers_by_source(part))
+        if self.on_unsendable is not None:
+            self.on_unsendable(task, stream, index, error)
 
     def _to_shm(self, peer: int, frames: list) -> list | None:
         pool = self.pool
@@ -861,6 +899,17 @@ class WorkerLink:
             "buffers_made": out.buffers.made + opener.buffers.made,
             "buffers_reused": out.buffers.reused + opener.buffers.reused,
         }
+
+
+def _unpicklable(value: Any) -> Exception | None:
+    """Why `value` does not pickle, or None when it does."""
+    import pickle
+
+    try:
+        pickle.dumps(value, protocol=5)
+    except Exception as exc:  # noqa: BLE001 - any pickling error
+        return exc
+    return None
 
 
 def _cut(part: list, keep: int) -> list:

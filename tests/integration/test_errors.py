@@ -467,3 +467,46 @@ def test_list_and_monitor_show_errors_with_method_and_line(tmp_path):
     for p in left:
         p.kill()
     assert not left, f"processes left running: {[p.pid for p in left]}"
+
+
+class LockAtTwenty(Spout):
+    """Emits 1..40, a threading.Lock in place of 20: it cannot cross to another worker."""
+
+    outputs = ["v"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n >= 40:
+            self.finish()
+            return
+        self.n += 1
+        if self.n == 20:
+            import threading
+
+            self.emit([threading.Lock()])
+        else:
+            self.emit([self.n])
+
+
+class Drop(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+def test_a_value_that_cannot_cross_to_another_worker_fails_its_task_by_name():
+    """The value was pickled on the link's transfer side, where the error killed the
+    thread: the worker hung and the run waited out its timeout, the error only in the
+    worker's log. Now the task that emitted it fails, naming the stream and the field."""
+    t = Topology("unpicklable", config={"topology.disable.loadaware.messaging": True})
+    t.set_spout("s", LockAtTwenty())
+    t.set_bolt("b", Drop(), 2).shuffle_grouping("s")  # one of the two in the other worker
+    with LocalCluster(workers=2) as c:
+        c.submit(t)
+        with pytest.raises(WorkerError) as info:
+            c.wait_complete("unpicklable", timeout=60)
+    message = str(info.value)
+    assert "component 's'" in message
+    assert "cannot be sent to another worker: field 'v' does not pickle" in message
+    assert "cannot pickle '_thread.lock' object" in message
