@@ -709,7 +709,10 @@ class WorkerLink:
             if self.shm_mode == "on" or peer in self._shm_peers:
                 placed = self._to_shm(peer, frames)
             if placed is frames and self.bulk_out is not None:
-                placed = self.bulk_out.seal(peer, frames, n)
+                try:
+                    placed = self.bulk_out.seal(peer, frames, n)
+                except Exception:  # noqa: BLE001 - a buffer AES-GCM refuses: inside CURVE
+                    self.bulk_out.fallback += 1
             if placed is None:
                 return None, rest
             frames = placed
