@@ -137,6 +137,11 @@ class Recycler:
                 self._free_bytes += n
 
 
+def has_room(sock: zmq.Socket) -> bool:
+    """A message could be queued on `sock` now (its HWM not reached, a connection up)."""
+    return bool(int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLOUT)
+
+
 class Sender:
     """Seals and sends large buffers to peers' bulk sockets. The transfer thread owns it
     (its sockets); `want` may be called from the receive thread."""
@@ -193,7 +198,7 @@ class Sender:
         if entry is None or any(memoryview(b).nbytes >= MAX_FRAME for b in buffers):
             return frames
         s = entry[1]
-        if not int(s.getsockopt(zmq.EVENTS)) & zmq.POLLOUT:
+        if not has_room(s):
             now = time.monotonic()
             since = self._full_since.setdefault(peer, now)
             if now - since < STALL:

@@ -322,10 +322,7 @@ class WorkerLink:
             self.malformed += 1
             return
         if msg.kind == fr.Kind.TUPLES:
-            self.recv_batches += 1
-            self.recv_bytes += sum(len(p) for p in parts)
-            for dest, src, stream, values, metas in msg.body:
-                self._place(dest, (src, stream, values, metas), len(values))
+            self._received(msg.body, sum(len(p) for p in parts))
         elif msg.kind == fr.Kind.SHM_TUPLES:
             self._on_shm(msg.sender, msg.body)
         elif msg.kind == fr.Kind.BULK_TUPLES:
@@ -354,12 +351,10 @@ class WorkerLink:
         except (shm.ShmError, fr.FrameError):
             self.malformed += 1
             return
-        self.recv_batches += 1
         self.shm_received += 1
-        self.recv_bytes += len(body.pickle) + sum(len(v) for v in views)
+        size = len(body.pickle) + sum(len(v) for v in views)
         del views  # the values hold them now
-        for dest, src, stream, values, metas in batches:
-            self._place(dest, (src, stream, values, metas), len(values))
+        self._received(batches, size)
 
     def _on_bulk(self, peer: int, body: fr.BulkTuples) -> None:
         """Tuples whose large buffers came sealed on our bulk socket (bulk.py); missing
@@ -378,8 +373,13 @@ class WorkerLink:
         except fr.FrameError:
             self.malformed += 1
             return
+        self._received(batches, len(body.pickle) + sum(len(b) for b in buffers))
+
+    def _received(self, batches: list, size: int) -> None:
+        """A message's batches (TUPLES, or their buffers from shared memory or the bulk
+        socket) into their tasks' queues; `size`, its bytes."""
         self.recv_batches += 1
-        self.recv_bytes += len(body.pickle) + sum(len(b) for b in buffers)
+        self.recv_bytes += size
         for dest, src, stream, values, metas in batches:
             self._place(dest, (src, stream, values, metas), len(values))
 
@@ -736,20 +736,11 @@ class WorkerLink:
         """Count `part`'s tuples dropped and tell the worker which task emitted the
         value that does not pickle (found again row by row: this runs only on failure)."""
         task, stream, index, error = part[0][1], part[0][2], -1, exc
-        found = False
-        for _, src, st, values, _ in part:
-            if values.__class__ is fr.Packed:  # already pickled: not the one
-                continue
-            for row in values:
-                bad = _unpicklable(row)
-                if bad is not None:
-                    task, stream, error = src, st, bad
-                    if isinstance(row, (list, tuple)):
-                        index = next((i for i, v in enumerate(row) if _unpicklable(v)), -1)
-                    found = True
-                    break
-            if found:
-                break
+        found = _first_unpicklable(part)
+        if found is not None:
+            task, stream, row, error = found
+            if isinstance(row, (list, tuple)):
+                index = next((i for i, v in enumerate(row) if _unpicklable(v)), -1)
         self._drop("unsendable", *peers_by_source(part))
         if self.on_unsendable is not None:
             self.on_unsendable(task, stream, index, error)
@@ -798,9 +789,7 @@ class WorkerLink:
     def _bulk_room(self) -> bool:
         """A peer waiting for room on its bulk socket has some now."""
         out = self.bulk_out
-        return out is not None and any(
-            int(s.getsockopt(zmq.EVENTS)) & zmq.POLLOUT for s in out.waiting()
-        )
+        return out is not None and any(map(bulk.has_room, out.waiting()))
 
     def busy(self) -> bool:
         """Tuples wait on this side of the link (in the transfer queue, in the transfer
@@ -902,6 +891,19 @@ class WorkerLink:
             "buffers_made": out.buffers.made + opener.buffers.made,
             "buffers_reused": out.buffers.reused + opener.buffers.reused,
         }
+
+
+def _first_unpicklable(part: list) -> tuple[int, str, Any, Exception] | None:
+    """(emitting task, stream, row, error) of the first row of `part` that does not
+    pickle (packed rows were pickled already), or None."""
+    for _, src, stream, values, _ in part:
+        if values.__class__ is fr.Packed:
+            continue
+        for row in values:
+            bad = _unpicklable(row)
+            if bad is not None:
+                return src, stream, row, bad
+    return None
 
 
 def _unpicklable(value: Any) -> Exception | None:
