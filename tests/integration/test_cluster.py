@@ -60,8 +60,10 @@ class Cluster:
         supervisor_args: tuple[str, ...] = (),
         nimbus_args: tuple[str, ...] = (),
         insecure: bool = False,
+        task_timeout: float = 5,
     ):
         self.tmp = tmp
+        self.task_timeout = task_timeout
         self.env = _child_env()
         self.env.pop("STORMISH_KEYS", None)
         if keys:
@@ -114,7 +116,7 @@ class Cluster:
     def start_nimbus(self) -> None:
         self.nimbus = self._spawn(
             "nimbus", "--port", str(self.api), "--control-port", str(self.control),
-            "--data", self.data, "--task-timeout", "5",
+            "--data", self.data, "--task-timeout", f"{self.task_timeout:g}",
             *self.nimbus_args, log="nimbus.log",
         )  # fmt: skip
 

@@ -20,11 +20,16 @@ from .harness import running
 from .test_cluster import Cluster
 
 IDS = 10_000
+# nimbus's task timeout: how long the lost host stays away. After the kill the spout's
+# pending fills with trees through the lost host until they time out (3 s), so the
+# traffic to the healthy worker that the test waits for can take most of 5 s on a slow
+# machine (CI saw nimbus move the worker first): 12 s leaves room.
+AWAY = 12
 
 
 class Sink(Bolt):
     """Acks after 2 ms of work: at most 500 ids a second per task, so the run cannot end
-    while the lost worker is away (at least nimbus's 5 s task timeout)."""
+    while the lost worker is away (at least nimbus's task timeout, AWAY)."""
 
     def execute(self, tup):
         time.sleep(0.002)
@@ -52,7 +57,7 @@ def spread(name: str) -> Topology:
 @pytest.fixture
 def three(tmp_path):
     logs = ("nimbus.log", "s0.log", "s1.log", "s2.log")
-    with running(lambda: Cluster(str(tmp_path), supervisors=3), logs) as c:
+    with running(lambda: Cluster(str(tmp_path), supervisors=3, task_timeout=AWAY), logs) as c:
         yield c
 
 
