@@ -23,6 +23,7 @@ from itertools import repeat
 from typing import Any
 
 from ..errors import TopologyError
+from ..rowcodec import route_keyed
 from ..settle import NO_SUBSCRIBER
 from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
@@ -212,12 +213,19 @@ class Collector:
         the try costs nothing until a key misses)."""
         fc, fidx, single = route.fcache, route.fidx, route.single
         assert fc is not None and single is not None
-        for v in rows:
-            try:
-                ob = fc[v[fidx]]
-            except (KeyError, TypeError):
-                ob = single(v)
-            ob.append(v)
+        if route_keyed is not None and type(rows) is list:  # compiled: ~30 ns a row
+            n, i = len(rows), 0
+            while (i := route_keyed(rows, fidx, fc, i)) < n:
+                v = rows[i]  # a key not cached yet (or unhashable): the grouping picks
+                single(v).append(v)
+                i += 1
+        else:
+            for v in rows:
+                try:
+                    ob = fc[v[fidx]]
+                except (KeyError, TypeError):
+                    ob = single(v)
+                ob.append(v)
         size = self.batch_size
         for ob in route.count_boxes:  # the grouping's outboxes, a few
             if len(ob) >= size:

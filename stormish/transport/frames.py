@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import IO, Any, TypeAlias
 
+from .. import rowcodec
 from ..errors import StormishError
 from ..tuple import RejectedRows, StampedRows
 from .tracker import BackpressureStatus
@@ -158,8 +159,14 @@ class Packed:
 
     def rows(self) -> list[Any]:
         """The rows; an undecodable blob or a wrong row count raises `FrameError`."""
+        data = self.data
+        if data[:1] == rowcodec.MAGIC:  # typed rows (a pickle starts with PROTO, 0x80)
+            try:
+                return rowcodec.unpack_rows(data, self.n)
+            except Exception as e:  # noqa: BLE001 - ValueError, or memory for a forged size
+                raise FrameError(f"undecodable packed rows: {e}") from None
         try:
-            rows = pickle.loads(self.data)
+            rows = pickle.loads(data)
         except Exception as e:  # a corrupt pickle can raise almost anything
             raise FrameError(f"undecodable packed rows: {type(e).__name__}: {e}") from None
         if type(rows) is not list or len(rows) != self.n:
@@ -188,6 +195,11 @@ def pack(values: Any) -> Packed | None:
     shared-memory path of `encode_tuples`, which needs the buffers themselves)."""
     if type(values) is not list or len(values) < PACK_MIN_ROWS:
         return None
+    typed = rowcodec.pack_rows
+    if typed is not None:  # compiled: flat rows of plain values skip pickle
+        data = typed(values)
+        if data is not None and len(data) < OOB_THRESHOLD:  # else: may hold a large bytes
+            return Packed(data, len(values))
     try:
         out = io.BytesIO()
         fast = pickle.Pickler(out, protocol=5, buffer_callback=_small_in_band)

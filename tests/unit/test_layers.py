@@ -25,7 +25,8 @@ FLOORS = {
     "tuple": CORE, "errors": CORE, "config": CORE, "component": CORE, "topology": CORE,
     "schema": CORE, "settle": CORE, "failure": CORE, "clock": CORE, "edges": CORE,
     "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
-    "statusline": CORE, "summary_table": CORE, "plugins": CORE,
+    "statusline": CORE, "summary_table": CORE, "plugins": CORE, "rowcodec": CORE,
+    "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
     "transport": TRANSPORT,
     "runtime": RUNTIME,
     "local": LOCAL,
@@ -41,8 +42,9 @@ FLOORS = {
 
 
 def on_disk() -> set[str]:
-    """stormish's modules and packages (those with Python files), by name."""
-    return {p.stem for p in ROOT.glob("*.py")} | {
+    """stormish's modules (Python, or C compiled to one) and packages (those with
+    Python files), by name."""
+    return {p.stem for p in (*ROOT.glob("*.py"), *ROOT.glob("*.c"))} | {
         p.name for p in ROOT.iterdir() if p.is_dir() and any(p.rglob("*.py"))
     }
 
