@@ -396,9 +396,120 @@ done:
     return out;
 }
 
+
+/* route_str(rows, fidx, outboxes, start) -> int
+
+Like route_keyed, for a fields grouping whose key is a str: the outbox is
+outboxes[crc32(UTF-8 of the key) % len(outboxes)], the grouping's own stable hash
+(runtime/grouping.py, stable_hash), computed here instead of looked up. Why: a word
+split a moment ago has no cached hash yet, so the cache's dict lookup paid for a
+SipHash of it (~30 ns) before the probe; CRC-32 of a short word costs a few ns and
+needs no dict. Stops at the first row that is not a tuple or list long enough, or whose
+key is not exactly a str that encodes (a lone surrogate; other types take the cache). */
+
+static uint32_t crc_table[256];
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t
+crc32_of(const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++)
+        c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static PyObject *
+crc32_str(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t size;
+    const char *data;
+    if (PyUnicode_Check(arg)) {
+        data = PyUnicode_AsUTF8AndSize(arg, &size);
+        if (data == NULL)
+            return NULL;
+    }
+    else if (PyBytes_Check(arg)) {
+        data = PyBytes_AS_STRING(arg);
+        size = PyBytes_GET_SIZE(arg);
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "crc32_str: a str or bytes expected");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(crc32_of((const unsigned char *)data, size));
+}
+
+static PyObject *
+route_str(PyObject *self, PyObject *args)
+{
+    PyObject *rows, *outboxes;
+    Py_ssize_t fidx, start;
+    if (!PyArg_ParseTuple(args, "O!nO!n:route_str", &PyList_Type, &rows, &fidx,
+                          &PyTuple_Type, &outboxes, &start))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows), k = PyTuple_GET_SIZE(outboxes);
+    if (k == 0) {
+        PyErr_SetString(PyExc_ValueError, "route_str: no outboxes");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        if (!PyList_Check(PyTuple_GET_ITEM(outboxes, j))) {
+            PyErr_SetString(PyExc_TypeError, "route_str: outboxes must be lists");
+            return NULL;
+        }
+    }
+    if (start < 0)
+        start = 0;
+    /* no Python code runs in this loop (exact str keys, list appends), so rows and the
+       rows in it cannot change under us; the outboxes tuple holds its lists */
+    for (Py_ssize_t i = start; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *key;
+        if (PyTuple_CheckExact(row) && fidx < PyTuple_GET_SIZE(row))
+            key = PyTuple_GET_ITEM(row, fidx);
+        else if (PyList_CheckExact(row) && fidx < PyList_GET_SIZE(row))
+            key = PyList_GET_ITEM(row, fidx);
+        else
+            return PyLong_FromSsize_t(i);
+        if (!PyUnicode_CheckExact(key))
+            return PyLong_FromSsize_t(i);
+        Py_ssize_t size;
+        const char *data;
+        if (PyUnicode_IS_COMPACT_ASCII(key)) {
+            data = (const char *)PyUnicode_DATA(key);
+            size = PyUnicode_GET_LENGTH(key);
+        }
+        else {
+            data = PyUnicode_AsUTF8AndSize(key, &size);
+            if (data == NULL) {
+                PyErr_Clear();  /* a lone surrogate: the grouping's surrogatepass */
+                return PyLong_FromSsize_t(i);
+            }
+        }
+        uint32_t h = crc32_of((const unsigned char *)data, size);
+        PyObject *ob = PyTuple_GET_ITEM(outboxes, (Py_ssize_t)(h % (uint32_t)k));
+        if (PyList_Append(ob, row) < 0)
+            return NULL;
+    }
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
     {"route_keyed", route_keyed, METH_VARARGS,
      "route_keyed(rows, fidx, cache, start) -> index of the first row not placed"},
+    {"route_str", route_str, METH_VARARGS,
+     "route_str(rows, fidx, outboxes, start) -> index of the first row not placed"},
+    {"crc32_str", crc32_str, METH_O, "crc32_str(s) -> zlib.crc32 of s in UTF-8"},
     {"pack_rows", pack_rows, METH_O, "pack_rows(rows) -> bytes, or None: pickle them"},
     {"unpack_rows", unpack_rows, METH_VARARGS, "unpack_rows(data, n) -> the n rows"},
     {NULL, NULL, 0, NULL},
@@ -412,5 +523,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    crc_init();
     return PyModule_Create(&module);
 }

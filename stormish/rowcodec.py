@@ -17,6 +17,7 @@ length)."""
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -145,6 +146,22 @@ def py_unpack_rows(data: Any, n: int) -> list[tuple]:
     return rows
 
 
+def py_route_str(rows: list, fidx: int, outboxes: tuple, start: int) -> int:
+    """Rows from `start` appended to `outboxes[crc32(key in UTF-8) % len(outboxes)]`
+    (the fields grouping's stable hash) up to the first that is not a tuple or list long
+    enough or whose key is not exactly a str that encodes: its index."""
+    for i in range(start, len(rows)):
+        v = rows[i]
+        if type(v) not in (tuple, list) or fidx >= len(v) or type(v[fidx]) is not str:
+            return i
+        try:
+            data = v[fidx].encode()
+        except UnicodeEncodeError:
+            return i
+        outboxes[zlib.crc32(data) % len(outboxes)].append(v)
+    return len(rows)
+
+
 def py_route_keyed(rows: list, fidx: int, cache: dict, start: int) -> int:
     """Rows from `start` appended to their outbox `cache[row[fidx]]`, up to the first
     that is not a tuple or list long enough, whose key is unhashable or not cached, or
@@ -168,7 +185,9 @@ def py_route_keyed(rows: list, fidx: int, cache: dict, start: int) -> int:
 pack_rows: Callable[[list], bytes | None] | None = None
 unpack_rows: Callable[[Any, int], list] = py_unpack_rows
 route_keyed: Callable[[list, int, dict, int], int] | None = None
+route_str: Callable[[list, int, tuple, int], int] | None = None
 if _compiled is not None:
+    route_str = _compiled.route_str
     pack_rows = _compiled.pack_rows
     unpack_rows = _compiled.unpack_rows
     route_keyed = _compiled.route_keyed

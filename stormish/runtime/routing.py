@@ -58,6 +58,7 @@ class Route:
         "only",
         "fcache",
         "fidx",
+        "fboxes",
         "orphan",
     )
 
@@ -78,6 +79,7 @@ class Route:
         self.only: Outbox | None = None
         self.fcache: dict[Any, Any] | None = None
         self.fidx = 0
+        self.fboxes: tuple[Outbox, ...] = ()  # that grouping's outboxes, in task order
         # no subscriber, and the component's dead letters have one: emits are dead letters
         self.orphan = False
         self.system = stream.startswith("__")
@@ -126,6 +128,7 @@ def build_routes(
             fg: g.Fields | None = getattr(route.single, "fields_grouping", None)
             if fg is not None and len(fg.indices) == 1:
                 route.fcache, route.fidx = fg.cache, fg.indices[0]
+                route.fboxes = tuple(fg.outboxes)
         routes[stream] = route
     dead = routes.get(DEAD_LETTER_STREAM)
     if dead is not None and dead.pickers:

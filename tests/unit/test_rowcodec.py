@@ -285,3 +285,58 @@ def test_without_the_compiled_part_rows_cross_as_pickles_and_typed_rows_still_re
     assert packed is not None and packed.data[:1] == b"\x80"
     assert packed.rows() == words
     assert fr.Packed(typed, len(words)).rows() == words
+
+
+# -- route_str ----------------------------------------------------------------------------
+
+
+def str_routers():
+    out = [rowcodec.py_route_str]
+    if rowcodec.COMPILED:
+        out.append(rowcodec.route_str)
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.text(max_size=6), st.integers(0, 9)), st.integers()),
+        max_size=60,
+    ),
+    st.integers(1, 5),
+)
+@settings(max_examples=300, deadline=None)
+def test_route_str_picks_the_fields_groupings_own_task_for_every_str_key(rows, k):
+    """The task a str key goes to is the grouping's (stable_hash: crc32 of its UTF-8),
+    so compiled and Python emitters in any worker agree; it stops at the first key that
+    is not a str."""
+    from stormish.runtime.grouping import Fields
+
+    for route in str_routers():
+        boxes = tuple(Box() for _ in range(k))
+        fields = Fields(boxes, [0])
+        i = route(rows, 0, boxes, 0)
+        first_other = next((j for j, r in enumerate(rows) if type(r[0]) is not str), len(rows))
+        assert i == first_other
+        for box in boxes:
+            for row in box:
+                assert fields.pick(row) is box
+        assert [r for b in boxes for r in b] == sorted(
+            rows[:i], key=lambda r: boxes.index(fields.pick(r))
+        )  # noqa: E501
+
+
+def test_route_str_leaves_a_lone_surrogate_and_odd_rows_to_the_grouping():
+    boxes = (Box(), Box())
+    for route in str_routers():
+        assert route([("a",), ("\ud800",)], 0, boxes, 0) == 1
+        assert route([("a",), ["b"], ("c", 1)], 0, boxes, 0) == 3
+        assert route([("a",), ()], 0, boxes, 0) == 1
+        assert route([("a",), (Weird("b"),)], 0, boxes, 0) == 1
+
+
+@compiled
+def test_crc32_str_is_zlibs():
+    import zlib
+
+    for s in ["", "a", "word", "é", "日本語" * 40, "x" * 5000]:
+        assert rowcodec._compiled.crc32_str(s) == zlib.crc32(s.encode())
