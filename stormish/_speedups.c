@@ -12,6 +12,10 @@ routes every word it splits, so the loop alone was ~8% of the run. Here ~10 ns.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#if PY_SSIZE_T_MAX <= 0xffffffffLL
+#error "64-bit builds only: lengths of 32 bits are read into Py_ssize_t (pure Python runs)"
+#endif
+
 /* route_keyed(rows, fidx, cache, start) -> int
 
 For rows[start:], in order: the outbox is cache[row[fidx]] and the row is appended to
@@ -29,6 +33,10 @@ route_keyed(PyObject *self, PyObject *args)
                           &PyDict_Type, &cache, &start))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
+    if (fidx < 0) {
+        PyErr_SetString(PyExc_ValueError, "route_keyed: fidx must be >= 0");
+        return NULL;
+    }
     if (start < 0)
         start = 0;
     for (Py_ssize_t i = start; i < n; i++) {
@@ -221,7 +229,7 @@ pack_rows(PyObject *self, PyObject *rows)
     if (arity < 1 || arity > 255)
         Py_RETURN_NONE;
     wbuf w = {NULL, 0, 0};
-    if (wb_reserve(&w, 7 + n * arity * 8) < 0)
+    if (wb_reserve(&w, 7 + (n < 65536 ? n : 65536) * arity * 2) < 0)
         return NULL;
     w.buf[0] = 'R';
     w.buf[1] = 1;
@@ -261,13 +269,19 @@ malformed(const char *why, Py_ssize_t at)
 static PyObject *
 get_str(const unsigned char *p, Py_ssize_t size)
 {
-    for (Py_ssize_t k = 0; k < size; k++) {
-        if (p[k] & 0x80)
-            return PyUnicode_DecodeUTF8((const char *)p, size, "strict");
-    }
+    /* copied first, then checked: the bytes may be a view of memory another process
+       writes (a segment), and what was checked must be what the str holds */
     PyObject *s = PyUnicode_New(size, 127);
-    if (s != NULL)
-        memcpy(PyUnicode_DATA(s), p, size);
+    if (s == NULL)
+        return NULL;
+    unsigned char *d = PyUnicode_DATA(s);
+    memcpy(d, p, size);
+    for (Py_ssize_t k = 0; k < size; k++) {
+        if (d[k] & 0x80) {
+            Py_DECREF(s);
+            return PyUnicode_DecodeUTF8((const char *)p, size, "strict");
+        }
+    }
     return s;
 }
 
@@ -297,12 +311,11 @@ unpack_rows(PyObject *self, PyObject *args)
     out = PyList_New(n);
     if (out == NULL)
         goto done;
+    PyObject_GC_UnTrack(out);  /* its NULL slots must not be seen by gc.get_objects() */
+    PyObject *vals[255];
+    Py_ssize_t j = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *row = PyTuple_New(arity);
-        if (row == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, i, row);
-        for (Py_ssize_t j = 0; j < arity; j++) {
+        for (j = 0; j < arity; j++) {
             if (at >= size) {
                 malformed("truncated", at);
                 goto fail;
@@ -381,15 +394,25 @@ unpack_rows(PyObject *self, PyObject *args)
             }
             if (v == NULL)
                 goto fail;
-            PyTuple_SET_ITEM(row, j, v);
+            vals[j] = v;
         }
+        PyObject *row = PyTuple_New(arity);  /* filled before anything else allocates */
+        if (row == NULL)
+            goto fail;
+        for (j = 0; j < arity; j++)
+            PyTuple_SET_ITEM(row, j, vals[j]);
+        j = 0;
+        PyList_SET_ITEM(out, i, row);
     }
     if (at != size) {
         malformed("trailing bytes", at);
         goto fail;
     }
+    PyObject_GC_Track(out);
     goto done;
 fail:
+    while (j > 0)
+        Py_DECREF(vals[--j]);
     Py_CLEAR(out);
 done:
     PyBuffer_Release(&view);
@@ -468,6 +491,10 @@ route_str(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "route_str: outboxes must be lists");
             return NULL;
         }
+    }
+    if (fidx < 0) {
+        PyErr_SetString(PyExc_ValueError, "route_str: fidx must be >= 0");
+        return NULL;
     }
     if (start < 0)
         start = 0;
