@@ -146,6 +146,69 @@ def py_unpack_rows(data: Any, n: int) -> list[tuple]:
     return rows
 
 
+METAS = b"M"
+_METAS_HEAD = struct.Struct("<cBI")
+_PAIR = struct.Struct("<qq")
+_NONE_META = 0xFF
+
+
+def py_pack_metas(metas: list) -> bytes | None:
+    """A tracked batch's metas (per row None, or a tuple of (root, edge) int pairs) in
+    the typed layout: b"M", version 1, count (u32 LE), then per row a count byte (0xFF
+    None) and its pairs as two i64 LE; None when one is anything else (pickle it)."""
+    if type(metas) is not list or not metas or len(metas) > 0xFFFFFFFF:
+        return None
+    out = bytearray(_METAS_HEAD.pack(METAS, 1, len(metas)))
+    for m in metas:
+        if m is None:
+            out.append(_NONE_META)
+            continue
+        if type(m) is not tuple or len(m) > 253:
+            return None
+        out.append(len(m))
+        for pair in m:
+            if type(pair) is not tuple or len(pair) != 2:
+                return None
+            a, b = pair
+            if type(a) is not int or type(b) is not int:
+                return None
+            if not (_MIN_I64 <= a <= _MAX_I64 and _MIN_I64 <= b <= _MAX_I64):
+                return None
+            out += _PAIR.pack(a, b)
+    return bytes(out)
+
+
+def py_unpack_metas(data: Any, n: int) -> list:
+    """The `n` metas of a typed buffer; anything malformed raises ValueError."""
+    data = memoryview(data).cast("B")
+    size = len(data)
+    if size < _METAS_HEAD.size or data[0] != 0x4D or data[1] != 1:
+        raise ValueError("typed rows: bad metas header at byte 0")
+    count = _U32.unpack_from(data, 2)[0]
+    if count != n:
+        raise ValueError("typed rows: wrong metas count at byte 2")
+    if count > size - _METAS_HEAD.size:
+        raise ValueError("typed rows: more metas than bytes at byte 2")
+    at = _METAS_HEAD.size
+    out: list[Any] = []
+    for _ in range(count):
+        if at >= size:
+            raise ValueError(f"typed rows: truncated metas at byte {at}")
+        k = data[at]
+        at += 1
+        if k == _NONE_META:
+            out.append(None)
+            continue
+        if k == 0xFE or size - at < 16 * k:
+            why = "bad metas count" if k == 0xFE else "truncated metas"
+            raise ValueError(f"typed rows: {why} at byte {at - 1}")
+        out.append(tuple(_PAIR.unpack_from(data, at + 16 * j) for j in range(k)))
+        at += 16 * k
+    if at != size:
+        raise ValueError(f"typed rows: trailing metas bytes at byte {at}")
+    return out
+
+
 def py_route_str(rows: list, fidx: int, outboxes: tuple, start: int) -> int:
     """Rows from `start` appended to `outboxes[crc32(key in UTF-8) % len(outboxes)]`
     (the fields grouping's stable hash) up to the first that is not a tuple or list long
@@ -186,7 +249,11 @@ pack_rows: Callable[[list], bytes | None] | None = None
 unpack_rows: Callable[[Any, int], list] = py_unpack_rows
 route_keyed: Callable[[list, int, dict, int], int] | None = None
 route_str: Callable[[list, int, tuple, int], int] | None = None
+pack_metas: Callable[[list], bytes | None] | None = None
+unpack_metas: Callable[[Any, int], list] = py_unpack_metas
 if _compiled is not None:
+    pack_metas = _compiled.pack_metas
+    unpack_metas = _compiled.unpack_metas
     route_str = _compiled.route_str
     pack_rows = _compiled.pack_rows
     unpack_rows = _compiled.unpack_rows

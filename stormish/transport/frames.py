@@ -223,12 +223,32 @@ def unpack(batches: list[Batch]) -> list[Batch]:
         if values.__class__ is Packed:
             if out is batches:
                 out = list(batches)
+            metas = b[3]
             try:
-                out[i] = (b[0], b[1], values.rows(), b[3])
+                if metas.__class__ is bytes:  # typed tree ids (rowcodec.pack_metas)
+                    metas = _metas(metas, values.n)
+                out[i] = (b[0], b[1], values.rows(), metas)
             except FrameError:
                 Packed.malformed += 1
                 out[i] = (b[0], b[1], [], None)
     return out
+
+
+def _metas(data: bytes, n: int) -> list[Any]:
+    try:
+        return rowcodec.unpack_metas(data, n)
+    except Exception as e:  # noqa: BLE001 - ValueError, or memory for a forged size
+        raise FrameError(f"undecodable packed metas: {e}") from None
+
+
+def pack_metas(metas: Any) -> Any:
+    """A tracked batch's tree ids typed (bytes) to cross beside its packed rows, or as
+    they are: compiled only (rowcodec), and only plain (root, edge) int pairs."""
+    typed = rowcodec.pack_metas
+    if typed is None or type(metas) is not list:
+        return metas
+    data = typed(metas)
+    return metas if data is None else data
 
 
 def encode_tuples(sender: int, seq: int, batches: Iterable[WireBatch]) -> list[Frame]:
@@ -484,14 +504,15 @@ def _load_tuples(kind: Kind, data: Any, frames: Sequence[Any]) -> list[WireBatch
 
 
 def _is_packed(batch: tuple) -> bool:
-    """(dest, src, stream, pickled rows, metas_or_None, row count): `Packed` rows."""
+    """(dest, src, stream, pickled or typed rows, metas (None, a list, or typed bytes:
+    checked when unpacked), row count): `Packed` rows."""
     dest, src, stream, data, metas, n = batch
     return (
         _addressed(dest, src, stream)
         and type(data) is bytes
         and type(n) is int
         and n >= 0
-        and (metas is None or (type(metas) is list and len(metas) == n))
+        and (metas is None or type(metas) is bytes or (type(metas) is list and len(metas) == n))
     )
 
 

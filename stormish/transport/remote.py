@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .frames import Batch, pack
+from .frames import Batch, pack, pack_metas
 from .wakeup import Wakeup
 
 
@@ -124,8 +124,11 @@ class RemoteTarget:
         if not transfer.has_room():  # refused below: not worth packing
             return False
         packed = pack(values)  # pickled now, while the rows are in this CPU's caches
-        rows = values if packed is None else packed
-        return transfer.try_put(self.worker, (self.task, src, stream, rows, metas), n)
+        if packed is None:
+            return transfer.try_put(self.worker, (self.task, src, stream, values, metas), n)
+        if metas is not None:
+            metas = pack_metas(metas)  # tree ids typed too, beside the packed rows
+        return transfer.try_put(self.worker, (self.task, src, stream, packed, metas), n)
 
     def load(self) -> float:
         w = self.worker

@@ -378,3 +378,75 @@ def test_the_garbage_collector_never_sees_a_half_built_batch():
     finally:
         gc.callbacks.remove(look)
     assert rows[-1] == (4999, "w") and seen == []
+
+
+# -- tree ids -----------------------------------------------------------------------------
+
+i64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+metas_lists = st.lists(
+    st.one_of(st.none(), st.lists(st.tuples(i64, i64), max_size=4).map(tuple)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(metas_lists)
+@settings(max_examples=300, deadline=None)
+def test_tree_ids_come_back_exactly_and_alike_from_both_twins(metas):
+    data = rowcodec.py_pack_metas(metas)
+    assert data is not None
+    assert rowcodec.py_unpack_metas(data, len(metas)) == metas
+    if rowcodec.COMPILED:
+        assert rowcodec.pack_metas(metas) == data
+        assert rowcodec.unpack_metas(data, len(metas)) == metas
+
+
+@pytest.mark.parametrize(
+    "metas",
+    [[], [((1, 2, 3),)], [((1, "2"),)], [((2**63, 1),)], [[(1, 2)]], [((1, 2),) * 254], [5]],
+)
+def test_tree_ids_pickle_must_carry_are_declined(metas):
+    assert rowcodec.py_pack_metas(metas) is None
+    if rowcodec.COMPILED:
+        assert rowcodec.pack_metas(metas) is None
+
+
+@given(metas_lists, st.data())
+@settings(max_examples=300, deadline=None)
+def test_damaged_tree_ids_are_refused_or_read_alike_never_a_crash(metas, data):
+    raw = bytearray(rowcodec.py_pack_metas(metas))
+    how = data.draw(st.sampled_from(["flip", "cut", "grow", "count"]))
+    if how == "flip":
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    elif how == "cut":
+        del raw[data.draw(st.integers(0, len(raw) - 1)) :]
+    elif how == "grow":
+        raw += data.draw(st.binary(min_size=1, max_size=20))
+    n = len(metas) + (data.draw(st.integers(-3, 3)) if how == "count" else 0)
+    results = []
+    unpackers = [rowcodec.py_unpack_metas]
+    if rowcodec.COMPILED:
+        unpackers.append(rowcodec.unpack_metas)
+    for unpack in unpackers:
+        try:
+            results.append(("ids", unpack(bytes(raw), n)))
+        except ValueError as e:
+            results.append(("error", str(e)))
+    assert all(r == results[0] for r in results)
+
+
+@compiled
+def test_a_tracked_batch_crosses_with_typed_ids_and_comes_out_whole():
+    rows = [(f"w{i}",) for i in range(fr.PACK_MIN_ROWS)]
+    metas = [((7, i),) for i in range(len(rows))]
+    packed = fr.pack(rows)
+    ids = fr.pack_metas(metas)
+    assert type(ids) is bytes
+    frames = fr.encode_tuples(0, 1, [(3, 4, "default", packed, ids)])
+    (got,) = fr.decode([bytes(f) for f in frames]).body
+    assert fr.unpack([got[1:]]) == [(4, "default", rows, metas)]
+    damaged = (3, 4, "default", packed, ids[:-1])
+    (got,) = fr.decode([bytes(f) for f in fr.encode_tuples(0, 2, [damaged])]).body
+    before = fr.Packed.malformed
+    assert fr.unpack([got[1:]]) == [(4, "default", [], None)]  # lost, counted; trees replay
+    assert fr.Packed.malformed == before + 1
