@@ -266,9 +266,30 @@ malformed(const char *why, Py_ssize_t at)
     return NULL;
 }
 
+/* Short ASCII strs read lately, by a hash of their bytes (direct-mapped, one per slot):
+a word that crosses again is the same str object as last time. That skips making it, and
+more: its SipHash is cached in it after the first dict lookup, and a dict keyed by it (a
+count) finds it by identity. A word count's crossing words hit it nearly always. Strs
+are immutable, so sharing one is invisible but to `is`; the table holds at most
+STR_CACHE strs of at most STR_CACHE_LEN bytes. */
+#define STR_CACHE 4096
+#define STR_CACHE_LEN 32
+static PyObject *str_cache[STR_CACHE];
+
 static PyObject *
 get_str(const unsigned char *p, Py_ssize_t size)
 {
+    uint32_t slot = 0;
+    if (size <= STR_CACHE_LEN) {
+        uint32_t h = 2166136261u;  /* FNV-1a */
+        for (Py_ssize_t k = 0; k < size; k++)
+            h = (h ^ p[k]) * 16777619u;
+        slot = h & (STR_CACHE - 1);
+        PyObject *c = str_cache[slot];
+        if (c != NULL && PyUnicode_GET_LENGTH(c) == size &&
+            memcmp(PyUnicode_DATA(c), p, size) == 0)
+            return Py_NewRef(c);  /* cached strs are compact ASCII: same bytes, same str */
+    }
     /* copied first, then checked: the bytes may be a view of memory another process
        writes (a segment), and what was checked must be what the str holds */
     PyObject *s = PyUnicode_New(size, 127);
@@ -282,6 +303,8 @@ get_str(const unsigned char *p, Py_ssize_t size)
             return PyUnicode_DecodeUTF8((const char *)p, size, "strict");
         }
     }
+    if (size <= STR_CACHE_LEN)
+        Py_XSETREF(str_cache[slot], Py_NewRef(s));
     return s;
 }
 

@@ -450,3 +450,20 @@ def test_a_tracked_batch_crosses_with_typed_ids_and_comes_out_whole():
     before = fr.Packed.malformed
     assert fr.unpack([got[1:]]) == [(4, "default", [], None)]  # lost, counted; trees replay
     assert fr.Packed.malformed == before + 1
+
+
+@compiled
+def test_a_word_read_again_is_the_same_str_and_colliding_words_stay_themselves():
+    """Short ASCII strs are reused from a small table (their hash stays cached in them,
+    and a dict keyed by one finds it by identity); a slot another word took gives that
+    other word, never the wrong one."""
+    words = [(f"w{i}",) for i in range(20_000)]  # far more words than the table's slots
+    data = rowcodec.pack_rows(words)
+    first, again = rowcodec.unpack_rows(data, len(words)), rowcodec.unpack_rows(data, len(words))
+    assert first == words and again == words
+    few = rowcodec.pack_rows([("count",), ("word",), ("count",)])
+    a, b = rowcodec.unpack_rows(few, 3), rowcodec.unpack_rows(few, 3)
+    assert a[0][0] is b[0][0] is b[2][0] and a[1][0] is b[1][0]
+    long = [("x" * 40,)] * 2  # past the table's length: made each time, equal
+    a, b = rowcodec.unpack_rows(rowcodec.pack_rows(long), 2)
+    assert a == b == long[0] and a[0] is not b[0]
