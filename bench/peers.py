@@ -24,7 +24,8 @@ with a message.
 Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax,...]
      python bench/peers.py --startup       (10-sentence topology: start-up, whole command)
      python bench/peers.py --startup --base /tmp/base   (and another checkout, same rounds)
-     python bench/peers.py --acking        (adds stormish with acking on)
+     python bench/peers.py --acking        (adds stormish with acking on: one acker per
+                                           worker, Storm's default, as users leave it)
      python bench/peers.py --bound         (adds 2 workers with nothing crossing: a bound)
      python bench/peers.py --shuffle-first (adds 2 workers with shuffle_grouping first)
 """
@@ -178,7 +179,10 @@ if os.environ.get("PEERS_GROUPING") == "local":
     count.local_or_shuffle_grouping("split")
 else:
     count.fields_grouping("split", ["word"])
-topology.config["topology.acker.executors"] = 1 if ACKING else 0
+if not ACKING:
+    topology.config["topology.acker.executors"] = 0
+# acking on: the acker count left unset, as users leave it: one per worker (Storm's
+# default). It was 1 here: with 2 workers one of them did every tree's acking
 """
 
 
