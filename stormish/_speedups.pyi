@@ -8,3 +8,19 @@ def route_str(rows: list[Any], fidx: int, outboxes: tuple[Any, ...], start: int,
 def crc32_str(s: str | bytes, /) -> int: ...
 def pack_metas(metas: list[Any], /) -> bytes | None: ...
 def unpack_metas(data: Any, n: int, /) -> list[Any]: ...
+
+class Emitter:
+    def __init__(
+        self,
+        py: Any,
+        own: str,
+        arity: int,
+        size: int,
+        flush: Any,
+        only: list[Any] | None,
+        boxes: tuple[Any, ...] | None,
+        cache: dict[Any, Any] | None,
+        fidx: int,
+        /,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...

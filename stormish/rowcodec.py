@@ -249,9 +249,12 @@ pack_rows: Callable[[list], bytes | None] | None = None
 unpack_rows: Callable[[Any, int], list] = py_unpack_rows
 route_keyed: Callable[[list, int, dict, int], int] | None = None
 route_str: Callable[[list, int, tuple, int], int] | None = None
+# a one-stream component's emit (runtime/emitters.py), compiled: Emitter(py closure, ...)
+Emitter: Callable[..., Callable[..., None]] | None = None
 pack_metas: Callable[[list], bytes | None] | None = None
 unpack_metas: Callable[[Any, int], list] = py_unpack_metas
 if _compiled is not None:
+    Emitter = _compiled.Emitter
     pack_metas = _compiled.pack_metas
     unpack_metas = _compiled.unpack_metas
     route_str = _compiled.route_str

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, cast
 
+from ..rowcodec import Emitter
 from ..tuple import Traced, TrackedTuple, Tuple, inherit
 from .ack_folder import announcement
 from .collector import Collector
@@ -92,7 +93,9 @@ class UntrackedCollector(Collector):
         grouping (most bolts and spouts), else the method. The closure skips the stream
         and route checks and the method call's attribute lookups: ~30% of an emit, the
         per-tuple API's largest cost. Anything unusual (another stream, a wrong width, a
-        message id, a key not seen yet) takes the method, which checks and raises."""
+        message id, a key not seen yet) takes the method, which checks and raises.
+        Compiled (rowcodec.Emitter), the common calls skip the closure's call too and a
+        str key's task is the grouping's hash; the rest call the closure."""
         slow = self.emit
         route = _one_user_route(self)
         if route is None:
@@ -114,6 +117,8 @@ class UntrackedCollector(Collector):
                 if len(only) >= size:
                     flush(only)
 
+            if Emitter is not None:  # compiled: the same, as one C call (rowcodec)
+                return Emitter(emit_one, own, arity, size, flush, only, None, None, 0)
             return emit_one
         if fc is not None and route.shuffle1 is None:
 
@@ -135,6 +140,8 @@ class UntrackedCollector(Collector):
                 if len(ob) >= size:
                     flush(ob)
 
+            if Emitter is not None and route.fboxes:
+                return Emitter(emit_keyed, own, arity, size, flush, None, route.fboxes, fc, fidx)
             return emit_keyed
         return slow
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormish import Topology, TopologyError
+from stormish import Topology, TopologyError, rowcodec
 from stormish.runtime.ack_folder import announcement
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.emitters import make_collector as collector_for
@@ -433,6 +433,13 @@ def test_roots_stay_random_with_a_single_acker():
 
 
 # -- bound_emit: the closure a one-stream component gets as its emit (acking off)
+def fast_path(emit) -> str:
+    """Which fast emit `bound_emit` gave: emit_one or emit_keyed (closure or compiled)."""
+    if rowcodec.Emitter is not None and type(emit) is rowcodec.Emitter:
+        return repr(emit).rsplit(": ", 1)[1].rstrip(">")
+    return emit.__qualname__.rsplit(".", 1)[1]
+
+
 class Words(IdleSpout):
     outputs = ["w"]
 
@@ -461,7 +468,10 @@ def one_stream(spout, grouping: str, sinks: int = 1):
 def test_the_fast_emit_routes_and_counts_as_the_method_does(grouping, sinks):
     coll, queues, plan = one_stream(Words(), grouping, sinks)
     emit = coll.bound_emit()
-    assert emit.__qualname__.startswith("UntrackedCollector.bound_emit.")
+    if rowcodec.Emitter is not None:  # compiled: the C emitter
+        assert type(emit) is rowcodec.Emitter
+    else:
+        assert emit.__qualname__.startswith("UntrackedCollector.bound_emit.")
     words = [f"w{i % 7}" for i in range(50)]
     for w in words:
         emit((w,))
@@ -622,7 +632,7 @@ def test_local_or_shuffle_with_one_local_task_sends_everything_there(api):
     local = {src, sinks[1]}  # the other sink tasks live in other workers
     coll = collector_for(plan, src, queues, local, 4)
     emit = coll.bound_emit()
-    assert emit.__qualname__.endswith(".emit_one")  # the one-outbox path, no pick a tuple
+    assert fast_path(emit) == "emit_one"  # the one-outbox path, no pick a tuple
     rows = [(f"w{i}",) for i in range(30)]
     if api == "emit":
         for r in rows:
@@ -699,3 +709,57 @@ def test_the_reliable_spout_emit_closure_refuses_what_the_method_refuses():
         emit(("a", "b"), msg_id=1)
     with pytest.raises(TopologyError, match="undeclared stream 'other'"):
         emit(("a",), stream="other", msg_id=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(0, 30), st.text(max_size=3), st.lists(st.integers(0, 3)), st.none()
+        ),
+        max_size=120,
+    ),
+    st.sampled_from([("fields", 3), ("fields", 1), ("shuffle", 1)]),
+)
+def test_the_compiled_emit_sends_every_row_where_the_closure_sends_it(keys, how):
+    """rowcodec.Emitter (C) against the Python closure it wraps: str keys by the
+    grouping's hash, others by its cache, unhashable and new keys through the closure;
+    every row in the same task's batches, in order, batches no larger than 4."""
+    import stormish.runtime.emitters as emitters
+
+    if rowcodec.Emitter is None:
+        pytest.skip("stormish._speedups is not built here")
+    grouping, sinks = how
+    rows = [(k,) for k in keys]
+    compiled, qc, plan = one_stream(Words(), grouping, sinks)
+    emit = compiled.bound_emit()
+    assert type(emit) is rowcodec.Emitter
+    for i, r in enumerate(rows):
+        emit(r) if i % 2 else emit(r, "default")
+    compiled.flush_all()
+    saved, emitters.Emitter = emitters.Emitter, None
+    try:
+        plain, qp, _ = one_stream(Words(), grouping, sinks)
+        emit = plain.bound_emit()
+    finally:
+        emitters.Emitter = saved
+    assert type(emit) is not rowcodec.Emitter
+    for r in rows:
+        emit(r)
+    plain.flush_all()
+    for t in plan.tasks["sink"]:
+        got = drain(qc[t])
+        assert all(len(b[2]) <= 4 for b in got)
+        assert [v for b in got for v in b[2]] == [v for b in drain(qp[t]) for v in b[2]]
+    assert compiled.emitted() == plain.emitted()
+
+
+def test_the_compiled_emit_refuses_a_positional_stream_it_does_not_declare():
+    coll, _, _ = one_stream(Words(), "fields", 2)
+    emit = coll.bound_emit()
+    with pytest.raises(TopologyError, match="undeclared stream 'other'"):
+        emit(("a",), "other")
+    with pytest.raises(TopologyError, match="2 values on stream 'default'"):
+        emit(["a", "b"])
+    with pytest.raises(TypeError):
+        emit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from stormish import Topology
+from stormish import Topology, rowcodec
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.plan import build_plan
 from stormish.runtime.worker import Worker, emit_batch
@@ -117,4 +117,6 @@ def _unwrapped(emit, collector) -> bool:
     """The collector's bound emit, or the fast closure it made (bound_emit), no logger."""
     if getattr(emit, "__self__", None) is collector:
         return True
+    if rowcodec.Emitter is not None and type(emit) is rowcodec.Emitter:
+        return True  # the compiled fast emit (UntrackedCollector.bound_emit)
     return emit.__qualname__.startswith(type(collector).__name__ + ".bound_emit.")
