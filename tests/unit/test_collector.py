@@ -714,9 +714,7 @@ def test_the_reliable_spout_emit_closure_refuses_what_the_method_refuses():
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.one_of(
-            st.integers(0, 30), st.text(max_size=3), st.lists(st.integers(0, 3)), st.none()
-        ),
+        st.one_of(st.integers(0, 30), st.text(max_size=3), st.lists(st.integers(0, 3)), st.none()),
         max_size=120,
     ),
     st.sampled_from([("fields", 3), ("fields", 1), ("shuffle", 1)]),
