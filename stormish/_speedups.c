@@ -17,6 +17,18 @@ routes every word it splits, so the loop alone was ~8% of the run. Here ~10 ns.
 #error "64-bit builds only: lengths of 32 bits are read into Py_ssize_t (pure Python runs)"
 #endif
 
+/* A row's field `fidx` (borrowed), or NULL (no error set) when the row is not an
+exact tuple or list that long: the callers' slow paths say what is wrong. */
+static PyObject *
+row_key(PyObject *row, Py_ssize_t fidx)
+{
+    if (PyTuple_CheckExact(row))
+        return fidx < PyTuple_GET_SIZE(row) ? PyTuple_GET_ITEM(row, fidx) : NULL;
+    if (PyList_CheckExact(row))
+        return fidx < PyList_GET_SIZE(row) ? PyList_GET_ITEM(row, fidx) : NULL;
+    return NULL;
+}
+
 /* route_keyed(rows, fidx, cache, start) -> int
 
 For rows[start:], in order: the outbox is cache[row[fidx]] and the row is appended to
@@ -44,12 +56,8 @@ route_keyed(PyObject *self, PyObject *args)
         if (PyList_GET_SIZE(rows) != n)  /* a key's __eq__ changed rows: stop here */
             return PyLong_FromSsize_t(i);
         PyObject *row = PyList_GET_ITEM(rows, i);
-        PyObject *key;
-        if (PyTuple_CheckExact(row) && fidx < PyTuple_GET_SIZE(row))
-            key = PyTuple_GET_ITEM(row, fidx);
-        else if (PyList_CheckExact(row) && fidx < PyList_GET_SIZE(row))
-            key = PyList_GET_ITEM(row, fidx);
-        else
+        PyObject *key = row_key(row, fidx);
+        if (key == NULL)
             return PyLong_FromSsize_t(i);  /* a short or odd row: the slow path says */
         /* the key's __hash__/__eq__ may run Python code that changes rows or the row */
         Py_INCREF(row);
@@ -132,6 +140,36 @@ get_u32(const unsigned char *p)
            ((uint32_t)p[3] << 24);
 }
 
+static void
+put_i64(char *p, long long x)
+{
+    uint64_t u = (uint64_t)x;
+    for (int k = 0; k < 8; k++)
+        p[k] = (char)((u >> (8 * k)) & 0xff);
+}
+
+static long long
+get_i64(const unsigned char *p)
+{
+    uint64_t u = 0;
+    for (int k = 0; k < 8; k++)
+        u |= (uint64_t)p[k] << (8 * k);
+    return (long long)u;
+}
+
+/* 0: *x is v, an exact int in 64 bits; 1: it is not (the caller pickles); -1: error */
+static int
+int_value(PyObject *v, long long *x)
+{
+    if (Py_TYPE(v) != &PyLong_Type)
+        return 1;
+    int overflow = 0;
+    *x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow)
+        return 1;
+    return *x == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* 0: written; 1: not a plain value (the caller pickles); -1: an error is set */
 static int
 put_value(wbuf *w, PyObject *v)
@@ -162,18 +200,15 @@ put_value(wbuf *w, PyObject *v)
         return 0;
     }
     if (t == &PyLong_Type) {
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow)
-            return 1;
-        if (x == -1 && PyErr_Occurred())
-            return -1;
+        long long x;
+        int rc = int_value(v, &x);
+        if (rc != 0)
+            return rc;
         if (wb_reserve(w, 9) < 0)
             return -1;
         w->buf[w->len++] = 3;
-        uint64_t u = (uint64_t)x;
-        for (int k = 0; k < 8; k++)
-            w->buf[w->len++] = (char)((u >> (8 * k)) & 0xff);
+        put_i64(w->buf + w->len, x);
+        w->len += 8;
         return 0;
     }
     if (t == &PyFloat_Type) {
@@ -363,12 +398,8 @@ unpack_rows(PyObject *self, PyObject *args)
                     malformed("truncated number", at);
                     goto fail;
                 }
-                if (tag == 3) {
-                    uint64_t u = 0;
-                    for (int k = 0; k < 8; k++)
-                        u |= (uint64_t)p[at + k] << (8 * k);
-                    v = PyLong_FromLongLong((long long)u);
-                }
+                if (tag == 3)
+                    v = PyLong_FromLongLong(get_i64(p + at));
                 else {
                     double d = PyFloat_Unpack8((const char *)p + at, 1);
                     if (d == -1.0 && PyErr_Occurred())
@@ -525,14 +556,8 @@ route_str(PyObject *self, PyObject *args)
     /* no Python code runs in this loop (exact str keys, list appends), so rows and the
        rows in it cannot change under us; the outboxes tuple holds its lists */
     for (Py_ssize_t i = start; i < n; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i), *key;
-        if (PyTuple_CheckExact(row) && fidx < PyTuple_GET_SIZE(row))
-            key = PyTuple_GET_ITEM(row, fidx);
-        else if (PyList_CheckExact(row) && fidx < PyList_GET_SIZE(row))
-            key = PyList_GET_ITEM(row, fidx);
-        else
-            return PyLong_FromSsize_t(i);
-        if (!PyUnicode_CheckExact(key))
+        PyObject *row = PyList_GET_ITEM(rows, i), *key = row_key(row, fidx);
+        if (key == NULL || !PyUnicode_CheckExact(key))
             return PyLong_FromSsize_t(i);
         Py_ssize_t size;
         const char *data;
@@ -567,23 +592,6 @@ then per row a count byte (0xFF: None; else that many pairs) and the pairs as tw
 i64 LE each. Why: pickle spent ~220 ns writing and as much reading each ((root, e),)
 of random 63-bit ids (a long opcode each, two tuples), the largest per-row cost left of
 a tracked batch that crosses workers. */
-
-static int
-put_i64(wbuf *w, PyObject *v)
-{
-    if (Py_TYPE(v) != &PyLong_Type)
-        return 1;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow)
-        return 1;
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    uint64_t u = (uint64_t)x;
-    for (int k = 0; k < 8; k++)
-        w->buf[w->len++] = (char)((u >> (8 * k)) & 0xff);
-    return 0;
-}
 
 static PyObject *
 pack_metas(PyObject *self, PyObject *metas)
@@ -622,11 +630,14 @@ pack_metas(PyObject *self, PyObject *metas)
             if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
                 goto plain;
             for (int h = 0; h < 2; h++) {
-                int rc = put_i64(&w, PyTuple_GET_ITEM(pair, h));
+                long long x;
+                int rc = int_value(PyTuple_GET_ITEM(pair, h), &x);
                 if (rc > 0)
                     goto plain;
                 if (rc < 0)
                     goto error;
+                put_i64(w.buf + w.len, x);
+                w.len += 8;
             }
         }
     }
@@ -639,15 +650,6 @@ plain:
 error:
     PyMem_Free(w.buf);
     return NULL;
-}
-
-static PyObject *
-get_i64(const unsigned char *p)
-{
-    uint64_t u = 0;
-    for (int k = 0; k < 8; k++)
-        u |= (uint64_t)p[k] << (8 * k);
-    return PyLong_FromLongLong((long long)u);
 }
 
 static PyObject *
@@ -696,7 +698,8 @@ unpack_metas(PyObject *self, PyObject *args)
         PyObject *pairs[254];
         Py_ssize_t made = 0;
         for (; made < k; made++) {
-            PyObject *a = get_i64(p + at), *b = a ? get_i64(p + at + 8) : NULL;
+            PyObject *a = PyLong_FromLongLong(get_i64(p + at));
+            PyObject *b = a ? PyLong_FromLongLong(get_i64(p + at + 8)) : NULL;
             PyObject *pair = b ? PyTuple_New(2) : NULL;
             if (pair == NULL) {
                 Py_XDECREF(a);
