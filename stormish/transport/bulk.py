@@ -229,6 +229,11 @@ class Sender:
         self.bytes += size
         return fr.as_bulk(frames, first, len(buffers), tuples)
 
+    def peers(self) -> int:
+        """Peers whose bulk socket we know (their HELLO came): until then their large
+        buffers go inside the CURVE link."""
+        return len(self._sock)
+
     def waiting(self) -> list[zmq.Socket]:
         """The sockets of peers waiting for room (to poll for POLLOUT)."""
         return [self._sock[p][1] for p in self._full_since if p in self._sock]

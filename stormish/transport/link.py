@@ -881,6 +881,7 @@ class WorkerLink:
         return {
             "on": True,
             "address": self._bulk_address,
+            "peers": out.peers(),
             "messages_sent": out.messages,
             "bytes_sent": out.bytes,
             "fallback": out.fallback,
