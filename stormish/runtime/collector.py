@@ -215,11 +215,11 @@ class Collector:
         few ns."""
         fc, fidx, single = route.fcache, route.fidx, route.single
         assert fc is not None and single is not None
-        if route_keyed is not None and route_str is not None and type(rows) is list:
+        if route_str is not None and type(rows) is list:  # route_keyed comes with it
             # compiled: str keys by the grouping's hash (no dict, no SipHash of a fresh
             # word), from the first other key on by the cache, a miss by the grouping
             n, i = len(rows), route_str(rows, fidx, route.fboxes, 0)
-            while i < n and (i := route_keyed(rows, fidx, fc, i)) < n:
+            while i < n and (i := route_keyed(rows, fidx, fc, i)) < n:  # type: ignore[misc]
                 v = rows[i]
                 single(v).append(v)
                 i += 1

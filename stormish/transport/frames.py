@@ -161,10 +161,7 @@ class Packed:
         """The rows; an undecodable blob or a wrong row count raises `FrameError`."""
         data = self.data
         if data[:1] == rowcodec.MAGIC:  # typed rows (a pickle starts with PROTO, 0x80)
-            try:
-                return rowcodec.unpack_rows(data, self.n)
-            except Exception as e:  # noqa: BLE001 - ValueError, or memory for a forged size
-                raise FrameError(f"undecodable packed rows: {e}") from None
+            return _typed(rowcodec.unpack_rows, data, self.n, "rows")
         try:
             rows = pickle.loads(data)
         except Exception as e:  # a corrupt pickle can raise almost anything
@@ -226,7 +223,7 @@ def unpack(batches: list[Batch]) -> list[Batch]:
             metas = b[3]
             try:
                 if metas.__class__ is bytes:  # typed tree ids (rowcodec.pack_metas)
-                    metas = _metas(metas, values.n)
+                    metas = _typed(rowcodec.unpack_metas, metas, values.n, "metas")
                 out[i] = (b[0], b[1], values.rows(), metas)
             except FrameError:
                 Packed.malformed += 1
@@ -234,11 +231,12 @@ def unpack(batches: list[Batch]) -> list[Batch]:
     return out
 
 
-def _metas(data: bytes, n: int) -> list[Any]:
+def _typed(read: Callable[[Any, int], list[Any]], data: Any, n: int, what: str) -> list[Any]:
+    """`n` typed rows or tree ids read by `read` (rowcodec); anything wrong, FrameError."""
     try:
-        return rowcodec.unpack_metas(data, n)
+        return read(data, n)
     except Exception as e:  # noqa: BLE001 - ValueError, or memory for a forged size
-        raise FrameError(f"undecodable packed metas: {e}") from None
+        raise FrameError(f"undecodable packed {what}: {e}") from None
 
 
 def pack_metas(metas: Any) -> Any:
