@@ -1,6 +1,8 @@
-"""The optional compiled part (stormish/_speedups.c): built where a C compiler and
-Python's headers are found, skipped with a warning where not. Everything it does has a
-pure-Python path (stormish/rowcodec.py picks), so an install never fails for want of it.
+"""The optional compiled parts (stormish/_speedups.c, the crossing path's rows;
+stormish/_acking.c, acking's per-tuple steps): built where a C compiler and Python's
+headers are found, skipped with a warning where not. Everything they do has a
+pure-Python path (stormish/rowcodec.py and stormish/runtime/fastack.py pick), so an
+install never fails for want of them.
 The rest of the project's metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -12,6 +14,12 @@ setup(
             ["stormish/_speedups.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "stormish._acking",
+            ["stormish/_acking.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -40,6 +40,7 @@ from operator import length_hint
 from typing import Any, cast
 
 from ..tuple import TrackedTuple, Tuple, TupleBatch
+from .fastack import fold_runs as _c_fold_runs
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 from .routing import Outbox, Route
 
@@ -334,7 +335,18 @@ def fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any =
     untracked) into `acks`. Runs of one root (a tree's rows, or a sentence's words, in a
     row) are folded before they meet the dict: a batch of one tree is one XOR a row and
     one dict update. With `done`, a tuple whose edge is `announced` is its whole tree
-    (ack_folder's announced trees): its root goes to `done` instead."""
+    (ack_folder's announced trees): its root goes to `done` instead. Compiled where
+    built (fastack.fold_runs), up to the first meta that is not (int, int) pairs."""
+    if _c_fold_runs is not None and metas.__class__ is list:
+        start = _c_fold_runs(metas, acks, announced, done, 0)
+        if start == len(metas):
+            return
+        metas = metas[start:]
+    py_fold_runs(metas, acks, announced, done)
+
+
+def py_fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any = None) -> None:
+    """fold_runs in Python (the compiled one's twin)."""
     get = acks.get
     last: int | None = None  # the root of the run being folded, its XOR so far
     x = 0

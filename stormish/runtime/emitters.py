@@ -27,6 +27,7 @@ from ..rowcodec import Emitter
 from ..tuple import Traced, TrackedTuple, Tuple, inherit
 from .ack_folder import announcement
 from .collector import Collector
+from .fastack import TreeEmitter
 from .plan import Plan
 from .routing import Outbox, Route
 from .seams import PublishTarget
@@ -268,6 +269,19 @@ class SpoutCollector(Collector):
                 if len(only) >= size:
                     flush(only)
 
+            if TreeEmitter is not None:  # compiled: the same, as one C call (fastack)
+                return TreeEmitter(
+                    emit_one_tree,
+                    own,
+                    arity,
+                    size,
+                    flush,
+                    only,
+                    None,
+                    head,
+                    self.acks.roots,
+                    announce,
+                )
             return emit_one_tree
 
         def emit_tree(
@@ -290,6 +304,10 @@ class SpoutCollector(Collector):
             if len(ob) >= size:
                 flush(ob)
 
+        if TreeEmitter is not None and head is not None:  # compiled (fastack)
+            return TreeEmitter(
+                emit_tree, own, arity, size, flush, only, sh, head, self.acks.roots, announce
+            )
         return emit_tree
 
     def emit_many(

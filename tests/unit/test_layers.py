@@ -27,6 +27,7 @@ FLOORS = {
     "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
     "statusline": CORE, "summary_table": CORE, "plugins": CORE, "rowcodec": CORE,
     "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
+    "_acking": CORE,  # runtime/fastack's compiled part (C; optional)
     "transport": TRANSPORT,
     "runtime": RUNTIME,
     "local": LOCAL,

@@ -1,0 +1,478 @@
+/* stormish._acking: the per-tuple steps of XOR acking, compiled (optional).
+
+Built beside stormish._speedups where a C compiler is found; every caller keeps its
+Python path (stormish/runtime/fastack.py picks), and each piece here does what its
+Python twin does, tuple for tuple: tests/unit/test_fastack.py runs both on the same
+input and compares.
+
+Why C: with acking on, what a reliable tuple costs beyond an unreliable one is a handful
+of Python steps per tuple (a root from the counter, a meta of two tuples, an in-flight
+store, an XOR per acked edge, each a bytecode dispatch and a fresh int), and the
+closures that run them cost as much again in calls. Here they are one C call an emit
+and one C pass a batch.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+
+static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id;
+
+/* ---- TreeEmitter: a reliable spout's emit, compiled --------------------------------
+
+TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce): what
+SpoutCollector.bound_emit's closure does for an emit with a message id on the spout's
+one stream, with a tuple or list of its width: a root from `roots` (the AckFolder's
+counter), the row in its outbox (`only`, or `shuffle.pick_next()`), the meta
+((root, announce),) beside it in the outbox's `metas`, `head[root] = msg_id` (the
+in-flight map's newest bucket), and the outbox flushed when full. Anything else (no
+message id, another stream, a wrong width, an unknown keyword) calls `py`, the Python
+closure, which routes, checks and raises as the method does. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *py, *own, *flush, *only, *only_metas, *shuffle, *head, *roots, *announce;
+    Py_ssize_t arity, size;
+    int own_is_default;
+} TreeEmitter;
+
+static int
+same_str(PyObject *a, PyObject *b)
+{
+    return a == b || (PyUnicode_CheckExact(a) && PyUnicode_Compare(a, b) == 0);
+}
+
+/* The call's (values, stream, anchors, msg_id) into `a` (NULL: not given); 0 when the
+call is one the Python closure must take (its signature decides what is an error). */
+static int
+emit_args(PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **a)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1 || n > 4)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        a[i] = args[i];
+    if (kwnames != NULL) {
+        Py_ssize_t k = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+            int idx;
+            if (same_str(name, s_msg_id))
+                idx = 3;
+            else if (same_str(name, s_stream))
+                idx = 1;
+            else if (same_str(name, s_anchors))
+                idx = 2;
+            else
+                return 0;
+            if (a[idx] != NULL)
+                return 0;
+            a[idx] = args[n + j];
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+tree_emitter_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
+{
+    TreeEmitter *e = (TreeEmitter *)obj;
+    PyObject *a[4] = {NULL, NULL, NULL, NULL};
+    if (!emit_args(args, nargsf, kwnames, a))
+        goto slow;
+    PyObject *values = a[0], *stream = a[1], *msg_id = a[3];
+    if (msg_id == NULL || msg_id == Py_None)
+        goto slow;
+    if (stream == NULL ? !e->own_is_default : !same_str(stream, e->own))
+        goto slow;
+    if (PyTuple_CheckExact(values)) {
+        if (PyTuple_GET_SIZE(values) != e->arity)
+            goto slow;
+    }
+    else if (!PyList_CheckExact(values) || PyList_GET_SIZE(values) != e->arity)
+        goto slow;
+
+    PyObject *ob, *metas;
+    if (e->only != NULL) {
+        ob = Py_NewRef(e->only);
+        metas = Py_NewRef(e->only_metas);
+    }
+    else {
+        /* the shuffle's rotation is rebuilt on refresh: read it each time, as Python */
+        PyObject *pick = PyObject_GetAttr(e->shuffle, s_pick_next);
+        if (pick == NULL)
+            return NULL;
+        ob = PyObject_CallNoArgs(pick);
+        Py_DECREF(pick);
+        if (ob == NULL)
+            return NULL;
+        metas = PyObject_GetAttr(ob, s_metas);
+        if (metas == NULL) {
+            Py_DECREF(ob);
+            return NULL;
+        }
+        if (!PyList_Check(ob) || !PyList_Check(metas)) {
+            Py_DECREF(ob);
+            Py_DECREF(metas);
+            PyErr_SetString(PyExc_TypeError, "TreeEmitter: an outbox and its metas are lists");
+            return NULL;
+        }
+    }
+    PyObject *root = NULL, *pair = NULL, *meta = NULL;
+    int rc = -1;
+    root = (*Py_TYPE(e->roots)->tp_iternext)(e->roots);
+    if (root == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "a spout task ran out of tree roots");
+        goto done;
+    }
+    pair = PyTuple_Pack(2, root, e->announce);
+    if (pair == NULL)
+        goto done;
+    meta = PyTuple_Pack(1, pair);
+    if (meta == NULL)
+        goto done;
+    /* ints inside tuples: no cycle can pass through these two, so the collector need
+    not look at them (CPython untracks such tuples itself, later) */
+    PyObject_GC_UnTrack(pair);
+    PyObject_GC_UnTrack(meta);
+    if (PyList_Append(ob, values) < 0 || PyList_Append(metas, meta) < 0 ||
+        PyDict_SetItem(e->head, root, msg_id) < 0)
+        goto done;
+    rc = 0;
+    if (PyList_GET_SIZE(ob) >= e->size) {
+        PyObject *r = PyObject_CallOneArg(e->flush, ob);
+        if (r == NULL)
+            rc = -1;
+        else
+            Py_DECREF(r);
+    }
+done:
+    Py_XDECREF(root);
+    Py_XDECREF(pair);
+    Py_XDECREF(meta);
+    Py_DECREF(ob);
+    Py_DECREF(metas);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+slow:
+    return PyObject_Vectorcall(e->py, args, nargsf, kwnames);
+}
+
+static PyObject *
+tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *py, *own, *flush, *only, *shuffle, *head, *roots, *announce;
+    Py_ssize_t arity, size;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "TreeEmitter: positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OUnnOOOO!OO!:TreeEmitter", &py, &own, &arity, &size,
+                          &flush, &only, &shuffle, &PyDict_Type, &head, &roots,
+                          &PyLong_Type, &announce))
+        return NULL;
+    if (!PyCallable_Check(py) || !PyCallable_Check(flush)) {
+        PyErr_SetString(PyExc_TypeError, "TreeEmitter: py and flush must be callable");
+        return NULL;
+    }
+    if (arity < 1 || size < 1) {
+        PyErr_SetString(PyExc_ValueError, "TreeEmitter: arity and size must be >= 1");
+        return NULL;
+    }
+    if (!PyIter_Check(roots)) {
+        PyErr_SetString(PyExc_TypeError, "TreeEmitter: roots must be an iterator");
+        return NULL;
+    }
+    PyObject *only_metas = NULL;
+    if (only != Py_None) {
+        if (!PyList_Check(only)) {
+            PyErr_SetString(PyExc_TypeError, "TreeEmitter: `only` must be a list (an outbox)");
+            return NULL;
+        }
+        only_metas = PyObject_GetAttr(only, s_metas);
+        if (only_metas == NULL)
+            return NULL;
+        if (!PyList_Check(only_metas)) {
+            Py_DECREF(only_metas);
+            PyErr_SetString(PyExc_TypeError, "TreeEmitter: the outbox's metas must be a list");
+            return NULL;
+        }
+    }
+    else if (shuffle == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "TreeEmitter: an outbox (`only`) or a shuffle");
+        return NULL;
+    }
+    TreeEmitter *e = (TreeEmitter *)type->tp_alloc(type, 0);
+    if (e == NULL) {
+        Py_XDECREF(only_metas);
+        return NULL;
+    }
+    e->vectorcall = tree_emitter_vectorcall;
+    e->py = Py_NewRef(py);
+    e->own = Py_NewRef(own);
+    e->flush = Py_NewRef(flush);
+    e->only = only == Py_None ? NULL : Py_NewRef(only);
+    e->only_metas = only_metas;
+    e->shuffle = only == Py_None ? Py_NewRef(shuffle) : NULL;
+    e->head = Py_NewRef(head);
+    e->roots = Py_NewRef(roots);
+    e->announce = Py_NewRef(announce);
+    e->arity = arity;
+    e->size = size;
+    e->own_is_default = PyUnicode_CompareWithASCIIString(own, "default") == 0;
+    return (PyObject *)e;
+}
+
+static int
+tree_emitter_traverse(TreeEmitter *e, visitproc visit, void *arg)
+{
+    Py_VISIT(e->py);
+    Py_VISIT(e->own);
+    Py_VISIT(e->flush);
+    Py_VISIT(e->only);
+    Py_VISIT(e->only_metas);
+    Py_VISIT(e->shuffle);
+    Py_VISIT(e->head);
+    Py_VISIT(e->roots);
+    Py_VISIT(e->announce);
+    return 0;
+}
+
+static int
+tree_emitter_clear(TreeEmitter *e)
+{
+    Py_CLEAR(e->py);
+    Py_CLEAR(e->own);
+    Py_CLEAR(e->flush);
+    Py_CLEAR(e->only);
+    Py_CLEAR(e->only_metas);
+    Py_CLEAR(e->shuffle);
+    Py_CLEAR(e->head);
+    Py_CLEAR(e->roots);
+    Py_CLEAR(e->announce);
+    return 0;
+}
+
+static void
+tree_emitter_dealloc(TreeEmitter *e)
+{
+    PyObject_GC_UnTrack(e);
+    tree_emitter_clear(e);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyObject *
+tree_emitter_call(PyObject *obj, PyObject *args, PyObject *kwargs)
+{
+    return PyVectorcall_Call(obj, args, kwargs);
+}
+
+static PyObject *
+tree_emitter_repr(TreeEmitter *e)
+{
+    return PyUnicode_FromFormat("<compiled reliable emit on stream %R: %s>", e->own,
+                                e->only ? "one outbox" : "shuffled");
+}
+
+static PyTypeObject TreeEmitterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stormish._acking.TreeEmitter",
+    .tp_basicsize = sizeof(TreeEmitter),
+    .tp_dealloc = (destructor)tree_emitter_dealloc,
+    .tp_vectorcall_offset = offsetof(TreeEmitter, vectorcall),
+    .tp_repr = (reprfunc)tree_emitter_repr,
+    .tp_call = tree_emitter_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A reliable spout's emit (SpoutCollector.bound_emit), compiled.",
+    .tp_traverse = (traverseproc)tree_emitter_traverse,
+    .tp_clear = (inquiry)tree_emitter_clear,
+    .tp_new = tree_emitter_new,
+};
+
+/* ---- fold_runs ------------------------------------------------------------------------
+
+fold_runs(metas, acks, announced, done, start) -> int: ack_folder.fold_runs over
+metas[start:], for metas that are None or exact tuples of exact (int, int) tuples.
+Stops before the first other meta, with every run so far folded into `acks`, and
+returns its index (len(metas) when all were folded): the Python twin takes the rest.
+`done` is a list or None. */
+
+/* XOR `x` into acks[root] (acks.get(root, 0) ^ x). */
+static int
+xor_into(PyObject *acks, PyObject *root, PyObject *x)
+{
+    PyObject *old = PyDict_GetItemWithError(acks, root);
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return PyDict_SetItem(acks, root, x);
+    }
+    PyObject *nx = PyNumber_Xor(old, x);
+    if (nx == NULL)
+        return -1;
+    int rc = PyDict_SetItem(acks, root, nx);
+    Py_DECREF(nx);
+    return rc;
+}
+
+/* A run's XOR: `small` (edges of 64 bits, XORed in C) and `big` (anything wider: an
+announcement folded in as an edge), NULL when there is none. */
+typedef struct {
+    PyObject *root;  /* borrowed from metas, which the caller holds */
+    unsigned long long small;
+    PyObject *big;
+} Run;
+
+static int
+run_flush(PyObject *acks, Run *run)
+{
+    if (run->root == NULL)
+        return 0;
+    PyObject *x = PyLong_FromUnsignedLongLong(run->small);
+    if (x == NULL)
+        return -1;
+    if (run->big != NULL) {
+        PyObject *t = PyNumber_Xor(x, run->big);
+        Py_DECREF(x);
+        Py_CLEAR(run->big);
+        if (t == NULL)
+            return -1;
+        x = t;
+    }
+    int rc = xor_into(acks, run->root, x);
+    Py_DECREF(x);
+    run->root = NULL;
+    run->small = 0;
+    return rc;
+}
+
+static int
+run_add(Run *run, PyObject *e)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(e);
+    if (v != (unsigned long long)-1 || !PyErr_Occurred()) {
+        run->small ^= v;
+        return 0;
+    }
+    PyErr_Clear();  /* wider than 64 bits (or negative): Python's XOR */
+    if (run->big == NULL) {
+        run->big = Py_NewRef(e);
+        return 0;
+    }
+    PyObject *t = PyNumber_Xor(run->big, e);
+    if (t == NULL)
+        return -1;
+    Py_SETREF(run->big, t);
+    return 0;
+}
+
+static int
+is_pair(PyObject *p)
+{
+    return PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 &&
+           PyLong_CheckExact(PyTuple_GET_ITEM(p, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(p, 1));
+}
+
+static PyObject *
+fold_runs(PyObject *self, PyObject *args)
+{
+    PyObject *metas, *acks, *announced, *done;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!O!O!On:fold_runs", &PyList_Type, &metas, &PyDict_Type,
+                          &acks, &PyLong_Type, &announced, &done, &start))
+        return NULL;
+    if (done != Py_None && !PyList_Check(done)) {
+        PyErr_SetString(PyExc_TypeError, "fold_runs: done must be a list or None");
+        return NULL;
+    }
+    Py_INCREF(metas);  /* held: runs borrow its roots */
+    Run run = {NULL, 0, NULL};
+    Py_ssize_t n = PyList_GET_SIZE(metas), i = start < 0 ? 0 : start;
+    for (; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(metas, i);
+        if (m == Py_None)
+            continue;
+        if (!PyTuple_CheckExact(m))
+            break;
+        Py_ssize_t k = PyTuple_GET_SIZE(m);
+        Py_ssize_t j = 0;
+        for (; j < k && is_pair(PyTuple_GET_ITEM(m, j)); j++)
+            ;
+        if (j < k)
+            break;  /* not (int, int) pairs: the Python twin says what it is */
+        if (k != 1) {  /* no tree (an empty meta), or several: each pair to the dict */
+            for (j = 0; j < k; j++) {
+                PyObject *p = PyTuple_GET_ITEM(m, j);
+                if (xor_into(acks, PyTuple_GET_ITEM(p, 0), PyTuple_GET_ITEM(p, 1)) < 0)
+                    goto error;
+            }
+            continue;
+        }
+        PyObject *p = PyTuple_GET_ITEM(m, 0);
+        PyObject *r = PyTuple_GET_ITEM(p, 0), *e = PyTuple_GET_ITEM(p, 1);
+        if (done != Py_None) {
+            int eq = e == announced ? 1 : PyObject_RichCompareBool(e, announced, Py_EQ);
+            if (eq < 0)
+                goto error;
+            if (eq) {
+                if (PyList_Append(done, r) < 0)
+                    goto error;
+                continue;
+            }
+        }
+        if (run.root != NULL) {
+            int same = r == run.root ? 1 : PyObject_RichCompareBool(r, run.root, Py_EQ);
+            if (same < 0)
+                goto error;
+            if (!same && run_flush(acks, &run) < 0)
+                goto error;
+        }
+        if (run.root == NULL)
+            run.root = r;
+        if (run_add(&run, e) < 0)
+            goto error;
+    }
+    if (run_flush(acks, &run) < 0)
+        goto error;
+    Py_DECREF(metas);
+    return PyLong_FromSsize_t(i);
+error:
+    Py_XDECREF(run.big);
+    Py_DECREF(metas);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"fold_runs", fold_runs, METH_VARARGS,
+     "fold_runs(metas, acks, announced, done, start) -> index of the first meta not folded"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "stormish._acking",
+    "The per-tuple steps of XOR acking, compiled (optional).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__acking(void)
+{
+    if ((s_pick_next = PyUnicode_InternFromString("pick_next")) == NULL ||
+        (s_metas = PyUnicode_InternFromString("metas")) == NULL ||
+        (s_stream = PyUnicode_InternFromString("stream")) == NULL ||
+        (s_anchors = PyUnicode_InternFromString("anchors")) == NULL ||
+        (s_msg_id = PyUnicode_InternFromString("msg_id")) == NULL)
+        return NULL;
+    if (PyType_Ready(&TreeEmitterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "TreeEmitter", (PyObject *)&TreeEmitterType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

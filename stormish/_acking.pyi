@@ -1,0 +1,23 @@
+# The compiled twin of acking's per-tuple steps (stormish/_acking.c); optional.
+from typing import Any
+
+def fold_runs(
+    metas: list[Any], acks: dict[int, int], announced: int, done: list[int] | None, start: int, /
+) -> int: ...
+
+class TreeEmitter:
+    def __init__(
+        self,
+        py: Any,
+        own: str,
+        arity: int,
+        size: int,
+        flush: Any,
+        only: list[Any] | None,
+        shuffle: Any,
+        head: dict[int, Any],
+        roots: Any,
+        announce: int,
+        /,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...

@@ -1,0 +1,214 @@
+"""Acking's compiled steps (stormish/_acking.c) against their Python twins, on the same
+input: a reliable spout's emit (TreeEmitter against SpoutCollector.bound_emit's closure)
+and ack_folder.fold_runs."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stormish import BasicBolt, Spout, Topology
+from stormish.runtime import emitters, fastack
+from stormish.runtime.ack_folder import announcement, py_fold_runs
+from stormish.runtime.acker import AckerBolt
+from stormish.runtime.emitters import make_collector
+from stormish.runtime.plan import build_plan
+from stormish.runtime.queue import ReceiveQueue
+
+compiled = pytest.mark.skipif(
+    not fastack.COMPILED, reason="stormish._acking is not built here (no C compiler)"
+)
+
+
+class Src(Spout):
+    outputs = ["x"]
+
+    def next_tuple(self):
+        pass
+
+
+class Sink(BasicBolt):
+    def execute(self, tup):
+        pass
+
+
+def reliable_spout(sinks: int, batch_size: int, seed: int, compile_it: bool):
+    """A reliable spout's collector as the executor binds it (in-flight head set), its
+    bound emit (compiled or the closure), its queues and its in-flight head."""
+    t = Topology("fast", config={"topology.acker.executors": 1})
+    t.set_spout("src", Src())
+    t.set_bolt("sink", Sink(), parallelism=sinks).shuffle_grouping("src")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (task,) = plan.tasks["src"]
+    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
+    col = make_collector(plan, task, queues, set(queues), batch_size, random.Random(seed))
+    head: dict[int, object] = {}
+    col.inflight_head = head
+    saved = emitters.TreeEmitter
+    if not compile_it:
+        emitters.TreeEmitter = None
+    try:
+        emit = col.bound_emit()
+    finally:
+        emitters.TreeEmitter = saved
+    return col, emit, queues, head, plan
+
+
+def delivered(col, queues) -> dict[int, list[tuple]]:
+    col.flush_all()
+    out: dict[int, list[tuple]] = {}
+    for task, q in queues.items():
+        while (batches := q.consume()) is not None:
+            for _src, stream, values, metas in batches:
+                assert len(values) <= col.batch_size
+                for i, v in enumerate(values):
+                    out.setdefault(task, []).append((stream, v, metas[i] if metas else None))
+    return out
+
+
+CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["kw", "positional", "stream_kw", "no_id", "none_id", "wide", "list"]),
+        st.integers(0, 10**6),
+    ),
+    max_size=60,
+)
+
+
+def call(emit, how: str, i: int) -> None:
+    if how == "kw":
+        emit((i,), msg_id=i)
+    elif how == "positional":
+        emit((i,), "default", None, i)
+    elif how == "stream_kw":
+        emit((i,), msg_id=i, stream="default")
+    elif how == "no_id":
+        emit((i,))
+    elif how == "none_id":
+        emit((i,), msg_id=None)
+    elif how == "list":
+        emit([i], msg_id=i)
+    else:
+        with pytest.raises(Exception, match="values on stream 'default'"):
+            emit((i, i), msg_id=i)
+
+
+@compiled
+@settings(max_examples=80, deadline=None)
+@given(calls=CALLS, sinks=st.integers(1, 3), batch=st.integers(1, 5), seed=st.integers(0, 99))
+def test_the_compiled_reliable_emit_is_the_closures(calls, sinks, batch, seed):
+    """Same roots, same rows and metas in the same tasks' batches (none over the batch
+    size), same in-flight entries; the calls it does not take go through the closure."""
+    c_col, c_emit, c_queues, c_head, plan = reliable_spout(sinks, batch, seed, True)
+    p_col, p_emit, p_queues, p_head, _ = reliable_spout(sinks, batch, seed, False)
+    assert type(c_emit) is fastack.TreeEmitter
+    assert type(p_emit) is not fastack.TreeEmitter
+    for how, i in calls:
+        call(c_emit, how, i)
+        call(p_emit, how, i)
+    assert delivered(c_col, c_queues) == delivered(p_col, p_queues)
+    assert c_head == p_head
+    assert c_col.emitted() == p_col.emitted()
+
+
+@compiled
+def test_the_compiled_reliable_emit_records_an_announced_tree():
+    col, emit, queues, head, plan = reliable_spout(1, 4, 7, True)
+    emit(("a",), msg_id="m1")
+    emit(["b"], "default", None, "m2")
+    (root1, root2) = head
+    assert head == {root1: "m1", root2: "m2"} and root2 == root1 + col.acks.root_step
+    gc.collect()  # the untracked metas are still whole
+    (sink,) = plan.tasks["sink"]
+    ann = announcement(col.task)
+    assert delivered(col, queues)[sink] == [
+        ("default", ("a",), ((root1, ann),)),
+        ("default", ["b"], ((root2, ann),)),
+    ]
+
+
+@compiled
+def test_the_compiled_reliable_emit_passes_the_closures_errors():
+    _, emit, _, _, _ = reliable_spout(2, 4, 1, True)
+    with pytest.raises(TypeError):
+        emit(("a",), msg_id=1, colour="red")
+    with pytest.raises(TypeError):
+        emit(("a",), "default", stream="default", msg_id=1)
+    with pytest.raises(Exception, match="undeclared stream 'other'"):
+        emit(("a",), "other", msg_id=1)
+    assert "reliable emit" in repr(emit) and "shuffled" in repr(emit)
+
+
+@compiled
+def test_the_tree_emitter_refuses_bad_parts():
+    flush = print
+    with pytest.raises(TypeError, match="an outbox .* or a shuffle"):
+        fastack.TreeEmitter(print, "default", 1, 4, flush, None, None, {}, iter(range(3)), 1)
+    with pytest.raises(TypeError, match="roots must be an iterator"):
+        fastack.TreeEmitter(print, "default", 1, 4, flush, None, object(), {}, range(3), 1)
+    with pytest.raises(ValueError, match="arity and size"):
+        fastack.TreeEmitter(print, "default", 0, 4, flush, None, object(), {}, iter([]), 1)
+
+
+@compiled
+def test_a_spout_out_of_roots_says_so():
+    class Box(list):
+        metas: list
+
+    only = Box()
+    only.metas = []
+    emit = fastack.TreeEmitter(print, "default", 1, 4, print, only, None, {}, iter(()), 1)
+    with pytest.raises(RuntimeError, match="ran out of tree roots"):
+        emit((1,), msg_id=1)
+    assert only == [] and only.metas == []
+
+
+ROOTS = st.integers(0, 5)
+EDGES = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([1 << 64, 3 << 64, 2**70 + 5]))
+PAIR = st.tuples(ROOTS, EDGES)
+META = st.one_of(
+    st.none(),
+    st.tuples(PAIR),
+    st.tuples(PAIR, PAIR),
+    st.just(()),
+    st.tuples(st.tuples(ROOTS, st.sampled_from([1 << 64]))),  # an announced edge
+)
+ODD = st.one_of(  # metas the compiled pass leaves to Python
+    st.lists(PAIR, min_size=1, max_size=2).map(lambda ps: [list(p) for p in ps]),
+    st.tuples(st.tuples(st.booleans(), EDGES)),
+)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    metas=st.lists(st.one_of(META, META, META, ODD), max_size=40),
+    start=st.dictionaries(ROOTS, EDGES, max_size=3),
+    announced=st.sampled_from([-1, 1 << 64]),
+    with_done=st.booleans(),
+)
+def test_the_compiled_fold_is_the_python_fold(metas, start, announced, with_done):
+    from stormish.runtime.ack_folder import fold_runs
+
+    c_acks, p_acks = dict(start), dict(start)
+    c_done: list | None = [] if with_done else None
+    p_done: list | None = [] if with_done else None
+    fold_runs(metas, c_acks, announced, c_done)
+    py_fold_runs(metas, p_acks, announced, p_done)
+    assert c_acks == p_acks and c_done == p_done
+
+
+@compiled
+def test_the_compiled_fold_stops_at_what_it_does_not_read():
+    acks: dict[int, int] = {}
+    metas = [((1, 5),), ((1, 6),), [[2, 7]], ((1, 8),)]
+    assert fastack.fold_runs(metas, acks, -1, None, 0) == 2
+    assert acks == {1: 5 ^ 6}
+    assert fastack.fold_runs(metas, acks, -1, None, 3) == 4
+    assert acks == {1: 5 ^ 6 ^ 8}
+    with pytest.raises(TypeError, match="done must be a list or None"):
+        fastack.fold_runs(metas, acks, -1, (), 0)
