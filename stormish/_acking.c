@@ -14,6 +14,7 @@ and one C pass a batch.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+#include <structmember.h>
 
 static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id;
 
@@ -445,7 +446,159 @@ error:
     return NULL;
 }
 
+/* ---- run_basic: a BasicBolt's per-tuple loop, compiled ---------------------------
+
+set_tuple_types(Tuple, TrackedTuple) once (fastack does): the slots' offsets, read off
+their member descriptors, so a tuple is made as `object.__new__` makes it and its slots
+written as Python writes them.
+
+run_basic(values, metas, start, source, execute, col, anchored) -> None, or
+(i, tuple, exception): per_tuple.PerTuple.run's BasicBolt loop over rows[start:]: a
+TrackedTuple (meta, ack value 0) for a row with a meta, a Tuple for one without, the
+collector's `current` set to it, `execute` called; a tuple whose emits were anchored to
+it (a non-zero ack value) adds (meta, ack value) to `anchored`. An Exception from
+execute stops the loop: returned with its row's index and tuple, for the caller's
+failure path, which calls again from the next row. Anything else raised (KeyboardInterrupt)
+propagates. `metas` None: every row is a Tuple (acking off). */
+
+static PyTypeObject *t_plain, *t_tracked;
+static Py_ssize_t off_values, off_source, off_meta, off_ack_val;
+static PyObject *s_current;
+
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
+    if (d == NULL)
+        return -1;
+    Py_ssize_t off = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+        ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+        off = ((PyMemberDescrObject *)d)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "set_tuple_types: %s.%s is not a slot", type->tp_name,
+                     name);
+    Py_DECREF(d);
+    return off;
+}
+
+static PyObject *
+set_tuple_types(PyObject *self, PyObject *args)
+{
+    PyTypeObject *plain, *tracked;
+    if (!PyArg_ParseTuple(args, "O!O!:set_tuple_types", &PyType_Type, &plain, &PyType_Type,
+                          &tracked))
+        return NULL;
+    if (!PyType_IsSubtype(tracked, plain)) {
+        PyErr_SetString(PyExc_TypeError, "set_tuple_types: TrackedTuple extends Tuple");
+        return NULL;
+    }
+    Py_ssize_t v = slot_offset(plain, "values"), s = slot_offset(plain, "source");
+    Py_ssize_t m = v < 0 || s < 0 ? -1 : slot_offset(tracked, "meta");
+    Py_ssize_t a = m < 0 ? -1 : slot_offset(tracked, "ack_val");
+    if (a < 0)
+        return NULL;
+    Py_XSETREF(t_plain, (PyTypeObject *)Py_NewRef(plain));
+    Py_XSETREF(t_tracked, (PyTypeObject *)Py_NewRef(tracked));
+    off_values = v, off_source = s, off_meta = m, off_ack_val = a;
+    Py_RETURN_NONE;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+static PyObject *
+run_basic(PyObject *self, PyObject *args)
+{
+    PyObject *values, *metas, *source, *execute, *col, *anchored;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!OnOOOO!:run_basic", &PyList_Type, &values, &metas,
+                          &start, &source, &execute, &col, &PyList_Type, &anchored))
+        return NULL;
+    if (t_plain == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "run_basic: set_tuple_types was not called");
+        return NULL;
+    }
+    if (metas != Py_None &&
+        (!PyList_Check(metas) || PyList_GET_SIZE(metas) != PyList_GET_SIZE(values))) {
+        PyErr_SetString(PyExc_ValueError, "run_basic: metas must be None or a list as long as values");
+        return NULL;
+    }
+    Py_INCREF(values);
+    Py_XINCREF(metas);
+    PyObject *out = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < n; i++) {
+        if (PyList_GET_SIZE(values) != n ||
+            (metas != Py_None && PyList_GET_SIZE(metas) != n)) {
+            PyErr_SetString(PyExc_RuntimeError, "run_basic: the batch changed while it ran");
+            goto done;
+        }
+        PyObject *v = PyList_GET_ITEM(values, i);
+        PyObject *m = metas == Py_None ? Py_None : PyList_GET_ITEM(metas, i);
+        int tracked = m != Py_None && PyObject_IsTrue(m);
+        if (tracked < 0)
+            goto done;
+        PyObject *t = PyType_GenericAlloc(tracked ? t_tracked : t_plain, 0);
+        if (t == NULL)
+            goto done;
+        SLOT(t, off_values) = Py_NewRef(v);
+        SLOT(t, off_source) = Py_NewRef(source);
+        if (tracked) {
+            SLOT(t, off_meta) = Py_NewRef(m);
+            SLOT(t, off_ack_val) = PyLong_FromLong(0);
+        }
+        if (col != Py_None && PyObject_SetAttr(col, s_current, t) < 0) {
+            Py_DECREF(t);
+            goto done;
+        }
+        PyObject *r = PyObject_CallOneArg(execute, t);
+        if (r == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                Py_DECREF(t);
+                goto done;
+            }
+            PyObject *type, *exc, *tb;
+            PyErr_Fetch(&type, &exc, &tb);
+            PyErr_NormalizeException(&type, &exc, &tb);
+            if (tb != NULL)
+                PyException_SetTraceback(exc, tb);
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+            out = Py_BuildValue("(nNN)", i, t, exc);
+            goto done;
+        }
+        Py_DECREF(r);
+        if (tracked) {
+            PyObject *val = SLOT(t, off_ack_val);
+            int nz = val == NULL ? 0 : PyObject_IsTrue(val);
+            if (nz < 0) {
+                Py_DECREF(t);
+                goto done;
+            }
+            if (nz) {
+                PyObject *pair = PyTuple_Pack(2, m, val);
+                if (pair == NULL || PyList_Append(anchored, pair) < 0) {
+                    Py_XDECREF(pair);
+                    Py_DECREF(t);
+                    goto done;
+                }
+                Py_DECREF(pair);
+            }
+        }
+        Py_DECREF(t);
+    }
+    out = Py_NewRef(Py_None);
+done:
+    Py_DECREF(values);
+    Py_XDECREF(metas);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"set_tuple_types", set_tuple_types, METH_VARARGS,
+     "set_tuple_types(Tuple, TrackedTuple): where run_basic writes a tuple's slots"},
+    {"run_basic", run_basic, METH_VARARGS,
+     "run_basic(values, metas, start, source, execute, col, anchored) -> None or (i, t, exc)"},
     {"fold_runs", fold_runs, METH_VARARGS,
      "fold_runs(metas, acks, announced, done, start) -> index of the first meta not folded"},
     {NULL, NULL, 0, NULL},
@@ -463,7 +616,8 @@ PyInit__acking(void)
         (s_metas = PyUnicode_InternFromString("metas")) == NULL ||
         (s_stream = PyUnicode_InternFromString("stream")) == NULL ||
         (s_anchors = PyUnicode_InternFromString("anchors")) == NULL ||
-        (s_msg_id = PyUnicode_InternFromString("msg_id")) == NULL)
+        (s_msg_id = PyUnicode_InternFromString("msg_id")) == NULL ||
+        (s_current = PyUnicode_InternFromString("current")) == NULL)
         return NULL;
     if (PyType_Ready(&TreeEmitterType) < 0)
         return NULL;

@@ -21,3 +21,15 @@ class TreeEmitter:
         /,
     ) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+
+def set_tuple_types(plain: type, tracked: type, /) -> None: ...
+def run_basic(
+    values: list[Any],
+    metas: list[Any] | None,
+    start: int,
+    source: Any,
+    execute: Any,
+    col: Any,
+    anchored: list[Any],
+    /,
+) -> tuple[int, Any, Exception] | None: ...

@@ -8,6 +8,10 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
 - `fold_runs(metas, acks, announced, done, start)`: ack_folder.fold_runs over
   `metas[start:]` up to the first meta that is not None or (int, int) pairs; returns
   that index, the Python loop takes the rest.
+- `run_basic(values, metas, start, source, execute, col, anchored)`: a BasicBolt's
+  per-tuple loop (execution/per_tuple.py) from row `start`: None when every row ran, or
+  (index, tuple, exception) of the row whose execute raised, for the caller's failure
+  path, which calls again from the next row.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ COMPILED = _compiled is not None
 
 TreeEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
+run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
 if _compiled is not None:
+    from ..tuple import TrackedTuple, Tuple
+
+    _compiled.set_tuple_types(Tuple, TrackedTuple)
     TreeEmitter = _compiled.TreeEmitter
     fold_runs = _compiled.fold_runs
+    run_basic = _compiled.run_basic

@@ -8,8 +8,10 @@ collector seeded alike that calls the folder."""
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +19,7 @@ from stormish import BasicBolt, Spout, Topology
 from stormish.runtime.ack_folder import announcement
 from stormish.runtime.acker import AckerBolt
 from stormish.runtime.emitters import make_collector
+from stormish.runtime.execution import per_tuple
 from stormish.runtime.execution.accounting import Accounts
 from stormish.runtime.execution.per_tuple import PerTuple
 from stormish.runtime.plan import ACK_INIT, ACKER, FIRST_DONE, build_plan
@@ -83,6 +86,20 @@ def make(ackers: int, local: list[bool], mid_tasks: int, grouping: str, two: boo
         return out
 
     return plan, pair
+
+
+@contextmanager
+def loop(compiled: bool):
+    """PerTuple's BasicBolt loop compiled (fastack.run_basic, where built) or Python."""
+    if compiled and per_tuple.run_basic is None:
+        pytest.skip("stormish._acking is not built here")
+    saved = per_tuple.run_basic
+    if not compiled:
+        per_tuple.run_basic = None
+    try:
+        yield
+    finally:
+        per_tuple.run_basic = saved
 
 
 def drained(queues) -> dict[int, list[tuple]]:
@@ -189,7 +206,8 @@ def test_a_basic_bolts_anchored_emit_is_the_folders_anchor(ackers, grouping, bou
     ),
     seed=st.integers(0, 2**32),
 )
-def test_the_per_tuple_executors_ack_fold_is_the_folders(ackers, rows, seed):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_per_tuple_executors_ack_fold_is_the_folders(compiled, ackers, rows, seed):
     """A BasicBolt's batch through PerTuple (its ack fold inlined) tells the ackers what
     AckFolder.ack tells them for the same tuples: the same folded acks, except that an
     announced tuple acked with nothing anchored to it goes in a done list (the same
@@ -220,7 +238,8 @@ def test_the_per_tuple_executors_ack_fold_is_the_folders(ackers, rows, seed):
     ]
     metas = [None if m == () else m for m in metas]
     values = [(i,) for i in range(len(rows))]
-    PerTuple(ex).run((src, "default", values, metas))
+    with loop(compiled):
+        PerTuple(ex).run((src, "default", values, metas))
     for t in bolt.seen:
         ref.acks.ack(t)
     told = dict(col.acks.acks)
@@ -273,7 +292,8 @@ class Raising(Mid):
     ),
     seed=st.integers(0, 2**32),
 )
-def test_the_batch_fold_acks_as_each_execute_returns(rows, seed):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_batch_fold_acks_as_each_execute_returns(compiled, rows, seed):
     """The per-batch fold acks what AckFolder.ack would have acked as each execute
     returned (Storm's BasicBolt): a failed tuple is not acked (its fail is sent), and
     an emit anchored to a tuple acked before (a later execute's) is not in its ack."""
@@ -302,7 +322,8 @@ def test_the_batch_fold_acks_as_each_execute_returns(rows, seed):
     ]
     metas = [None if m == () else m for m in metas]
     values = [(i,) for i in range(len(rows))]
-    PerTuple(ex).run((src, "default", values, metas))
+    with loop(compiled):
+        PerTuple(ex).run((src, "default", values, metas))
     # the reference: replay the draws on the twin, acking each tuple as execute returns
     twin = Raising()
     twin.fanout, twin.raises, twin.late = bolt.fanout, bolt.raises, bolt.late

@@ -212,3 +212,41 @@ def test_the_compiled_fold_stops_at_what_it_does_not_read():
     assert acks == {1: 5 ^ 6 ^ 8}
     with pytest.raises(TypeError, match="done must be a list or None"):
         fastack.fold_runs(metas, acks, -1, (), 0)
+
+
+@compiled
+def test_the_compiled_bolt_loop_hands_back_an_error_with_its_traceback():
+    from stormish.tuple import Source, TrackedTuple, Tuple
+
+    seen = []
+
+    def execute(t):
+        seen.append(t)
+        if t.values[0] == 2:
+            raise ValueError("two")  # this line must be in the traceback
+        if t.meta:
+            t.ack_val ^= 9
+
+    class Col:
+        current = None
+
+    col, src = Col(), Source("c", 1, "default", ("x",))
+    values, metas = [(1,), (2,), (3,)], [((5, 1),), None, ((6, 2),)]
+    anchored: list = []
+    at, bad, err = fastack.run_basic(values, metas, 0, src, execute, col, anchored)
+    assert (at, type(bad), str(err)) == (1, Tuple, "two")
+    tb = err.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "execute"
+    assert fastack.run_basic(values, metas, 2, src, execute, col, anchored) is None
+    assert [type(t) for t in seen] == [TrackedTuple, Tuple, TrackedTuple]
+    assert col.current is seen[-1] and anchored == [(((5, 1),), 9), (((6, 2),), 9)]
+
+    def interrupted(t):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fastack.run_basic(values, None, 0, src, interrupted, None, [])
+    with pytest.raises(ValueError, match="as long as values"):
+        fastack.run_basic(values, metas[:1], 0, src, execute, col, [])

@@ -4,7 +4,8 @@ Tuples are made without their `__init__` (a Python call, ~35 ns of ~130 a tuple)
 same two or four slots it sets, written here. A BasicBolt's tuple is acked as its
 execute returns, failed when it raises; a Bolt settles its own. The acks of a BasicBolt's
 batch are folded in one pass after it (`_fold`: AckFolder.ack's rule, with the tuples
-nothing was anchored to, the most, folded from their metas alone). A batch of an edge
+nothing was anchored to, the most, folded from their metas alone). The BasicBolt loop is
+compiled where stormish._acking was built (fastack.run_basic, the same loop). A batch of an edge
 that checks an age runs a few rows at a time, each tuple judged when it would be executed
 (`Screen.judge`).
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
 from ..ack_folder import ANNOUNCE, fold_runs
+from ..fastack import run_basic
 from .base import Batch, Execution, error_text
 
 _new = object.__new__  # makes a Tuple without calling its __init__
@@ -83,30 +85,40 @@ class PerTuple(Execution):
             done: list[int] = []
             anchored: list[tuple[Any, int]] = []
             start = 0  # metas[start:] are not folded yet
-            rows = iter(values)
-            for v, m in zip(rows, metas, strict=True):
-                if m:
-                    t = new(TrackedTuple)
-                    t.meta = m
-                    t.ack_val = 0
-                else:
-                    t = new(Tuple)
-                t.values = v
-                t.source = source
-                col.current = t
-                try:
-                    execute(t)
-                except Exception as exc:  # noqa: BLE001
-                    at = len(values) - length_hint(rows) - 1
+            if run_basic is not None:  # the same loop, compiled (fastack)
+                i = 0
+                while stopped := run_basic(values, metas, i, source, execute, col, anchored):
+                    at, bad, err = stopped
                     _fold(metas[start:at], anchored, folder.acks, done, announced)
-                    start, anchored = at + 1, []
+                    start, anchored, i = at + 1, [], at + 1
                     failed += 1
-                    self.accounts.uncaught_at(exc, values, v, failed - 1)
-                    fail(t, error_text(exc))
-                    continue
-                val = t.ack_val
-                if val:
-                    anchored.append((m, val))
+                    self.accounts.uncaught_at(err, values, values[at], failed - 1)
+                    fail(bad, error_text(err))
+            else:
+                rows = iter(values)
+                for v, m in zip(rows, metas, strict=True):
+                    if m:
+                        t = new(TrackedTuple)
+                        t.meta = m
+                        t.ack_val = 0
+                    else:
+                        t = new(Tuple)
+                    t.values = v
+                    t.source = source
+                    col.current = t
+                    try:
+                        execute(t)
+                    except Exception as exc:  # noqa: BLE001
+                        at = len(values) - length_hint(rows) - 1
+                        _fold(metas[start:at], anchored, folder.acks, done, announced)
+                        start, anchored = at + 1, []
+                        failed += 1
+                        self.accounts.uncaught_at(exc, values, v, failed - 1)
+                        fail(t, error_text(exc))
+                        continue
+                    val = t.ack_val
+                    if val:
+                        anchored.append((m, val))
             _fold(metas[start:] if start else metas, anchored, folder.acks, done, announced)
             if done:
                 folder.done(src_task, done)
