@@ -523,6 +523,15 @@ run_basic(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "run_basic: metas must be None or a list as long as values");
         return NULL;
     }
+    /* `col.current = t` per tuple, as a store into the collector's __dict__ when its
+    class has no descriptor of that name (setattr's generic path looks it up each time) */
+    PyObject *cdict = NULL;
+    if (col != Py_None && _PyType_Lookup(Py_TYPE(col), s_current) == NULL &&
+        Py_TYPE(col)->tp_setattro == PyObject_GenericSetAttr && Py_TYPE(col)->tp_dictoffset) {
+        cdict = PyObject_GenericGetDict(col, NULL);
+        if (cdict == NULL)
+            return NULL;
+    }
     Py_INCREF(values);
     Py_XINCREF(metas);
     PyObject *out = NULL;
@@ -547,7 +556,8 @@ run_basic(PyObject *self, PyObject *args)
             SLOT(t, off_meta) = Py_NewRef(m);
             SLOT(t, off_ack_val) = PyLong_FromLong(0);
         }
-        if (col != Py_None && PyObject_SetAttr(col, s_current, t) < 0) {
+        if (cdict != NULL ? PyDict_SetItem(cdict, s_current, t) < 0
+                          : col != Py_None && PyObject_SetAttr(col, s_current, t) < 0) {
             Py_DECREF(t);
             goto done;
         }
@@ -591,7 +601,51 @@ run_basic(PyObject *self, PyObject *args)
 done:
     Py_DECREF(values);
     Py_XDECREF(metas);
+    Py_XDECREF(cdict);
     return out;
+}
+
+/* ---- pop_many --------------------------------------------------------------------------
+
+pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root, in
+order (inflight.InFlight.pop_many's first pass), and how many were not there (their
+entries are None: the caller looks in the older buckets). */
+
+static PyObject *
+pop_many(PyObject *self, PyObject *args)
+{
+    PyObject *head, *roots;
+    if (!PyArg_ParseTuple(args, "O!O!:pop_many", &PyDict_Type, &head, &PyList_Type, &roots))
+        return NULL;
+    Py_INCREF(roots);
+    Py_ssize_t n = PyList_GET_SIZE(roots), missing = 0;
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_GET_SIZE(roots) != n) {
+            PyErr_SetString(PyExc_RuntimeError, "pop_many: the roots changed");
+            goto error;
+        }
+        PyObject *root = PyList_GET_ITEM(roots, i);
+        PyObject *entry = PyDict_GetItemWithError(head, root);
+        if (entry == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            missing++;
+            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+            continue;
+        }
+        PyList_SET_ITEM(out, i, Py_NewRef(entry));
+        if (PyDict_DelItem(head, root) < 0)
+            goto error;
+    }
+    Py_DECREF(roots);
+    return Py_BuildValue("(Nn)", out, missing);
+error:
+    Py_XDECREF(out);
+    Py_DECREF(roots);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -599,6 +653,8 @@ static PyMethodDef methods[] = {
      "set_tuple_types(Tuple, TrackedTuple): where run_basic writes a tuple's slots"},
     {"run_basic", run_basic, METH_VARARGS,
      "run_basic(values, metas, start, source, execute, col, anchored) -> None or (i, t, exc)"},
+    {"pop_many", pop_many, METH_VARARGS,
+     "pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root"},
     {"fold_runs", fold_runs, METH_VARARGS,
      "fold_runs(metas, acks, announced, done, start) -> index of the first meta not folded"},
     {NULL, NULL, 0, NULL},

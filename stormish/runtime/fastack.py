@@ -12,6 +12,8 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
   per-tuple loop (execution/per_tuple.py) from row `start`: None when every row ran, or
   (index, tuple, exception) of the row whose execute raised, for the caller's failure
   path, which calls again from the next row.
+- `pop_many(head, roots)`: (entries, missing): `head.pop(root, None)` for each root, in
+  order, and how many were missing (inflight.InFlight.pop_many's first pass).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ COMPILED = _compiled is not None
 TreeEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
 run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
+pop_many: Callable[[dict, list], tuple[list, int]] | None = None
 if _compiled is not None:
     from ..tuple import TrackedTuple, Tuple
 
@@ -37,3 +40,4 @@ if _compiled is not None:
     TreeEmitter = _compiled.TreeEmitter
     fold_runs = _compiled.fold_runs
     run_basic = _compiled.run_basic
+    pop_many = _compiled.pop_many

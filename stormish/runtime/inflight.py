@@ -23,6 +23,8 @@ from bisect import bisect_left, bisect_right
 from itertools import repeat
 from typing import Any
 
+from .fastack import pop_many as _c_pop_many
+
 STAMP_EVERY = 0.00025  # seconds: the resolution of complete latency (buckets from 1 ms)
 
 
@@ -79,9 +81,14 @@ class InFlight:
     def pop_many(self, roots: list[int]) -> tuple[list[Any], list[int]]:
         """Pop each of `roots`: the entries found and their roots, in order (a root
         timed out or failed already is skipped). One C-level pass in the usual case."""
-        found = list(map(self.head.pop, roots, repeat(None, len(roots))))
-        if None not in found:
-            return found, roots
+        if _c_pop_many is not None and roots.__class__ is list:
+            found, missing = _c_pop_many(self.head, roots)
+            if not missing:
+                return found, roots
+        else:
+            found = list(map(self.head.pop, roots, repeat(None, len(roots))))
+            if None not in found:
+                return found, roots
         entries: list[Any] = []
         kept: list[int] = []
         for root, entry in zip(roots, found, strict=True):

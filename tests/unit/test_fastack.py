@@ -250,3 +250,17 @@ def test_the_compiled_bolt_loop_hands_back_an_error_with_its_traceback():
         fastack.run_basic(values, None, 0, src, interrupted, None, [])
     with pytest.raises(ValueError, match="as long as values"):
         fastack.run_basic(values, metas[:1], 0, src, execute, col, [])
+
+
+@compiled
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 30), unique=True, max_size=20),
+    roots=st.lists(st.integers(0, 40), max_size=30),
+)
+def test_the_compiled_pop_is_dict_pop(keys, roots):
+    c_head = {k: f"m{k}" for k in keys}
+    p_head = dict(c_head)
+    entries, missing = fastack.pop_many(c_head, roots)
+    want = [p_head.pop(r, None) for r in roots]
+    assert entries == want and missing == want.count(None) and c_head == p_head

@@ -50,7 +50,14 @@ class PerTuple(Execution):
         execute = self.obj.execute
         new = _new
         if metas is None:
-            if self.basic and not self.collector.acking:
+            if self.basic and not self.collector.acking and run_basic is not None:
+                i = 0  # the loop below, compiled (fastack)
+                while stopped := run_basic(values, None, i, source, execute, None, []):
+                    at, _, err = stopped
+                    self.on_error(_engine_called(err), None, values, values[at])
+                    i = at + 1
+                self.counts.acked += len(values)
+            elif self.basic and not self.collector.acking:
                 for v in values:
                     t = new(Tuple)
                     t.values = v
@@ -89,6 +96,7 @@ class PerTuple(Execution):
                 i = 0
                 while stopped := run_basic(values, metas, i, source, execute, col, anchored):
                     at, bad, err = stopped
+                    err = _engine_called(err)
                     _fold(metas[start:at], anchored, folder.acks, done, announced)
                     start, anchored, i = at + 1, [], at + 1
                     failed += 1
@@ -158,6 +166,16 @@ class PerTuple(Execution):
             finally:
                 self.late = False
             i = j
+
+
+def _engine_called(exc: Exception) -> Exception:
+    """`exc`, raised in a call the compiled loop made, with this engine frame in front of
+    its traceback, as when Python's loop made the call: the error report names the
+    method the engine called into by the engine frame before it (error_report.py)."""
+    try:
+        raise exc
+    except Exception as e:  # noqa: BLE001 - it is handed back, not handled
+        return e
 
 
 class _Any:
