@@ -16,7 +16,11 @@ and one C pass a batch.
 #include <stddef.h>
 #include <structmember.h>
 
-static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id;
+static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id, *s_current;
+/* Tuple and TrackedTuple, and their slots' offsets (set_tuple_types) */
+static PyTypeObject *t_plain, *t_tracked;
+static Py_ssize_t off_values, off_source, off_meta, off_ack_val;
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 /* ---- TreeEmitter: a reliable spout's emit, compiled --------------------------------
 
@@ -293,6 +297,283 @@ static PyTypeObject TreeEmitterType = {
     .tp_new = tree_emitter_new,
 };
 
+/* ---- AnchoredEmitter: a BasicBolt's emit with acking on, compiled --------------------
+
+AnchoredEmitter(py, col, own, arity, size, flush, only, cache, fidx, rand): what
+BasicCollector.bound_emit's closure does for the common call: an emit on the bolt's one
+stream, of its width, anchored to the input being executed (`col.current`, a
+TrackedTuple in one tree, whose values are a plain tuple or list), to its one outbox
+(`only`) or by a one-field fields grouping's cache (`cache[values[fidx]]`): a fresh
+edge `rand(63)` XORed into the input's ack value, the row in the outbox and
+((root, edge),) beside it, the outbox flushed when full. Anything else (explicit
+anchors, another stream, a wrong width, an input in no tree or several, traced values,
+a key not cached) calls `py`, the Python closure. Needs set_tuple_types (run_basic's). */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *py, *cdict, *own, *flush, *only, *cache, *rand, *bits;
+    Py_ssize_t arity, size, fidx;
+    int own_is_default;
+} AnchoredEmitter;
+
+static PyObject *
+anchored_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    AnchoredEmitter *e = (AnchoredEmitter *)obj;
+    PyObject *a[4] = {NULL, NULL, NULL, NULL};
+    if (!emit_args(args, nargsf, kwnames, a))
+        goto slow;
+    PyObject *values = a[0], *stream = a[1];
+    if (a[2] != NULL && a[2] != Py_None)
+        goto slow;
+    if (stream == NULL ? !e->own_is_default : !same_str(stream, e->own))
+        goto slow;
+    PyObject *key;
+    if (PyTuple_CheckExact(values)) {
+        if (PyTuple_GET_SIZE(values) != e->arity)
+            goto slow;
+        key = e->only ? NULL : PyTuple_GET_ITEM(values, e->fidx);
+    }
+    else if (PyList_CheckExact(values)) {
+        if (PyList_GET_SIZE(values) != e->arity)
+            goto slow;
+        key = e->only ? NULL : PyList_GET_ITEM(values, e->fidx);
+    }
+    else
+        goto slow;
+    PyObject *cur = PyDict_GetItemWithError(e->cdict, s_current);
+    if (cur == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto slow;
+    }
+    if (Py_TYPE(cur) != t_tracked)
+        goto slow;
+    PyObject *meta = SLOT(cur, off_meta), *cv = SLOT(cur, off_values);
+    if (meta == NULL || !PyTuple_CheckExact(meta) || PyTuple_GET_SIZE(meta) != 1 ||
+        cv == NULL || !(PyTuple_CheckExact(cv) || PyList_CheckExact(cv)) ||
+        SLOT(cur, off_ack_val) == NULL)
+        goto slow;  /* several trees, or traced values: the closure */
+    PyObject *p = PyTuple_GET_ITEM(meta, 0);
+    if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2)
+        goto slow;
+    PyObject *ob;
+    if (e->only != NULL)
+        ob = Py_NewRef(e->only);
+    else {
+        Py_INCREF(values);  /* the key's __hash__/__eq__ may run Python code */
+        Py_INCREF(key);
+        ob = PyDict_GetItemWithError(e->cache, key);
+        Py_XINCREF(ob);
+        Py_DECREF(key);
+        Py_DECREF(values);
+        if (ob == NULL) {
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                    return NULL;
+                PyErr_Clear();
+            }
+            goto slow;  /* not cached yet, or unhashable: the grouping decides */
+        }
+        if (!PyList_Check(ob)) {
+            Py_DECREF(ob);
+            goto slow;
+        }
+        /* the key's Python code may have moved the collector to another input */
+        if (PyDict_GetItemWithError(e->cdict, s_current) != cur) {
+            Py_DECREF(ob);
+            if (PyErr_Occurred())
+                return NULL;
+            goto slow;
+        }
+    }
+    Py_INCREF(cur);
+    PyObject *root = Py_NewRef(PyTuple_GET_ITEM(p, 0));
+    PyObject *metas = NULL, *edge = NULL, *nv = NULL, *pair = NULL, *m1 = NULL;
+    int rc = -1;
+    metas = PyObject_GetAttr(ob, s_metas);
+    if (metas == NULL)
+        goto done;
+    if (!PyList_Check(metas)) {
+        PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: an outbox's metas are a list");
+        goto done;
+    }
+    edge = PyObject_CallOneArg(e->rand, e->bits);
+    if (edge == NULL)
+        goto done;
+    PyObject *old = SLOT(cur, off_ack_val);
+    nv = PyNumber_Xor(old, edge);
+    if (nv == NULL)
+        goto done;
+    pair = PyTuple_Pack(2, root, edge);
+    if (pair == NULL)
+        goto done;
+    m1 = PyTuple_Pack(1, pair);
+    if (m1 == NULL)
+        goto done;
+    PyObject_GC_UnTrack(pair);
+    PyObject_GC_UnTrack(m1);
+    if (PyList_Append(ob, values) < 0)
+        goto done;
+    if (PyList_Append(metas, m1) < 0) {
+        /* keep the outbox's rows and metas the same length */
+        Py_ssize_t last = PyList_GET_SIZE(ob) - 1;
+        PyList_SetSlice(ob, last, last + 1, NULL);
+        goto done;
+    }
+    Py_XSETREF(SLOT(cur, off_ack_val), Py_NewRef(nv));
+    rc = 0;
+    if (PyList_GET_SIZE(ob) >= e->size) {
+        PyObject *r = PyObject_CallOneArg(e->flush, ob);
+        if (r == NULL)
+            rc = -1;
+        else
+            Py_DECREF(r);
+    }
+done:
+    Py_XDECREF(metas);
+    Py_XDECREF(edge);
+    Py_XDECREF(nv);
+    Py_XDECREF(pair);
+    Py_XDECREF(m1);
+    Py_DECREF(root);
+    Py_DECREF(cur);
+    Py_DECREF(ob);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+slow:
+    return PyObject_Vectorcall(e->py, args, nargsf, kwnames);
+}
+
+static PyObject *
+anchored_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *py, *col, *own, *flush, *only, *cache, *rand;
+    Py_ssize_t arity, size, fidx;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOUnnOOOnO:AnchoredEmitter", &py, &col, &own, &arity, &size,
+                          &flush, &only, &cache, &fidx, &rand))
+        return NULL;
+    if (t_tracked == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "AnchoredEmitter: set_tuple_types was not called");
+        return NULL;
+    }
+    if (!PyCallable_Check(py) || !PyCallable_Check(flush) || !PyCallable_Check(rand)) {
+        PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: py, flush and rand must be callable");
+        return NULL;
+    }
+    if (arity < 1 || size < 1) {
+        PyErr_SetString(PyExc_ValueError, "AnchoredEmitter: arity and size must be >= 1");
+        return NULL;
+    }
+    if (only == Py_None) {
+        if (!PyDict_CheckExact(cache) || fidx < 0 || fidx >= arity) {
+            PyErr_SetString(PyExc_TypeError,
+                            "AnchoredEmitter: without `only`, a dict and a field index within "
+                            "the width");
+            return NULL;
+        }
+    }
+    else if (!PyList_Check(only)) {
+        PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: `only` must be a list (an outbox)");
+        return NULL;
+    }
+    if (_PyType_Lookup(Py_TYPE(col), s_current) != NULL ||
+        Py_TYPE(col)->tp_setattro != PyObject_GenericSetAttr || !Py_TYPE(col)->tp_dictoffset) {
+        PyErr_SetString(PyExc_TypeError,
+                        "AnchoredEmitter: the collector keeps `current` in its __dict__");
+        return NULL;
+    }
+    PyObject *cdict = PyObject_GenericGetDict(col, NULL);
+    if (cdict == NULL)
+        return NULL;
+    AnchoredEmitter *e = (AnchoredEmitter *)type->tp_alloc(type, 0);
+    if (e == NULL) {
+        Py_DECREF(cdict);
+        return NULL;
+    }
+    e->vectorcall = anchored_vectorcall;
+    e->py = Py_NewRef(py);
+    e->cdict = cdict;
+    e->own = Py_NewRef(own);
+    e->flush = Py_NewRef(flush);
+    e->only = only == Py_None ? NULL : Py_NewRef(only);
+    e->cache = only == Py_None ? Py_NewRef(cache) : NULL;
+    e->rand = Py_NewRef(rand);
+    e->bits = PyLong_FromLong(63);
+    e->arity = arity;
+    e->size = size;
+    e->fidx = fidx;
+    e->own_is_default = PyUnicode_CompareWithASCIIString(own, "default") == 0;
+    if (e->bits == NULL) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    return (PyObject *)e;
+}
+
+static int
+anchored_traverse(AnchoredEmitter *e, visitproc visit, void *arg)
+{
+    Py_VISIT(e->py);
+    Py_VISIT(e->cdict);
+    Py_VISIT(e->own);
+    Py_VISIT(e->flush);
+    Py_VISIT(e->only);
+    Py_VISIT(e->cache);
+    Py_VISIT(e->rand);
+    return 0;
+}
+
+static int
+anchored_clear(AnchoredEmitter *e)
+{
+    Py_CLEAR(e->py);
+    Py_CLEAR(e->cdict);
+    Py_CLEAR(e->own);
+    Py_CLEAR(e->flush);
+    Py_CLEAR(e->only);
+    Py_CLEAR(e->cache);
+    Py_CLEAR(e->rand);
+    Py_CLEAR(e->bits);
+    return 0;
+}
+
+static void
+anchored_dealloc(AnchoredEmitter *e)
+{
+    PyObject_GC_UnTrack(e);
+    anchored_clear(e);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyObject *
+anchored_repr(AnchoredEmitter *e)
+{
+    return PyUnicode_FromFormat("<compiled anchored emit on stream %R: %s>", e->own,
+                                e->only ? "one outbox" : "keyed");
+}
+
+static PyTypeObject AnchoredEmitterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stormish._acking.AnchoredEmitter",
+    .tp_basicsize = sizeof(AnchoredEmitter),
+    .tp_dealloc = (destructor)anchored_dealloc,
+    .tp_vectorcall_offset = offsetof(AnchoredEmitter, vectorcall),
+    .tp_repr = (reprfunc)anchored_repr,
+    .tp_call = tree_emitter_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A BasicBolt's anchored emit (BasicCollector.bound_emit), compiled.",
+    .tp_traverse = (traverseproc)anchored_traverse,
+    .tp_clear = (inquiry)anchored_clear,
+    .tp_new = anchored_new,
+};
+
 /* ---- fold_runs ------------------------------------------------------------------------
 
 fold_runs(metas, acks, announced, done, start) -> int: ack_folder.fold_runs over
@@ -461,9 +742,6 @@ execute stops the loop: returned with its row's index and tuple, for the caller'
 failure path, which calls again from the next row. Anything else raised (KeyboardInterrupt)
 propagates. `metas` None: every row is a Tuple (acking off). */
 
-static PyTypeObject *t_plain, *t_tracked;
-static Py_ssize_t off_values, off_source, off_meta, off_ack_val;
-static PyObject *s_current;
 
 static Py_ssize_t
 slot_offset(PyTypeObject *type, const char *name)
@@ -503,8 +781,6 @@ set_tuple_types(PyObject *self, PyObject *args)
     off_values = v, off_source = s, off_meta = m, off_ack_val = a;
     Py_RETURN_NONE;
 }
-
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 static PyObject *
 run_basic(PyObject *self, PyObject *args)
@@ -675,12 +951,13 @@ PyInit__acking(void)
         (s_msg_id = PyUnicode_InternFromString("msg_id")) == NULL ||
         (s_current = PyUnicode_InternFromString("current")) == NULL)
         return NULL;
-    if (PyType_Ready(&TreeEmitterType) < 0)
+    if (PyType_Ready(&TreeEmitterType) < 0 || PyType_Ready(&AnchoredEmitterType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "TreeEmitter", (PyObject *)&TreeEmitterType) < 0) {
+    if (PyModule_AddObjectRef(m, "TreeEmitter", (PyObject *)&TreeEmitterType) < 0 ||
+        PyModule_AddObjectRef(m, "AnchoredEmitter", (PyObject *)&AnchoredEmitterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

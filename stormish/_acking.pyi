@@ -34,3 +34,20 @@ def run_basic(
     /,
 ) -> tuple[int, Any, Exception] | None: ...
 def pop_many(head: dict[int, Any], roots: list[int], /) -> tuple[list[Any], int]: ...
+
+class AnchoredEmitter:
+    def __init__(
+        self,
+        py: Any,
+        col: Any,
+        own: str,
+        arity: int,
+        size: int,
+        flush: Any,
+        only: list[Any] | None,
+        cache: dict[Any, Any] | None,
+        fidx: int,
+        rand: Any,
+        /,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...

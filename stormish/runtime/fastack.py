@@ -5,6 +5,9 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
 - `TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce)`: a
   reliable spout's bound emit (emitters.SpoutCollector.bound_emit) for an emit with a
   message id; anything else calls `py`, the Python closure.
+- `AnchoredEmitter(py, col, own, arity, size, flush, only, cache, fidx, rand)`: a
+  BasicBolt's bound emit with acking on (emitters.BasicCollector.bound_emit), anchored
+  to `col.current`; anything else calls `py`, the Python closure.
 - `fold_runs(metas, acks, announced, done, start)`: ack_folder.fold_runs over
   `metas[start:]` up to the first meta that is not None or (int, int) pairs; returns
   that index, the Python loop takes the rest.
@@ -30,6 +33,7 @@ except ImportError:  # no compiler at install: the Python paths
 COMPILED = _compiled is not None
 
 TreeEmitter: Callable[..., Callable[..., None]] | None = None
+AnchoredEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
 run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
 pop_many: Callable[[dict, list], tuple[list, int]] | None = None
@@ -38,6 +42,7 @@ if _compiled is not None:
 
     _compiled.set_tuple_types(Tuple, TrackedTuple)
     TreeEmitter = _compiled.TreeEmitter
+    AnchoredEmitter = _compiled.AnchoredEmitter
     fold_runs = _compiled.fold_runs
     run_basic = _compiled.run_basic
     pop_many = _compiled.pop_many

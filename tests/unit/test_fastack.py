@@ -264,3 +264,100 @@ def test_the_compiled_pop_is_dict_pop(keys, roots):
     entries, missing = fastack.pop_many(c_head, roots)
     want = [p_head.pop(r, None) for r in roots]
     assert entries == want and missing == want.count(None) and c_head == p_head
+
+
+class Mid(BasicBolt):
+    outputs = ["w"]
+
+    def execute(self, tup):
+        pass
+
+
+def anchored(grouping: str, sinks: int, seed: int, compile_it: bool):
+    from stormish.tuple import Source, TrackedTuple
+
+    t = Topology("anchored", config={"topology.acker.executors": 1})
+    t.set_spout("src", Src())
+    t.set_bolt("mid", Mid()).shuffle_grouping("src")
+    d = t.set_bolt("sink", Sink(), parallelism=sinks)
+    if grouping == "fields":
+        d.fields_grouping("mid", ["w"])
+    else:
+        d.shuffle_grouping("mid")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (mid,) = plan.tasks["mid"]
+    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
+    col = make_collector(plan, mid, queues, set(queues), 3, random.Random(seed), True)
+    saved = emitters.AnchoredEmitter
+    if not compile_it:
+        emitters.AnchoredEmitter = None
+    try:
+        emit = col.bound_emit()
+    finally:
+        emitters.AnchoredEmitter = saved
+    src = Source("src", plan.tasks["src"][0], "default", ["x"])
+    return col, emit, queues, lambda meta, v=("in",): TrackedTuple(v, src, meta)
+
+
+INPUTS = st.lists(
+    st.tuples(
+        st.sampled_from(["one", "two", "none", "list", "untracked"]),
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c", 7, 8.5, ("t",)]),
+                st.sampled_from(["plain", "kw", "anchors", "wide", "list"]),
+            ),
+            max_size=5,
+        ),
+    ),
+    max_size=12,
+)
+
+
+@compiled
+@settings(max_examples=80, deadline=None)
+@given(
+    inputs=INPUTS,
+    how=st.sampled_from([("fields", 3), ("fields", 1), ("shuffle", 1)]),
+    seed=st.integers(0, 99),
+)
+def test_the_compiled_anchored_emit_is_the_closures(inputs, how, seed):
+    """Same edges (the same draws of the task's Random), the same rows and metas in the
+    same tasks' batches, the same ack values on the inputs; what the compiled emit does
+    not take (explicit anchors, inputs in two trees or none, untracked inputs, keys not
+    cached, a wrong width) goes through the closure."""
+    from stormish.tuple import Source, Tuple
+
+    grouping, sinks = how
+    runs = []
+    for compile_it in (True, False):
+        col, emit, queues, tracked = anchored(grouping, sinks, seed, compile_it)
+        assert (type(emit) is fastack.AnchoredEmitter) == compile_it
+        acks = []
+        for r, (kind, emits) in enumerate(inputs):
+            if kind == "one":
+                cur = tracked(((r, r + 100),))
+            elif kind == "two":
+                cur = tracked(((r, 1), (r + 50, 2)))
+            elif kind == "list":
+                cur = tracked(((r, 5),), ["in"])
+            elif kind == "untracked":
+                cur = Tuple(("in",), Source("src", 1, "default", ["x"]))
+            else:
+                cur = None
+            col.current = cur
+            for value, call_as in emits:
+                if call_as == "plain":
+                    emit((value,))
+                elif call_as == "kw":
+                    emit((value,), stream="default")
+                elif call_as == "list":
+                    emit([value])
+                elif call_as == "anchors":
+                    emit((value,), anchors=[tracked(((999, 3),))])
+                else:
+                    with pytest.raises(Exception, match="values on stream 'default'"):
+                        emit((value, value))
+            acks.append(getattr(cur, "ack_val", None))
+        runs.append((delivered(col, queues), acks, col.emitted()))
+    assert runs[0] == runs[1]
