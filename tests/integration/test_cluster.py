@@ -31,6 +31,14 @@ from .parts import Count, CountingSpout, Split, sentences
 from .test_metrics import scrape
 
 SENTENCES = sentences(40, 7, 5, 4000)
+
+
+def executed(stats, component: str) -> int:
+    """What `component` executed so far; 0 while no worker has reported it yet."""
+    c = stats.components.get(component)
+    return 0 if c is None else c.executed
+
+
 WORDS = sum(len(s.split()) for s in SENTENCES)
 
 
@@ -957,7 +965,8 @@ def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(
     cluster.wait_status("endless", "running")
     row = next(r for r in cluster.call("list") if r["name"] == "endless")
     assert row["waiting"] is None and row["workers"] == 2 and len(row["slots"]) == 2, row
-    poll_for(lambda: cluster.call("stats", "endless").components["null"].executed > 0, 30, 0.1)
+    # the moved workers report their components once they run: until then "null" is absent
+    poll_for(lambda: executed(cluster.call("stats", "endless"), "null") > 0, 30, 0.1)
     cluster.call("kill", ("endless", 0))
     cluster.wait_status("endless", "killed")
     poll_for(lambda: not cluster.workers(), 30, 0.1, "the workers gone")
