@@ -140,10 +140,18 @@ tree_emitter_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
         goto done;
     /* ints inside tuples: no cycle can pass through these two, so the collector need
     not look at them (CPython untracks such tuples itself, later) */
-    PyObject_GC_UnTrack(pair);
-    PyObject_GC_UnTrack(meta);
-    if (PyList_Append(ob, values) < 0 || PyList_Append(metas, meta) < 0 ||
-        PyDict_SetItem(e->head, root, msg_id) < 0)
+    if (PyLong_CheckExact(root) && PyLong_CheckExact(e->announce)) {
+        PyObject_GC_UnTrack(pair);
+        PyObject_GC_UnTrack(meta);
+    }
+    if (PyList_Append(ob, values) < 0)
+        goto done;
+    if (PyList_Append(metas, meta) < 0) {
+        Py_ssize_t last = PyList_GET_SIZE(ob) - 1;
+        PyList_SetSlice(ob, last, last + 1, NULL);
+        goto done;
+    }
+    if (PyDict_SetItem(e->head, root, msg_id) < 0)
         goto done;
     rc = 0;
     if (PyList_GET_SIZE(ob) >= e->size) {
@@ -183,8 +191,8 @@ tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "TreeEmitter: py and flush must be callable");
         return NULL;
     }
-    if (arity < 1 || size < 1) {
-        PyErr_SetString(PyExc_ValueError, "TreeEmitter: arity and size must be >= 1");
+    if (arity < 0 || size < 1) {
+        PyErr_SetString(PyExc_ValueError, "TreeEmitter: arity >= 0 and size >= 1");
         return NULL;
     }
     if (!PyIter_Check(roots)) {
@@ -297,6 +305,21 @@ static PyTypeObject TreeEmitterType = {
     .tp_new = tree_emitter_new,
 };
 
+/* True when `col.current` is a plain entry of its __dict__: the generic setattr, and no
+data descriptor of that name on its class (a class attribute or a method is fine: the
+instance's dict wins over those). Then reading and writing the dict is what the
+attribute access does. */
+static int
+plain_current(PyObject *col)
+{
+    PyTypeObject *tp = Py_TYPE(col);
+    if (tp->tp_setattro != PyObject_GenericSetAttr || tp->tp_getattro != PyObject_GenericGetAttr ||
+        !tp->tp_dictoffset)
+        return 0;
+    PyObject *d = _PyType_Lookup(tp, s_current);
+    return d == NULL || Py_TYPE(d)->tp_descr_set == NULL;
+}
+
 /* ---- AnchoredEmitter: a BasicBolt's emit with acking on, compiled --------------------
 
 AnchoredEmitter(py, col, own, arity, size, flush, only, cache, fidx, rand): what
@@ -359,37 +382,35 @@ anchored_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
     if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2)
         goto slow;
     PyObject *ob;
+    /* held, as the closure's locals `cur` and `meta` hold them: a key's __hash__/__eq__
+    may run Python code that moves the collector on or rewrites cur.meta */
+    Py_INCREF(cur);
+    Py_INCREF(meta);
     if (e->only != NULL)
         ob = Py_NewRef(e->only);
     else {
-        Py_INCREF(values);  /* the key's __hash__/__eq__ may run Python code */
+        Py_INCREF(values);
         Py_INCREF(key);
         ob = PyDict_GetItemWithError(e->cache, key);
         Py_XINCREF(ob);
         Py_DECREF(key);
         Py_DECREF(values);
-        if (ob == NULL) {
+        if (ob == NULL || !PyList_Check(ob)) {
+            Py_XDECREF(ob);
+            Py_DECREF(cur);
+            Py_DECREF(meta);
             if (PyErr_Occurred()) {
-                if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                if (!PyErr_ExceptionMatches(PyExc_TypeError) &&
+                    !PyErr_ExceptionMatches(PyExc_KeyError))
                     return NULL;
-                PyErr_Clear();
+                PyErr_Clear();  /* the closure's `except (KeyError, TypeError)` */
             }
             goto slow;  /* not cached yet, or unhashable: the grouping decides */
         }
-        if (!PyList_Check(ob)) {
-            Py_DECREF(ob);
-            goto slow;
-        }
-        /* the key's Python code may have moved the collector to another input */
-        if (PyDict_GetItemWithError(e->cdict, s_current) != cur) {
-            Py_DECREF(ob);
-            if (PyErr_Occurred())
-                return NULL;
-            goto slow;
-        }
     }
-    Py_INCREF(cur);
-    PyObject *root = Py_NewRef(PyTuple_GET_ITEM(p, 0));
+    /* meta[0][0] of the meta read before the lookup, as the closure does */
+    PyObject *root = Py_NewRef(PyTuple_GET_ITEM(PyTuple_GET_ITEM(meta, 0), 0));
+    Py_DECREF(meta);
     PyObject *metas = NULL, *edge = NULL, *nv = NULL, *pair = NULL, *m1 = NULL;
     int rc = -1;
     metas = PyObject_GetAttr(ob, s_metas);
@@ -412,8 +433,10 @@ anchored_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
     m1 = PyTuple_Pack(1, pair);
     if (m1 == NULL)
         goto done;
-    PyObject_GC_UnTrack(pair);
-    PyObject_GC_UnTrack(m1);
+    if (PyLong_CheckExact(root) && PyLong_CheckExact(edge)) {  /* no cycle through ints */
+        PyObject_GC_UnTrack(pair);
+        PyObject_GC_UnTrack(m1);
+    }
     if (PyList_Append(ob, values) < 0)
         goto done;
     if (PyList_Append(metas, m1) < 0) {
@@ -467,8 +490,8 @@ anchored_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: py, flush and rand must be callable");
         return NULL;
     }
-    if (arity < 1 || size < 1) {
-        PyErr_SetString(PyExc_ValueError, "AnchoredEmitter: arity and size must be >= 1");
+    if (arity < 0 || size < 1) {
+        PyErr_SetString(PyExc_ValueError, "AnchoredEmitter: arity >= 0 and size >= 1");
         return NULL;
     }
     if (only == Py_None) {
@@ -483,8 +506,7 @@ anchored_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "AnchoredEmitter: `only` must be a list (an outbox)");
         return NULL;
     }
-    if (_PyType_Lookup(Py_TYPE(col), s_current) != NULL ||
-        Py_TYPE(col)->tp_setattro != PyObject_GenericSetAttr || !Py_TYPE(col)->tp_dictoffset) {
+    if (!plain_current(col)) {
         PyErr_SetString(PyExc_TypeError,
                         "AnchoredEmitter: the collector keeps `current` in its __dict__");
         return NULL;
@@ -603,7 +625,7 @@ xor_into(PyObject *acks, PyObject *root, PyObject *x)
 /* A run's XOR: `small` (edges of 64 bits, XORed in C) and `big` (anything wider: an
 announcement folded in as an edge), NULL when there is none. */
 typedef struct {
-    PyObject *root;  /* borrowed from metas, which the caller holds */
+    PyObject *root;  /* owned: a dict compare may run Python code that empties metas */
     unsigned long long small;
     PyObject *big;
 } Run;
@@ -626,7 +648,7 @@ run_flush(PyObject *acks, Run *run)
     }
     int rc = xor_into(acks, run->root, x);
     Py_DECREF(x);
-    run->root = NULL;
+    Py_CLEAR(run->root);
     run->small = 0;
     return rc;
 }
@@ -670,11 +692,13 @@ fold_runs(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "fold_runs: done must be a list or None");
         return NULL;
     }
-    Py_INCREF(metas);  /* held: runs borrow its roots */
+    Py_INCREF(metas);
     Run run = {NULL, 0, NULL};
-    Py_ssize_t n = PyList_GET_SIZE(metas), i = start < 0 ? 0 : start;
-    for (; i < n; i++) {
-        PyObject *m = PyList_GET_ITEM(metas, i);
+    PyObject *m = NULL;
+    Py_ssize_t i = start < 0 ? 0 : start;
+    /* the live size and an owned meta: a key of `acks` with a Python __eq__ may change metas */
+    for (; i < PyList_GET_SIZE(metas); i++) {
+        Py_XSETREF(m, Py_NewRef(PyList_GET_ITEM(metas, i)));
         if (m == Py_None)
             continue;
         if (!PyTuple_CheckExact(m))
@@ -713,15 +737,18 @@ fold_runs(PyObject *self, PyObject *args)
                 goto error;
         }
         if (run.root == NULL)
-            run.root = r;
+            run.root = Py_NewRef(r);
         if (run_add(&run, e) < 0)
             goto error;
     }
+    Py_CLEAR(m);
     if (run_flush(acks, &run) < 0)
         goto error;
     Py_DECREF(metas);
     return PyLong_FromSsize_t(i);
 error:
+    Py_XDECREF(m);
+    Py_XDECREF(run.root);
     Py_XDECREF(run.big);
     Py_DECREF(metas);
     return NULL;
@@ -802,8 +829,7 @@ run_basic(PyObject *self, PyObject *args)
     /* `col.current = t` per tuple, as a store into the collector's __dict__ when its
     class has no descriptor of that name (setattr's generic path looks it up each time) */
     PyObject *cdict = NULL;
-    if (col != Py_None && _PyType_Lookup(Py_TYPE(col), s_current) == NULL &&
-        Py_TYPE(col)->tp_setattro == PyObject_GenericSetAttr && Py_TYPE(col)->tp_dictoffset) {
+    if (col != Py_None && plain_current(col)) {
         cdict = PyObject_GenericGetDict(col, NULL);
         if (cdict == NULL)
             return NULL;
@@ -818,15 +844,22 @@ run_basic(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_RuntimeError, "run_basic: the batch changed while it ran");
             goto done;
         }
-        PyObject *v = PyList_GET_ITEM(values, i);
-        PyObject *m = metas == Py_None ? Py_None : PyList_GET_ITEM(metas, i);
-        int tracked = m != Py_None && PyObject_IsTrue(m);
-        if (tracked < 0)
+        /* owned: m's __bool__ and execute are Python code, and m is used after execute */
+        PyObject *v = Py_NewRef(PyList_GET_ITEM(values, i));
+        PyObject *m = Py_NewRef(metas == Py_None ? Py_None : PyList_GET_ITEM(metas, i));
+        int tracked = 0;
+        if (m != Py_None && (tracked = PyObject_IsTrue(m)) < 0) {
+            Py_DECREF(v);
+            Py_DECREF(m);
             goto done;
+        }
         PyObject *t = PyType_GenericAlloc(tracked ? t_tracked : t_plain, 0);
-        if (t == NULL)
+        if (t == NULL) {
+            Py_DECREF(v);
+            Py_DECREF(m);
             goto done;
-        SLOT(t, off_values) = Py_NewRef(v);
+        }
+        SLOT(t, off_values) = v;  /* v's reference moves into the slot */
         SLOT(t, off_source) = Py_NewRef(source);
         if (tracked) {
             SLOT(t, off_meta) = Py_NewRef(m);
@@ -835,10 +868,12 @@ run_basic(PyObject *self, PyObject *args)
         if (cdict != NULL ? PyDict_SetItem(cdict, s_current, t) < 0
                           : col != Py_None && PyObject_SetAttr(col, s_current, t) < 0) {
             Py_DECREF(t);
+            Py_DECREF(m);
             goto done;
         }
         PyObject *r = PyObject_CallOneArg(execute, t);
         if (r == NULL) {
+            Py_DECREF(m);
             if (!PyErr_ExceptionMatches(PyExc_Exception)) {
                 Py_DECREF(t);
                 goto done;
@@ -856,21 +891,19 @@ run_basic(PyObject *self, PyObject *args)
         Py_DECREF(r);
         if (tracked) {
             PyObject *val = SLOT(t, off_ack_val);
+            Py_XINCREF(val);  /* its __bool__ may rewrite the slot */
             int nz = val == NULL ? 0 : PyObject_IsTrue(val);
-            if (nz < 0) {
+            PyObject *pair = nz > 0 ? PyTuple_Pack(2, m, val) : NULL;
+            Py_XDECREF(val);
+            if (nz < 0 || (nz > 0 && (pair == NULL || PyList_Append(anchored, pair) < 0))) {
+                Py_XDECREF(pair);
                 Py_DECREF(t);
+                Py_DECREF(m);
                 goto done;
             }
-            if (nz) {
-                PyObject *pair = PyTuple_Pack(2, m, val);
-                if (pair == NULL || PyList_Append(anchored, pair) < 0) {
-                    Py_XDECREF(pair);
-                    Py_DECREF(t);
-                    goto done;
-                }
-                Py_DECREF(pair);
-            }
+            Py_XDECREF(pair);
         }
+        Py_DECREF(m);
         Py_DECREF(t);
     }
     out = Py_NewRef(Py_None);
@@ -898,22 +931,28 @@ pop_many(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(n);
     if (out == NULL)
         goto error;
+    for (Py_ssize_t i = 0; i < n; i++)  /* never NULL items where Python code may see it */
+        PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
     for (Py_ssize_t i = 0; i < n; i++) {
         if (PyList_GET_SIZE(roots) != n) {
             PyErr_SetString(PyExc_RuntimeError, "pop_many: the roots changed");
             goto error;
         }
-        PyObject *root = PyList_GET_ITEM(roots, i);
+        PyObject *root = Py_NewRef(PyList_GET_ITEM(roots, i));  /* its __hash__/__eq__ run */
         PyObject *entry = PyDict_GetItemWithError(head, root);
         if (entry == NULL) {
+            Py_DECREF(root);
             if (PyErr_Occurred())
                 goto error;
             missing++;
-            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
             continue;
         }
-        PyList_SET_ITEM(out, i, Py_NewRef(entry));
-        if (PyDict_DelItem(head, root) < 0)
+        if (entry == Py_None)
+            missing++;  /* as Python's `None in found` */
+        Py_SETREF(PyList_GET_ITEM(out, i), Py_NewRef(entry));
+        int rc = PyDict_DelItem(head, root);
+        Py_DECREF(root);
+        if (rc < 0)
             goto error;
     }
     Py_DECREF(roots);

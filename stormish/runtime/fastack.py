@@ -40,9 +40,15 @@ pop_many: Callable[[dict, list], tuple[list, int]] | None = None
 if _compiled is not None:
     from ..tuple import TrackedTuple, Tuple
 
-    _compiled.set_tuple_types(Tuple, TrackedTuple)
-    TreeEmitter = _compiled.TreeEmitter
-    AnchoredEmitter = _compiled.AnchoredEmitter
-    fold_runs = _compiled.fold_runs
-    run_basic = _compiled.run_basic
-    pop_many = _compiled.pop_many
+    # a module built from an older tree (not rebuilt after a pull) lacks what is new:
+    # each piece is taken where it is there, and the Python paths run the rest
+    TreeEmitter = getattr(_compiled, "TreeEmitter", None)
+    fold_runs = getattr(_compiled, "fold_runs", None)
+    pop_many = getattr(_compiled, "pop_many", None)
+    try:
+        _compiled.set_tuple_types(Tuple, TrackedTuple)
+    except (AttributeError, TypeError):  # older, or the tuple classes changed shape
+        pass
+    else:
+        run_basic = getattr(_compiled, "run_basic", None)
+        AnchoredEmitter = getattr(_compiled, "AnchoredEmitter", None)

@@ -92,7 +92,7 @@ class PerTuple(Execution):
             done: list[int] = []
             anchored: list[tuple[Any, int]] = []
             start = 0  # metas[start:] are not folded yet
-            if run_basic is not None:  # the same loop, compiled (fastack)
+            if run_basic is not None and metas.__class__ is list:  # compiled (fastack)
                 i = 0
                 while stopped := run_basic(values, metas, i, source, execute, col, anchored):
                     at, bad, err = stopped
@@ -176,6 +176,8 @@ def _engine_called(exc: Exception) -> Exception:
         raise exc
     except Exception as e:  # noqa: BLE001 - it is handed back, not handled
         return e
+    finally:
+        del exc  # this frame joins the traceback: no cycle through it to the exception
 
 
 class _Any:
