@@ -512,3 +512,69 @@ def test_a_stream_of_no_fields_takes_the_compiled_emit():
     assert type(emit) is fastack.TreeEmitter
     emit((), msg_id=1)
     assert list(head.values()) == [1]
+
+
+# -- what a peer's pickled metas can be (plain data, no classes): the compiled steps
+# raise what Python raises, never crash
+ATOM = st.sampled_from([0, 1, -1, 1 << 64, -(1 << 80), 2.5, "s", b"b", None, True, (), (1,)])
+WIRE_META = st.one_of(
+    st.none(),
+    ATOM,
+    st.tuples(st.tuples(ATOM, ATOM)),
+    st.tuples(st.tuples(st.integers(0, 3), ATOM)),
+    st.lists(st.tuples(ATOM, ATOM), max_size=3).map(tuple),
+    st.just([(1, 2)]),
+    st.just(((1, 2, 3),)),
+    st.tuples(st.tuples(st.integers(0, 3), st.integers(0, 2**63 - 1))),
+)
+
+
+def outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+        return ("raised", type(exc))
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(metas=st.lists(WIRE_META, max_size=12), announced=st.sampled_from([-1, 1 << 64]))
+def test_a_peers_odd_metas_fold_as_python_folds_them(metas, announced):
+    from stormish.runtime.ack_folder import fold_runs
+
+    c_acks: dict = {}
+    p_acks: dict = {}
+    c_done: list = []
+    p_done: list = []
+    got = outcome(lambda: fold_runs(list(metas), c_acks, announced, c_done))
+    want = outcome(lambda: py_fold_runs(list(metas), p_acks, announced, p_done))
+    assert got[0] == want[0]
+    if got[0] == "ok":
+        assert c_acks == p_acks and c_done == p_done
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(metas=st.lists(WIRE_META, min_size=1, max_size=8), fails=st.sets(st.integers(0, 7)))
+def test_a_peers_odd_metas_never_crash_the_compiled_loop(metas, fails):
+    class Col:
+        current = None
+
+    values = [(i,) for i in range(len(metas))]
+    seen = []
+
+    def execute(t):
+        seen.append(t.values[0])
+        if t.values[0] in fails:
+            raise ValueError("no")
+
+    anchored: list = []
+    i, stopped = 0, []
+    try:
+        while r := fastack.run_basic(values, metas, i, None, execute, Col(), anchored):
+            stopped.append(r[0])
+            i = r[0] + 1
+    except Exception:  # noqa: BLE001 - a meta's truth test may raise, as `if m:` does
+        pass
+    assert stopped == sorted(set(stopped)) and set(stopped) <= fails
+    gc.collect()
