@@ -12,12 +12,14 @@ setup(
         Extension(
             "stormish._speedups",
             ["stormish/_speedups.c"],
+            depends=["stormish/_refs.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
             "stormish._acking",
             ["stormish/_acking.c"],
+            depends=["stormish/_refs.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -16,6 +16,8 @@ and one C pass a batch.
 #include <stddef.h>
 #include <structmember.h>
 
+#include "_refs.h"
+
 static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id, *s_current;
 /* Tuple and TrackedTuple, and their slots' offsets (set_tuple_types) */
 static PyTypeObject *t_plain, *t_tracked;
@@ -36,6 +38,7 @@ closure, which routes, checks and raises as the method does. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
+    /* one run of references, first to last (_refs.h) */
     PyObject *py, *own, *flush, *only, *only_metas, *shuffle, *head, *roots, *announce;
     Py_ssize_t arity, size;
     int own_is_default;
@@ -239,49 +242,7 @@ tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)e;
 }
 
-static int
-tree_emitter_traverse(TreeEmitter *e, visitproc visit, void *arg)
-{
-    Py_VISIT(e->py);
-    Py_VISIT(e->own);
-    Py_VISIT(e->flush);
-    Py_VISIT(e->only);
-    Py_VISIT(e->only_metas);
-    Py_VISIT(e->shuffle);
-    Py_VISIT(e->head);
-    Py_VISIT(e->roots);
-    Py_VISIT(e->announce);
-    return 0;
-}
-
-static int
-tree_emitter_clear(TreeEmitter *e)
-{
-    Py_CLEAR(e->py);
-    Py_CLEAR(e->own);
-    Py_CLEAR(e->flush);
-    Py_CLEAR(e->only);
-    Py_CLEAR(e->only_metas);
-    Py_CLEAR(e->shuffle);
-    Py_CLEAR(e->head);
-    Py_CLEAR(e->roots);
-    Py_CLEAR(e->announce);
-    return 0;
-}
-
-static void
-tree_emitter_dealloc(TreeEmitter *e)
-{
-    PyObject_GC_UnTrack(e);
-    tree_emitter_clear(e);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyObject *
-tree_emitter_call(PyObject *obj, PyObject *args, PyObject *kwargs)
-{
-    return PyVectorcall_Call(obj, args, kwargs);
-}
+REFS_GC(tree_emitter, TreeEmitter, py, announce)
 
 static PyObject *
 tree_emitter_repr(TreeEmitter *e)
@@ -294,14 +255,14 @@ static PyTypeObject TreeEmitterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stormish._acking.TreeEmitter",
     .tp_basicsize = sizeof(TreeEmitter),
-    .tp_dealloc = (destructor)tree_emitter_dealloc,
+    .tp_dealloc = refs_dealloc,
     .tp_vectorcall_offset = offsetof(TreeEmitter, vectorcall),
     .tp_repr = (reprfunc)tree_emitter_repr,
-    .tp_call = tree_emitter_call,
+    .tp_call = refs_call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A reliable spout's emit (SpoutCollector.bound_emit), compiled.",
-    .tp_traverse = (traverseproc)tree_emitter_traverse,
-    .tp_clear = (inquiry)tree_emitter_clear,
+    .tp_traverse = tree_emitter_traverse,
+    .tp_clear = tree_emitter_clear,
     .tp_new = tree_emitter_new,
 };
 
@@ -335,6 +296,7 @@ a key not cached) calls `py`, the Python closure. Needs set_tuple_types (run_bas
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
+    /* one run of references, first to last (_refs.h) */
     PyObject *py, *cdict, *own, *flush, *only, *cache, *rand, *bits;
     Py_ssize_t arity, size, fidx;
     int own_is_default;
@@ -539,40 +501,7 @@ anchored_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)e;
 }
 
-static int
-anchored_traverse(AnchoredEmitter *e, visitproc visit, void *arg)
-{
-    Py_VISIT(e->py);
-    Py_VISIT(e->cdict);
-    Py_VISIT(e->own);
-    Py_VISIT(e->flush);
-    Py_VISIT(e->only);
-    Py_VISIT(e->cache);
-    Py_VISIT(e->rand);
-    return 0;
-}
-
-static int
-anchored_clear(AnchoredEmitter *e)
-{
-    Py_CLEAR(e->py);
-    Py_CLEAR(e->cdict);
-    Py_CLEAR(e->own);
-    Py_CLEAR(e->flush);
-    Py_CLEAR(e->only);
-    Py_CLEAR(e->cache);
-    Py_CLEAR(e->rand);
-    Py_CLEAR(e->bits);
-    return 0;
-}
-
-static void
-anchored_dealloc(AnchoredEmitter *e)
-{
-    PyObject_GC_UnTrack(e);
-    anchored_clear(e);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
+REFS_GC(anchored, AnchoredEmitter, py, bits)
 
 static PyObject *
 anchored_repr(AnchoredEmitter *e)
@@ -585,14 +514,14 @@ static PyTypeObject AnchoredEmitterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stormish._acking.AnchoredEmitter",
     .tp_basicsize = sizeof(AnchoredEmitter),
-    .tp_dealloc = (destructor)anchored_dealloc,
+    .tp_dealloc = refs_dealloc,
     .tp_vectorcall_offset = offsetof(AnchoredEmitter, vectorcall),
     .tp_repr = (reprfunc)anchored_repr,
-    .tp_call = tree_emitter_call,
+    .tp_call = refs_call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A BasicBolt's anchored emit (BasicCollector.bound_emit), compiled.",
-    .tp_traverse = (traverseproc)anchored_traverse,
-    .tp_clear = (inquiry)anchored_clear,
+    .tp_traverse = anchored_traverse,
+    .tp_clear = anchored_clear,
     .tp_new = anchored_new,
 };
 

@@ -13,6 +13,8 @@ routes every word it splits, so the loop alone was ~8% of the run. Here ~10 ns.
 #include <Python.h>
 #include <stddef.h>
 
+#include "_refs.h"
+
 #if PY_SSIZE_T_MAX <= 0xffffffffLL
 #error "64-bit builds only: lengths of 32 bits are read into Py_ssize_t (pure Python runs)"
 #endif
@@ -752,6 +754,7 @@ sentence); a vectorcall of a C object costs a fraction. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
+    /* one run of references, first to last (_refs.h) */
     PyObject *py, *own, *flush, *only, *boxes, *cache;
     Py_ssize_t arity, size, fidx;
     int own_is_default;
@@ -834,6 +837,7 @@ slow:
 static PyObject *
 emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
+    /* one run of references, first to last (_refs.h) */
     PyObject *py, *own, *flush, *only, *boxes, *cache;
     Py_ssize_t arity, size, fidx;
     if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
@@ -887,43 +891,7 @@ emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)e;
 }
 
-static int
-emitter_traverse(Emitter *e, visitproc visit, void *arg)
-{
-    Py_VISIT(e->py);
-    Py_VISIT(e->own);
-    Py_VISIT(e->flush);
-    Py_VISIT(e->only);
-    Py_VISIT(e->boxes);
-    Py_VISIT(e->cache);
-    return 0;
-}
-
-static int
-emitter_clear(Emitter *e)
-{
-    Py_CLEAR(e->py);
-    Py_CLEAR(e->own);
-    Py_CLEAR(e->flush);
-    Py_CLEAR(e->only);
-    Py_CLEAR(e->boxes);
-    Py_CLEAR(e->cache);
-    return 0;
-}
-
-static void
-emitter_dealloc(Emitter *e)
-{
-    PyObject_GC_UnTrack(e);
-    emitter_clear(e);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyObject *
-emitter_call(PyObject *obj, PyObject *args, PyObject *kwargs)
-{
-    return PyVectorcall_Call(obj, args, kwargs);
-}
+REFS_GC(emitter, Emitter, py, cache)
 
 static PyObject *
 emitter_repr(Emitter *e)
@@ -936,14 +904,14 @@ static PyTypeObject EmitterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stormish._speedups.Emitter",
     .tp_basicsize = sizeof(Emitter),
-    .tp_dealloc = (destructor)emitter_dealloc,
+    .tp_dealloc = refs_dealloc,
     .tp_vectorcall_offset = offsetof(Emitter, vectorcall),
     .tp_repr = (reprfunc)emitter_repr,
-    .tp_call = emitter_call,
+    .tp_call = refs_call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A one-stream component's emit (UntrackedCollector.bound_emit), compiled.",
-    .tp_traverse = (traverseproc)emitter_traverse,
-    .tp_clear = (inquiry)emitter_clear,
+    .tp_traverse = emitter_traverse,
+    .tp_clear = emitter_clear,
     .tp_new = emitter_new,
 };
 

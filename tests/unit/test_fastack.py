@@ -36,26 +36,36 @@ class Sink(BasicBolt):
         pass
 
 
+def bound(t: Topology, component: str, batch_size: int, seed: int, basic: bool = False):
+    """`component`'s collector on queues of its own (seeded), plan and queues."""
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (task,) = plan.tasks[component]
+    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
+    col = make_collector(plan, task, queues, set(queues), batch_size, random.Random(seed), basic)
+    return col, queues, plan
+
+
+def bound_emit(col, compiled_name: str, compile_it: bool):
+    """col.bound_emit() with emitters.<compiled_name> as it is, or None (the closure)."""
+    saved = getattr(emitters, compiled_name)
+    if not compile_it:
+        setattr(emitters, compiled_name, None)
+    try:
+        return col.bound_emit()
+    finally:
+        setattr(emitters, compiled_name, saved)
+
+
 def reliable_spout(sinks: int, batch_size: int, seed: int, compile_it: bool):
     """A reliable spout's collector as the executor binds it (in-flight head set), its
     bound emit (compiled or the closure), its queues and its in-flight head."""
     t = Topology("fast", config={"topology.acker.executors": 1})
     t.set_spout("src", Src())
     t.set_bolt("sink", Sink(), parallelism=sinks).shuffle_grouping("src")
-    plan = build_plan(t, t.validate(), AckerBolt())
-    (task,) = plan.tasks["src"]
-    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
-    col = make_collector(plan, task, queues, set(queues), batch_size, random.Random(seed))
+    col, queues, plan = bound(t, "src", batch_size, seed)
     head: dict[int, object] = {}
     col.inflight_head = head
-    saved = emitters.TreeEmitter
-    if not compile_it:
-        emitters.TreeEmitter = None
-    try:
-        emit = col.bound_emit()
-    finally:
-        emitters.TreeEmitter = saved
-    return col, emit, queues, head, plan
+    return col, bound_emit(col, "TreeEmitter", compile_it), queues, head, plan
 
 
 def delivered(col, queues) -> dict[int, list[tuple]]:
@@ -284,17 +294,8 @@ def anchored(grouping: str, sinks: int, seed: int, compile_it: bool):
         d.fields_grouping("mid", ["w"])
     else:
         d.shuffle_grouping("mid")
-    plan = build_plan(t, t.validate(), AckerBolt())
-    (mid,) = plan.tasks["mid"]
-    queues = {k: ReceiveQueue(1 << 20) for k in plan.task_component}
-    col = make_collector(plan, mid, queues, set(queues), 3, random.Random(seed), True)
-    saved = emitters.AnchoredEmitter
-    if not compile_it:
-        emitters.AnchoredEmitter = None
-    try:
-        emit = col.bound_emit()
-    finally:
-        emitters.AnchoredEmitter = saved
+    col, queues, plan = bound(t, "mid", 3, seed, basic=True)
+    emit = bound_emit(col, "AnchoredEmitter", compile_it)
     src = Source("src", plan.tasks["src"][0], "default", ["x"])
     return col, emit, queues, lambda meta, v=("in",): TrackedTuple(v, src, meta)
 
@@ -503,10 +504,7 @@ def test_a_stream_of_no_fields_takes_the_compiled_emit():
     t = Topology("bare", config={"topology.acker.executors": 1})
     t.set_spout("src", Bare())
     t.set_bolt("sink", Sink()).shuffle_grouping("src")
-    plan = build_plan(t, t.validate(), AckerBolt())
-    (task,) = plan.tasks["src"]
-    queues = {k: ReceiveQueue(64) for k in plan.task_component}
-    col = make_collector(plan, task, queues, set(queues), 4, random.Random(1))
+    col, _, _ = bound(t, "src", 4, 1)
     col.inflight_head = head = {}
     emit = col.bound_emit()
     assert type(emit) is fastack.TreeEmitter
@@ -578,3 +576,43 @@ def test_a_peers_odd_metas_never_crash_the_compiled_loop(metas, fails):
         pass
     assert stopped == sorted(set(stopped)) and set(stopped) <= fails
     gc.collect()
+
+
+@compiled
+def test_the_compiled_emits_show_the_collector_every_reference_they_hold():
+    """One traverse serves every compiled callable (_refs.h): each reference is seen,
+    so a cycle through an emit (a bolt holding its emit holding the bolt's collector)
+    is collected."""
+    from stormish import rowcodec
+    from stormish.runtime.routing import Outbox
+
+    class Col:
+        current = None
+
+    def py(*a, **k):
+        pass
+
+    def flush(ob):
+        pass
+
+    def rand(bits):
+        return 3
+
+    only = Outbox(2, "default", None, True)
+    head: dict = {}
+    roots = iter(range(5))
+    col = Col()
+    tree = fastack.TreeEmitter(py, "default", 1, 4, flush, only, None, head, roots, 1)
+    assert {id(x) for x in (py, flush, only, only.metas, head, roots)} <= set(
+        map(id, gc.get_referents(tree))
+    )
+    anchored = fastack.AnchoredEmitter(py, col, "default", 1, 4, flush, only, None, 0, rand)
+    assert {id(x) for x in (py, flush, only, rand, col.__dict__)} <= set(
+        map(id, gc.get_referents(anchored))
+    )
+    if rowcodec.Emitter is not None:
+        plain = rowcodec.Emitter(py, "default", 1, 4, flush, only, None, None, 0)
+        assert {id(py), id(flush), id(only)} <= set(map(id, gc.get_referents(plain)))
+    col.emit = anchored  # a cycle: col -> emit -> col's dict
+    del col, anchored
+    assert gc.collect() >= 1
