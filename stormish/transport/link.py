@@ -39,7 +39,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -658,6 +658,22 @@ class WorkerLink:
         self._check(now)
         self._send(now)
         return got > 0
+
+    def between_turns(self) -> None:
+        """Between two turns (the serving thread), what cannot wait for the next round's
+        `service`, a whole round of the other executors' turns later: what the last turn
+        emitted for other workers, statuses (an overflowQ it drained clears its flag
+        now), and messages already received (a readiness check, ~1.5 us). Per crossing a
+        tuple waited up to a round on each side: a tree that crosses twice waited for
+        its ack up to four rounds more, and a spout at max.spout.pending with it."""
+        if self._stop.is_set():
+            return
+        if self._drain_hint:
+            self._check(time.monotonic())
+        if cast(int, self.pull.get(zmq.EVENTS)) & zmq.POLLIN:
+            self._receive()
+        if len(self.transfer) or self._control:
+            self._send(time.monotonic())
 
     def park(self, timeout: float) -> None:
         """Wait up to `timeout` s for a message, the wakeup (a local publish, a transfer

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import zmq
 
 from stormish import BasicBolt, Topology
 from stormish.local import poll_for
@@ -38,6 +39,10 @@ def _up(link: WorkerLink, peer: int) -> bool:
     return box is not None and box.state == "up" and peer in link._incs  # its HELLO came
 
 
+def _writable(link: WorkerLink, peer: int) -> bool:
+    return bool(link._out._sock[peer].get(zmq.EVENTS) & zmq.POLLOUT)
+
+
 def two_links():
     """Two workers' links and (unstarted) workers, each link told where the other is."""
     t = Topology("turns")
@@ -56,6 +61,49 @@ def two_links():
     for link in links:
         link.connect(book)
     return plan, links, workers
+
+
+def test_what_a_turn_sent_leaves_between_turns_and_is_read_between_turns():
+    plan, links, workers = two_links()
+    a, b = links
+    wakeups = [FdWakeup(), FdWakeup()]
+    try:
+        for link, wk in zip(links, wakeups, strict=True):
+            link.serve(wk)  # this thread serves both: no link threads
+        deadline = time.monotonic() + 20
+        # both HELLOs through, and a's socket to b takes a message now (the handshake's
+        # messages read and their room handed back: else the batch waits in the outbox
+        # for the next round, as it should)
+        while not (_up(a, 1) and _up(b, 0) and not a._out.waiting() and _writable(a, 1)):
+            assert time.monotonic() < deadline, "the links never connected"
+            a.service()
+            b.service()
+            a.park(0.01)
+        sink = next(t for t in plan.tasks["sink"] if plan.assignment[t] == 1)
+        src = next(t for t in plan.tasks["s"] if plan.assignment[t] == 0)
+        rows = [(f"w{i}",) for i in range(40)]
+        assert a.remote_target(sink).try_publish((src, "default", rows, None), len(rows))
+        sent = a.statistics()["batches_sent"]
+        a.between_turns()  # the only call on a's side: no service(), no next round
+        assert a.statistics()["batches_sent"] == sent + 1 and len(a.transfer) == 0
+        q = workers[1].queues[sink]
+        poller = zmq.Poller()
+        poller.register(b.pull, zmq.POLLIN)
+        got = None
+        deadline = time.monotonic() + 20
+        while got is None:
+            assert time.monotonic() < deadline, (
+                f"the batch never reached the other worker: {a.statistics()} {b.statistics()}"
+            )
+            poller.poll(100)
+            b.between_turns()  # reads what came, without a service() pass either
+            got = q.consume()
+        assert [v for (_, _, values, _) in got for v in values] == rows
+    finally:
+        for link in links:
+            link.stop()
+        for wk in wakeups:
+            wk.close()
 
 
 def test_taking_a_lent_link_back_does_not_wait_for_its_threads_polls(monkeypatch):
