@@ -653,7 +653,9 @@ class WorkerLink:
         """One pass, never waiting: receive, the timer, send. True when a message came."""
         if self._stop.is_set():  # stopping: the sockets are being closed
             return False
-        got = self._receive()
+        # readable first (ZMQ_EVENTS, ~1.5 us): a receive that finds nothing raises
+        # zmq.Again (~7 us), once a round, ~0.05 s a worker in a 1M-sentence run
+        got = self._receive() if cast(int, self.pull.get(zmq.EVENTS)) & zmq.POLLIN else 0
         now = time.monotonic()
         self._check(now)
         self._send(now)
