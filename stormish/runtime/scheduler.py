@@ -204,6 +204,10 @@ class Scheduler:
                 with lock:
                     self.current = None
                     evicted = self.evicted
+                # what the turn emitted for other workers leaves now, and what came is
+                # read, not a round later (not lent during the turn, nor handed over)
+                if link is not None and evicted is None and link.served:
+                    link.between_turns()
                 if evicted is not None:
                     if not evicted.done:  # it died in the turn it was moved in: nothing to run
                         self._become(evicted)
