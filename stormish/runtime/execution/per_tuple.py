@@ -50,22 +50,22 @@ class PerTuple(Execution):
         execute = self.obj.execute
         new = _new
         if metas is None:
-            if self.basic and not self.collector.acking and run_basic is not None:
-                i = 0  # the loop below, compiled (fastack)
-                while stopped := run_basic(values, None, i, source, execute, None, []):
-                    at, _, err = stopped
-                    self.on_error(_engine_called(err), None, values, values[at])
-                    i = at + 1
-                self.counts.acked += len(values)
-            elif self.basic and not self.collector.acking:
-                for v in values:
-                    t = new(Tuple)
-                    t.values = v
-                    t.source = source
-                    try:
-                        execute(t)
-                    except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
-                        self.on_error(exc, None, values, v)
+            if self.basic and not self.collector.acking:
+                if run_basic is not None:  # the loop below, compiled (fastack)
+                    i = 0
+                    while stopped := run_basic(values, None, i, source, execute, None, []):
+                        at, _, err = stopped
+                        self.on_error(_engine_called(err), None, values, values[at])
+                        i = at + 1
+                else:
+                    for v in values:
+                        t = new(Tuple)
+                        t.values = v
+                        t.source = source
+                        try:
+                            execute(t)
+                        except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
+                            self.on_error(exc, None, values, v)
                 self.counts.acked += len(values)
             else:
                 col = self.collector
@@ -93,12 +93,12 @@ class PerTuple(Execution):
             anchored: list[tuple[Any, int]] = []
             start = 0  # metas[start:] are not folded yet
             if run_basic is not None and metas.__class__ is list:  # compiled (fastack)
-                i = 0
-                while stopped := run_basic(values, metas, i, source, execute, col, anchored):
+                # a failed row's index + 1 is where the loop goes on and the fold starts
+                while stopped := run_basic(values, metas, start, source, execute, col, anchored):
                     at, bad, err = stopped
                     err = _engine_called(err)
                     _fold(metas[start:at], anchored, folder.acks, done, announced)
-                    start, anchored, i = at + 1, [], at + 1
+                    start, anchored = at + 1, []
                     failed += 1
                     self.accounts.uncaught_at(err, values, values[at], failed - 1)
                     fail(bad, error_text(err))
