@@ -5,7 +5,8 @@ from streamparse import Grouping, Topology
 class Features(Topology):
     config = {"topology.worker.childopts": "-Xmx768m"}  # Storm's, of no use in stormish
     sentences = Sentences.spec()
-    split = Split.spec(inputs=[sentences], par=2)
+    # a replay goes to the task that failed it: each task fails "fail me once" once
+    split = Split.spec(inputs={sentences: Grouping.fields("sentence")}, par=2)
     batch_count = BatchCount.spec(
         inputs={split: Grouping.fields("word")},
         par=2,
