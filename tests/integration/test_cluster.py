@@ -553,7 +553,7 @@ def metrics_url(log: str) -> str:
 def backoff_cluster(tmp_path):
     make = lambda: Cluster(  # noqa: E731
         str(tmp_path),
-        supervisor_args=("--restart-backoff", "3", "--metrics-port", "0"),
+        supervisor_args=("--restart-backoff", "5", "--metrics-port", "0"),
         nimbus_args=("--metrics-port", "0"),
     )
     with running(make) as c:
@@ -565,7 +565,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     backoff_cluster, tmp_path
 ):
     """A worker that dies while processing, three times in a row, is
-    restarted at once, then after 3 s, then 6 s; the topology keeps running (it used
+    restarted at once, then after 5 s, then 10 s; the topology keeps running (it used
     to fail with 'died during start'), `list` and `monitor` show the restart count, the
     state and how the worker last ended with its log's last line, and once the crashes
     stop the run completes with every tree acked."""
@@ -593,11 +593,12 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
         )
 
     try:
+        # the wait (10 s) outlasts what follows: `list` starts a Python on a loaded machine
         w = poll_for(waiting_row, 60, 0.05, "the third crash's wait")
         assert w["last_exit"] == "exited with 3" and w["crashes_in_a_row"] == 3, w
         # its last line, tagged with the component and task whose code printed it
         assert re.fullmatch(r"\[crash:\d+\] crash-test: incarnation 2 gives up", w["last_words"])
-        assert 0 < w["restart_in"] <= 6.0, w
+        assert 0 < w["restart_in"] <= 10.0, w
         listed = subprocess.run(
             [sys.executable, "-m", "stormish.cli", "list", "--nimbus", nimbus],
             env=c.env, capture_output=True, text=True, timeout=60,
@@ -634,10 +635,10 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     assert re.search(
         r" at once \(restart 1\); its log ended: \[crash:\d+\] crash-test: incar", logs
     )
-    assert " in 3s (2 crashes in a row) (restart 2)" in logs
-    assert " in 6s (3 crashes in a row) (restart 3)" in logs
+    assert " in 5s (2 crashes in a row) (restart 2)" in logs
+    assert " in 10s (3 crashes in a row) (restart 3)" in logs
     assert "died during" not in c.log("nimbus.log").replace("supervisor restarts it", "")
-    # the third crash's wait (6 s) is long enough for monitor (every 0.2 s) to tell it
+    # the third crash's wait (10 s) is long enough for monitor (every 0.2 s) to tell it
     assert re.search(r"worker \d on s\d:\d+: down, restarting in [\d.]+s, 2 restarts; last ", shown)
 
 
