@@ -153,7 +153,10 @@ class Cluster:
         out = []
         for s in self.supervisors:
             for child in psutil.Process(s.pid).children():
-                out += child.children() if child.name() == SERVER_NAME else [child]
+                try:
+                    out += child.children() if child.name() == SERVER_NAME else [child]
+                except psutil.NoSuchProcess:  # a worker killed (and reaped) just now
+                    continue
         return out
 
     def log(self, name: str) -> str:
