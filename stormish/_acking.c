@@ -26,12 +26,13 @@ static Py_ssize_t off_values, off_source, off_meta, off_ack_val;
 
 /* ---- TreeEmitter: a reliable spout's emit, compiled --------------------------------
 
-TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce): what
-SpoutCollector.bound_emit's closure does for an emit with a message id on the spout's
-one stream, with a tuple or list of its width: a root from `roots` (the AckFolder's
-counter), the row in its outbox (`only`, or `shuffle.pick_next()`), the meta
-((root, announce),) beside it in the outbox's `metas`, `head[root] = msg_id` (the
-in-flight map's newest bucket), and the outbox flushed when full. Anything else (no
+TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce, compact):
+what SpoutCollector.bound_emit's closure does for an emit with a message id on the
+spout's one stream, with a tuple or list of its width: a root from `roots` (the
+AckFolder's counter), the row in its outbox (`only`, or `shuffle.pick_next()`), the meta
+((root, announce),) beside it in the outbox's `metas` (with `compact`, the root alone: a
+root meta, ack_folder.py), `head[root] = msg_id` (the in-flight map's newest bucket),
+and the outbox flushed when full. Anything else (no
 message id, another stream, a wrong width, an unknown keyword) calls `py`, the Python
 closure, which routes, checks and raises as the method does. */
 
@@ -41,7 +42,7 @@ typedef struct {
     /* one run of references, first to last (_refs.h) */
     PyObject *py, *own, *flush, *only, *only_metas, *shuffle, *head, *roots, *announce;
     Py_ssize_t arity, size;
-    int own_is_default;
+    int own_is_default, compact;
 } TreeEmitter;
 
 static int
@@ -135,6 +136,10 @@ tree_emitter_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
             PyErr_SetString(PyExc_RuntimeError, "a spout task ran out of tree roots");
         goto done;
     }
+    if (e->compact) {  /* a root meta: the announcement is the batch's source task's */
+        meta = Py_NewRef(root);
+        goto append;
+    }
     pair = PyTuple_Pack(2, root, e->announce);
     if (pair == NULL)
         goto done;
@@ -147,6 +152,7 @@ tree_emitter_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
         PyObject_GC_UnTrack(pair);
         PyObject_GC_UnTrack(meta);
     }
+append:
     if (PyList_Append(ob, values) < 0)
         goto done;
     if (PyList_Append(metas, meta) < 0) {
@@ -182,13 +188,14 @@ tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *py, *own, *flush, *only, *shuffle, *head, *roots, *announce;
     Py_ssize_t arity, size;
+    int compact;
     if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "TreeEmitter: positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OUnnOOOO!OO!:TreeEmitter", &py, &own, &arity, &size,
+    if (!PyArg_ParseTuple(args, "OUnnOOOO!OO!p:TreeEmitter", &py, &own, &arity, &size,
                           &flush, &only, &shuffle, &PyDict_Type, &head, &roots,
-                          &PyLong_Type, &announce))
+                          &PyLong_Type, &announce, &compact))
         return NULL;
     if (!PyCallable_Check(py) || !PyCallable_Check(flush)) {
         PyErr_SetString(PyExc_TypeError, "TreeEmitter: py and flush must be callable");
@@ -239,6 +246,7 @@ tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     e->arity = arity;
     e->size = size;
     e->own_is_default = PyUnicode_CompareWithASCIIString(own, "default") == 0;
+    e->compact = compact;
     return (PyObject *)e;
 }
 
@@ -336,13 +344,18 @@ anchored_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
     if (Py_TYPE(cur) != t_tracked)
         goto slow;
     PyObject *meta = SLOT(cur, off_meta), *cv = SLOT(cur, off_values);
-    if (meta == NULL || !PyTuple_CheckExact(meta) || PyTuple_GET_SIZE(meta) != 1 ||
+    /* a root meta (ack_folder.py) is its tree's root itself */
+    int root_meta = meta != NULL && PyLong_CheckExact(meta);
+    if (meta == NULL ||
+        !(root_meta || (PyTuple_CheckExact(meta) && PyTuple_GET_SIZE(meta) == 1)) ||
         cv == NULL || !(PyTuple_CheckExact(cv) || PyList_CheckExact(cv)) ||
         SLOT(cur, off_ack_val) == NULL)
         goto slow;  /* several trees, or traced values: the closure */
-    PyObject *p = PyTuple_GET_ITEM(meta, 0);
-    if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2)
-        goto slow;
+    if (!root_meta) {
+        PyObject *p = PyTuple_GET_ITEM(meta, 0);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2)
+            goto slow;
+    }
     PyObject *ob;
     /* held, as the closure's locals `cur` and `meta` hold them: a key's __hash__/__eq__
     may run Python code that moves the collector on or rewrites cur.meta */
@@ -371,7 +384,8 @@ anchored_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObjec
         }
     }
     /* meta[0][0] of the meta read before the lookup, as the closure does */
-    PyObject *root = Py_NewRef(PyTuple_GET_ITEM(PyTuple_GET_ITEM(meta, 0), 0));
+    PyObject *root =
+        Py_NewRef(root_meta ? meta : PyTuple_GET_ITEM(PyTuple_GET_ITEM(meta, 0), 0));
     Py_DECREF(meta);
     PyObject *metas = NULL, *edge = NULL, *nv = NULL, *pair = NULL, *m1 = NULL;
     int rc = -1;
@@ -528,7 +542,8 @@ static PyTypeObject AnchoredEmitterType = {
 /* ---- fold_runs ------------------------------------------------------------------------
 
 fold_runs(metas, acks, announced, done, start) -> int: ack_folder.fold_runs over
-metas[start:], for metas that are None or exact tuples of exact (int, int) tuples.
+metas[start:], for metas that are None, root metas (exact ints: (root, announced)) or
+exact tuples of exact (int, int) tuples.
 Stops before the first other meta, with every run so far folded into `acks`, and
 returns its index (len(metas) when all were folded): the Python twin takes the rest.
 `done` is a list or None. */
@@ -621,6 +636,13 @@ fold_runs(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "fold_runs: done must be a list or None");
         return NULL;
     }
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL)
+        return NULL;
+    int announced_neg = PyObject_RichCompareBool(announced, zero, Py_LT);
+    Py_DECREF(zero);
+    if (announced_neg < 0)
+        return NULL;
     Py_INCREF(metas);
     Run run = {NULL, 0, NULL};
     PyObject *m = NULL;
@@ -630,24 +652,34 @@ fold_runs(PyObject *self, PyObject *args)
         Py_XSETREF(m, Py_NewRef(PyList_GET_ITEM(metas, i)));
         if (m == Py_None)
             continue;
-        if (!PyTuple_CheckExact(m))
-            break;
-        Py_ssize_t k = PyTuple_GET_SIZE(m);
-        Py_ssize_t j = 0;
-        for (; j < k && is_pair(PyTuple_GET_ITEM(m, j)); j++)
-            ;
-        if (j < k)
-            break;  /* not (int, int) pairs: the Python twin says what it is */
-        if (k != 1) {  /* no tree (an empty meta), or several: each pair to the dict */
-            for (j = 0; j < k; j++) {
-                PyObject *p = PyTuple_GET_ITEM(m, j);
-                if (xor_into(acks, PyTuple_GET_ITEM(p, 0), PyTuple_GET_ITEM(p, 1)) < 0)
-                    goto error;
-            }
-            continue;
+        PyObject *r, *e;
+        if (PyLong_CheckExact(m)) {  /* a root meta: (m, the announcement) */
+            if (announced_neg)
+                break;  /* not from a spout: the Python twin says so */
+            r = m;
+            e = announced;
         }
-        PyObject *p = PyTuple_GET_ITEM(m, 0);
-        PyObject *r = PyTuple_GET_ITEM(p, 0), *e = PyTuple_GET_ITEM(p, 1);
+        else {
+            if (!PyTuple_CheckExact(m))
+                break;
+            Py_ssize_t k = PyTuple_GET_SIZE(m);
+            Py_ssize_t j = 0;
+            for (; j < k && is_pair(PyTuple_GET_ITEM(m, j)); j++)
+                ;
+            if (j < k)
+                break;  /* not (int, int) pairs: the Python twin says what it is */
+            if (k != 1) {  /* no tree (an empty meta), or several: each pair to the dict */
+                for (j = 0; j < k; j++) {
+                    PyObject *p = PyTuple_GET_ITEM(m, j);
+                    if (xor_into(acks, PyTuple_GET_ITEM(p, 0), PyTuple_GET_ITEM(p, 1)) < 0)
+                        goto error;
+                }
+                continue;
+            }
+            PyObject *p = PyTuple_GET_ITEM(m, 0);
+            r = PyTuple_GET_ITEM(p, 0);
+            e = PyTuple_GET_ITEM(p, 1);
+        }
         if (done != Py_None) {
             int eq = e == announced ? 1 : PyObject_RichCompareBool(e, announced, Py_EQ);
             if (eq < 0)
@@ -843,6 +875,48 @@ done:
     return out;
 }
 
+/* ---- expand_roots --------------------------------------------------------------------
+
+expand_roots(metas, announce) -> list or None: ack_folder.expand_roots: a copy of
+`metas` with each root meta (an exact int) written out as ((root, announce),), or None
+when there is none (the list is used as it is). For a consumer that does not take root
+metas (ack_folder.py). */
+
+static PyObject *
+expand_roots(PyObject *self, PyObject *args)
+{
+    PyObject *metas, *announce;
+    if (!PyArg_ParseTuple(args, "O!O!:expand_roots", &PyList_Type, &metas, &PyLong_Type,
+                          &announce))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(metas), i = 0;
+    while (i < n && !PyLong_CheckExact(PyList_GET_ITEM(metas, i)))
+        i++;
+    if (i == n)
+        Py_RETURN_NONE;
+    /* a copy, rewritten in place: an allocation may run a collection, and a finalizer
+    could change `metas`, never this list */
+    PyObject *out = PyList_GetSlice(metas, 0, n);
+    if (out == NULL)
+        return NULL;
+    for (; i < PyList_GET_SIZE(out); i++) {
+        PyObject *m = PyList_GET_ITEM(out, i);
+        if (!PyLong_CheckExact(m))
+            continue;
+        PyObject *pair = PyTuple_Pack(2, m, announce), *x = NULL;
+        if (pair != NULL) {
+            x = PyTuple_Pack(1, pair);
+            Py_DECREF(pair);
+        }
+        if (x == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SetItem(out, i, x);  /* steals x, releases the int */
+    }
+    return out;
+}
+
 /* ---- pop_many --------------------------------------------------------------------------
 
 pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root, in
@@ -899,6 +973,8 @@ static PyMethodDef methods[] = {
      "run_basic(values, metas, start, source, execute, col, anchored) -> None or (i, t, exc)"},
     {"pop_many", pop_many, METH_VARARGS,
      "pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root"},
+    {"expand_roots", expand_roots, METH_VARARGS,
+     "expand_roots(metas, announce) -> the metas with root metas written out, or None"},
     {"fold_runs", fold_runs, METH_VARARGS,
      "fold_runs(metas, acks, announced, done, start) -> index of the first meta not folded"},
     {NULL, NULL, 0, NULL},
@@ -925,7 +1001,9 @@ PyInit__acking(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "TreeEmitter", (PyObject *)&TreeEmitterType) < 0 ||
-        PyModule_AddObjectRef(m, "AnchoredEmitter", (PyObject *)&AnchoredEmitterType) < 0) {
+        PyModule_AddObjectRef(m, "AnchoredEmitter", (PyObject *)&AnchoredEmitterType) < 0 ||
+        /* root metas (ack_folder.py): TreeEmitter's `compact`, expand_roots */
+        PyModule_AddIntConstant(m, "ROOT_METAS", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

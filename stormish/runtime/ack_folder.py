@@ -11,6 +11,13 @@ the messages to its ackers (the acker's side is `acker.py`).
   high bits of an ack value as the spout's init arriving with it (init and ack in one
   message; see acker.py). Fails and resets carry the announced task too (`task_of`), so
   the acker can tell the spout of a tree it had not yet heard of.
+- Root metas: an announced tuple's meta `((root, spout_task << ANNOUNCE),)` says nothing
+  its batch does not (the batch's source task is the spout task), so a reliable spout's
+  emit writes the root alone (an int) into an outbox bound for a local task that takes
+  them (routing.Outbox.roots_ok): two tuples a row fewer to make, read and free. Every
+  reader of a meta here and in the emitters reads a root meta as that pair
+  (`tree_pairs`); a consumer that does not take them gets its batches' metas written out
+  first (`expand_roots`, bolt_executor.py).
 - Anchoring follows Storm: per delivery, each tracked anchor gets a fresh edge id, XORed
   into that anchor's ack value and, for every tree the anchor belongs to, into the
   child's id for that tree. (One edge shared by two anchors of one tree cancels out and
@@ -40,6 +47,7 @@ from operator import length_hint
 from typing import Any, cast
 
 from ..tuple import TrackedTuple, Tuple, TupleBatch
+from .fastack import expand_roots as _c_expand_roots
 from .fastack import fold_runs as _c_fold_runs
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 from .routing import Outbox, Route
@@ -57,6 +65,22 @@ ROOT_SPAN = 1 << 59
 def announcement(spout_task: int) -> int:
     """The edge of an announced tree's one first delivery (module doc)."""
     return spout_task << ANNOUNCE
+
+
+def tree_pairs(meta: Any, task: int) -> Any:
+    """A tuple's ((root, edge), ...), a root meta (module doc) of a tuple from `task`
+    written out; any other meta as it is."""
+    return ((meta, task << ANNOUNCE),) if meta.__class__ is int else meta
+
+
+def expand_roots(metas: list, announce: int) -> list | None:
+    """`metas` with each root meta written out as ((root, announce),), or None when it
+    has none: for a consumer that does not take root metas (module doc)."""
+    if _c_expand_roots is not None:
+        return _c_expand_roots(metas, announce)
+    if not any(m.__class__ is int for m in metas):
+        return None
+    return [((m, announce),) if m.__class__ is int else m for m in metas]
 
 
 def task_of(edge: int) -> int:
@@ -133,7 +157,8 @@ class AckFolder:
         # roots: a counter from a random start, stepping by the ackers so that every root
         # is `root_k` modulo them (new_root); a C iterator, so a root costs one next()
         step = self.root_n or 1
-        start = self.rand(60) * step + (self.root_k if self.root_n else 0)
+        # never 0: a root meta (module doc) is the root itself, and 0 reads as no tree
+        start = (self.rand(60) or 1) * step + (self.root_k if self.root_n else 0)
         self.root_step = step
         self.root_stop = start + step * ROOT_SPAN
         self.roots = iter(range(start, self.root_stop, step))
@@ -167,6 +192,8 @@ class AckFolder:
         for a in anchors:
             meta = a.meta
             if meta:
+                if meta.__class__ is int:
+                    meta = ((meta, a.source.task << ANNOUNCE),)
                 e = rand(63)
                 cast(TrackedTuple, a).ack_val ^= e
                 for r, _ in meta:
@@ -191,6 +218,8 @@ class AckFolder:
     def ack(self, tup: Tuple) -> None:
         meta = tup.meta
         if meta:
+            if meta.__class__ is int:
+                meta = ((meta, tup.source.task << ANNOUNCE),)
             val = tup.ack_val
             acks = self.acks
             get = acks.get
@@ -211,10 +240,12 @@ class AckFolder:
         for t in made:
             meta = t.meta
             if meta:
+                if meta.__class__ is int:
+                    meta = ((meta, t.source.task << ANNOUNCE),)
                 val = t.ack_val
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
-        fold_runs(metas[len(made) :] if made else metas, acks)
+        fold_runs(metas[len(made) :] if made else metas, acks, batch.source.task << ANNOUNCE)
         if len(acks) >= self.batch_size:
             self.flush()
 
@@ -255,21 +286,22 @@ class AckFolder:
         meta = tup.meta
         if meta:
             why = (self.component, error)
-            for root, e in meta:
+            for root, e in tree_pairs(meta, tup.source.task):
                 self._send(self.fail_route, (root, why, e >> ANNOUNCE))
 
     def fail_batch(self, batch: TupleBatch, error: str | None = None) -> None:
         """Fail every tree a batch's tuples belong to: one fail message per tree."""
         if batch.metas:
             why = (self.component, error)
-            for root, task in _trees(batch.metas).items():
+            for root, task in _trees(batch.metas, batch.source.task).items():
                 self._send(self.fail_route, (root, why, task))
 
-    def fail_lost(self, metas: list, reason: str) -> None:
+    def fail_lost(self, metas: list, reason: str, src: int = 0) -> None:
         """Fail the trees of tuples an edge's policy let go (never executed here), with
-        the policy's reason (stormish.edges): one fail message per tree."""
+        the policy's reason (stormish.edges): one fail message per tree. `src`: the
+        tuples' source task, for their root metas."""
         why = (self.component, None, reason)
-        for root, task in _trees(metas).items():
+        for root, task in _trees(metas, src).items():
             self._send(self.fail_route, (root, why, task))
 
     def reset(self, tup: Tuple) -> None:
@@ -277,7 +309,7 @@ class AckFolder:
         meta = tup.meta
         route = self.reset_route
         if meta and route is not None and route.single is not None:
-            for root, e in meta:
+            for root, e in tree_pairs(meta, tup.source.task):
                 row = (root, e >> ANNOUNCE)
                 route.single(row).append(row)
             for ob in route.outboxes:
@@ -319,11 +351,14 @@ class AckFolder:
         return len(self.acks) + self.done_n
 
 
-def _trees(metas: Sequence[Any]) -> dict[int, int]:
-    """Every tree of `metas`, with the spout task its edge announces (0: none)."""
+def _trees(metas: Sequence[Any], src: int = 0) -> dict[int, int]:
+    """Every tree of `metas` (of tuples from task `src`), with the spout task its edge
+    announces (0: none)."""
     trees: dict[int, int] = {}
     for meta in metas:
-        if meta:
+        if meta.__class__ is int:
+            trees[meta] = src
+        elif meta:
             for r, e in meta:
                 if e >> ANNOUNCE or r not in trees:
                     trees[r] = e >> ANNOUNCE
@@ -331,12 +366,13 @@ def _trees(metas: Sequence[Any]) -> dict[int, int]:
 
 
 def fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any = None) -> None:
-    """XOR the edges of `metas` (each tuple's ((root, edge), ...), or None when
-    untracked) into `acks`. Runs of one root (a tree's rows, or a sentence's words, in a
-    row) are folded before they meet the dict: a batch of one tree is one XOR a row and
-    one dict update. With `done`, a tuple whose edge is `announced` is its whole tree
-    (ack_folder's announced trees): its root goes to `done` instead. Compiled where
-    built (fastack.fold_runs), up to the first meta that is not (int, int) pairs."""
+    """XOR the edges of `metas` (each tuple's ((root, edge), ...), a root meta (module
+    doc) for ((root, announced),), or None when untracked) into `acks`. Runs of one root
+    (a tree's rows, or a sentence's words, in a row) are folded before they meet the
+    dict: a batch of one tree is one XOR a row and one dict update. With `done`, a
+    tuple whose edge is `announced` is its whole tree (ack_folder's announced trees):
+    its root goes to `done` instead. Compiled where built (fastack.fold_runs), up to the
+    first meta that is not a root meta or (int, int) pairs."""
     if _c_fold_runs is not None and metas.__class__ is list:
         start = _c_fold_runs(metas, acks, announced, done, 0)
         if start == len(metas):
@@ -351,13 +387,18 @@ def py_fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: An
     last: int | None = None  # the root of the run being folded, its XOR so far
     x = 0
     for m in metas:
-        try:
-            ((r, e),) = m
-        except (TypeError, ValueError):  # untracked (None), or in several trees
-            if m:
-                for r, e in m:
-                    acks[r] = get(r, 0) ^ e
-            continue
+        if m.__class__ is int:  # a root meta: the batch's spout task's announcement
+            if announced < 0:
+                raise ValueError(f"a root meta ({m}) in a batch that is not from a spout")
+            r, e = m, announced
+        else:
+            try:
+                ((r, e),) = m
+            except (TypeError, ValueError):  # untracked (None), or in several trees
+                if m:
+                    for r, e in m:
+                        acks[r] = get(r, 0) ^ e
+                continue
         if e == announced and done is not None:
             done.append(r)
         elif r == last:

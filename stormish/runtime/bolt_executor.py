@@ -36,6 +36,7 @@ from .batcher import Batcher
 from .emitters import BasicCollector, UntrackedCollector
 from .execution import Execution, choose
 from .execution.accounting import Accounts, settle_calls
+from .execution.per_tuple import PerTuple
 from .execution.screen import Screen
 from .executor import HELD, IDLE, WORK, Executor, noop
 from .lane_pool import LanePool
@@ -124,6 +125,19 @@ class BoltExecutor(Executor):
             self.accounts.settle_by_bolt(self.obj)  # a Bolt settles as it acks or fails
         self.execution = choose(self)
         self.pool = self.execution.pool
+        # root metas (ack_folder.py) from local spouts, read as they are: only by a
+        # BasicBolt's PerTuple loop with nothing before it (no edge policy, lanes, batch
+        # settle, multilang child); for any other consumer the spout's flush writes
+        # them out (Collector.flush)
+        ex = self.execution
+        self.queue.takes_roots = (
+            ex.__class__ is PerTuple
+            and ex.basic
+            and not self.edges
+            and self.outside is None
+            and self.batcher is None
+            and not self.is_acker
+        )
 
     def lane_pool(self) -> LanePool | None:
         """The task's pool of concurrent lanes, if it has ordered_lanes edges and

@@ -27,7 +27,7 @@ from ..rowcodec import route_keyed, route_str
 from ..settle import NO_SUBSCRIBER
 from ..tuple import DEAD_LETTER_STREAM, Tuple, TupleBatch
 from . import grouping as g
-from .ack_folder import AckFolder
+from .ack_folder import ANNOUNCE, AckFolder, expand_roots
 from .channel import StampedRows
 from .pending import PendingEmits
 from .plan import Plan
@@ -317,7 +317,10 @@ class Collector:
         rows = ob[:] if ob.stamp is None else StampedRows(ob, ob.stamp())
         batch: Batch
         if metas is not None:
-            batch = (self.task, ob.stream, rows, metas[:])
+            m = None
+            if ob.roots_ok and getattr(ob.target, "takes_roots", False) is not True:
+                m = expand_roots(metas, self.task << ANNOUNCE)  # ack_folder.py
+            batch = (self.task, ob.stream, rows, metas[:] if m is None else m)
             metas.clear()
         else:
             batch = (self.task, ob.stream, rows, None)

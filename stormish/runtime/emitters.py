@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from ..rowcodec import Emitter
 from ..tuple import Traced, TrackedTuple, Tuple, inherit
-from .ack_folder import announcement
+from .ack_folder import announcement, tree_pairs
 from .collector import Collector
 from .fastack import AnchoredEmitter, TreeEmitter
 from .plan import Plan
@@ -248,6 +248,9 @@ class SpoutCollector(Collector):
         own, arity, size, flush = route.stream, route.arity, self.batch_size, self.flush
         track, head, announce = self.reliable, self.inflight_head, self.announce
         new_root = self.acks.roots.__next__  # AckFolder.new_root
+        # the root alone as the meta where every outbox takes root metas (ack_folder.py)
+        boxes = [only] if only is not None else sh.outboxes  # type: ignore[union-attr]
+        compact = all(ob.roots_ok for ob in boxes)
 
         if only is not None and head is not None:
             metas = only.metas
@@ -264,7 +267,7 @@ class SpoutCollector(Collector):
                     return
                 root = new_root()
                 only.append(values)
-                metas.append(((root, announce),))
+                metas.append(root if compact else ((root, announce),))
                 head[root] = msg_id
                 if len(only) >= size:
                     flush(only)
@@ -281,6 +284,7 @@ class SpoutCollector(Collector):
                     head,
                     self.acks.roots,
                     announce,
+                    compact,
                 )
             return emit_one_tree
 
@@ -296,7 +300,7 @@ class SpoutCollector(Collector):
             root = new_root()
             ob = only if only is not None else sh.pick_next()  # type: ignore[union-attr]
             ob.append(values)
-            ob.metas.append(((root, announce),))  # type: ignore[union-attr]
+            ob.metas.append(root if compact else ((root, announce),))  # type: ignore[union-attr]
             if head is not None:
                 head[root] = msg_id
             else:
@@ -306,7 +310,17 @@ class SpoutCollector(Collector):
 
         if TreeEmitter is not None and head is not None:  # compiled (fastack)
             return TreeEmitter(
-                emit_tree, own, arity, size, flush, only, sh, head, self.acks.roots, announce
+                emit_tree,
+                own,
+                arity,
+                size,
+                flush,
+                only,
+                sh,
+                head,
+                self.acks.roots,
+                announce,
+                compact,
             )
         return emit_tree
 
@@ -396,7 +410,8 @@ class BoltCollector(Collector):
             tracked = [a for a in listed if a.meta]
             if len(tracked) == 1:  # the common case: one edge per delivery, in bulk
                 a = cast(TrackedTuple, tracked[0])
-                a.ack_val ^= _put_tree(self, route, rows, tuple(r for r, _ in a.meta))
+                pairs = tree_pairs(a.meta, a.source.task)
+                a.ack_val ^= _put_tree(self, route, rows, tuple(r for r, _ in pairs))
                 return
             if tracked:  # several anchors: an edge per anchor per delivery
                 put, deliveries, anchor = self._put, self._deliveries, self.acks.anchor
@@ -428,7 +443,8 @@ class BasicCollector(BoltCollector):
             # executed, which belongs to one tree, and one destination task
             cur = self.current
             meta = cur.meta if cur is not None else None
-            if cur is not None and meta is not None and len(meta) == 1:
+            # one tree: a root meta (ack_folder.py) or one (root, edge) pair
+            if cur is not None and meta is not None and (meta.__class__ is int or len(meta) == 1):
                 if cur.values.__class__ is Traced:
                     values = inherit(values, cur.values)
                 ob = route.only
@@ -445,7 +461,8 @@ class BasicCollector(BoltCollector):
                     e = self.rand(63)
                     cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
                     ob.append(values)
-                    ob.metas.append(((meta[0][0], e),))  # type: ignore[union-attr]
+                    root = meta if meta.__class__ is int else meta[0][0]
+                    ob.metas.append(((root, e),))  # type: ignore[union-attr]
                     if len(ob) >= self.batch_size:
                         self.flush(ob)
                     return
@@ -491,7 +508,7 @@ class BasicCollector(BoltCollector):
                 slow(values, stream, anchors, msg_id)
                 return
             meta = cur.meta
-            if meta is None or len(meta) != 1:
+            if meta is None or (meta.__class__ is not int and len(meta) != 1):
                 slow(values, stream, anchors, msg_id)
                 return
             if cur.values.__class__ is Traced:
@@ -507,7 +524,8 @@ class BasicCollector(BoltCollector):
             e = rand(63)
             cur.ack_val ^= e  # type: ignore[misc]  # cur is tracked: it has meta
             ob.append(values)
-            ob.metas.append(((meta[0][0], e),))  # type: ignore[union-attr]
+            root = meta if meta.__class__ is int else meta[0][0]
+            ob.metas.append(((root, e),))  # type: ignore[union-attr]
             if len(ob) >= size:
                 flush(ob)
 

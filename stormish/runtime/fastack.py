@@ -2,7 +2,8 @@
 install), else None: every caller keeps its Python path, which does the same tuple for
 tuple (tests/unit/test_fastack.py compares them on the same input).
 
-- `TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce)`: a
+- `TreeEmitter(py, own, arity, size, flush, only, shuffle, head, roots, announce,
+  compact)`: a
   reliable spout's bound emit (emitters.SpoutCollector.bound_emit) for an emit with a
   message id; anything else calls `py`, the Python closure.
 - `AnchoredEmitter(py, col, own, arity, size, flush, only, cache, fidx, rand)`: a
@@ -15,6 +16,7 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
   per-tuple loop (execution/per_tuple.py) from row `start`: None when every row ran, or
   (index, tuple, exception) of the row whose execute raised, for the caller's failure
   path, which calls again from the next row.
+- `expand_roots(metas, announce)`: ack_folder.expand_roots (root metas written out).
 - `pop_many(head, roots)`: (entries, missing): `head.pop(root, None)` for each root, in
   order, and how many were missing (inflight.InFlight.pop_many's first pass).
 """
@@ -29,6 +31,10 @@ try:
     from .. import _acking as _compiled
 except ImportError:  # no compiler at install: the Python paths
     _compiled = None
+# a module built before root metas (ack_folder.py), not rebuilt after a pull: its
+# TreeEmitter takes one argument less; the Python paths run until it is rebuilt
+if _compiled is not None and not hasattr(_compiled, "ROOT_METAS"):
+    _compiled = None
 
 COMPILED = _compiled is not None
 
@@ -37,6 +43,7 @@ AnchoredEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
 run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
 pop_many: Callable[[dict, list], tuple[list, int]] | None = None
+expand_roots: Callable[[list, int], list | None] | None = None
 if _compiled is not None:
     from ..tuple import TrackedTuple, Tuple
 
@@ -45,6 +52,7 @@ if _compiled is not None:
     TreeEmitter = getattr(_compiled, "TreeEmitter", None)
     fold_runs = getattr(_compiled, "fold_runs", None)
     pop_many = getattr(_compiled, "pop_many", None)
+    expand_roots = getattr(_compiled, "expand_roots", None)
     try:
         _compiled.set_tuple_types(Tuple, TrackedTuple)
     except (AttributeError, TypeError):  # older, or the tuple classes changed shape

@@ -56,6 +56,7 @@ class ReceiveQueue:
         "channels",
         "chan_list",
         "chan_size",
+        "takes_roots",
     )
 
     def __init__(self, capacity: int, budget: int | None = None, remote_reserve: int = 0):
@@ -69,6 +70,8 @@ class ReceiveQueue:
         # full, and nearly every remote batch overflowed and stopped the other worker.
         self.local_limit = max(1, capacity - remote_reserve)
         self.refused = False  # the last local publish was refused (backpressure)
+        # its consumer reads root metas (ack_folder.py) as they are: set when it begins
+        self.takes_roots = False
         self.budget = default_budget(capacity) if budget is None else max(1, budget)
         self.taken = 0  # tuples handed to the consumer, ever
         self._q: deque[Batch] = deque()

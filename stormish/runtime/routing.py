@@ -26,7 +26,7 @@ class Outbox(list):
     """The producer batch for one (stream, destination task): value rows, and beside them
     (`metas`, acking on and a user stream) each row's tree ids."""
 
-    __slots__ = ("task", "stream", "target", "metas", "flushed", "stamp")
+    __slots__ = ("task", "stream", "target", "metas", "flushed", "stamp", "roots_ok")
 
     def __init__(self, task: int, stream: str, target: PublishTarget, tracked: bool):
         super().__init__()
@@ -38,6 +38,10 @@ class Outbox(list):
         # edges with lifespan_ms/deadline_ms: the clock its batches are stamped with
         # when published (True until the worker names the clock; None: not stamped)
         self.stamp: Any = None
+        # a reliable spout's bound emit writes root metas (ack_folder.py) here: a tracked
+        # edge with no policy, into a receive queue of this worker. The flush writes them
+        # out unless the queue's consumer takes them (Collector.flush).
+        self.roots_ok = False
 
 
 class Route:
@@ -105,6 +109,9 @@ def build_routes(
             if sub.policy is not None and sub.policy.stamped:
                 for b in boxes:
                     b.stamp = True
+            if tracked and sub.policy is None and plan.components[component].is_spout:
+                for b in boxes:
+                    b.roots_ok = hasattr(b.target, "takes_roots")  # a local receive queue
             route.outboxes.extend(boxes)
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"

@@ -56,13 +56,19 @@ def bound_emit(col, compiled_name: str, compile_it: bool):
         setattr(emitters, compiled_name, saved)
 
 
-def reliable_spout(sinks: int, batch_size: int, seed: int, compile_it: bool):
+def reliable_spout(
+    sinks: int, batch_size: int, seed: int, compile_it: bool, takes_roots: bool = False
+):
     """A reliable spout's collector as the executor binds it (in-flight head set), its
-    bound emit (compiled or the closure), its queues and its in-flight head."""
+    bound emit (compiled or the closure), its queues and its in-flight head. With
+    `takes_roots`, the sinks' queues take root metas (their consumers set it as they
+    begin; ack_folder.py)."""
     t = Topology("fast", config={"topology.acker.executors": 1})
     t.set_spout("src", Src())
     t.set_bolt("sink", Sink(), parallelism=sinks).shuffle_grouping("src")
     col, queues, plan = bound(t, "src", batch_size, seed)
+    for task in plan.tasks["sink"]:
+        queues[task].takes_roots = takes_roots
     head: dict[int, object] = {}
     col.inflight_head = head
     return col, bound_emit(col, "TreeEmitter", compile_it), queues, head, plan
@@ -109,20 +115,47 @@ def call(emit, how: str, i: int) -> None:
 
 @compiled
 @settings(max_examples=80, deadline=None)
-@given(calls=CALLS, sinks=st.integers(1, 3), batch=st.integers(1, 5), seed=st.integers(0, 99))
-def test_the_compiled_reliable_emit_is_the_closures(calls, sinks, batch, seed):
+@given(
+    calls=CALLS,
+    sinks=st.integers(1, 3),
+    batch=st.integers(1, 5),
+    seed=st.integers(0, 99),
+    roots=st.booleans(),
+)
+def test_the_compiled_reliable_emit_is_the_closures(calls, sinks, batch, seed, roots):
     """Same roots, same rows and metas in the same tasks' batches (none over the batch
-    size), same in-flight entries; the calls it does not take go through the closure."""
-    c_col, c_emit, c_queues, c_head, plan = reliable_spout(sinks, batch, seed, True)
-    p_col, p_emit, p_queues, p_head, _ = reliable_spout(sinks, batch, seed, False)
+    size), same in-flight entries; the calls it does not take go through the closure.
+    Root metas where the consumers take them, written out where they do not."""
+    c_col, c_emit, c_queues, c_head, plan = reliable_spout(sinks, batch, seed, True, roots)
+    p_col, p_emit, p_queues, p_head, _ = reliable_spout(sinks, batch, seed, False, roots)
     assert type(c_emit) is fastack.TreeEmitter
     assert type(p_emit) is not fastack.TreeEmitter
     for how, i in calls:
         call(c_emit, how, i)
         call(p_emit, how, i)
-    assert delivered(c_col, c_queues) == delivered(p_col, p_queues)
+    got = delivered(c_col, c_queues)
+    assert got == delivered(p_col, p_queues)
     assert c_head == p_head
     assert c_col.emitted() == p_col.emitted()
+    metas = [m for rows in got.values() for _, _, m in rows if m is not None]
+    assert all((m.__class__ is int) == roots for m in metas)  # all tracked: reliable
+    if roots:  # a root meta is the tuple's announced tree
+        assert set(metas) <= c_head.keys()
+
+
+@compiled
+def test_root_metas_are_what_the_written_out_metas_say():
+    """The same emits into queues that take root metas and into queues that do not:
+    each root meta is the (root, announcement) pair the other got, row for row."""
+    runs = []
+    for roots in (True, False):
+        col, emit, queues, head, plan = reliable_spout(2, 3, 5, True, roots)
+        for i in range(10):
+            emit((i,), msg_id=i)
+        runs.append(delivered(col, queues))
+    ann = announcement(col.task)
+    written = {t: [(s, v, ((m, ann),)) for s, v, m in rows] for t, rows in runs[0].items()}
+    assert written == runs[1] and sum(map(len, written.values())) == 10
 
 
 @compiled
@@ -157,11 +190,11 @@ def test_the_compiled_reliable_emit_passes_the_closures_errors():
 def test_the_tree_emitter_refuses_bad_parts():
     flush = print
     with pytest.raises(TypeError, match="an outbox .* or a shuffle"):
-        fastack.TreeEmitter(print, "default", 1, 4, flush, None, None, {}, iter(range(3)), 1)
+        fastack.TreeEmitter(print, "default", 1, 4, flush, None, None, {}, iter(range(3)), 1, False)
     with pytest.raises(TypeError, match="roots must be an iterator"):
-        fastack.TreeEmitter(print, "default", 1, 4, flush, None, object(), {}, range(3), 1)
+        fastack.TreeEmitter(print, "default", 1, 4, flush, None, object(), {}, range(3), 1, False)
     with pytest.raises(ValueError, match="arity >= 0 and size >= 1"):
-        fastack.TreeEmitter(print, "default", -1, 4, flush, None, object(), {}, iter([]), 1)
+        fastack.TreeEmitter(print, "default", -1, 4, flush, None, object(), {}, iter([]), 1, False)
 
 
 @compiled
@@ -171,7 +204,7 @@ def test_a_spout_out_of_roots_says_so():
 
     only = Box()
     only.metas = []
-    emit = fastack.TreeEmitter(print, "default", 1, 4, print, only, None, {}, iter(()), 1)
+    emit = fastack.TreeEmitter(print, "default", 1, 4, print, only, None, {}, iter(()), 1, False)
     with pytest.raises(RuntimeError, match="ran out of tree roots"):
         emit((1,), msg_id=1)
     assert only == [] and only.metas == []
@@ -182,6 +215,7 @@ EDGES = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([1 << 64, 3 << 64, 
 PAIR = st.tuples(ROOTS, EDGES)
 META = st.one_of(
     st.none(),
+    ROOTS.map(lambda r: r + 1),  # a root meta (ack_folder.py): (r + 1, announced)
     st.tuples(PAIR),
     st.tuples(PAIR, PAIR),
     st.just(()),
@@ -202,14 +236,44 @@ ODD = st.one_of(  # metas the compiled pass leaves to Python
     with_done=st.booleans(),
 )
 def test_the_compiled_fold_is_the_python_fold(metas, start, announced, with_done):
+    """Root metas fold as their (root, announced) pair; in a batch not from a spout
+    (announced -1) one is an error, raised by both."""
     from stormish.runtime.ack_folder import fold_runs
 
     c_acks, p_acks = dict(start), dict(start)
     c_done: list | None = [] if with_done else None
     p_done: list | None = [] if with_done else None
-    fold_runs(metas, c_acks, announced, c_done)
-    py_fold_runs(metas, p_acks, announced, p_done)
-    assert c_acks == p_acks and c_done == p_done
+    got = outcome(lambda: fold_runs(metas, c_acks, announced, c_done))
+    want = outcome(lambda: py_fold_runs(metas, p_acks, announced, p_done))
+    assert got == want
+    assert (got[0] == "raised") == (announced < 0 and any(m.__class__ is int for m in metas))
+    if got[0] == "ok":
+        assert c_acks == p_acks and c_done == p_done
+        written = [((m, announced),) if m.__class__ is int else m for m in metas]
+        w_acks: dict = dict(start)
+        w_done: list | None = [] if with_done else None
+        py_fold_runs(written, w_acks, announced, w_done)
+        assert w_acks == p_acks and w_done == p_done
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(metas=st.lists(st.one_of(META, ODD), max_size=20), task=st.integers(1, 9))
+def test_the_compiled_expand_is_the_python_expand(metas, task):
+    from stormish.runtime import ack_folder
+
+    ann = announcement(task)
+    got = fastack.expand_roots(list(metas), ann)
+    saved, ack_folder._c_expand_roots = ack_folder._c_expand_roots, None
+    try:
+        want = ack_folder.expand_roots(list(metas), ann)
+    finally:
+        ack_folder._c_expand_roots = saved
+    assert got == want
+    if any(m.__class__ is int for m in metas):
+        assert got == [((m, ann),) if m.__class__ is int else m for m in metas]
+    else:
+        assert got is None
 
 
 @compiled
@@ -302,7 +366,7 @@ def anchored(grouping: str, sinks: int, seed: int, compile_it: bool):
 
 INPUTS = st.lists(
     st.tuples(
-        st.sampled_from(["one", "two", "none", "list", "untracked"]),
+        st.sampled_from(["one", "two", "none", "list", "untracked", "root"]),
         st.lists(
             st.tuples(
                 st.sampled_from(["a", "b", "c", 7, 8.5, ("t",)]),
@@ -344,6 +408,8 @@ def test_the_compiled_anchored_emit_is_the_closures(inputs, how, seed):
                 cur = tracked(((r, 5),), ["in"])
             elif kind == "untracked":
                 cur = Tuple(("in",), Source("src", 1, "default", ["x"]))
+            elif kind == "root":  # a root meta (ack_folder.py)
+                cur = tracked(r + 1)
             else:
                 cur = None
             col.current = cur
@@ -602,7 +668,7 @@ def test_the_compiled_emits_show_the_collector_every_reference_they_hold():
     head: dict = {}
     roots = iter(range(5))
     col = Col()
-    tree = fastack.TreeEmitter(py, "default", 1, 4, flush, only, None, head, roots, 1)
+    tree = fastack.TreeEmitter(py, "default", 1, 4, flush, only, None, head, roots, 1, False)
     assert {id(x) for x in (py, flush, only, only.metas, head, roots)} <= set(
         map(id, gc.get_referents(tree))
     )

@@ -208,12 +208,15 @@ def _fold(
     x = 0
     if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
         for m, val in anchored:
-            try:
-                ((r, e),) = m
-            except ValueError:  # in several trees
-                for r, e in m:
-                    acks[r] = get(r, 0) ^ e ^ val
-                continue
+            if m.__class__ is int:  # a root meta (ack_folder.py)
+                r, e = m, announced
+            else:
+                try:
+                    ((r, e),) = m
+                except ValueError:  # in several trees
+                    for r, e in m:
+                        acks[r] = get(r, 0) ^ e ^ val
+                    continue
             if r == last:
                 x ^= e ^ val
             else:
@@ -227,8 +230,8 @@ def _fold(
     if anchored:  # their ack values; an announced one is not done after all
         gone: dict[int, int] = {}  # root -> how many of its done entries to take back
         for m, val in anchored:
-            if len(m) == 1 and m[0][1] == announced:
-                r = m[0][0]
+            if m.__class__ is int or (len(m) == 1 and m[0][1] == announced):
+                r = m if m.__class__ is int else m[0][0]
                 gone[r] = gone.get(r, 0) + 1
                 acks[r] = get(r, 0) ^ announced ^ val
             else:
