@@ -60,6 +60,7 @@ LOW = (1 << ANNOUNCE) - 1
 # roots per task: a range this long from a random start stays below 2**63 (a C long:
 # the range iterator's fast path) for any acker count up to 2**60 // ROOT_SPAN
 ROOT_SPAN = 1 << 59
+NO_RUN: Any = object()  # a fold's "no run yet"
 
 
 def announcement(spout_task: int) -> int:
@@ -384,7 +385,9 @@ def fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any =
 def py_fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: Any = None) -> None:
     """fold_runs in Python (the compiled one's twin)."""
     get = acks.get
-    last: int | None = None  # the root of the run being folded, its XOR so far
+    # the root of the run being folded (none yet: a sentinel no root equals, not None,
+    # which a peer's odd meta may carry as its root), its XOR so far
+    last: Any = NO_RUN
     x = 0
     for m in metas:
         if m.__class__ is int:  # a root meta: the batch's spout task's announcement
@@ -404,8 +407,8 @@ def py_fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: An
         elif r == last:
             x ^= e
         else:
-            if last is not None:
+            if last is not NO_RUN:
                 acks[last] = get(last, 0) ^ x
             last, x = r, e
-    if last is not None:
+    if last is not NO_RUN:
         acks[last] = get(last, 0) ^ x

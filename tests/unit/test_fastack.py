@@ -8,7 +8,7 @@ import gc
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stormish import BasicBolt, Spout, Topology
@@ -603,6 +603,7 @@ def outcome(fn):
 @compiled
 @settings(max_examples=300, deadline=None)
 @given(metas=st.lists(WIRE_META, max_size=12), announced=st.sampled_from([-1, 1 << 64]))
+@example(metas=[((0, 0),), ((None, 2.5),)], announced=-1)  # a None root: not "no run"
 def test_a_peers_odd_metas_fold_as_python_folds_them(metas, announced):
     from stormish.runtime.ack_folder import fold_runs
 

@@ -17,7 +17,7 @@ from operator import length_hint
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
-from ..ack_folder import ANNOUNCE, fold_runs
+from ..ack_folder import ANNOUNCE, NO_RUN, fold_runs
 from ..fastack import run_basic
 from .base import Batch, Execution, error_text
 
@@ -204,7 +204,9 @@ def _fold(
 
     Runs of one root (a sentence's words, in a row) are folded before they meet the dict."""
     get = acks.get
-    last: int | None = None  # the root of the run being folded, its XOR so far
+    # the root of the run being folded (none yet: a sentinel no root equals, not None,
+    # which a peer's odd meta may carry as its root), its XOR so far
+    last: Any = NO_RUN
     x = 0
     if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
         for m, val in anchored:
@@ -220,10 +222,10 @@ def _fold(
             if r == last:
                 x ^= e ^ val
             else:
-                if last is not None:
+                if last is not NO_RUN:
                     acks[last] = get(last, 0) ^ x
                 last, x = r, e ^ val
-        if last is not None:
+        if last is not NO_RUN:
             acks[last] = get(last, 0) ^ x
         return
     fold_runs(metas, acks, announced, done)
