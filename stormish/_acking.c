@@ -728,7 +728,12 @@ collector's `current` set to it, `execute` called; a tuple whose emits were anch
 it (a non-zero ack value) adds (meta, ack value) to `anchored`. An Exception from
 execute stops the loop: returned with its row's index and tuple, for the caller's
 failure path, which calls again from the next row. Anything else raised (KeyboardInterrupt)
-propagates. `metas` None: every row is a Tuple (acking off). */
+propagates. `metas` None: every row is a Tuple (acking off).
+
+A tuple nothing kept once its execute returned (only this loop and the collector's
+`current` refer to it: the classes have no weakref slot, so nothing else can) is the next
+row's tuple, its slots rewritten: a tuple a row fewer to allocate and free. Whatever its
+execute kept keeps its tuple; a new one is made for the next row. */
 
 
 static Py_ssize_t
@@ -797,7 +802,9 @@ run_basic(PyObject *self, PyObject *args)
     }
     Py_INCREF(values);
     Py_XINCREF(metas);
-    PyObject *out = NULL;
+    PyObject *out = NULL, *spare = NULL;
+    /* the references a tuple nothing kept has between rows: this loop's and `current`'s */
+    Py_ssize_t unkept = cdict != NULL ? 2 : col == Py_None ? 1 : 0;
     Py_ssize_t n = PyList_GET_SIZE(values);
     for (Py_ssize_t i = start < 0 ? 0 : start; i < n; i++) {
         if (PyList_GET_SIZE(values) != n ||
@@ -814,17 +821,39 @@ run_basic(PyObject *self, PyObject *args)
             Py_DECREF(m);
             goto done;
         }
-        PyObject *t = PyType_GenericAlloc(tracked ? t_tracked : t_plain, 0);
-        if (t == NULL) {
-            Py_DECREF(v);
-            Py_DECREF(m);
-            goto done;
+        PyTypeObject *tp = tracked ? t_tracked : t_plain;
+        PyObject *t;
+        if (spare != NULL && Py_TYPE(spare) == tp && Py_REFCNT(spare) == unkept) {
+            t = spare;  /* the last row's tuple, nothing kept it: its slots rewritten */
+            spare = NULL;
+            /* all written before any old value is released: a finalizer that runs
+            then sees this row's tuple whole */
+            PyObject *old[4] = {SLOT(t, off_values), SLOT(t, off_source), NULL, NULL};
+            SLOT(t, off_values) = v;
+            SLOT(t, off_source) = Py_NewRef(source);
+            if (tracked) {
+                old[2] = SLOT(t, off_meta);
+                old[3] = SLOT(t, off_ack_val);
+                SLOT(t, off_meta) = Py_NewRef(m);
+                SLOT(t, off_ack_val) = PyLong_FromLong(0);
+            }
+            for (int k = 0; k < 4; k++)
+                Py_XDECREF(old[k]);
         }
-        SLOT(t, off_values) = v;  /* v's reference moves into the slot */
-        SLOT(t, off_source) = Py_NewRef(source);
-        if (tracked) {
-            SLOT(t, off_meta) = Py_NewRef(m);
-            SLOT(t, off_ack_val) = PyLong_FromLong(0);
+        else {
+            Py_CLEAR(spare);
+            t = PyType_GenericAlloc(tp, 0);
+            if (t == NULL) {
+                Py_DECREF(v);
+                Py_DECREF(m);
+                goto done;
+            }
+            SLOT(t, off_values) = v;  /* v's reference moves into the slot */
+            SLOT(t, off_source) = Py_NewRef(source);
+            if (tracked) {
+                SLOT(t, off_meta) = Py_NewRef(m);
+                SLOT(t, off_ack_val) = PyLong_FromLong(0);
+            }
         }
         if (cdict != NULL ? PyDict_SetItem(cdict, s_current, t) < 0
                           : col != Py_None && PyObject_SetAttr(col, s_current, t) < 0) {
@@ -865,10 +894,14 @@ run_basic(PyObject *self, PyObject *args)
             Py_XDECREF(pair);
         }
         Py_DECREF(m);
-        Py_DECREF(t);
+        if (unkept)
+            spare = t;  /* our reference: the next row may take it */
+        else
+            Py_DECREF(t);
     }
     out = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(spare);
     Py_DECREF(values);
     Py_XDECREF(metas);
     Py_XDECREF(cdict);

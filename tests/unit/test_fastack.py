@@ -327,6 +327,46 @@ def test_the_compiled_bolt_loop_hands_back_an_error_with_its_traceback():
 
 
 @compiled
+@pytest.mark.parametrize("acking", [True, False])
+def test_the_compiled_bolt_loop_reuses_a_tuple_nothing_kept(acking):
+    """A tuple its execute did not keep is the next row's (its slots rewritten, its ack
+    value back to 0); one it kept stays as it was, and the next row gets a new one."""
+    from stormish.tuple import Source
+
+    class Col:
+        current = None
+
+    kept, ids, states = [], [], []
+
+    def execute(t):
+        ids.append(id(t))
+        states.append((t.values, t.meta, t.ack_val) if acking else (t.values,))
+        if t.values[0] % 3 == 0:
+            kept.append(t)
+        if acking and t.values[0] % 2 == 0:
+            t.ack_val ^= 4
+
+    col, src = Col(), Source("c", 1, "default", ("x",))
+    values = [(i,) for i in range(1, 10)]
+    metas = [((100 + i, 7),) for i in range(1, 10)] if acking else None
+    anchored: list = []
+    assert (
+        fastack.run_basic(values, metas, 0, src, execute, col if acking else None, anchored) is None
+    )
+    if acking:
+        assert states == [(v, m, 0) for v, m in zip(values, metas, strict=True)]
+        assert anchored == [(m, 4) for v, m in zip(values, metas, strict=True) if v[0] % 2 == 0]
+    else:
+        assert states == [(v,) for v in values]
+    # rows 1, 2 share a tuple; 3 is kept, so 4 gets a new one, shared with 5; 6 kept ...
+    assert ids[0] == ids[1] and ids[3] == ids[4] and ids[6] == ids[7]
+    assert len({ids[1], ids[3]}) == 2 and len({ids[4], ids[6]}) == 2
+    assert [t.values for t in kept] == [(3,), (6,), (9,)]  # what was kept is unchanged
+    if acking:
+        assert [t.meta for t in kept] == [metas[2], metas[5], metas[8]]
+
+
+@compiled
 @settings(max_examples=100, deadline=None)
 @given(
     keys=st.lists(st.integers(0, 30), unique=True, max_size=20),
