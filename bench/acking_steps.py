@@ -1,0 +1,143 @@
+"""Acking's compiled steps in isolation (issue 29, part 5): what a reliable tuple costs
+from the spout's emit to the spout's pop of its completed tree, without the engine.
+
+The steps a reliable const spout -> BasicBolt null bolt takes per tuple, in one thread,
+20,000 trees in flight (the benchmark's `max.spout.pending`):
+  emit  the user's loop (`seq += 1; emit((1,), msg_id=seq)`) into `TreeEmitter`
+  run   the bolt's per-tuple loop (`run_basic`, a null execute)
+  fold  the batch's ack fold (`fold_runs`: every tree complete, its root to `done`)
+  pop   the spout's pop of the completed roots from its in-flight map (`pop_many`)
+  free  dropping the delivered batches (rows, metas)
+and the same with acking off (`run` of untracked rows; `emit` is the loop into a list).
+`tuples` writes each meta as ((root, announcement),), `roots` as the root alone (root
+metas, runtime/ack_folder.py). Interleaved rounds; GC off, as a worker's raised
+threshold nearly is. Needs stormish._acking (a C compiler at install).
+
+Run: python bench/acking_steps.py [--tuples N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections import Counter
+
+from stormish.runtime import fastack
+from stormish.tuple import Source
+
+ANN = 1 << 64  # the announcement of spout task 1
+IN_FLIGHT = 20_000
+BATCH = 512
+
+
+class Outbox(list):
+    __slots__ = ("metas",)
+
+
+class Col:
+    current = None
+
+
+def steps(n: int, mode: str) -> dict[str, float]:
+    """ns a tuple per step, for `mode` tuples / roots / off."""
+    if fastack.TreeEmitter is None or fastack.run_basic is None:
+        raise SystemExit("stormish._acking is not built: nothing to measure")
+    head: dict[int, object] = {}
+    roots = iter(range(1 << 58, 1 << 59))
+    ob = Outbox()
+    ob.metas = []
+    batches: list[tuple[list, list]] = []
+
+    def flush(o: Outbox) -> None:
+        batches.append((o[:], o.metas[:]))
+        o.clear()
+        o.metas.clear()
+
+    def slow(*a: object, **k: object) -> None:
+        raise RuntimeError("the compiled emit declined a plain call")
+
+    emit = fastack.TreeEmitter(
+        slow, "default", 1, BATCH, flush, ob, None, head, roots, ANN, mode == "roots"
+    )
+    src = Source("spout", 1, "default", ("v",))
+    col = Col()
+
+    def execute(t: object) -> None:
+        pass
+
+    t_ns: Counter = Counter()
+    seq = 0
+    clock = time.perf_counter_ns
+    calls = IN_FLIGHT // 100
+    for _ in range(n // IN_FLIGHT):
+        t0 = clock()
+        if mode == "off":
+            append = ob.append
+            for _ in range(calls):
+                for _ in range(100):
+                    append((1,))
+                    if len(ob) >= BATCH:
+                        flush(ob)
+        else:
+            for _ in range(calls):
+                for _ in range(100):
+                    seq += 1
+                    emit((1,), msg_id=seq)
+        t_ns["emit"] += clock() - t0
+        for rows, metas in batches:
+            a = clock()
+            if mode == "off":
+                fastack.run_basic(rows, None, 0, src, execute, None, [])
+                t_ns["run"] += clock() - a
+                continue
+            fastack.run_basic(rows, metas, 0, src, execute, col, [])
+            b = clock()
+            t_ns["run"] += b - a
+            done: list[int] = []
+            fastack.fold_runs(metas, {}, ANN, done, 0)
+            c = clock()
+            t_ns["fold"] += c - b
+            fastack.pop_many(head, done)
+            t_ns["pop"] += clock() - c
+        a = clock()
+        batches.clear()
+        t_ns["free"] += clock() - a
+    return {k: v / n for k, v in t_ns.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tuples", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    gc.disable()
+    modes = ("tuples", "roots", "off")
+    got: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+    for _ in range(args.rounds):
+        for m in modes:
+            got[m].append(steps(args.tuples, m))
+    names = ("emit", "run", "fold", "pop", "free")
+    print(f"acking's steps in isolation, {args.tuples:,} tuples, {args.rounds} interleaved rounds")
+    print("ns a tuple, median of the rounds (total: min-max)")
+    print(f"{'metas':8}" + "".join(f"{k:>7}" for k in names) + "   total")
+    totals = {}
+    for m in modes:
+        med = {k: statistics.median(r.get(k, 0.0) for r in got[m]) for k in names}
+        tot = [sum(r.values()) for r in got[m]]
+        totals[m] = statistics.median(tot)
+        print(
+            f"{m:8}"
+            + "".join(f"{med[k]:7.0f}" for k in names)
+            + f"   {totals[m]:5.0f} ({min(tot):.0f}-{max(tot):.0f})"
+        )
+    for m in ("tuples", "roots"):  # off's emit here is a list append, not an emit call
+        print(
+            f"a reliable tuple's steps beyond an unreliable one, {m}: "
+            f"{totals[m] - totals['off']:.0f} ns"
+        )
+
+
+if __name__ == "__main__":
+    main()
