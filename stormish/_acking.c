@@ -908,6 +908,186 @@ done:
     return out;
 }
 
+/* ---- ack_run: the acker's ACK_ACK loop --------------------------------------------------
+
+ack_run(values, start, cur, old, done) -> int: acker.AckerBolt.execute_raw's ACK_ACK loop
+over values[start:] (each message (root, ack value)), for the messages that touch only
+the current generation: an ack of an entry (XORed in; complete when it comes to 0 with
+its spout task known and no fail), an announced ack (ack_folder.py: the spout's init
+with it; a new entry, or complete at once, or an entry's init), an ack of a root with no
+entry anywhere (a new entry, spout task unknown). A completed root joins done[task].
+Stops at the first message it leaves to the Python loop and returns its index
+(len(values) when none): a special message (a negative root), a root in the old
+generation, an entry that failed, anything not (int, int) or not the ledger's shape.
+Entries are the ledger's lists [xor, spout task or -1, failed]. */
+
+static PyObject *s_low_mask;  /* LOW: (1 << 64) - 1 */
+static PyObject *s_shift64;   /* 64 */
+
+/* done.setdefault(task, []).append(root) */
+static int
+done_append(PyObject *done, PyObject *task, PyObject *root)
+{
+    PyObject *lst = PyDict_GetItemWithError(done, task);
+    if (lst == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        lst = PyList_New(0);
+        if (lst == NULL)
+            return -1;
+        int rc = PyDict_SetItem(done, task, lst);
+        Py_DECREF(lst);
+        if (rc < 0)
+            return -1;
+        lst = PyDict_GetItemWithError(done, task);
+        if (lst == NULL)
+            return -1;
+    }
+    if (!PyList_Check(lst)) {
+        PyErr_SetString(PyExc_TypeError, "ack_run: done's values are lists");
+        return -1;
+    }
+    return PyList_Append(lst, root);
+}
+
+/* A new ledger entry [x, task, False] under root in cur. */
+static int
+new_entry(PyObject *cur, PyObject *root, PyObject *x, PyObject *task)
+{
+    PyObject *e = PyList_New(3);
+    if (e == NULL)
+        return -1;
+    PyList_SET_ITEM(e, 0, Py_NewRef(x));
+    PyList_SET_ITEM(e, 1, Py_NewRef(task));
+    PyList_SET_ITEM(e, 2, Py_NewRef(Py_False));
+    int rc = PyDict_SetItem(cur, root, e);
+    Py_DECREF(e);
+    return rc;
+}
+
+static PyObject *
+ack_run(PyObject *self, PyObject *args)
+{
+    PyObject *values, *cur, *old, *done;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!nO!O!O!:ack_run", &PyList_Type, &values, &start,
+                          &PyDict_Type, &cur, &PyDict_Type, &old, &PyDict_Type, &done))
+        return NULL;
+    PyObject *minus1 = PyLong_FromLong(-1);
+    if (minus1 == NULL)
+        return NULL;
+    Py_INCREF(values);
+    Py_ssize_t i = start < 0 ? 0 : start;
+    /* held for the iteration: a key's __eq__ or a value's __del__ is Python code */
+    PyObject *msg = NULL, *e = NULL, *hi = NULL, *low = NULL, *x = NULL;
+    int err = 0;
+    for (; i < PyList_GET_SIZE(values); i++) {
+        Py_XSETREF(msg, Py_NewRef(PyList_GET_ITEM(values, i)));
+        if (!PyTuple_CheckExact(msg) || PyTuple_GET_SIZE(msg) != 2)
+            break;
+        PyObject *root = PyTuple_GET_ITEM(msg, 0), *val = PyTuple_GET_ITEM(msg, 1);
+        if (!PyLong_CheckExact(root) || !PyLong_CheckExact(val))
+            break;
+        int neg = PyObject_RichCompareBool(root, minus1, Py_LE);
+        if (neg != 0) {
+            err = neg < 0;
+            break;  /* a special message (FIRST_DONE, COMMITTED_ACKS): Python's */
+        }
+        int announced = PyObject_RichCompareBool(val, s_low_mask, Py_GT);  /* val > LOW */
+        if (announced < 0) {
+            err = 1;
+            break;
+        }
+        if (announced) {
+            Py_XSETREF(hi, PyNumber_Rshift(val, s_shift64));  /* the spout task */
+            if (hi == NULL) {
+                err = 1;
+                break;
+            }
+        }
+        Py_XSETREF(e, PyDict_GetItemWithError(cur, root));
+        if (e == NULL && PyErr_Occurred()) {
+            err = 1;
+            break;
+        }
+        Py_XINCREF(e);
+        if (e == NULL) {
+            int in_old = PyDict_Contains(old, root);
+            if (in_old != 0) {
+                err = in_old < 0;
+                break;  /* the old generation: Python's (_entry moves it) */
+            }
+            if (!announced) {  /* no entry: one, its spout task not known yet */
+                if (new_entry(cur, root, val, minus1) < 0) {
+                    err = 1;
+                    break;
+                }
+                continue;
+            }
+            Py_XSETREF(low, PyNumber_And(val, s_low_mask));
+            if (low == NULL) {
+                err = 1;
+                break;
+            }
+            int nz = PyObject_IsTrue(low);
+            if (nz < 0 || (nz ? new_entry(cur, root, low, hi) : done_append(done, hi, root)) < 0) {
+                err = 1;
+                break;
+            }
+            continue;
+        }
+        if (!PyList_CheckExact(e) || PyList_GET_SIZE(e) != 3 ||
+            !PyLong_CheckExact(PyList_GET_ITEM(e, 0)) ||
+            !PyLong_CheckExact(PyList_GET_ITEM(e, 1)) || PyList_GET_ITEM(e, 2) != Py_False)
+            break;  /* failed, or not the ledger's shape: Python's */
+        if (announced) {
+            Py_XSETREF(low, PyNumber_And(val, s_low_mask));
+            if (low == NULL) {
+                err = 1;
+                break;
+            }
+        }
+        Py_XSETREF(x, PyNumber_Xor(PyList_GET_ITEM(e, 0), announced ? low : val));
+        if (x == NULL) {
+            err = 1;
+            break;
+        }
+        PyList_SetItem(e, 0, Py_NewRef(x));
+        if (announced)
+            PyList_SetItem(e, 1, Py_NewRef(hi));
+        int zero = PyObject_Not(x);
+        if (zero < 0) {
+            err = 1;
+            break;
+        }
+        PyObject *task = PyList_GET_ITEM(e, 1);
+        int known = PyObject_RichCompareBool(task, minus1, Py_GT);
+        if (known < 0) {
+            err = 1;
+            break;
+        }
+        if (zero && known) {
+            Py_INCREF(task);
+            int rc = PyDict_DelItem(cur, root) < 0 || done_append(done, task, root) < 0;
+            Py_DECREF(task);
+            if (rc) {
+                err = 1;
+                break;
+            }
+        }
+    }
+    Py_XDECREF(msg);
+    Py_XDECREF(e);
+    Py_XDECREF(hi);
+    Py_XDECREF(low);
+    Py_XDECREF(x);
+    Py_DECREF(values);
+    Py_DECREF(minus1);
+    if (err)
+        return NULL;
+    return PyLong_FromSsize_t(i);
+}
+
 /* ---- expand_roots --------------------------------------------------------------------
 
 expand_roots(metas, announce) -> list or None: ack_folder.expand_roots: a copy of
@@ -1006,6 +1186,8 @@ static PyMethodDef methods[] = {
      "run_basic(values, metas, start, source, execute, col, anchored) -> None or (i, t, exc)"},
     {"pop_many", pop_many, METH_VARARGS,
      "pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root"},
+    {"ack_run", ack_run, METH_VARARGS,
+     "ack_run(values, start, cur, old, done) -> index of the first message left to Python"},
     {"expand_roots", expand_roots, METH_VARARGS,
      "expand_roots(metas, announce) -> the metas with root metas written out, or None"},
     {"fold_runs", fold_runs, METH_VARARGS,
@@ -1026,7 +1208,9 @@ PyInit__acking(void)
         (s_stream = PyUnicode_InternFromString("stream")) == NULL ||
         (s_anchors = PyUnicode_InternFromString("anchors")) == NULL ||
         (s_msg_id = PyUnicode_InternFromString("msg_id")) == NULL ||
-        (s_current = PyUnicode_InternFromString("current")) == NULL)
+        (s_current = PyUnicode_InternFromString("current")) == NULL ||
+        (s_shift64 = PyLong_FromLong(64)) == NULL ||
+        (s_low_mask = PyLong_FromString("ffffffffffffffff", NULL, 16)) == NULL)
         return NULL;
     if (PyType_Ready(&TreeEmitterType) < 0 || PyType_Ready(&AnchoredEmitterType) < 0)
         return NULL;

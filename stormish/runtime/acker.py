@@ -28,6 +28,7 @@ from typing import Any
 from ..component import Bolt
 from ..tuple import TICK_STREAM
 from .ack_folder import ANNOUNCE, LOW
+from .fastack import ack_run as _c_ack_run
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 
 COMPLETE, FAILED = "complete", "failed"
@@ -169,56 +170,15 @@ class AckerBolt(Bolt):
         ledger = self.ledger
         done: dict[int, list[int]] = {}  # spout task -> roots completed in this batch
         if stream == ACK_ACK:
-            # the hot case, inlined: one probe of the current generation
-            cur, old = ledger.cur, ledger.old
-            last_task, last = 0, []
-            for root, val in values:
-                e = cur.get(root)
-                if e is None:
-                    if root < 0:
-                        if root == FIRST_DONE:
-                            task, roots = val
-                            free, outs = ledger.done(task, roots)
-                            if free:
-                                got = done.get(task)
-                                if got is None:
-                                    done[task] = free
-                                else:
-                                    got.extend(free)
-                            for out in outs:
-                                self._tell(out, done, emit_direct)
-                            last_task = 0
-                        elif root == COMMITTED_ACKS:
-                            for out in ledger.committed(val):
-                                self._tell(out, done, emit_direct)
-                            last_task = 0
-                        continue
-                    if val > LOW:  # announced: init and ack in one (ack_folder.py)
-                        if root not in old:
-                            low = val & LOW
-                            if low:  # edges below it: the tree's first entry
-                                cur[root] = [low, val >> ANNOUNCE, False]
-                                continue
-                            task = val >> ANNOUNCE  # nothing below it: complete
-                            if task != last_task:
-                                last_task, last = task, done.setdefault(task, [])
-                            last.append(root)
-                            continue
-                        told = ledger.init(root, val & LOW, val >> ANNOUNCE)
-                        self._tell(told, done, emit_direct)
-                        continue
-                    e = ledger._entry(root)
-                elif val > LOW:
-                    told = ledger.init(root, val & LOW, val >> ANNOUNCE)
-                    self._tell(told, done, emit_direct)
-                    continue
-                e[0] ^= val
-                if e[0] == 0 and e[1] >= 0 and not e[2]:
-                    del cur[root]
-                    task = e[1]
-                    if task != last_task:
-                        last_task, last = task, done.setdefault(task, [])
-                    last.append(root)
+            run = _c_ack_run
+            if run is None or values.__class__ is not list:
+                self._acks(values, done, emit_direct)
+            else:  # compiled (fastack): what it leaves, one message at a time here
+                cur, old, n = ledger.cur, ledger.old, len(values)
+                i = run(values, 0, cur, old, done)
+                while i < n:
+                    self._acks(values[i : i + 1], done, emit_direct)
+                    i = run(values, i + 1, cur, old, done)
         elif stream == ACK_INIT:
             init = ledger.init
             cur, old = ledger.cur, ledger.old
@@ -239,6 +199,61 @@ class AckerBolt(Bolt):
                     emit_direct(to, (root,), ACK_RESET)
         for task, roots in done.items():
             emit_direct(task, (roots,), ACK_ACK)
+
+    def _acks(self, values: Any, done: dict[int, list[int]], emit_direct: Any) -> None:
+        """The ACK_ACK loop in Python: all of a batch where stormish._acking was not built,
+        else each message the compiled loop leaves (fastack.ack_run: specials, the old
+        generation, failed entries); one probe of the current generation in the hot case."""
+        ledger = self.ledger
+        cur, old = ledger.cur, ledger.old
+        last_task, last = 0, []
+        for root, val in values:
+            e = cur.get(root)
+            if e is None:
+                if root < 0:
+                    if root == FIRST_DONE:
+                        task, roots = val
+                        free, outs = ledger.done(task, roots)
+                        if free:
+                            got = done.get(task)
+                            if got is None:
+                                done[task] = free
+                            else:
+                                got.extend(free)
+                        for out in outs:
+                            self._tell(out, done, emit_direct)
+                        last_task = 0
+                    elif root == COMMITTED_ACKS:
+                        for out in ledger.committed(val):
+                            self._tell(out, done, emit_direct)
+                        last_task = 0
+                    continue
+                if val > LOW:  # announced: init and ack in one (ack_folder.py)
+                    if root not in old:
+                        low = val & LOW
+                        if low:  # edges below it: the tree's first entry
+                            cur[root] = [low, val >> ANNOUNCE, False]
+                            continue
+                        task = val >> ANNOUNCE  # nothing below it: complete
+                        if task != last_task:
+                            last_task, last = task, done.setdefault(task, [])
+                        last.append(root)
+                        continue
+                    told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                    self._tell(told, done, emit_direct)
+                    continue
+                e = ledger._entry(root)
+            elif val > LOW:
+                told = ledger.init(root, val & LOW, val >> ANNOUNCE)
+                self._tell(told, done, emit_direct)
+                continue
+            e[0] ^= val
+            if e[0] == 0 and e[1] >= 0 and not e[2]:
+                del cur[root]
+                task = e[1]
+                if task != last_task:
+                    last_task, last = task, done.setdefault(task, [])
+                last.append(root)
 
     @staticmethod
     def _tell(

@@ -17,6 +17,8 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
   (index, tuple, exception) of the row whose execute raised, for the caller's failure
   path, which calls again from the next row.
 - `expand_roots(metas, announce)`: ack_folder.expand_roots (root metas written out).
+- `ack_run(values, start, cur, old, done)`: the acker's ACK_ACK loop (acker.py) up to
+  the first message it leaves to Python; returns that index.
 - `pop_many(head, roots)`: (entries, missing): `head.pop(root, None)` for each root, in
   order, and how many were missing (inflight.InFlight.pop_many's first pass).
 """
@@ -44,6 +46,7 @@ fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
 run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
 pop_many: Callable[[dict, list], tuple[list, int]] | None = None
 expand_roots: Callable[[list, int], list | None] | None = None
+ack_run: Callable[[list, int, dict, dict, dict], int] | None = None
 if _compiled is not None:
     from ..tuple import TrackedTuple, Tuple
 
@@ -53,6 +56,7 @@ if _compiled is not None:
     fold_runs = getattr(_compiled, "fold_runs", None)
     pop_many = getattr(_compiled, "pop_many", None)
     expand_roots = getattr(_compiled, "expand_roots", None)
+    ack_run = getattr(_compiled, "ack_run", None)
     try:
         _compiled.set_tuple_types(Tuple, TrackedTuple)
     except (AttributeError, TypeError):  # older, or the tuple classes changed shape

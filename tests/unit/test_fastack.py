@@ -723,3 +723,87 @@ def test_the_compiled_emits_show_the_collector_every_reference_they_hold():
     col.emit = anchored  # a cycle: col -> emit -> col's dict
     del col, anchored
     assert gc.collect() >= 1
+
+
+# -- the acker's ACK_ACK loop (acker.py): compiled and Python, message for message
+ACK_ROOTS = st.integers(1, 6)
+ACK_MSG = st.one_of(
+    st.tuples(ACK_ROOTS, st.integers(0, 7)),  # an ack (0: changes nothing)
+    st.tuples(ACK_ROOTS, st.integers(1, 3).map(lambda t: t << 64)),  # announced, complete
+    st.tuples(  # announced with edges below it
+        ACK_ROOTS, st.tuples(st.integers(1, 3), st.integers(1, 7)).map(lambda p: p[0] << 64 | p[1])
+    ),
+    st.tuples(st.just(-7), st.integers(0, 3)),  # a negative root that is no message: ignored
+)
+ACK_BATCH = st.one_of(
+    st.tuples(st.just("ack"), st.lists(ACK_MSG, max_size=12)),
+    st.tuples(st.just("done"), st.tuples(st.integers(1, 3), st.lists(ACK_ROOTS, max_size=4))),
+    st.tuples(st.just("fail"), st.tuples(ACK_ROOTS, st.integers(0, 3))),
+    st.tuples(st.just("init"), st.tuples(ACK_ROOTS, st.integers(0, 7), st.integers(1, 3))),
+    st.tuples(st.just("tick"), st.none()),
+)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(batches=st.lists(ACK_BATCH, max_size=12))
+def test_the_compiled_acker_loop_is_the_python_loop(batches):
+    """The same batches into two ackers, one with the compiled ACK_ACK loop: the same
+    completions and fails told, in the same order, and the same ledger."""
+    from stormish.runtime import acker as acker_mod
+    from stormish.runtime.plan import ACK_ACK, ACK_FAIL, ACK_INIT, FIRST_DONE
+    from stormish.tuple import TICK_STREAM
+
+    def run(compiled: bool):
+        saved = acker_mod._c_ack_run
+        if not compiled:
+            acker_mod._c_ack_run = None
+        try:
+            bolt = AckerBolt()
+            bolt.prepare({}, None)
+            told: list = []
+
+            def emit_direct(task, values, stream):
+                told.append((task, stream, [list(v) if isinstance(v, list) else v for v in values]))
+
+            for kind, body in batches:
+                if kind == "ack":
+                    bolt.execute_raw(ACK_ACK, list(body), emit_direct)
+                elif kind == "done":
+                    task, roots = body
+                    bolt.execute_raw(ACK_ACK, [(FIRST_DONE, (task, list(roots)))], emit_direct)
+                elif kind == "fail":
+                    root, task = body
+                    bolt.execute_raw(ACK_FAIL, [(root, ("c", None), task)], emit_direct)
+                elif kind == "init":
+                    bolt.execute_raw(ACK_INIT, [body], emit_direct)
+                else:
+                    bolt.execute_raw(TICK_STREAM, [(1,)], emit_direct)
+            return told, bolt.ledger.cur, bolt.ledger.old
+        finally:
+            acker_mod._c_ack_run = saved
+
+    assert run(True) == run(False)
+
+
+@compiled
+def test_the_compiled_acker_loop_takes_the_usual_messages_and_leaves_the_rest():
+    from stormish.runtime.plan import FIRST_DONE
+
+    cur: dict = {9: [3, 2, False], 8: [1, 2, "why"]}
+    old: dict = {7: [5, -1, False]}
+    done: dict = {}
+    values = [
+        (1, 5),  # no entry: one, spout task unknown
+        (2, 1 << 64),  # announced, nothing below: complete
+        (3, (2 << 64) | 6),  # announced with edges below: an entry
+        (9, 3),  # an entry's last ack: complete
+        (1, (3 << 64) | 5),  # the announced ack of an entry: its init, complete
+        (8, 1),  # a failed entry: Python's
+        (4, 1),
+    ]
+    assert fastack.ack_run(values, 0, cur, old, done) == 5
+    assert cur == {3: [6, 2, False], 8: [1, 2, "why"]} and done == {1: [2], 2: [9], 3: [1]}
+    assert fastack.ack_run(values, 6, cur, old, done) == 7 and cur[4] == [1, -1, False]
+    assert fastack.ack_run([(7, 1)], 0, cur, old, done) == 0  # the old generation: Python's
+    assert fastack.ack_run([(FIRST_DONE, (1, [5]))], 0, cur, old, done) == 0
