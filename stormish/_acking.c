@@ -1005,12 +1005,13 @@ ack_run(PyObject *self, PyObject *args)
                 break;
             }
         }
-        Py_XSETREF(e, PyDict_GetItemWithError(cur, root));
-        if (e == NULL && PyErr_Occurred()) {
+        PyObject *got = PyDict_GetItemWithError(cur, root);
+        if (got == NULL && PyErr_Occurred()) {
             err = 1;
             break;
         }
-        Py_XINCREF(e);
+        Py_XINCREF(got);  /* owned before the last entry is released */
+        Py_XSETREF(e, got);
         if (e == NULL) {
             int in_old = PyDict_Contains(old, root);
             if (in_old != 0) {
