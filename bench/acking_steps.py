@@ -9,6 +9,9 @@ The steps a reliable const spout -> BasicBolt null bolt takes per tuple, in one 
   pop   the spout's pop of the completed roots from its in-flight map (`pop_many`)
   free  dropping the delivered batches (rows, metas)
 and the same with acking off (`run` of untracked rows; `emit` is the loop into a list).
+Then the acker's ACK_ACK loop on a word count's messages (each tree a sentence: the
+splitter's announced ack and the counter's ack of the same edges, in either order),
+compiled (`fastack.ack_run`) and in Python.
 `tuples` writes each meta as ((root, announcement),), `roots` as the root alone (root
 metas, runtime/ack_folder.py). Interleaved rounds; GC off, as a worker's raised
 threshold nearly is. Needs stormish._acking (a C compiler at install).
@@ -23,6 +26,7 @@ import gc
 import statistics
 import time
 from collections import Counter
+from typing import Any
 
 from stormish.runtime import fastack
 from stormish.tuple import Source
@@ -107,6 +111,46 @@ def steps(n: int, mode: str) -> dict[str, float]:
     return {k: v / n for k, v in t_ns.items()}
 
 
+def _teller(told: list) -> Any:
+    def emit(task: int, values: tuple, stream: str) -> None:
+        told.append(values)
+
+    return emit
+
+
+def acker_ns(compiled: bool, order: str, trees: int = 512) -> float:
+    """ns a message of the acker's ACK_ACK loop, best of 20 batches of 2 x `trees`."""
+    import random
+
+    from stormish.runtime import acker
+    from stormish.runtime.plan import ACK_ACK
+
+    saved = acker._c_ack_run
+    if not compiled:
+        acker._c_ack_run = None
+    try:
+        best = float("inf")
+        rnd = random.Random(1)
+        for _ in range(20):
+            bolt = acker.AckerBolt()
+            bolt.prepare({}, None)
+            roots = [rnd.getrandbits(60) for _ in range(trees)]
+            xs = [rnd.getrandbits(63) for _ in roots]
+            announced = [(r, ANN ^ x) for r, x in zip(roots, xs, strict=True)]
+            plain = list(zip(roots, xs, strict=True))
+            first, second = (announced, plain) if order == "announced first" else (plain, announced)
+            told: list = []
+            emit = _teller(told)
+            t0 = time.perf_counter_ns()
+            bolt.execute_raw(ACK_ACK, first, emit)
+            bolt.execute_raw(ACK_ACK, second, emit)
+            best = min(best, (time.perf_counter_ns() - t0) / (2 * trees))
+            assert sum(len(v[0]) for v in told) == trees  # every tree complete
+        return best
+    finally:
+        acker._c_ack_run = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tuples", type=int, default=1_000_000)
@@ -132,6 +176,10 @@ def main() -> None:
             + "".join(f"{med[k]:7.0f}" for k in names)
             + f"   {totals[m]:5.0f} ({min(tot):.0f}-{max(tot):.0f})"
         )
+    print("the acker's ACK_ACK loop, ns a message (best of 20 batches):")
+    for order in ("announced first", "acks first"):
+        c, p = acker_ns(True, order), acker_ns(False, order)
+        print(f"  {order:16} compiled {c:5.0f}   Python {p:5.0f}")
     for m in ("tuples", "roots"):  # off's emit here is a list append, not an emit call
         print(
             f"a reliable tuple's steps beyond an unreliable one, {m}: "
