@@ -823,7 +823,21 @@ run_basic(PyObject *self, PyObject *args)
         }
         PyTypeObject *tp = tracked ? t_tracked : t_plain;
         PyObject *t;
-        if (spare != NULL && Py_TYPE(spare) == tp && Py_REFCNT(spare) == unkept) {
+        /* the two references: this loop's and `current`'s, so `current` must still be
+        it (an execute that kept its tuple and moved `current` on leaves two as well);
+        looked up first, as a lookup may run Python code */
+        int still_current = 1;
+        if (spare != NULL && cdict != NULL) {
+            PyObject *now = PyDict_GetItemWithError(cdict, s_current);
+            if (now == NULL && PyErr_Occurred()) {
+                Py_DECREF(v);
+                Py_DECREF(m);
+                goto done;
+            }
+            still_current = now == spare;
+        }
+        if (spare != NULL && still_current && Py_TYPE(spare) == tp &&
+            Py_REFCNT(spare) == unkept) {
             t = spare;  /* the last row's tuple, nothing kept it: its slots rewritten */
             spare = NULL;
             /* all written before any old value is released: a finalizer that runs

@@ -180,8 +180,10 @@ class Tuple(_FromSource):
 
 
 class TrackedTuple(Tuple):
-    """A tuple in a reliable tree: `meta` is ((root, edge id), ...) and `ack_val` the XOR
-    of the edge ids of the tuples anchored to it so far."""
+    """A tuple in a reliable tree: `meta` is ((root, edge id), ...), or for a tuple a
+    spout of this worker sent straight to this BasicBolt its tree's root alone (an int:
+    a root meta, runtime/ack_folder.py; `tree_pairs` reads both), and `ack_val` the XOR
+    of the edge ids of the tuples anchored to it so far. Engine state, not an API."""
 
     __slots__ = ("meta", "ack_val")
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..component import BasicBolt, Bolt, prepare_bolt
+from ..runtime.ack_folder import tree_pairs
 from ..tuple import Tuple, TupleBatch
 from .factory import open_state
 from .kv import KeyValueState
@@ -352,7 +353,7 @@ class StatefulBoltExecutor(_Shell):
         for t in self._core.prepared:
             meta = getattr(t, "meta", None)
             if meta:
-                for root, edge in meta:
+                for root, edge in tree_pairs(meta, t.source.task):
                     folded[root] = folded.get(root, 0) ^ edge ^ t.ack_val
         return list(folded.items())
 

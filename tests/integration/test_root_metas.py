@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from stormish import BasicBolt, Topology
+from stormish import BasicBolt, Bolt, Topology
 from stormish.testing import CaptureBolt, ListSpout, run_topology
 
 N = 3000
@@ -60,6 +60,37 @@ class Batched(BasicBolt):
         return dict(self.metas)
 
 
+class Settled(Bolt):
+    """Batch settle: its batches' metas are written out too."""
+
+    batch_size = 100
+
+    def prepare(self, conf, context):
+        self.metas: Counter = Counter()
+
+    def execute_batch(self, batch):
+        for t in batch:
+            self.metas[type(t.meta).__name__] += 1
+        return None  # the whole batch acks
+
+    def result(self):
+        return dict(self.metas)
+
+
+class Manual(Bolt):
+    """A Bolt that acks each tuple itself (not a BasicBolt): written out."""
+
+    def prepare(self, conf, context):
+        self.metas: Counter = Counter()
+
+    def execute(self, tup):
+        self.metas[type(tup.meta).__name__] += 1
+        self.ack(tup)
+
+    def result(self):
+        return dict(self.metas)
+
+
 def expected_rows() -> Counter:
     want: Counter = Counter()
     for n in range(N):
@@ -76,6 +107,10 @@ def test_root_metas_settle_as_their_trees(workers):
     t.set_bolt("sink", CaptureBolt(), parallelism=2).shuffle_grouping("split")
     t.set_spout("src2", ListSpout([(n,) for n in range(N)], fields=["n"], per_call=64))
     t.set_bolt("batched", Batched()).shuffle_grouping("src2")
+    t.set_spout("src3", ListSpout([(n,) for n in range(N)], fields=["n"], per_call=64))
+    t.set_bolt("settled", Settled()).shuffle_grouping("src3")
+    t.set_spout("src4", ListSpout([(n,) for n in range(N)], fields=["n"], per_call=64))
+    t.set_bolt("manual", Manual()).shuffle_grouping("src4")
     run = run_topology(t, {"topology.acker.executors": 2}, timeout=100)
     (src,) = run.results["src"]
     assert src["acked"] == {n: 1 for n in range(N)}  # each tree acked once, in the end
@@ -94,5 +129,9 @@ def test_root_metas_settle_as_their_trees(workers):
         assert set(split) == {"int"}, split
     else:  # a shuffle across workers: one outbox remote, so written out
         assert set(split) == {"tuple"}, split
-    (batched,) = run.results["batched"]
-    assert batched == {"tuple": N}
+    for other in ("batched", "settled", "manual"):  # consumers that do not take them
+        (got,) = run.results[other]
+        assert got == {"tuple": N}, other
+    for spout in ("src3", "src4"):
+        (res,) = run.results[spout]
+        assert res["acked"] == {n: 1 for n in range(N)} and res["failed"] == {}, spout

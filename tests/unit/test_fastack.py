@@ -807,3 +807,47 @@ def test_the_compiled_acker_loop_takes_the_usual_messages_and_leaves_the_rest():
     assert fastack.ack_run(values, 6, cur, old, done) == 7 and cur[4] == [1, -1, False]
     assert fastack.ack_run([(7, 1)], 0, cur, old, done) == 0  # the old generation: Python's
     assert fastack.ack_run([(FIRST_DONE, (1, [5]))], 0, cur, old, done) == 0
+
+
+@compiled
+@pytest.mark.parametrize("move", ["none", "other", "delete"])
+def test_a_kept_tuple_is_not_reused_when_execute_moved_current(move):
+    """A review's proof: execute keeps its tuple and moves `collector.current` on (two
+    references again: the loop's and the list's); the kept tuple must stay row 1's."""
+    from stormish.tuple import Source
+
+    class Col:
+        def __init__(self):
+            self.current = None
+
+    col, kept = Col(), []
+
+    def execute(t):
+        if t.values[0] == 1:
+            kept.append(t)
+            if move == "delete":
+                del col.current
+            else:
+                col.current = None if move == "none" else "x"
+
+    metas = [((11, 7),), ((22, 7),), ((33, 7),)]
+    src = Source("c", 1, "default", ("x",))
+    assert fastack.run_basic([(1,), (2,), (3,)], metas, 0, src, execute, col, []) is None
+    assert kept[0].values == (1,) and kept[0].meta == ((11, 7),)
+
+
+def test_a_root_meta_from_a_bolt_is_an_error_in_every_fold():
+    """A root meta in a batch not from a spout: the same ValueError whether every tuple
+    of the batch had emits anchored to it or not (a review's proof)."""
+    from stormish.runtime.execution.per_tuple import _fold
+
+    with pytest.raises(ValueError, match="not from a spout"):
+        _fold([5], [(5, 3)], {}, [], -1)
+    with pytest.raises(ValueError, match="not from a spout"):
+        _fold([5, 6], [(5, 3)], {}, [], -1)
+
+
+def test_a_lost_root_meta_fails_its_tree_at_its_spout():
+    from stormish.runtime.ack_folder import _trees
+
+    assert _trees([123, ((7, 9 << 64),), ((8, 5),)], 9) == {123: 9, 7: 9, 8: 0}

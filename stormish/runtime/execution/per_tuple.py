@@ -211,6 +211,8 @@ def _fold(
     if anchored and len(anchored) == len(metas):  # every tuple had emits anchored to it
         for m, val in anchored:
             if m.__class__ is int:  # a root meta (ack_folder.py)
+                if announced < 0:  # as fold_runs says it
+                    raise ValueError(f"a root meta ({m}) in a batch that is not from a spout")
                 r, e = m, announced
             else:
                 try:

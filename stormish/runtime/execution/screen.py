@@ -71,7 +71,7 @@ class Screen:
             st.stale += k
             st.note(f"stale: {k} older than lifespan_ms={p.lifespan_ms:g} ({age:.0f} ms)", STALE)
             if metas is not None:
-                self.collector.acks.fail_lost(metas[i:] if i else metas, STALE)
+                self.collector.acks.fail_lost(metas[i:] if i else metas, STALE, src_task)
             self.counts.dropped_stale += k
             return None
         k = (n if j < 0 else j) - i
