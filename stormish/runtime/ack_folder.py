@@ -194,7 +194,7 @@ class AckFolder:
             meta = a.meta
             if meta:
                 if meta.__class__ is int:
-                    meta = ((meta, a.source.task << ANNOUNCE),)
+                    meta = tree_pairs(meta, a.source.task)
                 e = rand(63)
                 cast(TrackedTuple, a).ack_val ^= e
                 for r, _ in meta:
@@ -220,7 +220,7 @@ class AckFolder:
         meta = tup.meta
         if meta:
             if meta.__class__ is int:
-                meta = ((meta, tup.source.task << ANNOUNCE),)
+                meta = tree_pairs(meta, tup.source.task)
             val = tup.ack_val
             acks = self.acks
             get = acks.get
@@ -242,7 +242,7 @@ class AckFolder:
             meta = t.meta
             if meta:
                 if meta.__class__ is int:
-                    meta = ((meta, t.source.task << ANNOUNCE),)
+                    meta = tree_pairs(meta, t.source.task)
                 val = t.ack_val
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
