@@ -74,6 +74,11 @@ def tree_pairs(meta: Any, task: int) -> Any:
     return ((meta, task << ANNOUNCE),) if meta.__class__ is int else meta
 
 
+def root_meta_error(meta: int) -> ValueError:
+    """A root meta (module doc) in a batch whose source is no spout: the folds' error."""
+    return ValueError(f"a root meta ({meta}) in a batch that is not from a spout")
+
+
 def expand_roots(metas: list, announce: int) -> list | None:
     """`metas` with each root meta written out as ((root, announce),), or None when it
     has none: for a consumer that does not take root metas (module doc)."""
@@ -392,7 +397,7 @@ def py_fold_runs(metas: Any, acks: dict[int, int], announced: int = -1, done: An
     for m in metas:
         if m.__class__ is int:  # a root meta: the batch's spout task's announcement
             if announced < 0:
-                raise ValueError(f"a root meta ({m}) in a batch that is not from a spout")
+                raise root_meta_error(m)
             r, e = m, announced
         else:
             try:

@@ -17,7 +17,7 @@ from operator import length_hint
 from typing import Any
 
 from ...tuple import TrackedTuple, Tuple
-from ..ack_folder import ANNOUNCE, NO_RUN, fold_runs
+from ..ack_folder import ANNOUNCE, NO_RUN, fold_runs, root_meta_error
 from ..fastack import run_basic
 from .base import Batch, Execution, error_text
 
@@ -212,7 +212,7 @@ def _fold(
         for m, val in anchored:
             if m.__class__ is int:  # a root meta (ack_folder.py)
                 if announced < 0:  # as fold_runs says it
-                    raise ValueError(f"a root meta ({m}) in a batch that is not from a spout")
+                    raise root_meta_error(m)
                 r, e = m, announced
             else:
                 try:
