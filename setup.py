@@ -19,7 +19,7 @@ setup(
         Extension(
             "stormish._acking",
             ["stormish/_acking.c"],
-            depends=["stormish/_refs.h"],
+            depends=["stormish/_refs.h", "stormish/_roottable.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -13,8 +13,10 @@ Then the acker's ACK_ACK loop on a word count's messages (each tree a sentence: 
 splitter's announced ack and the counter's ack of the same edges, in either order),
 compiled (`fastack.ack_run`) and in Python.
 `tuples` writes each meta as ((root, announcement),), `roots` as the root alone (root
-metas, runtime/ack_folder.py). Interleaved rounds; GC off, as a worker's raised
-threshold nearly is. Needs stormish._acking (a C compiler at install).
+metas, runtime/ack_folder.py), both with a dict for the spout's in-flight head; `table`
+is `roots` with the head a RootTable (runtime/inflight.py), as a spout has it now.
+Interleaved rounds; GC off, as a worker's raised threshold nearly is. Needs
+stormish._acking (a C compiler at install).
 
 Run: python bench/acking_steps.py [--tuples N] [--rounds R]
 """
@@ -48,7 +50,9 @@ def steps(n: int, mode: str) -> dict[str, float]:
     """ns a tuple per step, for `mode` tuples / roots / off."""
     if fastack.TreeEmitter is None or fastack.run_basic is None:
         raise SystemExit("stormish._acking is not built: nothing to measure")
-    head: dict[int, object] = {}
+    # `table`: root metas and the in-flight head a RootTable (inflight.py), as a spout
+    # has it where stormish._acking is built; the other modes keep a dict head
+    head: Any = fastack.RootTable(1) if mode == "table" else {}
     roots = iter(range(1 << 58, 1 << 59))
     ob = Outbox()
     ob.metas = []
@@ -63,7 +67,7 @@ def steps(n: int, mode: str) -> dict[str, float]:
         raise RuntimeError("the compiled emit declined a plain call")
 
     emit = fastack.TreeEmitter(
-        slow, "default", 1, BATCH, flush, ob, None, head, roots, ANN, mode == "roots"
+        slow, "default", 1, BATCH, flush, ob, None, head, roots, ANN, mode in ("roots", "table")
     )
     src = Source("spout", 1, "default", ("v",))
     col = Col()
@@ -157,7 +161,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     gc.disable()
-    modes = ("tuples", "roots", "off")
+    modes = ("tuples", "roots", "table", "off")
     got: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(args.rounds):
         for m in modes:
@@ -180,7 +184,7 @@ def main() -> None:
     for order in ("announced first", "acks first"):
         c, p = acker_ns(True, order), acker_ns(False, order)
         print(f"  {order:16} compiled {c:5.0f}   Python {p:5.0f}")
-    for m in ("tuples", "roots"):  # off's emit here is a list append, not an emit call
+    for m in ("tuples", "roots", "table"):  # off's emit here is a list append, not an emit call
         print(
             f"a reliable tuple's steps beyond an unreliable one, {m}: "
             f"{totals[m] - totals['off']:.0f} ns"

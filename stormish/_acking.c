@@ -17,6 +17,7 @@ and one C pass a batch.
 #include <structmember.h>
 
 #include "_refs.h"
+#include "_roottable.h"
 
 static PyObject *s_pick_next, *s_metas, *s_stream, *s_anchors, *s_msg_id, *s_current;
 /* Tuple and TrackedTuple, and their slots' offsets (set_tuple_types) */
@@ -160,7 +161,8 @@ append:
         PyList_SetSlice(ob, last, last + 1, NULL);
         goto done;
     }
-    if (PyDict_SetItem(e->head, root, msg_id) < 0)
+    if ((RootTable_Check(e->head) ? roottable_set((RootTable *)e->head, root, msg_id)
+                                  : PyDict_SetItem(e->head, root, msg_id)) < 0)
         goto done;
     rc = 0;
     if (PyList_GET_SIZE(ob) >= e->size) {
@@ -193,10 +195,14 @@ tree_emitter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "TreeEmitter: positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OUnnOOOO!OO!p:TreeEmitter", &py, &own, &arity, &size,
-                          &flush, &only, &shuffle, &PyDict_Type, &head, &roots,
-                          &PyLong_Type, &announce, &compact))
+    if (!PyArg_ParseTuple(args, "OUnnOOOOOO!p:TreeEmitter", &py, &own, &arity, &size,
+                          &flush, &only, &shuffle, &head, &roots, &PyLong_Type, &announce,
+                          &compact))
         return NULL;
+    if (!PyDict_Check(head) && !RootTable_Check(head)) {
+        PyErr_SetString(PyExc_TypeError, "TreeEmitter: head is a dict or a RootTable");
+        return NULL;
+    }
     if (!PyCallable_Check(py) || !PyCallable_Check(flush)) {
         PyErr_SetString(PyExc_TypeError, "TreeEmitter: py and flush must be callable");
         return NULL;
@@ -1151,12 +1157,31 @@ pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root,
 order (inflight.InFlight.pop_many's first pass), and how many were not there (their
 entries are None: the caller looks in the older buckets). */
 
+/* dict.pop(key, None) as one lookup (PyDict_GetItem then PyDict_DelItem is two) */
+static PyObject *
+dict_pop(PyObject *d, PyObject *key)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *v;
+    if (PyDict_Pop(d, key, &v) < 0)
+        return NULL;
+    return v != NULL ? v : Py_NewRef(Py_None);
+#else
+    return _PyDict_Pop(d, key, Py_None);
+#endif
+}
+
 static PyObject *
 pop_many(PyObject *self, PyObject *args)
 {
     PyObject *head, *roots;
-    if (!PyArg_ParseTuple(args, "O!O!:pop_many", &PyDict_Type, &head, &PyList_Type, &roots))
+    if (!PyArg_ParseTuple(args, "OO!:pop_many", &head, &PyList_Type, &roots))
         return NULL;
+    int table = RootTable_Check(head);
+    if (!table && !PyDict_Check(head)) {
+        PyErr_SetString(PyExc_TypeError, "pop_many: head is a dict or a RootTable");
+        return NULL;
+    }
     Py_INCREF(roots);
     Py_ssize_t n = PyList_GET_SIZE(roots), missing = 0;
     PyObject *out = PyList_New(n);
@@ -1170,21 +1195,20 @@ pop_many(PyObject *self, PyObject *args)
             goto error;
         }
         PyObject *root = Py_NewRef(PyList_GET_ITEM(roots, i));  /* its __hash__/__eq__ run */
-        PyObject *entry = PyDict_GetItemWithError(head, root);
-        if (entry == NULL) {
-            Py_DECREF(root);
-            if (PyErr_Occurred())
-                goto error;
-            missing++;
-            continue;
+        PyObject *entry;
+        if (table) {
+            entry = roottable_pop((RootTable *)head, root);
+            if (entry == NULL && !PyErr_Occurred())
+                entry = Py_NewRef(Py_None);
         }
-        if (entry == Py_None)
-            missing++;  /* as Python's `None in found` */
-        Py_SETREF(PyList_GET_ITEM(out, i), Py_NewRef(entry));
-        int rc = PyDict_DelItem(head, root);
+        else
+            entry = dict_pop(head, root);  /* one lookup: found and deleted */
         Py_DECREF(root);
-        if (rc < 0)
+        if (entry == NULL)
             goto error;
+        if (entry == Py_None)
+            missing++;  /* absent, or stored as None: as Python's `None in found` */
+        Py_SETREF(PyList_GET_ITEM(out, i), entry);
     }
     Py_DECREF(roots);
     return Py_BuildValue("(Nn)", out, missing);
@@ -1227,13 +1251,15 @@ PyInit__acking(void)
         (s_shift64 = PyLong_FromLong(64)) == NULL ||
         (s_low_mask = PyLong_FromString("ffffffffffffffff", NULL, 16)) == NULL)
         return NULL;
-    if (PyType_Ready(&TreeEmitterType) < 0 || PyType_Ready(&AnchoredEmitterType) < 0)
+    if (PyType_Ready(&TreeEmitterType) < 0 || PyType_Ready(&AnchoredEmitterType) < 0 ||
+        PyType_Ready(&RootTableType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "TreeEmitter", (PyObject *)&TreeEmitterType) < 0 ||
         PyModule_AddObjectRef(m, "AnchoredEmitter", (PyObject *)&AnchoredEmitterType) < 0 ||
+        PyModule_AddObjectRef(m, "RootTable", (PyObject *)&RootTableType) < 0 ||
         /* root metas (ack_folder.py): TreeEmitter's `compact`, expand_roots */
         PyModule_AddIntConstant(m, "ROOT_METAS", 1) < 0) {
         Py_DECREF(m);

@@ -19,7 +19,7 @@ and tests/unit/test_ack_paths.py checks each of them against it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from itertools import repeat
 from typing import Any, cast
 
@@ -178,7 +178,7 @@ class UntrackedCollector(Collector):
 class SpoutCollector(Collector):
     """A reliable spout: `reliable(root, msg_id, rows, values, stream)` is the executor's
     record of a new tree, set by the executor before the spout opens; `inflight_head`,
-    when the executor sets it, is the dict where a tree of one row with nothing else to
+    when the executor sets it, is the mapping where a tree of one row with nothing else to
     keep is recorded as `head[root] = msg_id` (runtime/inflight.py), no call made.
 
     A tree with exactly one first delivery is announced (ack_folder.py): its tuple's edge
@@ -196,7 +196,7 @@ class SpoutCollector(Collector):
     ):
         super().__init__(plan, task, targets, local_tasks, batch_size, rand)
         self.reliable: Callable[..., None] = _no_tracker
-        self.inflight_head: dict[int, Any] | None = None
+        self.inflight_head: MutableMapping[int, Any] | None = None
         self.announce = announcement(task)
 
     def emit(

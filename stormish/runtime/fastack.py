@@ -21,6 +21,8 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
   the first message it leaves to Python; returns that index.
 - `pop_many(head, roots)`: (entries, missing): `head.pop(root, None)` for each root, in
   order, and how many were missing (inflight.InFlight.pop_many's first pass).
+- `RootTable(step)`: the in-flight map's newest bucket (inflight.py), a mapping whose
+  ints at `step`s of a base live in an array (stormish/_roottable.h); its twin is a dict.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ TreeEmitter: Callable[..., Callable[..., None]] | None = None
 AnchoredEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
 run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
-pop_many: Callable[[dict, list], tuple[list, int]] | None = None
+pop_many: Callable[[Any, list], tuple[list, int]] | None = None
 expand_roots: Callable[[list, int], list | None] | None = None
+RootTable: Callable[..., Any] | None = None
 ack_run: Callable[[list, int, dict, dict, dict], int] | None = None
 if _compiled is not None:
     from ..tuple import TrackedTuple, Tuple
@@ -57,6 +60,7 @@ if _compiled is not None:
     pop_many = getattr(_compiled, "pop_many", None)
     expand_roots = getattr(_compiled, "expand_roots", None)
     ack_run = getattr(_compiled, "ack_run", None)
+    RootTable = getattr(_compiled, "RootTable", None)
     try:
         _compiled.set_tuple_types(Tuple, TrackedTuple)
     except (AttributeError, TypeError):  # older, or the tuple classes changed shape

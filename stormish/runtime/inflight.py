@@ -2,11 +2,13 @@
 RotatingMap: O(1) insert, delete and expiry, no scan of live entries), pending counted
 without a call per tree, and complete latency per stamp.
 
-Costs are per batch wherever they can be: a tree of one row with
-nothing else kept (the usual) is one dict store at emit (`head[root] = msg_id`, done by
-the spout's emit closure itself) and one C-level pop when the acker's completion list
-comes back. Only trees with more to keep (`emit_many`'s row count, the values for
-`topology.max.replays`) hold a `Tree`.
+Costs are per batch wherever they can be: a tree of one row with nothing else kept (the
+usual) is one store at emit (`head[root] = msg_id`, done by the spout's emit closure
+itself) and one C-level pop when the acker's completion list comes back. Where
+stormish._acking is built, the head is a `RootTable`: a mapping whose roots at the
+spout's step from a base live in an array, so the store is an append and the pop a slot
+read, nothing hashed (stormish/_roottable.h); else a dict. Only trees with more to keep
+(`emit_many`'s row count, the values for `topology.max.replays`) hold a `Tree`.
 
 Complete latency is measured from stamps, not per tree: the spout executor stamps the
 next root id with the time at the start of a turn (at most one stamp every
@@ -20,9 +22,11 @@ latency is therefore over-estimated by at most the turn it was emitted in plus
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import MutableMapping
 from itertools import repeat
 from typing import Any
 
+from .fastack import RootTable
 from .fastack import pop_many as _c_pop_many
 
 STAMP_EVERY = 0.00025  # seconds: the resolution of complete latency (buckets from 1 ms)
@@ -48,14 +52,15 @@ class InFlight:
     """`head` is the newest bucket and never replaced (rotation copies it out), so an
     emit closure may hold it. An entry lives between `buckets - 1` and `buckets`
     rotations. Values are message ids (never None: an unreliable emit is not tracked)
-    or `Tree`s."""
+    or `Tree`s. `step`: the step of the spout's roots (ack_folder.AckFolder.root_step),
+    which the compiled head's array is laid out by."""
 
     __slots__ = ("head", "older", "older_n", "trees", "stamp_roots", "stamp_times")
 
-    def __init__(self, buckets: int = 3):
+    def __init__(self, buckets: int = 3, step: int = 1):
         if buckets < 2:
             raise ValueError("an in-flight map needs at least 2 buckets")
-        self.head: dict[int, Any] = {}
+        self.head: MutableMapping[int, Any] = {} if RootTable is None else RootTable(step)
         self.older: list[dict[int, Any]] = [{} for _ in range(buckets - 1)]
         self.older_n = 0  # entries in the older buckets (len(self) = len(head) + this)
         self.trees = 0  # Tree entries in flight: completions look for them only if any
@@ -123,7 +128,7 @@ class InFlight:
         """Drop the oldest bucket and return it (the expired entries); stamps older
         than `keep_stamps` seconds go too (no live tree is that old)."""
         dead = self.older.pop()
-        self.older.insert(0, dict(self.head))
+        self.older.insert(0, dict(self.head.items()))
         self.head.clear()
         self.older_n = sum(map(len, self.older))
         if self.trees:

@@ -55,7 +55,8 @@ class SpoutExecutor(Executor):
             # call (a len() of the in-flight map) would cost the default bound ~40%
             self.max_pending = None
         self.timeout = float(self.conf["topology.message.timeout.secs"])
-        self.inflight = InFlight(3)
+        col = self.collector
+        self.inflight = InFlight(3, col.acks.root_step if isinstance(col, SpoutCollector) else 1)
         self.finished = False
         self.input_finished = False
         # Activation is asked for from any thread (`wanted_active`, by the worker) and
