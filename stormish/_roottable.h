@@ -49,9 +49,16 @@ rt_index(RootTable *t, PyObject *key, unsigned long long *r, int *fits)
     through a byte array, slower than the dict lookup this replaces) */
     int overflow;
     long sv = PyLong_AsLongAndOverflow(key, &overflow);
-    if (overflow || sv < 0 || sizeof(long) < 8)  /* negative or too large: extra's */
-        return -1;
     unsigned long long v = (unsigned long long)sv;
+    if (overflow > 0) {  /* 2^63 and up (a counter of 9 ackers and more may start there) */
+        v = PyLong_AsUnsignedLongLong(key);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();  /* 2^64 and up: extra's */
+            return -1;
+        }
+    }
+    else if (overflow < 0 || sv < 0 || sizeof(long) < 8)  /* negative: extra's */
+        return -1;
     *r = v;
     *fits = 1;
     if (t->first == t->end || v < t->base)
@@ -189,8 +196,11 @@ roottable_pop(RootTable *t, PyObject *key)
             return v;
         }
     }
-    if (!PyDict_GET_SIZE(t->extra))
+    if (!PyDict_GET_SIZE(t->extra)) {
+        if (!fits && PyObject_Hash(key) == -1)  /* unhashable: TypeError, as a dict */
+            return NULL;
         return NULL;
+    }
     PyObject *v = PyDict_GetItemWithError(t->extra, key);
     if (v == NULL)
         return NULL;
@@ -214,13 +224,18 @@ roottable_get(RootTable *t, PyObject *key)
     return PyDict_GetItemWithError(t->extra, key);
 }
 
+/* the array taken away first, then its values released: a value's __del__ that writes
+to the table then writes to a new array, not to slots being released */
 static void
 rt_clear_slots(RootTable *t)
 {
+    PyObject **slots = t->slots;
     Py_ssize_t first = t->first, end = t->end;
-    t->first = t->end = t->live = 0;
+    t->slots = NULL;
+    t->first = t->end = t->live = t->cap = 0;
     for (Py_ssize_t i = first; i < end; i++)
-        Py_CLEAR(t->slots[i]);
+        Py_XDECREF(slots[i]);
+    PyMem_Free(slots);
 }
 
 /* ---- the type: a mapping ----------------------------------------------------------- */
@@ -257,11 +272,13 @@ rt_traverse(RootTable *t, visitproc visit, void *arg)
     return 0;
 }
 
+/* the collector's clear empties `extra` but keeps it: a cleared table is still one */
 static int
 rt_clear(RootTable *t)
 {
     rt_clear_slots(t);
-    Py_CLEAR(t->extra);
+    if (t->extra != NULL)
+        PyDict_Clear(t->extra);
     return 0;
 }
 
@@ -269,16 +286,15 @@ static void
 rt_dealloc(RootTable *t)
 {
     PyObject_GC_UnTrack(t);
-    rt_clear(t);
-    PyMem_Free(t->slots);
-    t->slots = NULL;
+    rt_clear_slots(t);
+    Py_CLEAR(t->extra);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
 static Py_ssize_t
 rt_len(RootTable *t)
 {
-    return t->live + (t->extra ? PyDict_GET_SIZE(t->extra) : 0);
+    return t->live + PyDict_GET_SIZE(t->extra);
 }
 
 static PyObject *
@@ -344,39 +360,50 @@ rt_pop(RootTable *t, PyObject *const *args, Py_ssize_t n)
     return NULL;
 }
 
-/* 0: keys, 1: values, 2: (key, value) pairs; extra's first, then the window's */
+/* 0: keys, 1: values, 2: (key, value) pairs; extra's first, then the window's. The
+window is copied (values held) before anything that may run Python code (a collection,
+a __del__ that writes to the table), so the list is the table as it was at the call. */
 static PyObject *
 rt_list(RootTable *t, int what)
 {
+    Py_ssize_t n = t->live, k = 0;
+    unsigned long long base = t->base, step = t->step;
+    PyObject **vals = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PyObject *));
+    Py_ssize_t *idx = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    if (vals == NULL || idx == NULL) {
+        PyMem_Free(vals);
+        PyMem_Free(idx);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = t->first; i < t->end && k < n; i++)
+        if (t->slots[i] != NULL) {
+            vals[k] = Py_NewRef(t->slots[i]);
+            idx[k++] = i;
+        }
     PyObject *out = what == 0 ? PyDict_Keys(t->extra)
                     : what == 1 ? PyDict_Values(t->extra) : PyDict_Items(t->extra);
-    if (out == NULL)
-        return NULL;
-    for (Py_ssize_t i = t->first; i < t->end; i++) {
-        PyObject *v = t->slots[i];
-        if (v == NULL)
-            continue;
-        PyObject *item;
-        if (what == 1)
-            item = Py_NewRef(v);
-        else {
-            PyObject *k = rt_key(t, i);
-            if (k == NULL)
-                goto error;
-            item = what == 0 ? k : PyTuple_Pack(2, k, v);
-            if (what == 2)
-                Py_DECREF(k);
+    for (Py_ssize_t j = 0; j < k && out != NULL; j++) {
+        PyObject *item, *key = NULL;
+        if (what != 1) {
+            key = PyLong_FromUnsignedLongLong(base + (unsigned long long)idx[j] * step);
+            if (key == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
         }
-        if (item == NULL || PyList_Append(out, item) < 0) {
-            Py_XDECREF(item);
-            goto error;
-        }
-        Py_DECREF(item);
+        item = what == 0 ? Py_NewRef(key) : what == 1 ? Py_NewRef(vals[j])
+                                                      : PyTuple_Pack(2, key, vals[j]);
+        Py_XDECREF(key);
+        if (item == NULL || PyList_Append(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
     }
+    for (Py_ssize_t j = 0; j < k; j++)
+        Py_DECREF(vals[j]);
+    PyMem_Free(vals);
+    PyMem_Free(idx);
     return out;
-error:
-    Py_DECREF(out);
-    return NULL;
 }
 
 static PyObject *rt_keys(RootTable *t, PyObject *u) { return rt_list(t, 0); }
