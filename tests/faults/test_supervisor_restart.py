@@ -31,6 +31,19 @@ class Paced(BasicBolt):
         self.emit(tup.values)
 
 
+def all_stopped(proc: psutil.Process) -> bool:
+    """Every thread of `proc` in the stopped state (T), as /proc shows each."""
+    try:
+        tids = [t.id for t in proc.threads()]
+        states = []
+        for tid in tids:
+            with open(f"/proc/{proc.pid}/task/{tid}/stat") as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    except (psutil.NoSuchProcess, FileNotFoundError):
+        return False
+    return bool(states) and all(s in ("T", "t") for s in states)
+
+
 @pytest.mark.parametrize("start", ["spawn", "fork"])
 def test_a_supervisor_restarted_on_its_ports_stops_the_worker_its_predecessor_left(
     tmp_path, procs_checked, start
@@ -51,6 +64,11 @@ def test_a_supervisor_restarted_on_its_ports_stops_the_worker_its_predecessor_le
         poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
         (worker,) = c.workers()
         worker.suspend()  # hung: it will not notice its supervisor is gone
+        # SIGSTOP stops a process once every thread of it has stopped; until then the
+        # kernel does not count it stopped, and a fork server that ends before that does
+        # not make it die of SIGHUP (below): it then stayed stopped for good (a 45 s
+        # timeout about one run in five here, and in loaded CI runs)
+        poll_for(lambda: all_stopped(worker), 30, 0.01, "every thread of the worker stopped")
         c.supervisors[0].send_signal(signal.SIGKILL)
         c.supervisors[0].wait(10)
         if start == "fork":

@@ -145,7 +145,28 @@ class Cluster:
         return next(r["status"] for r in self.call("list") if r["name"] == name)
 
     def wait_status(self, name: str, wanted: str, timeout: float = 60) -> None:
-        poll_for(lambda: self.status(name) == wanted, timeout, 0.1, f"{name} {wanted}")
+        """A timeout names the status it saw and ends with the cluster's logs: a wait
+        that fails only on a loaded CI machine must say why there."""
+        try:
+            poll_for(lambda: self.status(name) == wanted, timeout, 0.1, f"{name} {wanted}")
+        except TimeoutError as e:
+            try:
+                seen = self.status(name)
+            except Exception as why:  # noqa: BLE001 - the report must not hide the timeout
+                seen = f"unknown ({why!r})"
+            raise TimeoutError(f"{e} (status {seen})\n{self.log_tails()}") from None
+
+    def log_tails(self, lines: int = 40) -> str:
+        """The last `lines` of every log this cluster wrote (daemons and workers)."""
+        out = []
+        for root, _, files in sorted(os.walk(self.tmp)):
+            for f in sorted(files):
+                if f.endswith(".log"):
+                    path = os.path.join(root, f)
+                    with open(path, errors="replace") as fh:
+                        tail = fh.read().splitlines()[-lines:]
+                    out.append(f"--- {os.path.relpath(path, self.tmp)}\n" + "\n".join(tail))
+        return "\n".join(out)
 
     def workers(self) -> list[psutil.Process]:
         """The supervisors' worker processes (a fork server's children, with
