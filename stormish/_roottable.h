@@ -197,8 +197,8 @@ roottable_pop(RootTable *t, PyObject *key)
         }
     }
     if (!PyDict_GET_SIZE(t->extra)) {
-        if (!fits && PyObject_Hash(key) == -1)  /* unhashable: TypeError, as a dict */
-            return NULL;
+        if (!fits)
+            (void)PyObject_Hash(key);  /* unhashable: its TypeError set, as a dict's */
         return NULL;
     }
     PyObject *v = PyDict_GetItemWithError(t->extra, key);
