@@ -467,3 +467,22 @@ def test_a_word_read_again_is_the_same_str_and_colliding_words_stay_themselves()
     long = [("x" * 40,)] * 2  # past the table's length: made each time, equal
     a, b = rowcodec.unpack_rows(rowcodec.pack_rows(long), 2)
     assert a == b == long[0] and a[0] is not b[0]
+
+
+@compiled
+def test_a_one_word_row_read_again_is_the_same_row_and_only_that_kind_is_shared():
+    """A row of one short ASCII str is reused with its str (no tuple made, nor freed
+    after its batch); rows of other shapes, long or non-ASCII words, are made each time.
+    A slot another word took since gives that word's row, never a stale one."""
+    few = rowcodec.pack_rows([("count",), ("word",), ("count",)])
+    a, b = rowcodec.unpack_rows(few, 3), rowcodec.unpack_rows(few, 3)
+    assert a == b == [("count",), ("word",), ("count",)]
+    assert a[0] is b[0] is b[2] and a[1] is b[1] and type(a[0]) is tuple
+    for rows in ([("x" * 40,)] * 2, [("wörd",)] * 2, [("a", "b")] * 2, [(7,)] * 2):
+        got = rowcodec.unpack_rows(rowcodec.pack_rows(rows), 2)
+        assert got == rows and got[0] is not got[1]
+    words = [(f"w{i}",) for i in range(20_000)]  # evicts every slot, many times over
+    data = rowcodec.pack_rows(words)
+    assert rowcodec.unpack_rows(data, len(words)) == words
+    assert rowcodec.unpack_rows(data, len(words)) == words
+    assert rowcodec.unpack_rows(few, 3) == [("count",), ("word",), ("count",)]
