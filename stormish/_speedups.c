@@ -337,16 +337,11 @@ cached_str(uint32_t slot, const unsigned char *p, Py_ssize_t size)
     return NULL;
 }
 
+/* A new str of the bytes, cached in `slot` when short and ASCII (`slot` is str_slot of
+the bytes for those). */
 static PyObject *
-get_str(const unsigned char *p, Py_ssize_t size)
+new_str(const unsigned char *p, Py_ssize_t size, uint32_t slot)
 {
-    uint32_t slot = 0;
-    if (size <= STR_CACHE_LEN) {
-        slot = str_slot(p, size);
-        PyObject *c = cached_str(slot, p, size);
-        if (c != NULL)
-            return Py_NewRef(c);
-    }
     /* copied first, then checked: the bytes may be a view of memory another process
        writes (a segment), and what was checked must be what the str holds */
     PyObject *s = PyUnicode_New(size, 127);
@@ -365,20 +360,37 @@ get_str(const unsigned char *p, Py_ssize_t size)
     return s;
 }
 
+static PyObject *
+get_str(const unsigned char *p, Py_ssize_t size)
+{
+    uint32_t slot = 0;
+    if (size <= STR_CACHE_LEN) {
+        slot = str_slot(p, size);
+        PyObject *c = cached_str(slot, p, size);
+        if (c != NULL)
+            return Py_NewRef(c);
+    }
+    return new_str(p, size, slot);
+}
+
 /* The row (str,) of a short str's bytes: the cached row when its str is cached, else a
 new row, cached when its str now is (NULL and an exception on failure). */
 static PyObject *
 get_row1_str(const unsigned char *p, Py_ssize_t size)
 {
+    uint32_t slot = 0;
+    PyObject *v = NULL;
     if (size <= STR_CACHE_LEN) {
-        uint32_t slot = str_slot(p, size);
+        slot = str_slot(p, size);
         PyObject *c = cached_str(slot, p, size);
-        PyObject *r = row1_cache[slot];
-        if (c != NULL && r != NULL && PyTuple_GET_ITEM(r, 0) == c)
-            return Py_NewRef(r);
+        if (c != NULL) {
+            PyObject *r = row1_cache[slot];
+            if (r != NULL && PyTuple_GET_ITEM(r, 0) == c)
+                return Py_NewRef(r);
+            v = Py_NewRef(c);
+        }
     }
-    PyObject *v = get_str(p, size);
-    if (v == NULL)
+    if (v == NULL && (v = new_str(p, size, slot)) == NULL)
         return NULL;
     PyObject *row = PyTuple_New(1);
     if (row == NULL) {
@@ -386,10 +398,11 @@ get_row1_str(const unsigned char *p, Py_ssize_t size)
         return NULL;
     }
     PyTuple_SET_ITEM(row, 0, v);
-    if (size <= STR_CACHE_LEN) {
-        uint32_t slot = str_slot(p, size);
-        if (str_cache[slot] == v)
-            Py_XSETREF(row1_cache[slot], Py_NewRef(row));
+    if (size <= STR_CACHE_LEN && str_cache[slot] == v) {
+        /* a tuple of one exact str is in no cycle: out of the collector's lists, which
+           a static table outlives (an interpreter's lists end with it) */
+        PyObject_GC_UnTrack(row);
+        Py_XSETREF(row1_cache[slot], Py_NewRef(row));
     }
     return row;
 }
@@ -424,9 +437,10 @@ unpack_rows(PyObject *self, PyObject *args)
     PyObject *vals[255];
     Py_ssize_t j = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (arity == 1 && at + 1 < size && p[at] == 5 && (Py_ssize_t)p[at + 1] <= size - at - 2) {
+        Py_ssize_t len1;  /* read once: the bytes may be memory another process writes */
+        if (arity == 1 && at + 1 < size && p[at] == 5 && (len1 = p[at + 1]) <= size - at - 2) {
             /* one short str: the shared row (get_row1_str) */
-            Py_ssize_t len = p[at + 1];
+            Py_ssize_t len = len1;
             PyObject *row = get_row1_str(p + at + 2, len);
             if (row == NULL) {
                 if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {

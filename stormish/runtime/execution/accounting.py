@@ -86,17 +86,16 @@ class Accounts:
         obj.ack, obj.fail = lane_ack, lane_fail
         obj.ack_batch, obj.fail_batch = lane_ack_batch, lane_fail_batch
 
-    def uncaught_at(
-        self, exc: Exception, values: list, row: Any, failed_before: int | None = None
-    ) -> None:
-        """`uncaught` for the tuple of `row` in a batch of `values`: when it ends the
-        task, the tuples executed up to it (it included) count as executed, as their
-        emits were (a run that failed at a batch's 19th tuple showed `emitted 18,
-        executed 0`). The error path alone pays for it."""
+    def uncaught_at(self, exc: Exception, at: int, failed_before: int | None = None) -> None:
+        """`uncaught` for the tuple at index `at` of its batch: when it ends the task,
+        the tuples executed up to it (it included) count as executed, as their emits
+        were (a run that failed at a batch's 19th tuple showed `emitted 18, executed 0`).
+        An index, not the row: rows may be one object more than once in a batch (typed
+        rows share a one-word row, rowcodec), and the first was found for a later one."""
         try:
             self.uncaught(exc)
         except BaseException:
-            i = next((i for i, r in enumerate(values) if r is row), 0)
+            i = at
             self.counts.executed += i + 1
             if failed_before is not None:  # a BasicBolt's batch: the rest were acked
                 self.counts.acked += i - failed_before

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...component import BasicBolt
 from ...tuple import Tuple
@@ -47,10 +47,10 @@ class Execution:
     def end(self) -> None:
         """At shutdown: what is held runs, what is running finishes."""
 
-    def on_error(self, exc: Exception, tup: Tuple | None, values: list, row: Any) -> None:
-        """`execute` raised for the tuple of `row` in a batch of `values` (`tup`: None
-        for an untracked BasicBolt's, counted acked already): it fails, or the task ends."""
-        self.accounts.uncaught_at(exc, values, row)
+    def on_error(self, exc: Exception, tup: Tuple | None, at: int) -> None:
+        """`execute` raised for the tuple at index `at` of its batch (`tup`: None for an
+        untracked BasicBolt's, counted acked already): it fails, or the task ends."""
+        self.accounts.uncaught_at(exc, at)
         if tup is not None and not self.basic:
             self.fail(tup, error_text(exc))
             self.accounts.settled_by_bolt(tup)  # a Bolt's lane tuple that raised

@@ -75,12 +75,12 @@ class Lanes(Execution):
                 raise result
             col = self.collector
             acks = col.acks
-            for t, ops, exc in result:
+            for i, (t, ops, exc) in enumerate(result):
                 col.current = t
                 for real, args, kw, _cur in ops:
                     real(*args, **kw)
                 if exc is not None:
-                    self.on_error(exc, t, [r[0] for r in result], t)
+                    self.on_error(exc, t, i)
                 elif self.basic:
                     self.counts.acked += 1
                     if t.meta:

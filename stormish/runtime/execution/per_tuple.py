@@ -55,21 +55,23 @@ class PerTuple(Execution):
                     i = 0
                     while stopped := run_basic(values, None, i, source, execute, None, []):
                         at, _, err = stopped
-                        self.on_error(_engine_called(err), None, values, values[at])
+                        self.on_error(_engine_called(err), None, at)
                         i = at + 1
                 else:
-                    for v in values:
+                    rows = iter(values)
+                    for v in rows:
                         t = new(Tuple)
                         t.values = v
                         t.source = source
                         try:
                             execute(t)
                         except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
-                            self.on_error(exc, None, values, v)
+                            self.on_error(exc, None, len(values) - length_hint(rows) - 1)
                 self.counts.acked += len(values)
             else:
                 col = self.collector
-                for v in values:
+                rows = iter(values)
+                for v in rows:
                     t = new(Tuple)
                     t.values = v
                     t.source = source
@@ -77,7 +79,7 @@ class PerTuple(Execution):
                     try:
                         execute(t)
                     except Exception as exc:  # noqa: BLE001
-                        self.on_error(exc, t, values, v)
+                        self.on_error(exc, t, len(values) - length_hint(rows) - 1)
         elif self.basic:
             col = self.collector
             folder = col.acks
@@ -100,7 +102,7 @@ class PerTuple(Execution):
                     _fold(metas[start:at], anchored, folder.acks, done, announced)
                     start, anchored = at + 1, []
                     failed += 1
-                    self.accounts.uncaught_at(err, values, values[at], failed - 1)
+                    self.accounts.uncaught_at(err, at, failed - 1)
                     fail(bad, error_text(err))
             else:
                 rows = iter(values)
@@ -121,7 +123,7 @@ class PerTuple(Execution):
                         _fold(metas[start:at], anchored, folder.acks, done, announced)
                         start, anchored = at + 1, []
                         failed += 1
-                        self.accounts.uncaught_at(exc, values, v, failed - 1)
+                        self.accounts.uncaught_at(exc, at, failed - 1)
                         fail(t, error_text(exc))
                         continue
                     val = t.ack_val
@@ -136,7 +138,8 @@ class PerTuple(Execution):
             counts.acked += len(values) - failed
             counts.failed += failed
         else:
-            for v, m in zip(values, metas, strict=True):
+            rows = iter(values)
+            for v, m in zip(rows, metas, strict=True):
                 if m:
                     t = new(TrackedTuple)
                     t.meta = m
@@ -148,7 +151,7 @@ class PerTuple(Execution):
                 try:
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
-                    self.on_error(exc, t, values, v)
+                    self.on_error(exc, t, len(values) - length_hint(rows) - 1)
         self.accounts.executed(src_task, stream, len(values))
 
     def _stamped(self, batch: Batch) -> None:

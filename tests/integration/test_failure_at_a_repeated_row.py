@@ -1,0 +1,53 @@
+"""A task that ends at a batch's k-th tuple counts k tuples executed, also when the rows
+before it are the same object (a spout emitting one tuple object again and again, or
+one-word rows shared by the typed-rows reader of another worker's batches): the place
+of the failing row was found by identity, so the first of equal objects was taken and a
+task that failed at its 10th tuple showed 1 executed."""
+
+from __future__ import annotations
+
+import pytest
+
+from stormish import BasicBolt, Spout, Topology
+from stormish.local import LocalCluster
+from stormish.errors import WorkerError
+
+ROW = ("nathan",)
+
+
+class Same(Spout):
+    outputs = ["word"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n >= 50:
+            self.finish()
+            return
+        self.n += 1
+        self.emit(ROW)  # the one tuple object, every time
+
+
+class BadAtTen(BasicBolt):
+    outputs = ["word"]
+
+    def prepare(self, conf, context):
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += 1
+        self.emit([tup.values[0]] + ([1] if self.n == 10 else []))  # the 10th: 2 values
+
+
+@pytest.mark.parametrize("acking", [0, 1])
+def test_a_task_that_ends_at_its_tenth_tuple_counts_ten_executed(acking):
+    t = Topology("same", config={"topology.acker.executors": acking})
+    t.set_spout("s", Same())
+    t.set_bolt("b", BadAtTen()).shuffle_grouping("s")
+    with LocalCluster() as c:
+        c.submit(t)
+        with pytest.raises(WorkerError, match="emitted 2 values"):
+            c.wait_complete("same", timeout=60)
+        b = c.statistics("same").components["b"]
+    assert (b.emitted, b.executed) == (9, 10)
