@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from stormish import BasicBolt, Spout, Topology
-from stormish.local import LocalCluster
 from stormish.errors import WorkerError
+from stormish.local import LocalCluster
 
 ROW = ("nathan",)
 
