@@ -34,11 +34,13 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Collection
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .. import logs
+from ..errors import WorkerError
 from ..transport.wakeup import Wakeup
 from .error_report import is_engine
 from .executor import HELD, IDLE, WORK, Executor
@@ -140,6 +142,8 @@ class Scheduler:
         logs.register(lambda: None if (ex := self.current or self.naming) is None else ex.log_tag)
         try:
             self._turns()
+        except BaseException as exc:  # noqa: BLE001 - the engine's own error, between turns
+            self._died(exc)
         finally:
             logs.unregister()
             if self.link is not None:  # its executors ended: the link's threads send the rest
@@ -253,6 +257,35 @@ class Scheduler:
             for q in queues:
                 q.parked = False
             self.wakeup.clear()
+
+    def _died(self, exc: BaseException) -> None:
+        """The engine failed on this thread outside every task's turn (serving the link,
+        waiting): the tasks it ran have no thread left, so they end, the first failing
+        with the error (the worker, and through it the run or its supervisor, is told,
+        with the traceback) and the rest quietly. Before, the thread died alone and its
+        tasks stayed `running`: the run never completed and never failed."""
+        tb = traceback.extract_tb(exc.__traceback__)
+        at = (
+            f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}"
+            if tb
+            else ""
+        )
+        err = WorkerError(
+            f"the worker's scheduler thread {self.name!r} failed outside its tasks' "
+            f"turns: {type(exc).__name__}: {exc}{at}"
+        )
+        err.__cause__ = exc
+        told = False
+        for ex in list(self.executors):
+            if ex.done:
+                continue
+            if not told:
+                ex.fail_fatally(err)
+                told = True
+            if getattr(ex, "begun", False):
+                self._end_quietly(ex)
+            else:
+                ex.done = True
 
     def _become(self, ex: Executor) -> None:
         """This thread is `ex`'s own now: its turn blocked; the others moved on."""
