@@ -308,3 +308,16 @@ def new_errors(tasks: Iterable[Any], told: dict[str, int]) -> list[str]:
         if before == 0 and entry:
             lines += [f"    {line}" for line in entry.splitlines()[2:]]
     return lines
+
+
+def engine_failure(where: str, exc: BaseException) -> Exception:
+    """The error a worker fails with when the engine itself raised on one of its threads
+    outside every task's turn (`where`: which thread): named, with the place it was
+    raised (no user frame names one) and the original as its cause."""
+    from ..errors import WorkerError
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    at = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}" if tb else ""
+    err = WorkerError(f"{where} failed: {type(exc).__name__}: {exc}{at}")
+    err.__cause__ = exc
+    return err

@@ -34,15 +34,13 @@ import os
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Collection
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .. import logs
-from ..errors import WorkerError
 from ..transport.wakeup import Wakeup
-from .error_report import is_engine
+from .error_report import engine_failure, is_engine
 from .executor import HELD, IDLE, WORK, Executor
 
 if TYPE_CHECKING:
@@ -264,17 +262,7 @@ class Scheduler:
         with the error (the worker, and through it the run or its supervisor, is told,
         with the traceback) and the rest quietly. Before, the thread died alone and its
         tasks stayed `running`: the run never completed and never failed."""
-        tb = traceback.extract_tb(exc.__traceback__)
-        at = (
-            f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}"
-            if tb
-            else ""
-        )
-        err = WorkerError(
-            f"the worker's scheduler thread {self.name!r} failed outside its tasks' "
-            f"turns: {type(exc).__name__}: {exc}{at}"
-        )
-        err.__cause__ = exc
+        err = engine_failure(f"the worker's scheduler thread {self.name!r}", exc)
         told = False
         for ex in list(self.executors):
             if ex.done:

@@ -40,7 +40,7 @@ from .credits import (
     share_of,
 )
 from .emitters import make_collector
-from .error_report import ErrorReport
+from .error_report import ErrorReport, engine_failure
 from .executor import Executor
 from .fanout import guard_for
 from .health import HealthEvents
@@ -296,7 +296,7 @@ class Worker:
         # the schedule starts now, not when the timer thread first runs
         sched = TickSchedule(self._tick_freqs(), self.clock.now())
         self._timer = threading.Thread(
-            target=self._tick_loop, args=(sched,), name="worker-timer", daemon=True
+            target=self._timer_main, args=(sched,), name="worker-timer", daemon=True
         )
         self._timer.start()
 
@@ -506,6 +506,18 @@ class Worker:
         )
         ex.fail_fatally(err)
 
+    def engine_failed(self, where: str, exc: BaseException) -> None:
+        """The engine raised on a thread of this worker outside every task's turn (a
+        link thread): the worker fails, through its first task still running, so that
+        the run (or the supervisor) hears of it rather than waiting on a worker that
+        no longer moves tuples."""
+        err = engine_failure(where, exc)
+        for ex in self.executors.values():
+            if ex.fatal is None and not ex.done:
+                ex.fail_fatally(err)
+                return
+        logging.getLogger("stormish.worker").error("%s", err, exc_info=exc)
+
     def executor_failed(self, ex: Executor) -> None:
         self.failed.append(ex)
         self._failed_event.set()
@@ -530,6 +542,15 @@ class Worker:
             if f and not ex.is_spout:
                 freqs[t] = float(f)
         return freqs
+
+    def _timer_main(self, sched: TickSchedule) -> None:
+        """The timer thread: an error that ends it fails the worker (its ticks, which
+        windows and time-cut batches wait on, would stop for good)."""
+        try:
+            self._tick_loop(sched)
+        except BaseException as exc:  # noqa: BLE001 - the worker is told, never lost
+            if not self._stop.is_set():
+                self.engine_failed("the worker's timer thread", exc)
 
     def _tick_loop(self, sched: TickSchedule) -> None:
         seq = 0

@@ -168,6 +168,9 @@ class WorkerLink:
         # the worker's unsendable(task, stream, value index, error): a tuple that task
         # emitted to another worker did not pickle (the task fails; None: not attached)
         self.on_unsendable: Any = None
+        # the worker's engine_failed(where, error): a link thread raised (the worker
+        # fails; None: not attached, the thread's error is only printed)
+        self.on_fatal: Any = None
         # the worker's credits for `fail` edges between workers (runtime.credits.
         # WorkerCredits): grants go out as CONTROL messages, rejections as TUPLES; None:
         # no such edge, nothing paid
@@ -251,9 +254,21 @@ class WorkerLink:
             return
         self._next_check = time.monotonic() + self.check_every
         for fn, name in ((self._recv_loop, "link-recv"), (self._send_loop, "link-send")):
-            t = threading.Thread(target=fn, name=f"{name}-{self.index}", daemon=True)
+            name = f"{name}-{self.index}"
+            t = threading.Thread(target=self._guarded, args=(fn, name), name=name, daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _guarded(self, loop: Callable[[], None], name: str) -> None:
+        """A link thread's loop; an error that ends it fails the worker (`on_fatal`):
+        a worker that no longer receives or sends would hold its tuples, and the run,
+        for good. Stopping (sockets closed under the loop) is no failure."""
+        try:
+            loop()
+        except BaseException as exc:  # noqa: BLE001 - the worker is told, never lost
+            if self._stop.is_set() or self.on_fatal is None:
+                raise
+            self.on_fatal(f"the worker's link thread {name!r}", exc)
 
     def stop(self) -> None:
         self._end_threads(self._stop)
