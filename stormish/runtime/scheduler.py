@@ -372,37 +372,46 @@ class Watchdog:
         every = WATCH_EVERY
         while not self.stop.wait(every):
             self.rounds += 1
-            now = time.monotonic()
-            every = WATCH_EVERY  # idle schedulers: no hurry
-            for s in list(self.schedulers):
-                ex, since = s.current, s.since
-                if ex is None:
-                    self.calls.pop(s, None)
-                    continue
-                if s.link is not None:  # in a turn: look again soon, to lend the link
-                    every = LEND_AFTER
-                    if now - since >= LEND_AFTER:
-                        s.lend_link(ex, since)
-                if self.limit_s <= 0 or len(s.executors) < 2 or now - since < WATCH_EVERY:
-                    continue  # a short turn (most are: 2 ms) is not looked into
-                ran, call = self._call_time(s, since, now)
-                if ran < self.limit_s:
-                    continue
-                rest = s.evict(ex, since)
-                if rest:
-                    self.calls.pop(s, None)
-                    log.warning(
-                        "component %r task %d: one call into its code (%s) has run %.0f ms "
-                        "(blocking user code?); it goes on on a thread of its own, the other "
-                        "executors on a new scheduler thread "
-                        "(topology.scheduler.blocking.millis, topology.executor.own.thread); "
-                        "past topology.executor.stuck.secs it is reported as stuck",
-                        ex.component,
-                        ex.task,
-                        call,
-                        ran * 1000,
-                    )
-                    new = self.make(rest)
-                    new.link = s.handed_link
-                    new.start()
-                    self.schedulers.append(new)  # listed once it runs
+            try:
+                every = self._look()
+            except Exception:  # noqa: BLE001 - a watchdog that dies moves and lends nothing
+                log.exception("the scheduler watchdog's look failed; it looks again")
+                every = WATCH_EVERY
+
+    def _look(self) -> float:
+        """One look at every scheduler; returns when to look next."""
+        now = time.monotonic()
+        every = WATCH_EVERY  # idle schedulers: no hurry
+        for s in list(self.schedulers):
+            ex, since = s.current, s.since
+            if ex is None:
+                self.calls.pop(s, None)
+                continue
+            if s.link is not None:  # in a turn: look again soon, to lend the link
+                every = LEND_AFTER
+                if now - since >= LEND_AFTER:
+                    s.lend_link(ex, since)
+            if self.limit_s <= 0 or len(s.executors) < 2 or now - since < WATCH_EVERY:
+                continue  # a short turn (most are: 2 ms) is not looked into
+            ran, call = self._call_time(s, since, now)
+            if ran < self.limit_s:
+                continue
+            rest = s.evict(ex, since)
+            if rest:
+                self.calls.pop(s, None)
+                log.warning(
+                    "component %r task %d: one call into its code (%s) has run %.0f ms "
+                    "(blocking user code?); it goes on on a thread of its own, the other "
+                    "executors on a new scheduler thread "
+                    "(topology.scheduler.blocking.millis, topology.executor.own.thread); "
+                    "past topology.executor.stuck.secs it is reported as stuck",
+                    ex.component,
+                    ex.task,
+                    call,
+                    ran * 1000,
+                )
+                new = self.make(rest)
+                new.link = s.handed_link
+                new.start()
+                self.schedulers.append(new)  # listed once it runs
+        return every

@@ -99,3 +99,32 @@ def test_one_call_past_the_limit_is_moved_and_named(caplog):
         dog.stop.set()
     assert "component 'slow' task 3: one call into its code (" in caplog.text
     assert "blocking_call at test_watchdog.py:" in caplog.text
+
+
+class ExplodingScheduler(FakeScheduler):
+    """Its first look raises (an engine bug the watchdog trips on)."""
+
+    def __init__(self):
+        super().__init__()
+        self.looks = 0
+
+    def __getattribute__(self, name):
+        if name == "current":
+            object.__setattr__(self, "looks", object.__getattribute__(self, "looks") + 1)
+            if object.__getattribute__(self, "looks") == 1:
+                raise RuntimeError("a look that fails")
+        return object.__getattribute__(self, name)
+
+
+def test_a_look_that_raises_is_logged_and_the_watchdog_looks_again(caplog):
+    sched = ExplodingScheduler()
+    dog = Watchdog([sched], 0.05, make=lambda rest: None)
+    with caplog.at_level(logging.ERROR, logger="stormish.scheduler"):
+        dog.start()
+        try:
+            assert poll_for(lambda: sched.looks >= 3, timeout=10)  # it went on looking
+            assert dog.thread.is_alive()
+        finally:
+            dog.stop.set()
+            dog.thread.join(5)
+    assert "watchdog's look failed" in caplog.text and "a look that fails" in caplog.text
