@@ -152,7 +152,7 @@ def report(
     else:
         at = called_into(stack)
         method = stack[at].name if at is not None else None
-    inner = user_frame(frames[start or 0 :]) or user_frame(stack)
+    inner = user_frame(frames[start or 0 :]) or user_frame(stack) or _raised_at(exc)
     return ErrorReport(
         kind=kind,
         component=component,
@@ -312,12 +312,20 @@ def new_errors(tasks: Iterable[Any], told: dict[str, int]) -> list[str]:
 
 def engine_failure(where: str, exc: BaseException) -> Exception:
     """The error a worker fails with when the engine itself raised on one of its threads
-    outside every task's turn (`where`: which thread): named, with the place it was
-    raised (no user frame names one) and the original as its cause."""
+    outside every task's turn (`where`: which thread), with the original as its cause
+    (its report takes the place from there: `_raised_at`)."""
     from ..errors import WorkerError
 
-    tb = traceback.extract_tb(exc.__traceback__)
-    at = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno} in {tb[-1].name}" if tb else ""
-    err = WorkerError(f"{where} failed: {type(exc).__name__}: {exc}{at}")
+    err = WorkerError(f"{where} failed: {type(exc).__name__}: {exc}")
     err.__cause__ = exc
     return err
+
+
+def _raised_at(exc: BaseException) -> FrameSummary | None:
+    """Where an error that was never raised itself (an engine failure's WorkerError)
+    was raised: its cause's innermost frame, the engine's own included (no user frame
+    names the place of an engine error)."""
+    if exc.__traceback__ is not None or exc.__cause__ is None:
+        return None
+    tb = traceback.extract_tb(exc.__cause__.__traceback__)
+    return tb[-1] if tb else None
