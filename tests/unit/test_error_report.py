@@ -209,3 +209,19 @@ def test_new_errors_tell_each_growth_once_with_the_traceback_the_first_time():
     assert new_errors([task(1, "parse", 0, 3, (ENTRY,))], told) == []
     again = new_errors([task(1, "parse", 0, 10, (ENTRY,))], told)
     assert len(again) == 1 and again[0].startswith("  component 'parse': 7 new (10 in all)")
+
+
+def test_an_engine_failure_names_the_thread_and_where_its_cause_was_raised():
+    from stormish.runtime.error_report import engine_failure
+
+    def engine_step():
+        raise RuntimeError("engine bug")  # LINE_ENGINE_BUG
+
+    try:
+        engine_step()
+    except RuntimeError as e:
+        cause = e
+    r = report(engine_failure("the worker's timer thread", cause), "fatal", "s", 1, "Spout")
+    assert r.error == "WorkerError: the worker's timer thread failed: RuntimeError: engine bug"
+    assert r.file is not None and r.file.endswith("test_error_report.py")
+    assert r.line == line_of("LINE_ENGINE_BUG") and "engine bug" in r.trace
