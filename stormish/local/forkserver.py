@@ -329,6 +329,7 @@ class ForkServer:
             )
             self.pid = self._proc.pid
             theirs.close()
+        self._status: int | None = None  # its exit status, once `ended_how` reaped it
         self._lock = threading.Lock()
         self._replies: queue.Queue[Any] = queue.Queue()
         self._exits: dict[int, int] = {}
@@ -432,6 +433,32 @@ class ForkServer:
             self._ended.wait_for(lambda: pid in self._exits or self.closed, timeout)
             return self._exits.get(pid)
 
+    def ended_how(self) -> str:
+        """How the server ended, once its socket closed without `close` (killed, say):
+        what a worker's handle reports instead of a death of its own."""
+        status = self._status
+        if status is None:
+            if self._proc is not None:
+                status = self._proc.poll()
+            else:
+                try:
+                    pid, raw = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid, raw = 0, 0
+                if pid:
+                    status = os.waitstatus_to_exitcode(raw)
+            self._status = status
+        if status is None:
+            return f"its fork server (pid {self.pid}) closed its socket"
+        if status < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-status).name}"
+            except ValueError:
+                how = f"was killed by signal {-status}"
+        else:
+            how = f"exited with status {status}"
+        return f"its fork server (pid {self.pid}) {how}"
+
     def close(self) -> None:
         """End the server (after its workers ended: a live one notices and stops)."""
         try:
@@ -446,7 +473,7 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(5)
-        else:
+        elif self._status is None:  # not reaped by `ended_how`
             try:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:
@@ -472,6 +499,13 @@ class Forked:
         if code is None and self.server.closed:
             return -signal.SIGKILL  # its server is gone, and with it the worker
         return code
+
+    def lost(self) -> str | None:
+        """Why the worker counts as ended without an exit status of its own: its fork
+        server is gone (it reaped the worker and reports it), None otherwise."""
+        if self.server.returncode(self.pid) is None and self.server.closed:
+            return self.server.ended_how()
+        return None
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.server.wait(self.pid, timeout)

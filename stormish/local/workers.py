@@ -306,9 +306,10 @@ class WorkerHandle:
         if code is not None:
             self.join_output(2.0)  # the last lines it wrote reach the log first
             tail = self._log_tail()
-            self.answers.failure = (
-                f"worker process {self.index} (pid {self.proc.pid}) {_describe_exit(code)}"
-                + (f"; its log ends:\n{tail}" if tail else "")
+            lost = self.proc.lost() if isinstance(self.proc, Forked) else None
+            how = f"is lost: {lost}" if lost is not None else _describe_exit(code)
+            self.answers.failure = f"worker process {self.index} (pid {self.proc.pid}) {how}" + (
+                f"; its log ends:\n{tail}" if tail else ""
             )
         return self.answers.failure
 

@@ -125,6 +125,26 @@ def test_a_forked_worker_killed_with_sigkill_is_seen_dead_and_restarted():
         c.wait_complete("killed", timeout=60)
 
 
+def test_a_killed_fork_server_fails_the_run_naming_the_server_and_leaves_no_worker():
+    """kill -9 of a run's fork server: its workers are lost with it (they see their
+    parent change and stop), and the run fails saying so. It said the worker had been
+    killed by SIGKILL, which no one had done."""
+    t = wordcount("server-killed")
+    t.config["topology.acker.executors"] = 0
+    with LocalCluster(workers=2) as c:
+        c.submit(t, active=False)
+        running = c._get("server-killed")
+        server = running.group.forkserver
+        workers = [psutil.Process(h.pid) for h in running.group.handles]
+        os.kill(server.pid, signal.SIGKILL)
+        with pytest.raises(WorkerError) as caught:
+            poll_for(lambda: running.check_failed(), timeout=20, what="the failure seen")
+        text = str(caught.value)
+        assert f"is lost: its fork server (pid {server.pid}) was killed by signal SIGKILL" in text
+        gone = lambda: not any(w.is_running() and w.status() != "zombie" for w in workers)  # noqa: E731
+        poll_for(gone, timeout=20, what="the workers gone")
+
+
 def test_with_threads_in_this_process_the_fork_server_is_a_fresh_interpreter():
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
