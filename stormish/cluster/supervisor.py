@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+import psutil
 import zmq
 
 from ..errors import StormishError
@@ -470,7 +471,24 @@ class Supervisor:
                 continue
             else:
                 why = describe_exit(code)
+                lost = s.proc.lost() if isinstance(s.proc, Forked) else None
+                if lost is not None:  # its fork server is gone: the worker may run on
+                    why = f"is lost: {lost}"
+                    self._stop_lost(s)
             self._died(s, why, now, mono)
+
+    def _stop_lost(self, s: Slot) -> None:
+        """A forked worker whose fork server is gone runs on, holding its port, until it
+        sees its parent change: stopped now (it is this slot's worker and an orphan), so
+        that it starts again on its port from a new server rather than losing the slot
+        to its own predecessor ('port taken')."""
+        assert s.proc is not None
+        try:
+            proc = psutil.Process(s.proc.pid)
+        except psutil.Error:
+            return
+        if orphans.orphaned_worker(proc) is not None:
+            orphans.stop(proc)
 
     def _died(self, s: Slot, why: str, now: float, mono: float) -> None:
         """Note how worker `s` ended and when it starts again (at once, or after a wait
@@ -589,6 +607,15 @@ class Supervisor:
         """A worker's process: forked from the fork server with `spec`, or `cmd` spawned;
         its stdout and stderr on `output` (a pipe's write end), else on ours."""
         if self.forkserver is not None:
+            if self.forkserver.closed:  # killed (kill -9, the OOM killer): a new one
+                old = self.forkserver
+                how = old.ended_how()
+                old.close()
+                self.forkserver = ForkServer()  # a fresh interpreter: we have threads now
+                log.warning(
+                    f"supervisor {self.id}: the workers' {how}; a new one forks them "
+                    f"(pid {self.forkserver.pid})"
+                )
             out = (output, output) if output is not None else (1, 2)
             return self.forkserver.fork(spec, *out)
         return subprocess.Popen(

@@ -449,7 +449,7 @@ class ForkServer:
                     status = os.waitstatus_to_exitcode(raw)
             self._status = status
         if status is None:
-            return f"its fork server (pid {self.pid}) closed its socket"
+            return f"fork server (pid {self.pid}) closed its socket"
         if status < 0:
             try:
                 how = f"was killed by signal {signal.Signals(-status).name}"
@@ -457,7 +457,7 @@ class ForkServer:
                 how = f"was killed by signal {-status}"
         else:
             how = f"exited with status {status}"
-        return f"its fork server (pid {self.pid}) {how}"
+        return f"fork server (pid {self.pid}) {how}"
 
     def close(self) -> None:
         """End the server (after its workers ended: a live one notices and stops)."""
@@ -504,7 +504,7 @@ class Forked:
         """Why the worker counts as ended without an exit status of its own: its fork
         server is gone (it reaped the worker and reports it), None otherwise."""
         if self.server.returncode(self.pid) is None and self.server.closed:
-            return self.server.ended_how()
+            return f"its {self.server.ended_how()}"
         return None
 
     def wait(self, timeout: float | None = None) -> int:

@@ -121,3 +121,42 @@ def test_a_forked_worker_killed_with_sigkill_is_restarted_by_its_supervisor(
         c.wait_status("forked", "complete", timeout=90)
     finally:
         c.close()
+
+
+def test_a_killed_fork_server_is_replaced_and_its_workers_restarted(tmp_path, procs_checked):
+    """kill -9 of a supervisor's fork server (the OOM killer's choice, say): its worker
+    is lost with it. The supervisor stops that worker (an orphan that would hold its port
+    until it noticed), starts a new fork server and the worker again on its port; the
+    topology completes. Before, every later fork failed ('the fork server is gone') and
+    the slot went to the orphan's 'port taken'."""
+    args = ("-c", "supervisor.worker.start=fork")
+    c = Cluster(str(tmp_path), supervisors=1, supervisor_args=args)
+    try:
+        t = Topology("server", config={"topology.workers": 1, "topology.message.timeout.secs": 5})
+        t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
+        t.set_bolt("paced", Paced()).shuffle_grouping("s")
+        c.call("submit", (t, {}))
+        c.wait_status("server", "running")
+        poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
+        (worker,) = c.workers()
+        server = worker.parent()
+        assert server.name() == "stormish-forks" and server.ppid() == c.supervisors[0].pid
+        server.send_signal(signal.SIGKILL)
+        poll_for(lambda: "a new one forks them" in c.log("s0.log"), 30, 0.05, "a new server")
+        log = c.log("s0.log")
+        assert f"is lost: its fork server (pid {server.pid}) was killed by signal SIGKILL" in log
+        assert "is taken" not in log  # the slot was not lost to its own orphan
+
+        def restarted() -> list[psutil.Process]:
+            try:  # a new server is named once it runs: until then it looks like a child
+                return [w for w in c.workers() if w.name() == "stormish-worker" and w != worker]
+            except psutil.NoSuchProcess:
+                return []
+
+        (again,) = poll_for(restarted, 30, 0.05, "the worker forked again")
+        new_server = again.parent()
+        assert new_server.pid != server.pid and new_server.ppid() == c.supervisors[0].pid
+        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+        c.wait_status("server", "complete", timeout=90)
+    finally:
+        c.close()
