@@ -362,24 +362,29 @@ class ForkServer:
         return pid
 
     def _read(self) -> None:
-        while True:
-            try:
-                got = _recv(self.sock)
-            except OSError:
-                got = None
-            if got is None:
-                break
-            msg = got[0]
-            if msg[0] == "exit":
-                with self._ended:
-                    self._exits[msg[1]] = msg[2]
-                    self._ended.notify_all()
-            else:
-                self._replies.put(msg)
-        with self._ended:
-            self.closed = True
-            self._ended.notify_all()
-        self._replies.put(("gone",))
+        """The server's messages, until its socket ends; whatever ends this loop (an
+        unreadable message too) marks the server gone, so that its workers count as
+        lost and a fork waiting for an answer is told, rather than waiting for good."""
+        try:
+            while True:
+                try:
+                    got = _recv(self.sock)
+                except OSError:
+                    got = None
+                if got is None:
+                    break
+                msg = got[0]
+                if msg[0] == "exit":
+                    with self._ended:
+                        self._exits[msg[1]] = msg[2]
+                        self._ended.notify_all()
+                else:
+                    self._replies.put(msg)
+        finally:
+            with self._ended:
+                self.closed = True
+                self._ended.notify_all()
+            self._replies.put(("gone",))
 
     def fork(self, spec: dict[str, Any], stdout: int, stderr: int) -> Forked:
         """A worker forked with `spec` (`process.run_forked`), its stdout and stderr on
