@@ -52,7 +52,7 @@ import psutil
 import zmq
 
 from ..errors import StormishError
-from ..local.forkserver import Forked, ForkServer
+from ..local.forkserver import WORKER_NAME, Forked, ForkServer
 from ..local.forkserver import supported as forkserver_supported
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
@@ -440,18 +440,19 @@ class Supervisor:
             s = Slot(key[0], key[1], *spec)
             if self._port_free(s):  # else not started: reported, nimbus moves it
                 self.slots[key] = s
-                self._launch(s)
+                self._launch_or_retry(s)
 
     # -- worker processes -----------------------------------------------------------------------
     def _watch(self) -> None:
         now, mono = time.time(), time.monotonic()
         for s in list(self.slots.values()):
-            if s.proc is None or s.finished:
+            if s.finished or (s.proc is None and s.restart_at is None):
                 continue
             if s.restart_at is not None:  # dead, waiting out its backoff
                 if mono >= s.restart_at:
                     self._restart(s)
                 continue
+            assert s.proc is not None
             code = s.proc.poll()
             if code is not None:  # a crashed worker's segments (one that stops removes its own)
                 shm.remove_for(s.proc.pid)
@@ -487,7 +488,12 @@ class Supervisor:
             proc = psutil.Process(s.proc.pid)
         except psutil.Error:
             return
-        if orphans.orphaned_worker(proc) is not None:
+        server = self.forkserver.pid if self.forkserver is not None else None
+        try:  # an orphan, or a child of the server whose socket ended (it may still run)
+            ours = proc.name() == WORKER_NAME and proc.ppid() == server
+        except psutil.Error:
+            ours = False
+        if ours or orphans.orphaned_worker(proc) is not None:
             orphans.stop(proc)
 
     def _died(self, s: Slot, why: str, now: float, mono: float) -> None:
@@ -515,7 +521,24 @@ class Supervisor:
             del self.slots[(s.topology, s.index)]
             return
         s.restarts += 1
-        self._launch(s)
+        self._launch_or_retry(s)
+
+    def _launch_or_retry(self, s: Slot) -> None:
+        """`_launch`, and when the process cannot be started (a fork server that cannot
+        fork: ENOMEM after an OOM kill, or gone between the check and the fork; no new
+        one), the slot counts as crashed and is tried again after its back-off: an
+        OSError here ended the supervisor, and with it every slot."""
+        try:
+            self._launch(s)
+        except OSError as exc:
+            s.crashes = self.restart_policy.crashes_after(s.crashes, 0.0)
+            delay = max(1.0, self.restart_policy.delay(s.crashes))
+            s.last_exit, s.last_exit_at = f"could not be started: {exc}", time.time()
+            log.warning(
+                f"supervisor {self.id}: worker {s.topology}/{s.index} could not be started "
+                f"on port {s.port}: {exc}; trying again in {delay:g}s"
+            )
+            s.restart_at = time.monotonic() + delay
 
     def _last_beat(self, s: Slot) -> float:
         """When the worker last touched its heartbeat file (its start, before the first)."""
@@ -610,8 +633,9 @@ class Supervisor:
             if self.forkserver.closed:  # killed (kill -9, the OOM killer): a new one
                 old = self.forkserver
                 how = old.ended_how()
+                new = ForkServer()  # a fresh interpreter: we have threads now (may raise)
                 old.close()
-                self.forkserver = ForkServer()  # a fresh interpreter: we have threads now
+                self.forkserver = new
                 log.warning(
                     f"supervisor {self.id}: the workers' {how}; a new one forks them "
                     f"(pid {self.forkserver.pid})"

@@ -40,6 +40,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 _HEAD = struct.Struct("!I")
@@ -329,7 +330,9 @@ class ForkServer:
             )
             self.pid = self._proc.pid
             theirs.close()
-        self._status: int | None = None  # its exit status, once `ended_how` reaped it
+        self._status: int | None = None  # its exit status, once reaped (forked) or seen
+        self._reaped = False  # forked from here: waited for (never a waitpid after)
+        self._status_lock = threading.Lock()
         self._lock = threading.Lock()
         self._replies: queue.Queue[Any] = queue.Queue()
         self._exits: dict[int, int] = {}
@@ -440,19 +443,17 @@ class ForkServer:
 
     def ended_how(self) -> str:
         """How the server ended, once its socket closed without `close` (killed, say):
-        what a worker's handle reports instead of a death of its own."""
-        status = self._status
-        if status is None:
-            if self._proc is not None:
-                status = self._proc.poll()
-            else:
-                try:
-                    pid, raw = os.waitpid(self.pid, os.WNOHANG)
-                except ChildProcessError:
-                    pid, raw = 0, 0
-                if pid:
-                    status = os.waitstatus_to_exitcode(raw)
-            self._status = status
+        what a worker's handle reports instead of a death of its own. Its exit status
+        may come a moment after its socket closed (the kernel closes a dying process's
+        files first): looked for up to a second."""
+        with self._status_lock:
+            deadline = time.monotonic() + 1.0
+            while self._status is None and not self._reaped:
+                self._status = self._exit_status()
+                if self._status is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)  # the server is exiting: its status is a moment away
+            status = self._status
         if status is None:
             return f"fork server (pid {self.pid}) closed its socket"
         if status < 0:
@@ -463,6 +464,20 @@ class ForkServer:
         else:
             how = f"exited with status {status}"
         return f"fork server (pid {self.pid}) {how}"
+
+    def _exit_status(self) -> int | None:
+        """The server's exit status if it has ended (reaped here), else None."""
+        if self._proc is not None:
+            return self._proc.poll()
+        try:
+            pid, raw = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self._reaped = True
+            return None
+        if not pid:
+            return None
+        self._reaped = True
+        return os.waitstatus_to_exitcode(raw)
 
     def close(self) -> None:
         """End the server (after its workers ended: a live one notices and stops)."""
@@ -478,11 +493,14 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(5)
-        elif self._status is None:  # not reaped by `ended_how`
-            try:
-                os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                pass
+        else:
+            with self._status_lock:
+                if not self._reaped:  # not by `ended_how`: its status is kept for it
+                    self._reaped = True
+                    try:
+                        self._status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                    except ChildProcessError:
+                        pass
 
 
 class Forked:

@@ -157,7 +157,7 @@ def report(
         kind=kind,
         component=component,
         task=task,
-        error=f"{type(exc).__name__}: {exc}{hint(exc, inner)}",
+        error=f"{type(exc).__name__}: {safe_str(exc)}{hint(exc, inner)}",
         owner=owner,
         method=method,
         file=inner.filename if inner else None,
@@ -310,13 +310,23 @@ def new_errors(tasks: Iterable[Any], told: dict[str, int]) -> list[str]:
     return lines
 
 
+def safe_str(exc: BaseException) -> str:
+    """`str(exc)`, or a placeholder when its `__str__` raises (as `traceback` prints
+    it): a report must not fail on the error it reports (the task's failure was lost,
+    and a thread of its own died with it)."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - any error of the user's __str__
+        return f"<exception str() failed: {type(exc).__name__}>"
+
+
 def engine_failure(where: str, exc: BaseException) -> Exception:
     """The error a worker fails with when the engine itself raised on one of its threads
     outside every task's turn (`where`: which thread), with the original as its cause
     (its report takes the place from there: `_raised_at`)."""
     from ..errors import WorkerError
 
-    err = WorkerError(f"{where} failed: {type(exc).__name__}: {exc}")
+    err = WorkerError(f"{where} failed: {type(exc).__name__}: {safe_str(exc)}")
     err.__cause__ = exc
     return err
 

@@ -262,18 +262,24 @@ class Scheduler:
         with the error (the worker, and through it the run or its supervisor, is told,
         with the traceback) and the rest quietly. Before, the thread died alone and its
         tasks stayed `running`: the run never completed and never failed."""
+        with self.lock:  # no turn is running: the watchdog neither moves nor lends now
+            self.current = None
+            executors = list(self.executors)
         err = engine_failure(f"the worker's scheduler thread {self.name!r}", exc)
         told = False
-        for ex in list(self.executors):
+        for ex in executors:
             if ex.done:
                 continue
             if not told:
                 ex.fail_fatally(err)
                 told = True
+            ex.running = False
             if getattr(ex, "begun", False):
                 self._end_quietly(ex)
             else:
                 ex.done = True
+        if not told:  # every task had ended: no one to fail, but never lost
+            log.error("%s", err, exc_info=exc)
 
     def _become(self, ex: Executor) -> None:
         """This thread is `ex`'s own now: its turn blocked; the others moved on."""

@@ -512,10 +512,11 @@ class Worker:
         the run (or the supervisor) hears of it rather than waiting on a worker that
         no longer moves tuples."""
         err = engine_failure(where, exc)
-        for ex in self.executors.values():
-            if ex.fatal is None and not ex.done:
-                ex.fail_fatally(err)
-                return
+        if not self.failed and not self._stop.is_set():  # the first failure only
+            for ex in self.executors.values():
+                if ex.fatal is None and not ex.done:
+                    ex.fail_fatally(err)
+                    return
         logging.getLogger("stormish.worker").error("%s", err, exc_info=exc)
 
     def executor_failed(self, ex: Executor) -> None:

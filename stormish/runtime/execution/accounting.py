@@ -99,6 +99,7 @@ class Accounts:
             self.counts.executed += i + 1
             if failed_before is not None:  # a BasicBolt's batch: the rest were acked
                 self.counts.acked += i - failed_before
+                self.counts.failed += failed_before  # counted after the loop, not reached
             raise
 
 
