@@ -342,6 +342,7 @@ class Watchdog:
         self.make = make
         self.stop = threading.Event()
         self.rounds = 0  # looks taken (tests wait for some to prove a negative)
+        self.failures = 0  # looks that raised (logged the first time, then seldom)
         # per scheduler in a turn: the turn's start, the call into user code seen running
         # at the last look (its frame: held, so no later call can take its identity), and
         # when it began at the latest (the look before the one that first saw it)
@@ -381,8 +382,28 @@ class Watchdog:
             try:
                 every = self._look()
             except Exception:  # noqa: BLE001 - a watchdog that dies moves and lends nothing
-                log.exception("the scheduler watchdog's look failed; it looks again")
+                self.failures += 1
+                if self.failures == 1 or self.failures % 1000 == 0:  # not every 20 ms
+                    log.exception(
+                        "the scheduler watchdog's look failed (%d times); it looks again",
+                        self.failures,
+                    )
                 every = WATCH_EVERY
+
+    def _no_thread(self, s: Scheduler, rest: list[Executor], exc: Exception) -> None:
+        """The executors moved off a blocked turn got no thread (one could not be
+        started): they cannot run, so the first fails with the error (the worker is
+        told) and the rest end; the link they would have served goes back to its own
+        threads. Left as they were, the worker moved no tuple and no run ended."""
+        err = engine_failure("the scheduler watchdog (a thread for the other executors)", exc)
+        for i, ex in enumerate(rest):
+            if i == 0 and getattr(ex, "fail_fatally", None) is not None:
+                ex.fail_fatally(err)
+            ex.running = False
+            ex.done = True
+        link, s.handed_link = s.handed_link, None
+        if link is not None:
+            link.unserve()
 
     def _look(self) -> float:
         """One look at every scheduler; returns when to look next."""
@@ -416,8 +437,12 @@ class Watchdog:
                     call,
                     ran * 1000,
                 )
-                new = self.make(rest)
-                new.link = s.handed_link
-                new.start()
+                try:
+                    new = self.make(rest)
+                    new.link = s.handed_link
+                    new.start()
+                except Exception as exc:  # noqa: BLE001 - no thread for them: they fail
+                    self._no_thread(s, rest, exc)
+                    continue
                 self.schedulers.append(new)  # listed once it runs
         return every

@@ -128,3 +128,53 @@ def test_a_look_that_raises_is_logged_and_the_watchdog_looks_again(caplog):
             dog.stop.set()
             dog.thread.join(5)
     assert "watchdog's look failed" in caplog.text and "a look that fails" in caplog.text
+
+
+class Moved:
+    """An executor moved off a blocked turn."""
+
+    def __init__(self):
+        self.running, self.done, self.failed = True, False, None
+
+    def fail_fatally(self, exc):
+        self.failed = exc
+
+
+class Link:
+    def __init__(self):
+        self.unserved = threading.Event()
+
+    def unserve(self):
+        self.unserved.set()
+
+
+def test_executors_moved_off_a_blocked_turn_that_get_no_thread_fail_and_free_the_link():
+    sched = FakeScheduler()
+    moved = [Moved(), Moved()]
+    link = Link()
+
+    def evict(ex, since):
+        sched.handed_link = link
+        sched.evicted.set()
+        return moved
+
+    sched.evict = evict
+    release = threading.Event()
+
+    def no_thread(rest):
+        raise RuntimeError("can't start new thread")
+
+    dog = Watchdog([sched], 0.1, no_thread)  # type: ignore[arg-type]
+    sched.thread = threading.Thread(
+        target=lambda: engine["turn"](sched, lambda: release.wait(20), 1), daemon=True
+    )
+    sched.thread.start()
+    dog.start()
+    try:
+        poll_for(link.unserved.is_set, timeout=10, what="the link back to its threads")
+    finally:
+        release.set()
+        dog.stop.set()
+    assert "can't start new thread" in str(moved[0].failed)
+    assert "scheduler watchdog" in str(moved[0].failed)
+    assert all(not m.running and m.done for m in moved) and moved[1].failed is None
