@@ -31,6 +31,19 @@ class Paced(BasicBolt):
         self.emit(tup.values)
 
 
+def paced_run(c: Cluster, name: str) -> psutil.Process:
+    """A one-worker topology of paced sentences submitted and running on `c`; its
+    worker process."""
+    t = Topology(name, config={"topology.workers": 1, "topology.message.timeout.secs": 5})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
+    t.set_bolt("paced", Paced()).shuffle_grouping("s")
+    c.call("submit", (t, {}))
+    c.wait_status(name, "running")
+    poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
+    (worker,) = c.workers()
+    return worker
+
+
 def all_stopped(proc: psutil.Process) -> bool:
     """Every thread of `proc` in the stopped state (T), as /proc shows each."""
     try:
@@ -103,13 +116,7 @@ def test_a_forked_worker_killed_with_sigkill_is_restarted_by_its_supervisor(
     args = ("-c", "supervisor.worker.start=fork")
     c = Cluster(str(tmp_path), supervisors=1, supervisor_args=args)
     try:
-        t = Topology("forked", config={"topology.workers": 1, "topology.message.timeout.secs": 5})
-        t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
-        t.set_bolt("paced", Paced()).shuffle_grouping("s")
-        c.call("submit", (t, {}))
-        c.wait_status("forked", "running")
-        poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
-        (worker,) = c.workers()
+        worker = paced_run(c, "forked")
         assert worker.name() == "stormish-worker"
         assert worker.parent().parent().pid == c.supervisors[0].pid  # via its fork server
         worker.send_signal(signal.SIGKILL)
@@ -132,13 +139,7 @@ def test_a_killed_fork_server_is_replaced_and_its_workers_restarted(tmp_path, pr
     args = ("-c", "supervisor.worker.start=fork")
     c = Cluster(str(tmp_path), supervisors=1, supervisor_args=args)
     try:
-        t = Topology("server", config={"topology.workers": 1, "topology.message.timeout.secs": 5})
-        t.set_spout("s", ListSpout([[s] for s in SENTENCES[:1500]], fields=["sentence"]))
-        t.set_bolt("paced", Paced()).shuffle_grouping("s")
-        c.call("submit", (t, {}))
-        c.wait_status("server", "running")
-        poll_for(lambda: len(c.workers()) == 1, 30, 0.05, "the worker")
-        (worker,) = c.workers()
+        worker = paced_run(c, "server")
         server = worker.parent()
         assert server.name() == "stormish-forks" and server.ppid() == c.supervisors[0].pid
         server.send_signal(signal.SIGKILL)

@@ -30,13 +30,21 @@ class Same(Spout):
 
 
 class BadAtTen(BasicBolt):
+    """Ends the task at its 10th tuple (an emit of 2 values); raises at the tuples
+    `failing` names first (each fails)."""
+
     outputs = ["word"]
+
+    def __init__(self, failing: tuple[int, ...] = ()):
+        self.failing = failing
 
     def prepare(self, conf, context):
         self.n = 0
 
     def execute(self, tup):
         self.n += 1
+        if self.n in self.failing:
+            raise ValueError(f"bad tuple {self.n}")
         self.emit([tup.values[0]] + ([1] if self.n == 10 else []))  # the 10th: 2 values
 
 
@@ -53,25 +61,10 @@ def test_a_task_that_ends_at_its_tenth_tuple_counts_ten_executed(acking):
     assert (b.emitted, b.executed) == (9, 10)
 
 
-class FailsThenEnds(BasicBolt):
-    """Raises at its 3rd and 5th tuples (each fails), ends the task at its 10th."""
-
-    outputs = ["word"]
-
-    def prepare(self, conf, context):
-        self.n = 0
-
-    def execute(self, tup):
-        self.n += 1
-        if self.n in (3, 5):
-            raise ValueError(f"bad tuple {self.n}")
-        self.emit([tup.values[0]] + ([1] if self.n == 10 else []))  # the 10th: 2 values
-
-
 def test_tuples_failed_before_the_one_that_ends_the_task_count_as_failed():
     t = Topology("fails", config={"topology.acker.executors": 1})
     t.set_spout("s", Same())
-    t.set_bolt("b", FailsThenEnds()).shuffle_grouping("s")
+    t.set_bolt("b", BadAtTen(failing=(3, 5))).shuffle_grouping("s")
     with LocalCluster() as c:
         c.submit(t)
         with pytest.raises(WorkerError, match="emitted 2 values"):
