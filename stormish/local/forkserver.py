@@ -308,6 +308,16 @@ def main(argv: list[str] | None = None) -> int:
 # -- the parent's end ------------------------------------------------------------------------
 
 
+def describe_exit(code: int) -> str:
+    """A process's exit status (a `Popen.returncode`) as a person reads it."""
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 class ForkServer:
     """This process's end of a fork server (see the module's docstring)."""
 
@@ -456,14 +466,8 @@ class ForkServer:
             status = self._status
         if status is None:
             return f"fork server (pid {self.pid}) closed its socket"
-        if status < 0:
-            try:
-                how = f"was killed by signal {signal.Signals(-status).name}"
-            except ValueError:
-                how = f"was killed by signal {-status}"
-        else:
-            how = f"exited with status {status}"
-        return f"fork server (pid {self.pid}) {how}"
+        how = describe_exit(status)
+        return f"fork server (pid {self.pid}) {'was ' if status < 0 else ''}{how}"
 
     def _exit_status(self) -> int | None:
         """The server's exit status if it has ended (reaped here), else None."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from ..transport import shm
 from ..transport.control_server import ControlServer
 from ..transport.security import Curve
 from .answers import NOT_QUIET, WorkerAnswers
-from .forkserver import Forked, ForkServer, mark
+from .forkserver import Forked, ForkServer, describe_exit, mark
 from .forkserver import supported as forkserver_supported
 
 START_TIMEOUT = 60.0
@@ -70,15 +69,6 @@ def local_security() -> tuple[Curve, bytes | None]:
         return Curve(keys_dir), None
     curve = Curve.ephemeral()
     return curve, curve.export()
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 class WorkerHandle:
@@ -307,7 +297,7 @@ class WorkerHandle:
             self.join_output(2.0)  # the last lines it wrote reach the log first
             tail = self._log_tail()
             lost = self.proc.lost() if isinstance(self.proc, Forked) else None
-            how = f"is lost: {lost}" if lost is not None else _describe_exit(code)
+            how = f"is lost: {lost}" if lost is not None else describe_exit(code)
             self.answers.failure = f"worker process {self.index} (pid {self.proc.pid}) {how}" + (
                 f"; its log ends:\n{tail}" if tail else ""
             )

@@ -266,14 +266,9 @@ class Scheduler:
             self.current = None
             executors = list(self.executors)
         err = engine_failure(f"the worker's scheduler thread {self.name!r}", exc)
-        told = False
-        for ex in executors:
-            if ex.done:
-                continue
-            if not told:
-                ex.fail_fatally(err)
-                told = True
-            ex.running = False
+        live = [ex for ex in executors if not ex.done]
+        told = fail_first(live, err)
+        for ex in live:
             if getattr(ex, "begun", False):
                 self._end_quietly(ex)
             else:
@@ -315,6 +310,18 @@ class Scheduler:
         finally:
             self.naming = None
         ex.done = True
+
+
+def fail_first(executors: list[Executor], err: BaseException) -> bool:
+    """Executors left without a thread by an engine error: none runs again, and the
+    first fails with `err` (its worker, and through it the run, is told); whether there
+    was one to fail."""
+    for ex in executors:
+        ex.running = False
+    if not executors:
+        return False
+    executors[0].fail_fatally(err)
+    return True
 
 
 def user_call(thread_id: int | None) -> FrameType | None:
@@ -396,10 +403,8 @@ class Watchdog:
         told) and the rest end; the link they would have served goes back to its own
         threads. Left as they were, the worker moved no tuple and no run ended."""
         err = engine_failure("the scheduler watchdog (a thread for the other executors)", exc)
-        for i, ex in enumerate(rest):
-            if i == 0 and getattr(ex, "fail_fatally", None) is not None:
-                ex.fail_fatally(err)
-            ex.running = False
+        fail_first(rest, err)
+        for ex in rest:
             ex.done = True
         link, s.handed_link = s.handed_link, None
         if link is not None:

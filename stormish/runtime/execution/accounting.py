@@ -95,10 +95,9 @@ class Accounts:
         try:
             self.uncaught(exc)
         except BaseException:
-            i = at
-            self.counts.executed += i + 1
+            self.counts.executed += at + 1
             if failed_before is not None:  # a BasicBolt's batch: the rest were acked
-                self.counts.acked += i - failed_before
+                self.counts.acked += at - failed_before
                 self.counts.failed += failed_before  # counted after the loop, not reached
             raise
 
