@@ -245,7 +245,10 @@ def _worker_child(spec: dict[str, Any], fds: list[int]) -> None:
         np_random = sys.modules.get("numpy.random")
         if np_random is not None:  # as a spawned worker's: not every worker the same draws
             np_random.seed()
-        out, err = fds
+        out, err = fds[:2]
+        if len(fds) > 2:  # the run's nudge pipe (runtime/nudge.py): not for our children
+            os.set_inheritable(fds[2], False)
+            spec["nudge_fd"] = fds[2]
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
@@ -399,24 +402,25 @@ class ForkServer:
                 self._ended.notify_all()
             self._replies.put(("gone",))
 
-    def fork(self, spec: dict[str, Any], stdout: int, stderr: int) -> Forked:
+    def fork(self, spec: dict[str, Any], stdout: int, stderr: int, *more: int) -> Forked:
         """A worker forked with `spec` (`process.run_forked`), its stdout and stderr on
-        these descriptors (the server and the worker get copies: close yours)."""
-        got = self.fork_many([(spec, stdout, stderr)])[0]
+        these descriptors (the server and the worker get copies: close yours); `more`:
+        the run's nudge pipe (runtime/nudge.py)."""
+        got = self.fork_many([(spec, stdout, stderr, *more)])[0]
         if isinstance(got, OSError):
             raise got
         return got
 
-    def fork_many(self, requests: list[tuple[dict[str, Any], int, int]]) -> list[Forked | OSError]:
-        """`fork` for several workers, the requests sent before the first answer is
-        awaited (a worker forked per round trip made -w 4 wait for four); each one's
-        worker, or the error that says why it was not started. Raises when the server
-        is gone before it answered them all."""
+    def fork_many(self, requests: list[tuple[Any, ...]]) -> list[Forked | OSError]:
+        """`fork` for several workers (each (spec, stdout, stderr[, nudge])), the requests
+        sent before the first answer is awaited (a worker forked per round trip made -w 4
+        wait for four); each one's worker, or the error that says why it was not started.
+        Raises when the server is gone before it answered them all."""
         with self._lock:
             if self.closed:
                 raise OSError(f"the fork server (pid {self.pid}) is gone")
-            for spec, stdout, stderr in requests:
-                _send(self.sock, ("fork", spec), (stdout, stderr))
+            for spec, *fds in requests:
+                _send(self.sock, ("fork", spec), tuple(fds))
             replies = []
             for _ in requests:
                 try:

@@ -60,11 +60,13 @@ class WorkerServer:
         bind: str | None,
         advertise: str | None = None,
         security: Security = LOOPBACK,
+        nudge_fd: int | None = None,
     ):
         self.index = index
         self.bind = bind
         self.advertise = advertise
         self.security = security
+        self.nudge_fd = nudge_fd  # the local run's pipe: every spout here is done
         self.worker: Any = None
         self.link: WorkerLink | None = None
         self.linked = False
@@ -122,6 +124,7 @@ class WorkerServer:
         link.on_unsendable = worker.unsendable  # a value that does not pickle fails its task
         link.on_fatal = worker.engine_failed  # a link thread that raised fails the worker
         worker.link = link
+        worker.nudge_fd = self.nudge_fd
         self.worker, self.link = worker, link
         return link.address
 
@@ -217,6 +220,7 @@ def serve(
     heartbeat_file: str | None = None,
     preassign: bytes | None = None,
     control_file: str | None = None,
+    nudge_fd: int | None = None,
 ) -> int:
     """Serve one worker. `heartbeat` > 0 (under a supervisor): say hello again every so
     many seconds, so that a nimbus that restarted learns where its workers are and a
@@ -237,7 +241,7 @@ def serve(
     sock.setsockopt(zmq.LINGER, 2000)
     security.client(sock)
     sock.connect(control)
-    server = WorkerServer(index, bind, advertise, security)
+    server = WorkerServer(index, bind, advertise, security, nudge_fd)
     if preassign is not None:
         try:
             server.do_assign(preassign)
@@ -407,12 +411,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heartbeat-file", default=None, help="touched at each heartbeat")
     p.add_argument("--control-file", default=None, help="the controller's address, re-read")
     p.add_argument(
+        "--nudge-fd",
+        type=int,
+        default=None,
+        help="a local run's pipe, written when this worker's spouts are done",
+    )
+    p.add_argument(
         "--log-level",
         default=os.environ.get("STORMISH_LOG_LEVEL", "INFO"),
         help="DEBUG, INFO, WARNING or ERROR (default: STORMISH_LOG_LEVEL, else INFO)",
     )
     a = p.parse_args(argv)
     setup_logging(a.topology, a.index, a.log_level)
+    if a.nudge_fd is not None:  # passed to us (pass_fds), not to what we start
+        os.set_inheritable(a.nudge_fd, False)
     return serve(
         a.control,
         a.index,
@@ -425,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat=a.heartbeat,
         heartbeat_file=a.heartbeat_file,
         control_file=a.control_file,
+        nudge_fd=a.nudge_fd,
     )
 
 
@@ -453,6 +466,7 @@ def run_forked(spec: dict[str, Any]) -> int:
         heartbeat_file=spec.get("heartbeat_file"),
         preassign=spec.get("assign"),
         control_file=spec.get("control_file"),
+        nudge_fd=spec.get("nudge_fd"),
     )
 
 

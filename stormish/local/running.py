@@ -25,6 +25,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConfigError, WorkerError
 from ..runtime import gctune
 from ..runtime.acker import AckerBolt
+from ..runtime.nudge import Nudge
 from ..runtime.plan import Plan, build_plan
 from ..runtime.stats import TopologyStatistics, aggregate
 from ..runtime.status import TopologyStatus
@@ -80,7 +81,13 @@ class WorkerSet(Protocol):
 
 
 class RunningTopology:
-    def __init__(self, topology: Topology, plan: Plan, workers: Sequence[WorkerView]):
+    def __init__(
+        self,
+        topology: Topology,
+        plan: Plan,
+        workers: Sequence[WorkerView],
+        nudge: Nudge | None = None,
+    ):
         self.topology = topology
         self.name = topology.name
         self.plan = plan
@@ -100,6 +107,8 @@ class RunningTopology:
         self._completion: Completion | None = None
         self._interval = POLL_FIRST / 1.5  # the first back-off step makes it POLL_FIRST
         self._next_look = 0.0
+        # the workers' word that their spouts are done: look at once (runtime/nudge.py)
+        self._nudge = nudge
 
     @classmethod
     def start(
@@ -121,21 +130,34 @@ class RunningTopology:
                 )
             from .workers import WorkerGroup
 
-            group = WorkerGroup(topology, plan, conf)
-            running = cls(topology, plan, group.start(active))
+            nudge = Nudge()
+            try:
+                group = WorkerGroup(topology, plan, conf, nudge_fd=nudge.write_fd)
+            except BaseException:
+                nudge.close()
+                raise
+            try:
+                running = cls(topology, plan, group.start(active), nudge)
+            except BaseException:
+                nudge.close()  # start closed the group
+                raise
             running.group = group
             return running
-        workers = [Worker(plan, 0, clock or SYSTEM_CLOCK)]
+        worker = Worker(plan, 0, clock or SYSTEM_CLOCK)
+        # a fake clock's run is driven by its test, which looks when it advances time
+        own: Nudge | None = Nudge() if clock is None else None
+        worker.nudge_fd = own.write_fd if own is not None else None
         held = gctune.hold(conf["topology.worker.gc.threshold"])
         try:
-            for w in workers:
-                w.set_active(active)
-                w.start()
+            worker.set_active(active)
+            worker.start()
         except BaseException:
             if held:
                 gctune.release()
+            if own is not None:
+                own.close()
             raise
-        running = cls(topology, plan, workers)
+        running = cls(topology, plan, [worker], own)
         running.gc_held = held
         return running
 
@@ -211,7 +233,13 @@ class RunningTopology:
                 self._next_look = now + self._interval
             if now >= deadline:
                 return False
-            time.sleep(min(self._next_look, deadline) - now)
+            wait = min(self._next_look, deadline) - now
+            nudge = self._nudge
+            if nudge is None:
+                time.sleep(wait)
+            elif nudge.wait(wait):  # a worker's spouts are done: look now
+                self._interval = POLL_FIRST / 1.5
+                self._next_look = time.monotonic()
 
     def wait_quiet(self, timeout: float) -> None:
         """Block until nothing moves: the completion rule without "every spout has
@@ -284,6 +312,8 @@ class RunningTopology:
             finally:
                 if self.group is not None:
                     self.group.close()
+                if self._nudge is not None:  # after the workers: none writes to it now
+                    self._nudge.close()
                 if self.gc_held:
                     self.gc_held = False
                     gctune.release()

@@ -174,8 +174,12 @@ class WorkerHandle:
         keys = self.group.keys_line
         if keys is not None:
             cmd += ["--keys", "-"]  # the key pair follows on stdin
+        nudge = self.group.nudge_fd
+        if nudge is not None:
+            cmd += ["--nudge-fd", str(nudge)]
         self.proc = proc = subprocess.Popen(
             cmd,
+            pass_fds=() if nudge is None else (nudge,),
             stdin=subprocess.DEVNULL if keys is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -365,7 +369,7 @@ def fork_all(server: ForkServer, handles: list[WorkerHandle]) -> list[tuple[Any,
             err_r, err_w = os.pipe()
             pipes.append((out_r, out_w, err_r, err_w))
         got = server.fork_many(
-            [(h.fork_spec(), p[1], p[3]) for h, p in zip(handles, pipes, strict=True)]
+            [(h.fork_spec(), p[1], p[3], *_nudge(h)) for h, p in zip(handles, pipes, strict=True)]
         )
     except BaseException:
         for fd in (fd for p in pipes for fd in p):
@@ -389,6 +393,12 @@ def fork_all(server: ForkServer, handles: list[WorkerHandle]) -> list[tuple[Any,
             stderr.close()
         raise failed
     return out
+
+
+def _nudge(h: WorkerHandle) -> tuple[int, ...]:
+    """The run's nudge pipe, as a fork request's extra descriptor (none: nothing)."""
+    fd = h.group.nudge_fd
+    return () if fd is None else (fd,)
 
 
 def _check_local_host(host: str, topology: str) -> None:
@@ -424,9 +434,16 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
-    def __init__(self, topology: Topology, plan: Plan, conf: Mapping[str, Any]):
+    def __init__(
+        self,
+        topology: Topology,
+        plan: Plan,
+        conf: Mapping[str, Any],
+        nudge_fd: int | None = None,
+    ):
         self.topology = topology
         self.plan = plan
+        self.nudge_fd = nudge_fd  # the run's pipe (runtime/nudge.py), for each worker
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
         self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)

@@ -59,6 +59,7 @@ class SpoutExecutor(Executor):
         self.inflight = InFlight(3, col.acks.root_step if isinstance(col, SpoutCollector) else 1)
         self.finished = False
         self.input_finished = False
+        self.told_done = False  # the worker heard it is done (Worker.spout_settled)
         # Activation is asked for from any thread (`wanted_active`, by the worker) and
         # carried out on this one (`active`, with the spout's activate/deactivate), as
         # every spout callback is: user code never runs on two threads at once.
@@ -107,7 +108,9 @@ class SpoutExecutor(Executor):
     def finish_input(self) -> None:
         """No new tuples will come; failed ones may still be replayed (next_tuple is
         still called). The completion rule ends windows' time once every spout has."""
-        self.input_finished = True
+        if not self.input_finished:
+            self.input_finished = True
+            self.worker.spout_settled()
 
     def dead_letter(
         self,
@@ -230,6 +233,9 @@ class SpoutExecutor(Executor):
         ):
             if self.idle == 0:
                 col.flush_all()
+            if self.finished and not self.told_done and not (len(head) + inflight.older_n):
+                self.told_done = True  # its last tree is done: the run looks now
+                self.worker.spout_settled()
             return IDLE
         before = col.transferred + col.pending_count + col.buffered()
         calls = 0

@@ -27,7 +27,7 @@ from ..component import BasicBolt
 from ..plugins import DATA_ENV, RESTART_ENV
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
-from . import wait
+from . import nudge, wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
@@ -100,6 +100,7 @@ class Worker:
                 targets[t] = remote_target(t)
         self.targets = targets
         self.link: WorkerLink | None = None  # the ZeroMQ link when the topology has several workers
+        self.nudge_fd: int | None = None  # the run's pipe: its spouts are done (nudge.py)
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
@@ -568,6 +569,19 @@ class Worker:
                     continue
                 seq += 1
                 self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
+
+    def spout_settled(self) -> None:
+        """A spout here finished with no tree in flight, or ended its input (on its own
+        thread): once every user spout has, the run is told (nudge.py) and looks for
+        the end at once rather than at its next back-off poll."""
+        if self.nudge_fd is None:
+            return
+        for ex in self.executors.values():
+            if not isinstance(ex, SpoutExecutor) or ex.component.startswith("__"):
+                continue  # a system spout (the checkpoint spout) never finishes
+            if not (ex.input_finished or (ex.finished and ex.is_done())):
+                return
+        nudge.tell(self.nudge_fd)
 
     # -- questions ---------------------------------------------------------------------------
     def quiescence(self) -> dict[str, Any]:
