@@ -24,6 +24,9 @@ with a message.
 Run: python bench/peers.py [--sentences N] [--rounds R] [--only stormish,bytewax,...]
      python bench/peers.py --startup       (10-sentence topology: start-up, whole command)
      python bench/peers.py --startup --base /tmp/base   (and another checkout, same rounds)
+     python bench/peers.py --startup --trace  (and, after the rounds, one more run of each
+                                           stormish row with STORMISH_START_TRACE: its
+                                           processes' steps, ms from the command's start)
      python bench/peers.py --acking        (adds stormish with acking on: one acker per
                                            worker, Storm's default, as users leave it)
      python bench/peers.py --bound         (adds 2 workers with nothing crossing: a bound)
@@ -235,6 +238,20 @@ def run_once(cfg: Config, workdir: Path, expect_words: int) -> tuple[float, floa
     return secs, cpu
 
 
+def trace_once(cfg: Config, workdir: Path, expect_words: int) -> None:
+    """One more run with STORMISH_START_TRACE: each step of each process (the command,
+    its fork server, its workers), in ms from the command's start."""
+    trace = workdir / "trace.txt"
+    trace.unlink(missing_ok=True)
+    traced = Config(cfg.name, cfg.argv, dict(cfg.env, STORMISH_START_TRACE=str(trace)), "stats")
+    t0 = time.time()
+    secs, _ = run_once(traced, workdir, expect_words)
+    print(f"\n{cfg.name}: {secs * 1000:.1f} ms whole command")
+    for line in trace.read_text().splitlines():
+        at, pid, event = line.split(" ", 2)
+        print(f"  {(float(at) - t0) * 1000:7.1f}  {pid:>7}  {event}")
+
+
 def count_words(cfg: Config, out: str, workdir: Path) -> int:
     if cfg.words_from == "stats":
         stats = json.loads((workdir / "stats.json").read_text())
@@ -341,6 +358,12 @@ def main() -> None:
         help="items per batch of Bytewax's source (default 1000, KafkaSource's default; "
         "TestingSource's own default of 1 makes Bytewax 3-4x slower)",
     )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="after the rounds, one more run of each stormish row, its start-up and "
+        "shutdown steps printed (STORMISH_START_TRACE)",
+    )
     ap.add_argument("--profile", default=None, help="stormish --profile")
     ap.add_argument("-c", "--config", action="append", default=[], help="stormish -c K=V")
     args = ap.parse_args()
@@ -369,6 +392,10 @@ def main() -> None:
                 cfg.times.append(secs)
                 cfg.cpus.append(cpu)
         report(cfgs, words)
+        if args.trace:
+            for cfg in cfgs:
+                if cfg.words_from == "stats":  # the stormish rows
+                    trace_once(cfg, workdir, words)
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
