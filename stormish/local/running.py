@@ -228,9 +228,7 @@ class RunningTopology:
                     mark("complete")
                     self.finish(TopologyStatus.COMPLETE)
                     return True
-                self._interval = next_poll(
-                    self._interval, rule.quiet, self.spouts_finished, rule.quiet_before
-                )
+                self._interval = next_poll(self._interval, rule.quiet, self.spouts_finished)
                 now = time.monotonic()
                 self._next_look = now + self._interval
             if now >= deadline:
@@ -357,20 +355,15 @@ class RunningTopology:
         )
 
 
-def next_poll(
-    interval: float, quiet: bool, spouts_finished: bool, quiet_before: bool = False
-) -> float:
+def next_poll(interval: float, quiet: bool, spouts_finished: bool) -> float:
     """How long completion waits before it looks again. Busy: less and less often (up to
     POLL_BUSY_MAX). Once every spout has finished, what is left is what the bounded
     queues hold: every other poll, so that the end of a long run is seen within ~10 ms
     rather than up to POLL_BUSY_MAX (~25 ms on average, whole command and spread); no
     later than the back-off would, so a run whose spouts finished before the first looks
-    (a short one) is looked at again within ms, not 10 ms on. The first quiet look is
-    confirmed at once (two equal looks prove a quiet instant whatever the gap between
-    them): a POLL there was 5 ms more on every run; looks that keep finding quiet but
-    moved counts (a bolt that emits on ticks after the spouts are done) come every POLL."""
+    (a short one) is looked at again within ms, not 10 ms on."""
     if quiet:
-        return POLL if quiet_before else POLL_FIRST
+        return POLL
     grown = min(interval * 1.5, POLL_BUSY_MAX)
     if spouts_finished:
         return min(grown, 2 * POLL)
@@ -389,7 +382,6 @@ class Completion:
         self.finished = finished
         self.last: tuple[int, ...] | None = None
         self.quiet = False  # the last observation found nothing moving
-        self.quiet_before = False  # and the one before it
         self.still_key: tuple[int, ...] | None = None  # input ended, idle: these counts
         self.ended_at: tuple[int, ...] | None = None  # the counts end_of_input was sent at
 
@@ -398,7 +390,6 @@ class Completion:
         ok, key = self.running._snapshot(self.finished)
         done = ok and key == self.last
         self.last = key if ok else None
-        self.quiet_before = self.quiet
         self.quiet = ok
         if self.finished and self._end_input(key):
             self.last = None  # two fresh observations after what the windows do

@@ -22,15 +22,8 @@ def test_a_run_whose_spouts_finished_early_is_looked_at_again_as_soon_as_the_bac
 def test_once_the_spouts_finished_the_end_is_looked_for_every_other_poll():
     backed_off = POLL_BUSY_MAX
     assert next_poll(backed_off, quiet=False, spouts_finished=True) == 2 * POLL
-    assert next_poll(backed_off, quiet=True, spouts_finished=True, quiet_before=True) == POLL
-    assert next_poll(backed_off, quiet=True, spouts_finished=False, quiet_before=True) == POLL
-
-
-def test_the_first_quiet_look_is_confirmed_at_once():
-    """Two equal looks prove a quiet instant whatever the gap between them; quiet looks
-    whose counts keep moving (ticks after the spouts are done) come every POLL."""
-    assert next_poll(POLL_BUSY_MAX, quiet=True, spouts_finished=True) == POLL_FIRST
-    assert next_poll(POLL_FIRST, quiet=True, spouts_finished=True, quiet_before=True) == POLL
+    assert next_poll(backed_off, quiet=True, spouts_finished=True) == POLL
+    assert next_poll(backed_off, quiet=True, spouts_finished=False) == POLL
 
 
 class BusyWorker:
