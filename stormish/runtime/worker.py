@@ -603,6 +603,8 @@ class Worker:
                     spouts_ended = False
             if col.pending or col.buffered() or len(ex.queue):
                 idle = False
+            elif (busy := getattr(ex.obj, "busy_outside", None)) is not None and busy():
+                idle = False  # a multilang child holds tuples it has not answered
             if ex.queue.chan_list:
                 held += ex.queue.held()
                 # a latched tuple sent again to this worker: counted as sent, once taken

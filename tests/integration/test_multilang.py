@@ -101,6 +101,24 @@ class Sink(Bolt):
         return dict(self.counts)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_does_not_end_while_a_child_still_holds_tuples(workers):
+    """Acking off, a child that takes 50 ms a tuple: its execute returned when the tuple
+    was handed over, so the counts balanced and every queue was empty while the child
+    worked; the run ended before its emits (each of 10 runs lost tuples)."""
+    slow = ShellBolt([PY, str(HERE / "slow_echo.py"), "0.05"], ["v"])
+    t = Topology(f"ml-slow-{workers}")
+    t.set_spout("s", ListSpout([(i,) for i in range(5)]))
+    t.set_bolt("slow", slow).shuffle_grouping("s")
+    t.set_bolt("sink", Sink()).shuffle_grouping("slow")
+    with LocalCluster(workers=workers, config={"topology.acker.executors": 0}) as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete(t.name, timeout=60)
+        got = cluster._get(t.name).results()["sink"]
+    assert stats.components["sink"].executed == 5
+    assert Counter({i: 1 for i in range(5)}) == sum((Counter(p) for p in got), Counter())
+
+
 def every_tenth(values):
     return int(values[0].split()[0][1:]) % 10 == 0
 
