@@ -13,6 +13,7 @@ controller process is gone, or when the control socket stays silent past
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -25,7 +26,7 @@ import cloudpickle
 import zmq
 
 from .. import pickling
-from ..runtime import gctune
+from ..runtime import gctune, nudge
 from ..transport import control as ct
 from ..transport.security import LOOPBACK, Curve, Security, security_for
 from .forkserver import mark
@@ -124,7 +125,8 @@ class WorkerServer:
         link.on_unsendable = worker.unsendable  # a value that does not pickle fails its task
         link.on_fatal = worker.engine_failed  # a link thread that raised fails the worker
         worker.link = link
-        worker.nudge_fd = self.nudge_fd
+        if self.nudge_fd is not None:  # this process's copy: closed only at its exit
+            worker.on_spouts_done = functools.partial(nudge.tell, self.nudge_fd)
         self.worker, self.link = worker, link
         return link.address
 

@@ -130,12 +130,15 @@ class RunningTopology:
                 )
             from .workers import WorkerGroup
 
-            nudge = Nudge()
+            group = WorkerGroup(topology, plan, conf)
+            # after the group forked its fork server from this process (a fork keeps
+            # every descriptor): only the workers get the write end, in their requests
             try:
-                group = WorkerGroup(topology, plan, conf, nudge_fd=nudge.write_fd)
+                nudge = Nudge()
             except BaseException:
-                nudge.close()
+                group.close()
                 raise
+            group.nudge_fd = nudge.write_fd
             try:
                 running = cls(topology, plan, group.start(active), nudge)
             except BaseException:
@@ -146,7 +149,7 @@ class RunningTopology:
         worker = Worker(plan, 0, clock or SYSTEM_CLOCK)
         # a fake clock's run is driven by its test, which looks when it advances time
         own: Nudge | None = Nudge() if clock is None else None
-        worker.nudge_fd = own.write_fd if own is not None else None
+        worker.on_spouts_done = own.tell if own is not None else None
         held = gctune.hold(conf["topology.worker.gc.threshold"])
         try:
             worker.set_active(active)

@@ -439,11 +439,10 @@ class WorkerGroup:
         topology: Topology,
         plan: Plan,
         conf: Mapping[str, Any],
-        nudge_fd: int | None = None,
     ):
         self.topology = topology
         self.plan = plan
-        self.nudge_fd = nudge_fd  # the run's pipe (runtime/nudge.py), for each worker
+        self.nudge_fd: int | None = None  # the run's pipe (runtime/nudge.py), for each worker
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
         self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment)))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)

@@ -27,7 +27,7 @@ from ..component import BasicBolt
 from ..plugins import DATA_ENV, RESTART_ENV
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
-from . import nudge, wait
+from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
@@ -100,7 +100,9 @@ class Worker:
                 targets[t] = remote_target(t)
         self.targets = targets
         self.link: WorkerLink | None = None  # the ZeroMQ link when the topology has several workers
-        self.nudge_fd: int | None = None  # the run's pipe: its spouts are done (nudge.py)
+        # the run's word that every spout here is done (nudge.py): `Nudge.tell` in this
+        # process, a write to this process's copy of the pipe in a worker process
+        self.on_spouts_done: Callable[[], None] | None = None
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
@@ -574,14 +576,14 @@ class Worker:
         """A spout here finished with no tree in flight, or ended its input (on its own
         thread): once every user spout has, the run is told (nudge.py) and looks for
         the end at once rather than at its next back-off poll."""
-        if self.nudge_fd is None:
+        if self.on_spouts_done is None:
             return
         for ex in self.executors.values():
             if not isinstance(ex, SpoutExecutor) or ex.component.startswith("__"):
                 continue  # a system spout (the checkpoint spout) never finishes
             if not (ex.input_finished or (ex.finished and ex.is_done())):
                 return
-        nudge.tell(self.nudge_fd)
+        self.on_spouts_done()
 
     # -- questions ---------------------------------------------------------------------------
     def quiescence(self) -> dict[str, Any]:

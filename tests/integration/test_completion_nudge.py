@@ -5,7 +5,9 @@ of a worker is done."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import pytest
 
@@ -27,8 +29,15 @@ def topology(name: str, start: str) -> Topology:
     return t
 
 
+WHERE = pytest.mark.parametrize(
+    ("workers", "start"),
+    [(1, "fork"), (2, "fork"), (2, "spawn")],
+    ids=["in-process", "forked", "spawned"],  # one worker runs in this process
+)
+
+
 @pytest.mark.parametrize("acking", [0, 1])
-@pytest.mark.parametrize(("workers", "start"), [(1, "fork"), (2, "fork"), (2, "spawn")])
+@WHERE
 def test_the_run_hears_when_the_spouts_are_done(workers, start, acking):
     t = topology(f"nudge-{workers}-{start}-{acking}", start)
     with LocalCluster(workers=workers, config={"topology.acker.executors": acking}) as c:
@@ -39,6 +48,43 @@ def test_the_run_hears_when_the_spouts_are_done(workers, start, acking):
         assert running._nudge.wait(60) is True  # without the word: False after 60 s
         stats = c.wait_complete(t.name, timeout=60)
     assert stats.components["null"].executed == 400  # each spout task emits all 200
+
+
+class UntilFile(Spout):
+    """Emits one tuple, then finishes once `path` exists (seen from any process)."""
+
+    outputs = ["v"]
+
+    def __init__(self, path):
+        self.path = path
+
+    def open(self, conf, context):
+        self.sent = False
+
+    def next_tuple(self):
+        if not self.sent:
+            self.sent = True
+            self.emit((1,))
+        elif os.path.exists(self.path):
+            self.finish()
+
+
+@WHERE
+def test_a_backed_off_run_ends_at_the_word_not_at_its_next_look(tmp_path, workers, start):
+    """The run's wait is on the pipe: with its next look 60 s away (a long busy run's
+    back-off, stretched), it still ends at once when the spout finishes."""
+    flag = tmp_path / "go"
+    t = Topology(f"nudge-wait-{workers}-{start}", config={"topology.worker.start": start})
+    t.set_spout("s", UntilFile(str(flag)))
+    t.set_bolt("null", Null(), parallelism=2).shuffle_grouping("s")
+    with LocalCluster(workers=workers, config={"topology.acker.executors": 0}) as c:
+        c.submit(t)
+        running = c._get(t.name)
+        running._interval = 60.0
+        running._next_look = time.monotonic() + 60.0
+        flag.touch()
+        assert running.poll_complete(30) is True  # without the word: no look for 30 s
+        assert running.statistics().components["null"].executed == 1
 
 
 GO = threading.Event()  # the in-process worker's: this test's thread sets it
