@@ -189,8 +189,12 @@ def serve(sock: socket.socket) -> int:
     mark("fork server ready")
     me = sock.fileno()
     while True:
-        readable, _, _ = select.select([me, *children], [], [])
-        for fd in readable:
+        # poll, not select: a run's process with 1,024 open files gives us descriptors
+        # past select's limit (ValueError: the server died, "did not answer")
+        poller = select.poll()
+        for fd in (me, *children):
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll():
             if fd == me:
                 got = _recv(sock)
                 if got is None:

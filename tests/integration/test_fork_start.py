@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -388,3 +389,22 @@ def test_the_cli_flushes_what_a_bolt_left_open_before_it_leaves(tmp_path):
     assert p.returncode == 0, p.stderr
     assert out.read_text() == "seen 3"
     assert json.loads((tmp_path / "stats.json").read_text())["status"].lower() == "complete"
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_process_with_over_1024_open_files_runs_worker_processes(start):
+    """Its descriptors for the fork server's socket, the workers' pidfds and the run's
+    pipe are past 1023, which select() refuses: the fork server died at once ("did not
+    answer"), and the run's wait for completion raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard}: cannot open 1,100 files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # an app's sockets
+    try:
+        counts, _, _ = run(wordcount(f"many-files-{start}", start=start))
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert counts == EXPECTED
