@@ -97,7 +97,9 @@ class RunningTopology:
         self.status = TopologyStatus.RUNNING
         self.error: str | None = None
         self._final: TopologyStatistics | None = None
-        self._lock = threading.Lock()
+        # a look and the end exclude each other: a kill on another thread closes what
+        # a look asks through (a waiter got "ZMQError: Socket operation on non-socket")
+        self._lock = threading.RLock()
         self.group: WorkerSet | None = None  # when the workers are processes
         self.gc_held = False  # in-process workers: GC thresholds held (gctune)
         self.spouts_finished = False  # as the last completion snapshot saw it
@@ -222,15 +224,18 @@ class RunningTopology:
                 return True
             now = time.monotonic()
             if now >= self._next_look:
-                try:
-                    done = rule.observe()
-                except WorkerError:
-                    self.finish(TopologyStatus.FAILED)
-                    raise
-                if done:
-                    mark("complete")
-                    self.finish(TopologyStatus.COMPLETE)
-                    return True
+                with self._lock:
+                    if self.ended:  # killed while this thread waited for the lock
+                        return True
+                    try:
+                        done = rule.observe()
+                    except WorkerError:
+                        self.finish(TopologyStatus.FAILED)
+                        raise
+                    if done:
+                        mark("complete")
+                        self.finish(TopologyStatus.COMPLETE)
+                        return True
                 self._interval = next_poll(self._interval, rule.quiet, self.spouts_finished)
                 now = time.monotonic()
                 self._next_look = now + self._interval

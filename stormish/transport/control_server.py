@@ -58,6 +58,7 @@ class ControlServer:
             port = self.sock.bind_to_random_port(bind)
             self.address = f"{bind}:{port}"
         self.lock = threading.RLock()
+        self.closed = False
         self._ids = itertools.count(1)
         self.hellos: dict[tuple[str | None, int], Hello] = {}
         # a worker's answer may carry code (a task's results) only on a keyed socket
@@ -105,7 +106,8 @@ class ControlServer:
     def pump(self, timeout_ms: int = 0) -> None:
         """Read hellos (and drop stray replies) without a request under way."""
         with self.lock:
-            self._pump(timeout_ms)
+            if not self.closed:
+                self._pump(timeout_ms)
 
     def wait_hello(
         self, topology: str | None, index: int, pid: int | None, alive: Any, timeout: float
@@ -114,6 +116,7 @@ class ControlServer:
         given: a restarted worker's first hello, not its predecessor's)."""
         deadline = time.monotonic() + timeout
         with self.lock:
+            self._open(f"worker {index}", "for its hello")
             while True:
                 got = self.hellos.get((topology, index))
                 if got is not None and (pid is None or got.pid == pid):
@@ -128,6 +131,7 @@ class ControlServer:
         self, ident: bytes, verb: str, payload: Any, alive: Any, timeout: float, who: str
     ) -> Any:
         with self.lock:
+            self._open(who, verb)
             req_id = next(self._ids)
             self.sock.send_multipart([ident, *ct.request(verb, req_id, payload)])
             deadline = time.monotonic() + timeout
@@ -161,6 +165,8 @@ class ControlServer:
         (ident, verb, payload, alive, who); the replies come back in that order. Workers
         carry out start and stop side by side instead of one after the other."""
         with self.lock:
+            if asks:
+                self._open(asks[0][4], asks[0][1])
             want: dict[tuple[bytes, int], int] = {}
             for i, (ident, verb, payload, _alive, _who) in enumerate(asks):
                 req_id = next(self._ids)
@@ -193,6 +199,14 @@ class ControlServer:
             return out
 
     def close(self) -> None:
-        self.sock.close(0)
+        """After a request under way on another thread (never under its feet: the socket
+        is not thread-safe); a request after this says the channel is closed."""
+        with self.lock:
+            self.closed = True
+            self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
+
+    def _open(self, who: str, verb: str) -> None:
+        if self.closed:
+            raise WorkerError(f"{who}: cannot ask {verb}: the run's control channel is closed")

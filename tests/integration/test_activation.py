@@ -20,8 +20,11 @@ class Recording(Spout):
 
     outputs = ["i"]
 
-    def __init__(self, n: int = 50):
+    def __init__(self, n: int = 50, until_reactivated: bool = False):
         self.n = n
+        # finish only after a deactivate and an activate: a run that ends as soon as its
+        # spout is done (the nudge) ended before the test's activate otherwise
+        self.until_reactivated = until_reactivated
 
     def open(self, conf, context):
         self.calls = [("open", threading.get_ident())]
@@ -43,8 +46,12 @@ class Recording(Spout):
         if self.sent < self.n:
             self.emit([self.sent], msg_id=self.sent)
             self.sent += 1
-        elif self.acked == self.n:
+        elif self.acked == self.n and (not self.until_reactivated or self._reactivated()):
             self.finish()
+
+    def _reactivated(self) -> bool:
+        names = [c for c, _ in self.calls]
+        return "deactivate" in names and "activate" in names[names.index("deactivate") :]
 
     def ack(self, msg_id):
         self._note("ack")
@@ -54,9 +61,9 @@ class Recording(Spout):
         return getattr(self, "calls", None)  # None: never opened
 
 
-def topology(name: str, n: int = 50) -> Topology:
+def topology(name: str, n: int = 50, until_reactivated: bool = False) -> Topology:
     t = Topology(name, config={"topology.max.spout.pending": 4})
-    t.set_spout("spout", Recording(n))
+    t.set_spout("spout", Recording(n, until_reactivated))
     t.set_bolt("sink", CaptureBolt()).shuffle_grouping("spout")
     return t
 
@@ -73,7 +80,7 @@ def spout_active(cluster: LocalCluster, name: str) -> bool | None:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_activate_and_deactivate_run_on_the_spout_thread(workers):
     with LocalCluster(workers=workers) as cluster:
-        cluster.submit(topology("act"))
+        cluster.submit(topology("act", until_reactivated=True))
         poll_for(lambda: emitted(cluster, "act") > 0, 30, what="first emits")
         cluster.deactivate("act")
         poll_for(lambda: spout_active(cluster, "act") is False, 30, what="deactivated")
@@ -113,3 +120,41 @@ def test_killing_a_topology_that_was_never_activated_stops_cleanly():
         assert stats.status == "killed"
         assert stats.components["spout"].emitted == 0
         assert cluster._get("never").results() == {"spout": [None], "sink": [[]]}
+
+
+class Endless(Spout):
+    """Emits forever, a little at a time."""
+
+    outputs = ["v"]
+
+    def next_tuple(self):
+        self.emit((1,))
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_kill_on_another_thread_ends_a_wait_for_completion_with_the_kill(workers):
+    """The waiter gets the run's final statistics (KILLED). With worker processes it got
+    "ZMQError: Socket operation on non-socket": the kill closed the control socket a
+    look of the waiter's was asking through."""
+    got: list[object] = []
+    with LocalCluster(workers=workers) as c:
+        for i in range(5):  # the kill lands at a different point of the looks each time
+            t = Topology(f"kill-while-waiting-{workers}-{i}")
+            t.set_spout("s", Endless())
+            t.set_bolt("b", CaptureBolt()).shuffle_grouping("s")
+            c.submit(t)
+
+            def wait(name=t.name):
+                try:
+                    got.append(c.wait_complete(name, timeout=60).status)
+                except BaseException as exc:  # noqa: BLE001 - what the waiter saw is the point
+                    got.append(exc)
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            poll_for(lambda name=t.name: c.statistics(name).component("b").executed > 0, 30)
+            c.kill(t.name)
+            waiter.join(60)
+            assert not waiter.is_alive()
+    assert [str(g) for g in got] == ["killed"] * 5
