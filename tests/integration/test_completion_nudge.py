@@ -6,7 +6,6 @@ of a worker is done."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
@@ -87,37 +86,18 @@ def test_a_backed_off_run_ends_at_the_word_not_at_its_next_look(tmp_path, worker
         assert running.statistics().components["null"].executed == 1
 
 
-GO = threading.Event()  # the in-process worker's: this test's thread sets it
-
-
-class Held(Spout):
-    """Emits one tuple, then finishes only once the test says so."""
-
-    outputs = ["v"]
-
-    def open(self, conf, context):
-        self.sent = False
-
-    def next_tuple(self):
-        if not self.sent:
-            self.sent = True
-            self.emit((1,))
-        elif GO.is_set():
-            self.finish()
-
-
-def test_no_word_while_a_spout_of_the_worker_still_runs():
-    GO.clear()
+def test_no_word_while_a_spout_of_the_worker_still_runs(tmp_path):
+    flag = tmp_path / "go"
     t = Topology("nudge-held")
     t.set_spout("quick", ListSpout([[i] for i in range(10)]))
-    t.set_spout("held", Held())
+    t.set_spout("held", UntilFile(str(flag)))
     t.set_bolt("null", Null()).shuffle_grouping("quick").shuffle_grouping("held")
     with LocalCluster(config={"topology.acker.executors": 1}) as c:
         c.submit(t)
         running = c._get(t.name)
         # 'quick' is done within ms; 'held' is not: a word now would be early
         assert running._nudge.wait(0.5) is False
-        GO.set()
+        flag.touch()
         assert running._nudge.wait(60) is True
         stats = c.wait_complete(t.name, timeout=60)
     assert stats.components["null"].executed == 11
