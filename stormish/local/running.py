@@ -257,8 +257,9 @@ class RunningTopology:
         deadline = time.monotonic() + timeout
         rule = Completion(self, finished=False)
         while True:
-            if rule.observe():
-                return
+            with self._lock:  # as poll_complete's looks: never after the end stopped it
+                if self.ended or rule.observe():
+                    return
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"topology {self.name!r} did not become quiet within {timeout}s: "
@@ -290,14 +291,23 @@ class RunningTopology:
             w.set_active(active)
 
     def kill(self, wait_secs: float = 0.0) -> TopologyStatistics:
-        if self.ended:
-            return self.statistics()
-        self.set_active(False)
-        if wait_secs > 0:
-            deadline = time.monotonic() + wait_secs
-            while time.monotonic() < deadline and not self.is_complete():
-                time.sleep(POLL)
-        return self.finish(TopologyStatus.KILLED)
+        """Deactivate, wait up to `wait_secs` for quiet, stop. Under the lock a look by
+        another thread takes (`poll_complete`): a run that ends by itself meanwhile is
+        not asked anything after its workers stopped (the kill raised "died during
+        active"), and a worker that died or stopped answering does not stop the kill."""
+        with self._lock:
+            if self.ended:
+                return self.statistics()
+            try:
+                self.set_active(False)
+                if wait_secs > 0:
+                    deadline = time.monotonic() + wait_secs
+                    while time.monotonic() < deadline and not self.is_complete():
+                        time.sleep(POLL)
+            except WorkerError as exc:
+                if self.error is None:  # the final statistics say it
+                    self.error = str(exc)
+            return self.finish(TopologyStatus.KILLED)
 
     def finish(self, status: TopologyStatus) -> TopologyStatistics:
         with self._lock:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from stormish import LocalCluster, Spout, Topology
-from stormish.testing import CaptureBolt, poll_for
+from stormish.testing import CaptureBolt, ListSpout, poll_for
 
 
 class Recording(Spout):
@@ -158,3 +158,36 @@ def test_a_kill_on_another_thread_ends_a_wait_for_completion_with_the_kill(worke
             waiter.join(60)
             assert not waiter.is_alive()
     assert [str(g) for g in got] == ["killed"] * 5
+
+
+def test_a_kill_racing_the_natural_end_returns_the_final_statistics():
+    """The kill deactivates the workers while the run, complete, stops them on another
+    thread: it asked a stopping worker and raised "worker 0 ... died during active".
+    The kill is held at its first step until that stop has begun (when the run's own
+    end gets there first; otherwise for 2 s, and the run is killed instead)."""
+    t = Topology("kill-at-the-end")
+    t.set_spout("s", ListSpout([[i] for i in range(20)]))
+    t.set_bolt("b", CaptureBolt(), parallelism=2).shuffle_grouping("s")
+    with LocalCluster(workers=2, config={"topology.acker.executors": 0}) as c:
+        c.submit(t)
+        running = c._get(t.name)
+        stopping = threading.Event()
+        stop_all, set_active = running.group.stop_all, running.set_active
+
+        def stop_all_noted(*args):
+            stopping.set()
+            return stop_all(*args)
+
+        def set_active_late(active):
+            stopping.wait(2)
+            return set_active(active)
+
+        running.group.stop_all = stop_all_noted
+        running.set_active = set_active_late
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.append(running.wait_complete(60).status))
+        waiter.start()
+        final = c.kill(t.name)  # raised WorkerError
+        waiter.join(60)
+    assert str(final.status) in ("complete", "killed")
+    assert [str(s) for s in got] == [str(final.status)]
