@@ -27,6 +27,9 @@ class ShellBolt(ShellMixin, Bolt):
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
         self.inputs: dict[str, Tuple] = {}
         self._ids = itertools.count(1)
+        self._last = 0  # the last id offered; ids after `_base` are this child's, in order
+        self._base = 0
+        self._synced = 0  # this child's offered messages its answered heartbeats cover
         self._tick_secs = conf.get("topology.tick.tuple.freq.secs")
         self._start(conf, context, heartbeat=True)
 
@@ -34,7 +37,8 @@ class ShellBolt(ShellMixin, Bolt):
         child = self.child
         if child is None or not child.has_room():
             child = self._wait_room()  # (and restarts a dead child)
-        tid = str(next(self._ids))
+        self._last = n = next(self._ids)
+        tid = str(n)
         src = tup.source
         if tup.is_tick:  # Storm's tick tuple: from __system, task -1, [freq secs]
             msg = {"id": tid, "comp": "__system", "stream": "__tick", "task": -1,
@@ -52,11 +56,19 @@ class ShellBolt(ShellMixin, Bolt):
         self.inputs[tid] = tup  # the child answers only once this returns (same thread)
 
     def busy_outside(self) -> bool:
-        """The child holds tuples it has not acked or failed: what it emits for them is
-        still to come. The completion rule asks (Worker.quiescence): execute returned
-        when the tuple was handed over, so with acking off nothing else says the run
-        is not over yet (a child taking 8 ms a tuple lost its last emits every run)."""
-        return bool(getattr(self, "inputs", None))
+        """The child holds tuples it has neither acked nor failed, nor answered a
+        heartbeat after (Child.synced): what it emits for them may still come. The
+        completion rule asks (Worker.quiescence): execute returned when the tuple was
+        handed over, so with acking off nothing else says the run is not over yet (a
+        child taking 8 ms a tuple lost its last emits every run). A child that never
+        acks (pystorm's auto_ack=False, storm.py's Bolt) is done with a tuple once it
+        answered the next heartbeat (within a second); ticks never hold a run."""
+        inputs = getattr(self, "inputs", None)
+        if not inputs:
+            return False
+        covered = self._base + self._synced
+        # from another thread: a copy in one C call, while the executor may change it
+        return any(int(t) > covered and not tup.is_tick for t, tup in list(inputs.items()))
 
     def cleanup(self) -> None:
         self._stop_child()
@@ -65,6 +77,9 @@ class ShellBolt(ShellMixin, Bolt):
         held, self.inputs = self.inputs, {}
         for tup in held.values():
             self.fail(tup)
+
+    def _restarted(self) -> None:
+        self._base, self._synced = self._last, 0  # the new child counts from here
 
     def _command(self, cmd: str, msg: dict) -> bool:
         if cmd == "emit":
@@ -76,7 +91,11 @@ class ShellBolt(ShellMixin, Bolt):
                 return False
             (self.ack if cmd == "ack" else self.fail)(tup)
             return True
-        if cmd == "sync":  # a heartbeat's answer: reading it was the point
+        if cmd == "sync":  # a heartbeat's answer: what was written before it is done
+            child = self.child
+            covered = child.synced() if child is not None else None
+            if covered is not None:
+                self._synced = covered
             return True
         return self._common(cmd, msg)
 

@@ -98,6 +98,13 @@ class Child:
         self._inbox: deque[Any] = deque()
         self._out: deque[bytes] = deque()  # tuples, commands: bounded by capacity
         self._now: deque[bytes] = deque()  # task ids, heartbeats: first, unbounded
+        # What each heartbeat proves once answered: the child reads in order and answers
+        # a heartbeat after what it read before it, so its `sync` says the offered
+        # messages written before that heartbeat are done (a bolt's emits for them came
+        # first). Per heartbeat in write order, how many offered messages went before it.
+        self._out_taken = 0  # offered messages taken by the writer, in order
+        self._beats_queued = 0  # heartbeats in `_now`, not yet taken
+        self.beat_marks: deque[int] = deque()
         self.closed = False
         self.kill_reason: str | None = None
         self.last_read = time.monotonic()
@@ -154,6 +161,21 @@ class Child:
         with self._lock:
             self._now.append(data)
             self._lock.notify_all()
+
+    def beat(self) -> None:
+        """Send a heartbeat (ahead of the offered messages, as Storm does)."""
+        assert self._heartbeat is not None
+        data = self._encode(self._heartbeat())
+        with self._lock:
+            self._now.append(data)
+            self._beats_queued += 1
+            self._lock.notify_all()
+
+    def synced(self) -> int | None:
+        """The child answered its oldest unanswered heartbeat: how many offered messages
+        were written before it (all of them done); None if none was outstanding."""
+        marks = self.beat_marks
+        return marks.popleft() if marks else None
 
     def take(self) -> list[Any]:
         """Every message read so far (a `Fault` last, when the child is gone). Called
@@ -281,9 +303,13 @@ class Child:
                 if self._now:
                     parts = list(self._now)
                     self._now.clear()
+                    for _ in range(self._beats_queued):  # before the write: never late
+                        self.beat_marks.append(self._out_taken)
+                    self._beats_queued = 0
                 else:
                     n = min(len(self._out), WRITE_BATCH)
                     parts = [self._out.popleft() for _ in range(n)]
+                    self._out_taken += n
                 if self._waiting:
                     self._lock.notify_all()  # room for offer
             try:
@@ -306,7 +332,7 @@ class Child:
             if self.proc.poll() is not None:
                 continue  # exited: the reader reports it
             if self._heartbeat is not None:
-                self.offer_now(self._heartbeat())
+                self.beat()
             silent = time.monotonic() - self.last_read
             if silent > self.timeout and not self.reader_held and self._expecting():
                 self.kill(f"sent nothing for {silent:.1f}s (topology.subprocess.timeout.secs)")

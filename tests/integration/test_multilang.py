@@ -101,13 +101,16 @@ class Sink(Bolt):
         return dict(self.counts)
 
 
+@pytest.mark.parametrize("script", ["slow_echo.py", "never_acks.py"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_run_does_not_end_while_a_child_still_holds_tuples(workers):
+def test_a_run_does_not_end_while_a_child_still_holds_tuples(workers, script):
     """Acking off, a child that takes 50 ms a tuple: its execute returned when the tuple
     was handed over, so the counts balanced and every queue was empty while the child
-    worked; the run ended before its emits (each of 10 runs lost tuples)."""
-    slow = ShellBolt([PY, str(HERE / "slow_echo.py"), "0.05"], ["v"])
-    t = Topology(f"ml-slow-{workers}")
+    worked; the run ended before its emits (each of 10 runs lost tuples). A child that
+    never acks is done with a tuple once it answered a heartbeat sent after it: the run
+    ends (it hung when every unacked tuple held it), with every emit."""
+    slow = ShellBolt([PY, str(HERE / script), "0.05"], ["v"])
+    t = Topology(f"ml-slow-{workers}-{script[:-3]}")
     t.set_spout("s", ListSpout([(i,) for i in range(5)]))
     t.set_bolt("slow", slow).shuffle_grouping("s")
     t.set_bolt("sink", Sink()).shuffle_grouping("slow")
