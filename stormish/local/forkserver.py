@@ -406,20 +406,20 @@ class ForkServer:
                 self._ended.notify_all()
             self._replies.put(("gone",))
 
-    def fork(self, spec: dict[str, Any], stdout: int, stderr: int, *more: int) -> Forked:
+    def fork(self, spec: dict[str, Any], stdout: int, stderr: int) -> Forked:
         """A worker forked with `spec` (`process.run_forked`), its stdout and stderr on
-        these descriptors (the server and the worker get copies: close yours); `more`:
-        the run's nudge pipe (runtime/nudge.py)."""
-        got = self.fork_many([(spec, stdout, stderr, *more)])[0]
+        these descriptors (the server and the worker get copies: close yours)."""
+        got = self.fork_many([(spec, stdout, stderr)])[0]
         if isinstance(got, OSError):
             raise got
         return got
 
     def fork_many(self, requests: list[tuple[Any, ...]]) -> list[Forked | OSError]:
-        """`fork` for several workers (each (spec, stdout, stderr[, nudge])), the requests
-        sent before the first answer is awaited (a worker forked per round trip made -w 4
-        wait for four); each one's worker, or the error that says why it was not started.
-        Raises when the server is gone before it answered them all."""
+        """`fork` for several workers (each (spec, stdout, stderr[, the run's nudge pipe:
+        runtime/nudge.py])), the requests sent before the first answer is awaited (a
+        worker forked per round trip made -w 4 wait for four); each one's worker, or the
+        error that says why it was not started. Raises when the server is gone before it
+        answered them all."""
         with self._lock:
             if self.closed:
                 raise OSError(f"the fork server (pid {self.pid}) is gone")

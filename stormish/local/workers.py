@@ -434,12 +434,7 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
-    def __init__(
-        self,
-        topology: Topology,
-        plan: Plan,
-        conf: Mapping[str, Any],
-    ):
+    def __init__(self, topology: Topology, plan: Plan, conf: Mapping[str, Any]):
         self.topology = topology
         self.plan = plan
         self.nudge_fd: int | None = None  # the run's pipe (runtime/nudge.py), for each worker
