@@ -103,6 +103,7 @@ class Worker:
         # the run's word that every spout here is done (nudge.py): `Nudge.tell` in this
         # process, a write to this process's copy of the pipe in a worker process
         self.on_spouts_done: Callable[[], None] | None = None
+        self._eoi_consumed: dict[int, int] = {}  # tick bolts told END_OF_INPUT: consumed then
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
@@ -471,7 +472,7 @@ class Worker:
         tasks told; the completion rule (running.Completion) asks for this."""
         told = 0
         for task, ex in self.executors.items():
-            if getattr(ex.obj, "closes_at_end_of_input", False):
+            if getattr(ex.obj, "closes_at_end_of_input", False) or self._ticked_anew(ex):
                 self.queues[task].publish_force(
                     (TICK_TASK, TICK_STREAM, [(END_OF_INPUT,)], None), 1
                 )
@@ -481,6 +482,22 @@ class Worker:
             if ex.queue.chan_list and ex.queue.flush_held():
                 told += 1
         return told
+
+    def _ticked_anew(self, ex: Executor) -> bool:
+        """A bolt on tick tuples (topology.tick.tuple.freq.secs: it may hold what it
+        flushes on a tick, a batch of N's remainder) gets a last tick at the end of input
+        too, as Storm's would get ticks while a kill waits: the first time, then only
+        after it consumed tuples since (one feeding another's buffer), so one that emits
+        on every tick regardless cannot keep the run from ending."""
+        if not isinstance(ex, BoltExecutor) or ex.component == ACKER:
+            return False
+        if not ex.conf.get("topology.tick.tuple.freq.secs"):
+            return False
+        seen = self._eoi_consumed.get(ex.task)
+        if seen is not None and ex.consumed == seen:
+            return False
+        self._eoi_consumed[ex.task] = ex.consumed
+        return True
 
     def failure(self) -> str | None:
         """Why this worker failed (its first dead executor), or None."""
@@ -607,6 +624,11 @@ class Worker:
                 idle = False
             elif (busy := getattr(ex.obj, "busy_outside", None)) is not None and busy():
                 idle = False  # a multilang child holds tuples it has not answered
+            elif isinstance(ex, BoltExecutor) and ex.queue.taken > ex.executed + ex.dropped_stale:
+                # a batch taken and not yet run: ticks (END_OF_INPUT's window flush, a
+                # buffer flushed on ticks) are counted neither sent nor consumed, so the
+                # counts alone missed a last window still running (its output was lost)
+                idle = False
             if ex.queue.chan_list:
                 held += ex.queue.held()
                 # a latched tuple sent again to this worker: counted as sent, once taken
