@@ -11,9 +11,11 @@ words' own timestamps, not the clock: `stormish run topologies/rolling_top_words
 prints one ranking per minute of event time and completes in a few seconds.
 
 It runs without acking (`topology.acker.executors: 0`, an unreliable spout as
-storm-starter's): a windowed bolt acks a tuple only when it leaves its window, and the
-words of the last windows never leave (no later word moves the watermark past them), so
-a finite reliable run would wait for them for ever. docs/windows.md says more.
+storm-starter's). A windowed bolt acks a tuple only when it leaves its window, and the
+words of the last windows leave only at the end of input (no later word moves the
+watermark past them): a reliable spout says its input ended with `finish_input()` once
+it emitted everything, not `finish()` after its last ack, which would never come.
+docs/windows.md, "Finite runs: the end of input", says more.
 """
 
 from __future__ import annotations
