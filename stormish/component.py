@@ -194,7 +194,15 @@ class Bolt(Component):
         bolt cannot take more input (the client's queue is full): that turn takes none,
         the task counts as under backpressure, and its receive queue fills until the
         engine's backpressure holds its upstream, as for a bolt whose emits cannot go
-        out. A bolt that does not define it pays nothing."""
+        out. A bolt that does not define it pays nothing.
+
+        Emit, ack and fail only on the task's thread (in `execute`, `execute_batch` and
+        here): the collector is not thread-safe, and what another thread emits waits in
+        an outbox only the task's thread sends. A thread of your own hands its results
+        to `on_turn` (a queue) and wakes the task with `context.wake()`. With acking
+        off, a finite run does not know of work that completes here later (nothing
+        counts it): keep acking on for such a bolt, so the trees it holds keep the run
+        open until it settles them."""
         return False
 
     ack: Callable[..., Any] = _not_running("ack")
