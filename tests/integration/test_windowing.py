@@ -30,6 +30,8 @@ from stormish.testing import (
 )
 from stormish.windowing import Count, Duration, JoinBolt, WindowedBolt
 
+from .parts import CountingSpout
+
 pytestmark = pytest.mark.timeout(120)
 BASE = datetime(2026, 1, 1, 6, 0, 0, tzinfo=UTC).timestamp()
 
@@ -592,22 +594,6 @@ def test_an_unreliable_finite_run_still_runs_its_last_windows(workers):
     assert got == [*WINDOWS, [20, 40, ["e5", "e6"], ["e6"], ["e4"]], [30, 50, ["e6"], [], ["e5"]]]
 
 
-class Numbers(Spout):
-    """0..99 without message ids, then finish."""
-
-    outputs = ["n"]
-
-    def open(self, conf, context):
-        self.i = 0
-
-    def next_tuple(self):
-        if self.i < 100:
-            self.emit([self.i])
-            self.i += 1
-        else:
-            self.finish()
-
-
 class SlowWindow(WindowedBolt):
     """Its window takes 200 ms (a lookup, a model) before it emits what was new."""
 
@@ -627,7 +613,7 @@ def test_a_slow_last_window_reaches_the_sink_before_the_run_ends(workers):
     from stormish.testing import CaptureBolt, run_topology
 
     t = Topology(f"slow-last-window-{workers}")
-    t.set_spout("nums", Numbers())
+    t.set_spout("nums", CountingSpout(100))
     t.set_bolt("win", SlowWindow().with_tumbling_window(Duration(seconds=10))).shuffle_grouping(
         "nums"
     )
@@ -678,7 +664,7 @@ def test_a_bolt_that_flushes_on_ticks_gets_a_last_tick_at_the_end_of_input(worke
 
     reliable = acking == 1
     t = Topology(f"tick-flush-{workers}-{acking}")
-    t.set_spout("nums", ListSpout([[i] for i in range(100)]) if reliable else Numbers())
+    t.set_spout("nums", ListSpout([[i] for i in range(100)]) if reliable else CountingSpout(100))
     t.set_bolt("first", TickBuffer()).shuffle_grouping("nums")
     t.set_bolt("second", TickBuffer()).shuffle_grouping("first")
     t.set_bolt("status", EveryTick()).shuffle_grouping("nums")
