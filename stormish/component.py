@@ -199,10 +199,21 @@ class Bolt(Component):
         Emit, ack and fail only on the task's thread (in `execute`, `execute_batch` and
         here): the collector is not thread-safe, and what another thread emits waits in
         an outbox only the task's thread sends. A thread of your own hands its results
-        to `on_turn` (a queue) and wakes the task with `context.wake()`. With acking
-        off, a finite run does not know of work that completes here later (nothing
-        counts it): keep acking on for such a bolt, so the trees it holds keep the run
-        open until it settles them."""
+        to `on_turn` (a queue) and wakes the task with `context.wake()`. A finite run
+        knows of such work only through the trees it holds (acking on) or through
+        `holds_work`: define it too when the bolt emits from here with acking off."""
+        return False
+
+    def holds_work(self) -> bool:
+        """True while the bolt owes output it will emit later, from `on_turn` (a thread
+        of its own still running tuples `execute` handed it).
+
+        A finite run ends once every spout is done and nothing is queued, in flight or
+        running; with acking off nothing else tells it of work a bolt finishes outside
+        `execute`, and what `on_turn` emitted after the end was lost. The runtime asks
+        on the task's thread, after each `on_turn` (so only a bolt that defines
+        `on_turn` is asked), and the run is not over while the last answer was True.
+        Keep it cheap (a counter); it must not block."""
         return False
 
     ack: Callable[..., Any] = _not_running("ack")

@@ -286,6 +286,7 @@ class Topology:
                 )
         if not is_spout:
             _check_settle(name, obj)
+            _check_holds_work(name, obj)
         comp_conf = dict(obj.component_config or {})
         for k, v in comp_conf.items():
             _config.check_value(k, v, self._where(name), "component")
@@ -469,6 +470,21 @@ def check_picklable(name: str, obj: Any) -> None:
     raise TopologyError(
         f"component {name!r} cannot be pickled: {type(top_error).__name__}: {top_error}"
     ) from top_error
+
+
+def _check_holds_work(name: str, bolt: Any) -> None:
+    """holds_work is asked after on_turn only: defined alone it would never be asked,
+    and the run it was written to keep open would end without it."""
+    cls = type(bolt)
+    if (
+        getattr(cls, "holds_work", Bolt.holds_work) is not Bolt.holds_work
+        and getattr(cls, "on_turn", Bolt.on_turn) is Bolt.on_turn
+    ):
+        raise TopologyError(
+            f"component {name!r} defines holds_work but not on_turn: the runtime asks "
+            "holds_work after each on_turn, where the work it owes is emitted "
+            "(Bolt.holds_work)"
+        )
 
 
 def _check_settle(name: str, bolt: Any) -> None:

@@ -98,6 +98,9 @@ class BoltExecutor(Executor):
         # Bolt.on_turn, where the bolt defines it: called before each turn takes input
         on_turn = getattr(type(self.obj), "on_turn", Bolt.on_turn)
         self._on_turn = None if on_turn is Bolt.on_turn else self.obj.on_turn
+        holds = getattr(type(self.obj), "holds_work", Bolt.holds_work)
+        self._holds_work = None if holds is Bolt.holds_work else self.obj.holds_work
+        self.holding = False  # Bolt.holds_work's last answer (Worker.quiescence reads it)
         self._bind()
 
     def _bind(self) -> None:
@@ -282,8 +285,16 @@ class BoltExecutor(Executor):
         counts = self.counts
         settled = counts.acked + counts.failed
         held = self._on_turn()  # type: ignore[misc]  # set: step() checked
+        if self._holds_work is not None:
+            self.holding = bool(self._holds_work())
         if counts.acked + counts.failed != settled:
             self._settled_outside()
+            self.idle = 0
+            if held:
+                self.collector.flush_all()
+        elif self.collector.buffered():
+            # it emitted without settling (acking off, a thread's results): flush as
+            # after work, or those emits sat in partial outboxes for good
             self.idle = 0
             if held:
                 self.collector.flush_all()

@@ -624,6 +624,8 @@ class Worker:
                 idle = False
             elif (busy := getattr(ex.obj, "busy_outside", None)) is not None and busy():
                 idle = False  # a multilang child holds tuples it has not answered
+            elif getattr(ex, "holding", False):
+                idle = False  # the bolt owes what on_turn will emit (Bolt.holds_work)
             elif isinstance(ex, BoltExecutor) and ex.queue.taken > ex.executed + ex.dropped_stale:
                 # a batch taken and not yet run: ticks (END_OF_INPUT's window flush, a
                 # buffer flushed on ticks) are counted neither sent nor consumed, so the
