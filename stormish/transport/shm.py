@@ -30,7 +30,6 @@ import ctypes
 import mmap
 import os
 import re
-import secrets
 import stat
 import struct
 import threading
@@ -96,7 +95,7 @@ class Pool:
 
     def __init__(self, limit_bytes: int):
         self.limit = limit_bytes
-        self.token = secrets.token_bytes(4)
+        self.token = os.urandom(4)  # secrets' own source (secrets costs hmac's import)
         self.prefix = f"{NAME}{os.getpid()}-{self.token.hex()}-"
         self._maps: list[mmap.mmap | None] = []
         self._sizes: list[int] = []
