@@ -217,18 +217,22 @@ def _leave(code: int) -> None:
     import atexit
     import gc
     import io
+    import itertools
 
     from .local.forkserver import mark
 
     atexit._run_exitfuncs()
     buffered = (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
-    for obj in gc.get_objects():  # what a bolt left open in this process (-w 1)
-        if isinstance(obj, buffered):
-            try:
-                if not obj.closed:
-                    obj.flush()
-            except (OSError, ValueError):
-                pass
+    objects = gc.get_objects()  # what a bolt left open in this process (-w 1)
+    # picked in C (types, then the objects of the buffered ones): a loop in Python took
+    # 5-7 ms of every command, ~50 ms where the topology holds 300k containers
+    kinds = {k for k in set(map(type, objects)) if issubclass(k, buffered)}
+    for obj in itertools.compress(objects, map(kinds.__contains__, map(type, objects))):
+        try:
+            if not obj.closed:
+                obj.flush()
+        except (OSError, ValueError):
+            pass
     mark("cli: leaves")
     os._exit(code)
 
