@@ -104,7 +104,6 @@ print(json.dumps(out))
 """
 
 
-
 def test_workers_are_forks_of_the_runs_fork_server_and_count_exactly():
     """In a process of one thread (as `stormish run` is) the fork server is a fork of
     that process. Run in a fresh interpreter: the test process may have threads of
