@@ -101,6 +101,7 @@ class BoltExecutor(Executor):
         holds = getattr(type(self.obj), "holds_work", Bolt.holds_work)
         self._holds_work = None if holds is Bolt.holds_work else self.obj.holds_work
         self.holding = False  # Bolt.holds_work's last answer (Worker.quiescence reads it)
+        self._holds_seen = 0  # what it had executed when it was asked
         self._bind()
 
     def _bind(self) -> None:
@@ -279,6 +280,14 @@ class BoltExecutor(Executor):
         divert = self.execution.divert  # type: ignore[union-attr]  # begun
         return batches if divert is None else divert(batches)
 
+    def owes(self) -> bool:
+        """Bolt.holds_work said True at its last `on_turn`, or the bolt executed tuples
+        since it was asked (it may have handed them to its thread: the answer is stale
+        until its next turn; read from a control thread, so one counter, one flag)."""
+        return self._holds_work is not None and (
+            self.holding or self.counts.executed != self._holds_seen
+        )
+
     def _turn_held(self) -> bool:
         """Bolt.on_turn; what it settled goes out with this turn's flush (an idle turn
         flushes only when it follows work, so it counts as work here)."""
@@ -286,6 +295,7 @@ class BoltExecutor(Executor):
         settled = counts.acked + counts.failed
         held = self._on_turn()  # type: ignore[misc]  # set: step() checked
         if self._holds_work is not None:
+            self._holds_seen = self.counts.executed
             self.holding = bool(self._holds_work())
         if counts.acked + counts.failed != settled:
             self._settled_outside()

@@ -305,10 +305,14 @@ class Worker:
             target=self._timer_main, args=(sched,), name="worker-timer", daemon=True
         )
         self._timer.start()
-        for ex in own:
-            ex.start()
-        if first is not None:
-            first.start()
+        try:
+            for ex in own:
+                ex.start()
+            if first is not None:
+                first.start()
+        except BaseException:
+            self.stop(0.0)  # the helpers above, and what started, end with the failure
+            raise
 
     def stop(self, timeout: float = 10.0) -> list[str]:
         """Stop every executor (close/cleanup run on their threads); returns the names of
@@ -630,7 +634,7 @@ class Worker:
                 idle = False
             elif (busy := getattr(ex.obj, "busy_outside", None)) is not None and busy():
                 idle = False  # a multilang child holds tuples it has not answered
-            elif getattr(ex, "holding", False):
+            elif isinstance(ex, BoltExecutor) and ex.owes():
                 idle = False  # the bolt owes what on_turn will emit (Bolt.holds_work)
             elif isinstance(ex, BoltExecutor) and ex.queue.taken > ex.executed + ex.dropped_stale:
                 # a batch taken and not yet run: ticks (END_OF_INPUT's window flush, a

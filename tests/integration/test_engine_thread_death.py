@@ -100,3 +100,27 @@ def test_an_engine_error_on_a_workers_thread_fails_the_run_at_once(
     text = str(caught.value)
     assert thread in text and f"RuntimeError: injected failure in {target}" in text
     assert "test_engine_thread_death.py" in text  # where it was raised
+
+
+def test_a_worker_whose_scheduler_cannot_start_leaves_no_thread_behind(monkeypatch):
+    """The helper threads (timer, watchdog, stuck watch) start before the scheduler's;
+    when its start fails ("can't start new thread" under a limit) they end with it
+    (found by review: the timer, watchdog and stuck watch ran on for good)."""
+    import threading
+
+    from stormish.runtime import scheduler
+    from stormish.testing import CaptureBolt, ListSpout
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(scheduler.Scheduler, "start", refuse)
+    t = Topology("start-fails", config={"topology.acker.executors": 0})
+    t.set_spout("src", ListSpout([(i,) for i in range(10)]))
+    t.set_bolt("a", CaptureBolt()).shuffle_grouping("src")
+    t.set_bolt("b", CaptureBolt()).shuffle_grouping("src")
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="can't start new thread"), LocalCluster(workers=1) as c:
+        c.submit(t)
+    left = [th.name for th in threading.enumerate() if th not in before and th.is_alive()]
+    assert left == []

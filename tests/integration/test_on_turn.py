@@ -166,3 +166,34 @@ def test_holds_work_without_on_turn_is_refused_naming_the_component() -> None:
     t.set_spout("src", ListSpout([(1,)]))
     with pytest.raises(TopologyError, match="'lonely_bolt' defines holds_work but not on_turn"):
         t.set_bolt("lonely_bolt", Lonely()).shuffle_grouping("src")
+
+
+class SlowTurn(Bolt):
+    """A sibling whose on_turn takes 40 ms (a client's flush, say); fed nothing."""
+
+    outputs = ["v"]
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+    def on_turn(self) -> bool:
+        time.sleep(0.04)
+        return False
+
+
+@pytest.mark.timeout(60)
+def test_holds_work_is_not_stale_between_an_execute_and_the_next_on_turn() -> None:
+    """holds_work is asked at on_turn, before the turn takes input: between the turn that
+    hands tuples to the bolt's thread and its next on_turn its last answer (False) is
+    stale. A sibling's 40 ms on_turn in that gap gave the completion rule two quiet looks
+    and the run ended with everything lost (3 of 3; found by review): a bolt that
+    executed since it was asked counts as owing."""
+    from stormish.testing import CaptureBolt
+
+    t = Topology("stale-holding", config={"topology.acker.executors": 0})
+    t.set_spout("src", ListSpout([(i,) for i in range(5)], per_call=16))
+    t.set_bolt("slow", Offloaded(delay=0.1)).shuffle_grouping("src")
+    t.set_bolt("sibling", SlowTurn()).shuffle_grouping("slow")
+    t.set_bolt("sink", CaptureBolt()).shuffle_grouping("slow")
+    r = run_topology(t, timeout=30)
+    assert sorted(v for (v,) in r.captured["sink"]) == list(range(5))
