@@ -433,7 +433,7 @@ def _run_local(
     real_stdout = sys.stdout
     if as_json:  # stdout is for the JSON alone: what the topology prints goes to stderr
         sys.stdout = sys.stderr
-    stop = threading.Event()
+    stop = _Stop()
     reason = {"why": "complete"}
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -456,6 +456,19 @@ def _run_local(
         sys.stdout = real_stdout
 
 
+class _Stop(threading.Event):
+    """The run's stop, set by a signal handler: it also cuts short a request to a worker
+    under way (`RunningTopology.interrupt`), so a worker that does not answer (hung,
+    stopped) no longer holds Ctrl-C for a request's timeout, and the run is killed."""
+
+    running: Any = None
+
+    def set(self) -> None:
+        super().set()
+        if self.running is not None:
+            self.running.interrupt()
+
+
 def _run_local_inner(
     path: str,
     pairs: tuple[str, ...],
@@ -466,7 +479,7 @@ def _run_local_inner(
     metrics: tuple[str, int] | None,
     ui_port: int | None,
     json_to: Any,
-    stop: threading.Event,
+    stop: _Stop,
     reason: dict[str, str],
     load: dict[str, Any],
 ) -> int:
@@ -497,6 +510,9 @@ def _run_local_inner(
         click.echo(f"error: {exc}", err=True)
         return 2
     running = cluster._get(topology.name)
+    stop.running = running
+    if stop.is_set():  # a signal came while it started
+        running.interrupt()
     code = 0
     servers = []
 
@@ -588,6 +604,8 @@ def _watch_lines(
                     status.show(None, _progress_bars(running.statistics()))
                 break
         except WorkerError as exc:
+            if stop.is_set():  # a signal stopped the run first: it is killed, not failed
+                return 0
             reason["why"] = "failed"
             reason["error"] = str(exc)  # shown after the summary
             return 1

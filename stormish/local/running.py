@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConfigError, WorkerError
+from ..errors import ConfigError, Interrupted, WorkerError
 from ..runtime import gctune
 from ..runtime.acker import AckerBolt
 from ..runtime.nudge import Nudge
@@ -238,6 +238,10 @@ class RunningTopology:
                         return True
                     try:
                         done = rule.observe()
+                    except Interrupted:
+                        # a kill (another thread) or a signal cut the look short: the
+                        # kill ends the run; until then, no look
+                        done = False
                     except WorkerError:
                         self.finish(TopologyStatus.FAILED)
                         raise
@@ -299,16 +303,36 @@ class RunningTopology:
         for w in self.workers:
             w.set_active(active)
 
+    def interrupt(self) -> None:
+        """Cut short a request to a worker under way (a look at completion waiting on a
+        worker that does not answer): what a signal handler calls before the run is
+        killed, so that Ctrl-C does not wait out the request's timeout (30 s a request,
+        85 s in all with a stopped worker). Requests after it fail at once (Interrupted)
+        until `kill` takes over."""
+        control = getattr(self.group, "control", None)
+        if control is not None:
+            control.interrupted.set()
+
     def kill(self, wait_secs: float = 0.0) -> TopologyStatistics:
         """Deactivate, wait up to `wait_secs` for quiet, stop. Under the lock a look by
         another thread takes (`poll_complete`): a run that ends by itself meanwhile is
         not asked anything after its workers stopped (the kill raised "died during
-        active"), and a worker that died or stopped answering does not stop the kill."""
+        active"), and a worker that died or stopped answering does not stop the kill: a
+        look under way is cut short, and a worker that does not answer the deactivation
+        within STOP_WAIT is asked nothing more and killed at the stop."""
+        self.interrupt()  # a look on another thread lets go of the lock at once
         with self._lock:
+            control = getattr(self.group, "control", None)
+            if control is not None:
+                control.interrupted.clear()  # the kill's own requests (a signal may cut them)
             if self.ended:
                 return self.statistics()
             try:
-                self.set_active(False)
+                deactivate = getattr(self.group, "deactivate_all", None)
+                if deactivate is not None:  # side by side, each within STOP_WAIT
+                    deactivate(STOP_WAIT)
+                else:
+                    self.set_active(False)
                 if wait_secs > 0:
                     deadline = time.monotonic() + wait_secs
                     while time.monotonic() < deadline and not self.is_complete():

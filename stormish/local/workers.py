@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import pickling, statusline
-from ..errors import WorkerError
+from ..errors import WorkerError, WorkerTimeout
 from ..logs import RotatingFile, private_dir, start_line, worker_log_name
 from ..plugins import DATA_ENV, RESTART_ENV
 from ..runtime.plan import Plan
@@ -85,6 +85,8 @@ class WorkerHandle:
         self.incarnation = 0
         self.answers = WorkerAnswers(index)  # its final record and reported failure
         self.stopped = False
+        # it did not answer a request in time: asked nothing more, killed at the stop
+        self.unresponsive: str | None = None
         self._pumps: list[threading.Thread] = []
         self._log_lock = threading.Lock()
         self._log: RotatingFile | None = None  # across its restarts, until the group closes
@@ -113,6 +115,7 @@ class WorkerHandle:
         self.incarnation += 1
         self.answers.reset()
         self.stopped = False
+        self.unresponsive = None
 
     def output(self, stdout: Any, stderr: Any) -> None:
         """Its log's start line and the pumps of its output (the process exists)."""
@@ -247,6 +250,8 @@ class WorkerHandle:
         return None if self.proc is None else self.proc.pid
 
     def ask(self, verb: str, payload: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+        if self.unresponsive is not None:
+            raise WorkerError(self.unresponsive)
         try:
             return self.group.control.request(
                 self.ident,
@@ -256,6 +261,9 @@ class WorkerHandle:
                 timeout,
                 f"worker {self.index} (pid {self.pid})",
             )
+        except WorkerTimeout as exc:
+            self.unresponsive = str(exc)
+            raise
         except WorkerError:
             why = self.failure()
             if why is not None:  # it died: say how, not which request noticed
@@ -328,11 +336,11 @@ class WorkerHandle:
             raise
 
     def set_active(self, active: bool) -> None:
-        if self.alive() and not self.answers.ended:
+        if self.alive() and not self.answers.ended and self.unresponsive is None:
             self.ask("active", active)
 
     def end_of_input(self) -> int:
-        if self.alive() and not self.answers.ended:
+        if self.alive() and not self.answers.ended and self.unresponsive is None:
             return int(self.ask("end_input"))
         return 0
 
@@ -340,10 +348,18 @@ class WorkerHandle:
         """Stop the executors (close/cleanup run), keep final statistics and results, and
         wait for the process to exit; a process that does not exit is killed."""
         self.stopped = True
+        if self.unresponsive is not None and self.alive() and self.proc is not None:
+            # hung or stopped (SIGSTOP): asking it to stop would wait out another timeout
+            self.proc.kill()
+            self.proc.wait(10)
+            self.clean_shm()
+            return [f"{self.unresponsive}; killed (SIGKILL)"]
         stuck = self.answers.stop(self.ask, timeout) if self.alive() else []
         if self.proc is not None:
+            # interrupted again during the kill (a second Ctrl-C): no more waiting
+            wait = 1.0 if self.group.control.interrupted.is_set() else timeout + 5
             try:
-                self.proc.wait(timeout + 5)
+                self.proc.wait(wait)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
@@ -441,8 +457,9 @@ class WorkerGroup:
         conf: Mapping[str, Any],
         forkserver: ForkServer | None = None,
     ):
-        """`forkserver`: one already forked from this process for this run (it is the
-        group's to close from now on); without it the group makes its own."""
+        """`forkserver`: one already forked from this process for this run, the group's
+        to close once this returns (if this raises, the caller closes it); without it the
+        group makes its own."""
         self.topology = topology
         self.plan = plan
         self.nudge_fd: int | None = None  # the run's pipe (runtime/nudge.py), for each worker
@@ -463,7 +480,7 @@ class WorkerGroup:
             self.security, self.keys_line = local_security()
             self.control = ControlServer(security=self.security)
         except BaseException:
-            if self.forkserver is not None:
+            if self.forkserver is not None and forkserver is None:  # ours; a caller's is theirs
                 self.forkserver.close()
             shutil.rmtree(self.datadir, ignore_errors=True)
             raise
@@ -513,6 +530,11 @@ class WorkerGroup:
         ]
         try:
             return self.control.request_all(asks, timeout)
+        except WorkerTimeout as exc:
+            for h in handles:
+                if h.ident == exc.ident:
+                    h.unresponsive = str(exc)
+            raise
         except WorkerError:
             for h in handles:
                 why = h.failure()
@@ -523,7 +545,9 @@ class WorkerGroup:
     def stop_all(self, timeout: float) -> list[str]:
         """Stop every worker at once (each runs close/cleanup and exits); the executors
         that did not stop in time, by name."""
-        live = [h for h in self.handles if h.alive() and not h.answers.ended]
+        live = [
+            h for h in self.handles if h.alive() and not h.answers.ended and h.unresponsive is None
+        ]
         for h in self.handles:
             h.stopped = True
         stuck: list[str] = []
@@ -541,6 +565,16 @@ class WorkerGroup:
             stuck += h.stop(timeout)  # what is left: the process's exit
         mark("workers exited")
         return stuck
+
+    def deactivate_all(self, timeout: float) -> None:
+        """Deactivate every worker that answers, side by side, for a kill: one that
+        does not answer within `timeout` is asked nothing more (its stop kills it)."""
+        self.active = False
+        live = [
+            h for h in self.handles if h.alive() and not h.answers.ended and h.unresponsive is None
+        ]
+        if live:
+            self.ask_all(live, "active", False, timeout=timeout)
 
     def book(self) -> dict[int, str]:
         """Where each worker's link listens; asked only once every worker was assigned."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from ..errors import WorkerError
+from ..errors import Interrupted, WorkerError, WorkerTimeout
 from . import control as ct
 from .security import LOOPBACK, Security
 
@@ -58,6 +58,9 @@ class ControlServer:
             port = self.sock.bind_to_random_port(bind)
             self.address = f"{bind}:{port}"
         self.lock = threading.RLock()
+        # set (from a signal handler) to cut a request short: a stop must not wait a
+        # request's timeout for a worker that does not answer (Ctrl-C took 85 s)
+        self.interrupted = threading.Event()
         self.closed = False
         self._ids = itertools.count(1)
         self.hellos: dict[tuple[str | None, int], Hello] = {}
@@ -155,8 +158,10 @@ class ControlServer:
                     if now - dead_since > DEAD_LOOK:  # its answer was not on the way
                         raise WorkerError(f"{who} died during {verb}")
                     continue
+                if self.interrupted.is_set():
+                    raise Interrupted(f"{who}: {verb} cut short, the run is stopping")
                 if time.monotonic() > deadline:
-                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
+                    raise WorkerTimeout(f"{who} did not answer {verb} within {timeout}s", ident)
 
     def request_all(
         self, asks: list[tuple[bytes, str, Any, Any, str]], timeout: float
@@ -193,9 +198,12 @@ class ControlServer:
                         now = time.monotonic()
                         if now - dead.setdefault(i, now) > DEAD_LOOK:
                             raise WorkerError(f"{who} died during {verb}")
-                if want and time.monotonic() > deadline:
+                if want and self.interrupted.is_set():
                     _ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
-                    raise WorkerError(f"{who} did not answer {verb} within {timeout}s")
+                    raise Interrupted(f"{who}: {verb} cut short, the run is stopping")
+                if want and time.monotonic() > deadline:
+                    ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
+                    raise WorkerTimeout(f"{who} did not answer {verb} within {timeout}s", ident)
             return out
 
     def close(self) -> None:
