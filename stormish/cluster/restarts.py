@@ -14,7 +14,6 @@ waiting for it.
 
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass
 
 from tenacity import RetryCallState, wait_exponential
@@ -49,16 +48,6 @@ class RestartPolicy:
     def crashes_after(self, crashes: int, lived: float) -> int:
         """The count in a row once a worker that lived `lived` seconds died."""
         return 1 if lived > self.ceiling else crashes + 1
-
-
-def describe_exit(code: int) -> str:
-    """`Popen.returncode` as a person reads it."""
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with {code}"
 
 
 def last_line(path: str, limit: int = 240) -> str | None:

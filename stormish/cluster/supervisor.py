@@ -52,7 +52,7 @@ import psutil
 import zmq
 
 from ..errors import StormishError
-from ..local.forkserver import WORKER_NAME, Forked, ForkServer
+from ..local.forkserver import WORKER_NAME, Forked, ForkServer, describe_exit
 from ..local.forkserver import supported as forkserver_supported
 from ..local.process import PORT_TAKEN_EXIT
 from ..logs import RotatingFile, private_dir, read_log, start_line, worker_log_name
@@ -63,7 +63,7 @@ from ..transport.security import Security
 from . import orphans
 from .api import API_VERBS, LogAsk
 from .listen import listen_address
-from .restarts import RestartPolicy, describe_exit, last_line
+from .restarts import RestartPolicy, last_line
 
 log = logging.getLogger("stormish.supervisor")
 

@@ -120,7 +120,7 @@ def test_a_forked_worker_killed_with_sigkill_is_restarted_by_its_supervisor(
         assert worker.name() == "stormish-worker"
         assert worker.parent().parent().pid == c.supervisors[0].pid  # via its fork server
         worker.send_signal(signal.SIGKILL)
-        poll_for(lambda: "killed by SIGKILL" in c.log("s0.log"), 30, 0.05, "the death")
+        poll_for(lambda: "killed by signal SIGKILL" in c.log("s0.log"), 30, 0.05, "the death")
         poll_for(
             lambda: [w.pid for w in c.workers()] not in ([], [worker.pid]), 30, 0.05, "restart"
         )

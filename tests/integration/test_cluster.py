@@ -619,7 +619,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
     try:
         # the wait (10 s) outlasts what follows: `list` starts a Python on a loaded machine
         w = poll_for(waiting_row, 60, 0.05, "the third crash's wait")
-        assert w["last_exit"] == "exited with 3" and w["crashes_in_a_row"] == 3, w
+        assert w["last_exit"] == "exited with code 3" and w["crashes_in_a_row"] == 3, w
         # its last line, tagged with the component and task whose code printed it
         assert re.fullmatch(r"\[crash:\d+\] crash-test: incarnation 2 gives up", w["last_words"])
         assert 0 < w["restart_in"] <= 10.0, w
@@ -628,7 +628,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
             env=c.env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         line = next(x for x in listed.stdout.splitlines() if f"worker {w['index']} on" in x)
-        assert ": down, restarting in " in line and ", 2 restarts; last exited with 3 " in line
+        assert ": down, restarting in " in line and ", 2 restarts; last exited with code 3 " in line
         assert line.endswith("] crash-test: incarnation 2 gives up"), line
         # and in the metrics (item 9): the supervisor's and nimbus's
         sup = scrape(metrics_url(c.log(f"{w['supervisor']}.log")))
@@ -655,7 +655,7 @@ def test_a_crashing_worker_is_restarted_with_backoff_and_list_tells_its_restarts
         shown = monitor.communicate(timeout=30)[0]
     assert c.call("stats", "crashy").components["s"].acked == len(data)
     logs = c.log("s0.log") + c.log("s1.log")
-    assert "exited with 3; restarting it on port" in logs
+    assert "exited with code 3; restarting it on port" in logs
     assert re.search(
         r" at once \(restart 1\); its log ended: \[crash:\d+\] crash-test: incar", logs
     )

@@ -36,7 +36,8 @@ def test_a_workers_restart_is_news_once():
     w = {"index": 0, "supervisor": "s0", "port": 7000, "state": "running", "pid": 42}
     row = {"worker_status": [dict(w, restarts=0)]}
     assert view.tick(stats(1), row, 1.0).news == []
-    row = {"worker_status": [dict(w, restarts=1, pid=43, last_exit="killed by SIGKILL")]}
+    row = {"worker_status": [dict(w, restarts=1, pid=43, last_exit="killed by signal SIGKILL")]}
     news = view.tick(stats(2), row, 2.0).news
-    assert news == ["worker 0 on s0:7000: running (pid 43), 1 restart; last killed by SIGKILL"]
+    said = "worker 0 on s0:7000: running (pid 43), 1 restart; last killed by signal SIGKILL"
+    assert news == [said]
     assert view.tick(stats(3), row, 3.0).news == []

@@ -74,10 +74,11 @@ def test_a_restart_policy_with_its_ceiling_below_its_base_is_refused_by_name():
 
 
 def test_an_exit_is_told_as_a_person_reads_it_and_the_log_gives_its_last_line(tmp_path):
-    from stormish.cluster.restarts import describe_exit, last_line
+    from stormish.cluster.restarts import last_line
+    from stormish.local.forkserver import describe_exit
 
-    assert describe_exit(3) == "exited with 3"
-    assert describe_exit(-9) == "killed by SIGKILL"
+    assert describe_exit(3) == "exited with code 3"
+    assert describe_exit(-9) == "killed by signal SIGKILL"
     assert describe_exit(-200) == "killed by signal 200"
     log = tmp_path / "w.log"
     log.write_text("Traceback (most recent call last):\n  ...\nMemoryError: boom\n\n  \n")
