@@ -531,7 +531,8 @@ def _run_local_inner(
         mark("cli: started")
         code = _watch(running, stop, seconds, reason)
     except StormishError as exc:
-        reason["why"], reason["error"], code = "failed", str(exc), 2
+        if not stop.is_set():  # else a signal stopped it first: interrupted, not failed
+            reason["why"], reason["error"], code = "failed", str(exc), 2
     finally:
         signal.signal(signal.SIGINT, old)
         for server in servers:
@@ -614,7 +615,12 @@ def _watch_lines(
             reason["why"] = f"stopped by --time {seconds:g}s"
             break
         if tty and now >= next_status:
-            s = running.statistics()
+            try:
+                s = running.statistics()
+            except WorkerError:
+                if stop.is_set():  # a signal cut the gathering short: the run is killed
+                    return 0
+                raise
             executed = sum(c.executed for c in s.components.values())
             rate = (executed - last_exec) / (now - last_t)
             last_t, last_exec = now, executed

@@ -26,18 +26,20 @@ class WorkerError(StormishError):
 
 
 class WorkerTimeout(WorkerError):
-    """A worker did not answer a control request in time (hung, stopped, or starved):
-    `ident` is its identity on the control channel. Its owner asks it nothing more and
-    kills it when the run stops, rather than waiting for each request in turn."""
+    """Workers did not answer a control request in time (hung, stopped, or starved of
+    the GIL): `idents` are the silent ones' identities on the control channel, `got`
+    the answers that came (None for the silent ones) when several were asked at once."""
 
-    def __init__(self, message: str, ident: bytes = b""):
+    def __init__(self, message: str, idents: tuple[bytes, ...] = (), got: list | None = None):
         super().__init__(message)
-        self.ident = ident
+        self.idents = idents
+        self.got = got if got is not None else []
 
 
 class Interrupted(WorkerError):
-    """A control request cut short because the run is being stopped (Ctrl-C, SIGTERM):
-    the worker asked may be fine; the look waiting on it is no longer wanted."""
+    """A look (a read-only control request: quiescence, statistics) cut short because
+    the run is being stopped (Ctrl-C, SIGTERM, a kill): the worker asked may be fine;
+    the look waiting on it is no longer wanted."""
 
 
 class FailedException(StormishError):

@@ -271,8 +271,11 @@ class RunningTopology:
         rule = Completion(self, finished=False)
         while True:
             with self._lock:  # as poll_complete's looks: never after the end stopped it
-                if self.ended or rule.observe():
-                    return
+                try:
+                    if self.ended or rule.observe():
+                        return
+                except Interrupted:
+                    pass  # a kill is taking over: the next pass sees the run ended
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"topology {self.name!r} did not become quiet within {timeout}s: "
@@ -304,14 +307,14 @@ class RunningTopology:
             w.set_active(active)
 
     def interrupt(self) -> None:
-        """Cut short a request to a worker under way (a look at completion waiting on a
-        worker that does not answer): what a signal handler calls before the run is
-        killed, so that Ctrl-C does not wait out the request's timeout (30 s a request,
-        85 s in all with a stopped worker). Requests after it fail at once (Interrupted)
-        until `kill` takes over."""
+        """Cut short a look under way (quiescence, statistics: a worker that does not
+        answer held it for the request's timeout, 30 s): what a signal handler calls
+        before the run is killed, and `kill` itself. Looks after it fail at once
+        (Interrupted) until `kill` takes over; a stop is never cut. A plain attribute
+        (no lock): a signal handler may run while this thread holds any lock."""
         control = getattr(self.group, "control", None)
         if control is not None:
-            control.interrupted.set()
+            control.interrupted = True
 
     def kill(self, wait_secs: float = 0.0) -> TopologyStatistics:
         """Deactivate, wait up to `wait_secs` for quiet, stop. Under the lock a look by
@@ -324,12 +327,12 @@ class RunningTopology:
         with self._lock:
             control = getattr(self.group, "control", None)
             if control is not None:
-                control.interrupted.clear()  # the kill's own requests (a signal may cut them)
+                control.interrupted = False  # the kill's own looks (a signal may cut them)
             if self.ended:
                 return self.statistics()
             try:
                 deactivate = getattr(self.group, "deactivate_all", None)
-                if deactivate is not None:  # side by side, each within STOP_WAIT
+                if deactivate is not None:  # side by side
                     deactivate(STOP_WAIT)
                 else:
                     self.set_active(False)
@@ -337,6 +340,8 @@ class RunningTopology:
                     deadline = time.monotonic() + wait_secs
                     while time.monotonic() < deadline and not self.is_complete():
                         time.sleep(POLL)
+            except Interrupted:
+                pass  # signalled again while it waited for quiet: stop now
             except WorkerError as exc:
                 if self.error is None:  # the final statistics say it
                     self.error = str(exc)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ from .forkserver import supported as forkserver_supported
 START_TIMEOUT = 60.0
 OUTPUT_LOCK = threading.Lock()
 REQUEST_TIMEOUT = 30.0
+STALL_LOOK = 0.2  # a silent worker that used no CPU time over this long is hung (s)
 
 
 def _child_env() -> dict[str, str]:
@@ -85,7 +87,8 @@ class WorkerHandle:
         self.incarnation = 0
         self.answers = WorkerAnswers(index)  # its final record and reported failure
         self.stopped = False
-        # it did not answer a request in time: asked nothing more, killed at the stop
+        # it did not answer a request in time and made no progress meanwhile (stalled):
+        # asked nothing more, killed at the stop
         self.unresponsive: str | None = None
         self._pumps: list[threading.Thread] = []
         self._log_lock = threading.Lock()
@@ -262,13 +265,34 @@ class WorkerHandle:
                 f"worker {self.index} (pid {self.pid})",
             )
         except WorkerTimeout as exc:
-            self.unresponsive = str(exc)
+            self.judge_silence(str(exc))
             raise
         except WorkerError:
             why = self.failure()
             if why is not None:  # it died: say how, not which request noticed
                 raise WorkerError(why) from None
             raise
+
+    def judge_silence(self, why: str) -> None:
+        """It did not answer a request in time: hung (stopped, or no CPU time used over
+        a moment: a deadlock) or only starved (a bolt in a C call that holds the GIL, a
+        loaded host: it still runs). A hung one is asked nothing more and killed at the
+        stop; a starved one is asked as before, its stop included (its cleanup runs)."""
+        if self.proc is None or not self.alive():
+            return
+        import psutil  # here: not on every run's start-up path
+
+        try:
+            p = psutil.Process(self.proc.pid)
+            if p.status() == psutil.STATUS_STOPPED:
+                self.unresponsive = why
+                return
+            before = sum(p.cpu_times()[:2])
+            time.sleep(STALL_LOOK)  # two samples of its CPU time, a moment apart
+            if sum(p.cpu_times()[:2]) == before:
+                self.unresponsive = why
+        except psutil.Error:  # gone meanwhile: its death says the rest
+            pass
 
     def kill(self) -> None:
         """SIGKILL, for tests of crash handling."""
@@ -356,10 +380,8 @@ class WorkerHandle:
             return [f"{self.unresponsive}; killed (SIGKILL)"]
         stuck = self.answers.stop(self.ask, timeout) if self.alive() else []
         if self.proc is not None:
-            # interrupted again during the kill (a second Ctrl-C): no more waiting
-            wait = 1.0 if self.group.control.interrupted.is_set() else timeout + 5
             try:
-                self.proc.wait(wait)
+                self.proc.wait(timeout + 5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
@@ -532,8 +554,8 @@ class WorkerGroup:
             return self.control.request_all(asks, timeout)
         except WorkerTimeout as exc:
             for h in handles:
-                if h.ident == exc.ident:
-                    h.unresponsive = str(exc)
+                if h.ident in exc.idents:
+                    h.judge_silence(f"worker {h.index} (pid {h.pid}) did not answer {verb}")
             raise
         except WorkerError:
             for h in handles:
@@ -555,11 +577,15 @@ class WorkerGroup:
         if live:
             try:
                 finals = self.ask_all(live, "stop", timeout, timeout=timeout + 10)
+            except WorkerTimeout as exc:  # the answers that came are kept
+                finals = exc.got
+                stuck.append(str(exc))
             except WorkerError as exc:  # one at a time then: the others still stop
                 finals = []
                 stuck.append(str(exc))
             for h, final in zip(live, finals, strict=False):
-                stuck += h.answers.stopped_with(final)
+                if final is not None:
+                    stuck += h.answers.stopped_with(final)
         mark("stop answered")
         for h in self.handles:
             stuck += h.stop(timeout)  # what is left: the process's exit

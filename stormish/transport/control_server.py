@@ -22,6 +22,9 @@ from .security import LOOPBACK, Security
 log = logging.getLogger("stormish.control")
 
 
+# the read-only requests a stop may cut short (`interrupted`): the looks at a run
+LOOKS = frozenset({"quiescence", "stats"})
+
 # A worker that answers and then exits (stop) can be seen dead before its answer is read:
 # how long its answer is still looked for once it is seen dead (s).
 DEAD_LOOK = 0.2
@@ -58,9 +61,10 @@ class ControlServer:
             port = self.sock.bind_to_random_port(bind)
             self.address = f"{bind}:{port}"
         self.lock = threading.RLock()
-        # set (from a signal handler) to cut a request short: a stop must not wait a
-        # request's timeout for a worker that does not answer (Ctrl-C took 85 s)
-        self.interrupted = threading.Event()
+        # set (from a signal handler: a plain attribute, no lock) to cut a look short:
+        # a stop must not wait a look's timeout for a worker that does not answer
+        # (Ctrl-C took 85 s). Only requests in LOOKS are cut; a stop never is.
+        self.interrupted = False
         self.closed = False
         self._ids = itertools.count(1)
         self.hellos: dict[tuple[str | None, int], Hello] = {}
@@ -158,10 +162,10 @@ class ControlServer:
                     if now - dead_since > DEAD_LOOK:  # its answer was not on the way
                         raise WorkerError(f"{who} died during {verb}")
                     continue
-                if self.interrupted.is_set():
+                if self.interrupted and verb in LOOKS:
                     raise Interrupted(f"{who}: {verb} cut short, the run is stopping")
                 if time.monotonic() > deadline:
-                    raise WorkerTimeout(f"{who} did not answer {verb} within {timeout}s", ident)
+                    raise WorkerTimeout(f"{who} did not answer {verb} within {timeout}s", (ident,))
 
     def request_all(
         self, asks: list[tuple[bytes, str, Any, Any, str]], timeout: float
@@ -198,12 +202,15 @@ class ControlServer:
                         now = time.monotonic()
                         if now - dead.setdefault(i, now) > DEAD_LOOK:
                             raise WorkerError(f"{who} died during {verb}")
-                if want and self.interrupted.is_set():
-                    _ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
-                    raise Interrupted(f"{who}: {verb} cut short, the run is stopping")
                 if want and time.monotonic() > deadline:
-                    ident, verb, _payload, _alive, who = asks[next(iter(want.values()))]
-                    raise WorkerTimeout(f"{who} did not answer {verb} within {timeout}s", ident)
+                    silent = sorted(want.values())
+                    _ident, verb, _payload, _alive, who = asks[silent[0]]
+                    others = f" (and {len(silent) - 1} more)" if len(silent) > 1 else ""
+                    raise WorkerTimeout(
+                        f"{who}{others} did not answer {verb} within {timeout}s",
+                        tuple(asks[i][0] for i in silent),
+                        out,
+                    )
             return out
 
     def close(self) -> None:
