@@ -361,16 +361,6 @@ class ForkServer:
             with self._lock:
                 _send(self.sock, ("preload", preload))
 
-    @classmethod
-    def forked_here(cls) -> ForkServer | None:
-        """A server forked from this process now, or None where it cannot be (no fork
-        server here, or this process has threads: then the caller's later `ForkServer`
-        starts a fresh interpreter). Forked before this process imports ZeroMQ and the
-        control path, the server's own imports run beside them."""
-        if not can_fork_here():
-            return None
-        return cls()
-
     @staticmethod
     def _fork_from_here(mine: socket.socket, theirs: socket.socket) -> int:
         pid = os.fork()

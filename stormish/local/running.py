@@ -31,7 +31,7 @@ from ..runtime.stats import TopologyStatistics, aggregate
 from ..runtime.status import TopologyStatus
 from ..runtime.worker import Worker
 from ..topology import Topology
-from .forkserver import ForkServer, mark
+from .forkserver import mark
 
 POLL = 0.005
 # While a topology is busy, completion is asked about less and less often (up to every
@@ -130,18 +130,9 @@ class RunningTopology:
                     f"config key 'topology.workers' is {plan.workers} for topology "
                     f"{topology.name!r}: a fake clock only drives a single in-process worker"
                 )
-            # the fork server first, when it can be forked from here: its imports of
-            # ZeroMQ and the worker's modules then run beside ours of the group's, on
-            # the other core (forked after them, the run waited for both in turn)
-            server = ForkServer.forked_here() if conf["topology.worker.start"] == "fork" else None
-            try:
-                from .workers import WorkerGroup
+            from .workers import WorkerGroup
 
-                group = WorkerGroup(topology, plan, conf, forkserver=server)
-            except BaseException:
-                if server is not None:
-                    server.close()
-                raise
+            group = WorkerGroup(topology, plan, conf)
             # after the group forked its fork server from this process (a fork keeps
             # every descriptor): only the workers get the write end, in their requests
             try:

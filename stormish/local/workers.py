@@ -472,16 +472,7 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
 class WorkerGroup:
     """The worker processes of one topology on this machine."""
 
-    def __init__(
-        self,
-        topology: Topology,
-        plan: Plan,
-        conf: Mapping[str, Any],
-        forkserver: ForkServer | None = None,
-    ):
-        """`forkserver`: one already forked from this process for this run, the group's
-        to close once this returns (if this raises, the caller closes it); without it the
-        group makes its own."""
+    def __init__(self, topology: Topology, plan: Plan, conf: Mapping[str, Any]):
         self.topology = topology
         self.plan = plan
         self.nudge_fd: int | None = None  # the run's pipe (runtime/nudge.py), for each worker
@@ -490,9 +481,8 @@ class WorkerGroup:
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
         # before any thread or ZeroMQ context: forked from this process if it has none
-        self.forkserver: ForkServer | None = forkserver
-        fork = conf["topology.worker.start"] == "fork" and forkserver_supported()
-        if forkserver is None and fork:
+        self.forkserver: ForkServer | None = None
+        if conf["topology.worker.start"] == "fork" and forkserver_supported():
             self.forkserver = ForkServer(preload=self.blob, env=self.env)
         # the workers' data directory (stateful bolts' embedded state): kept across the
         # run's worker restarts, removed with the group
@@ -502,7 +492,7 @@ class WorkerGroup:
             self.security, self.keys_line = local_security()
             self.control = ControlServer(security=self.security)
         except BaseException:
-            if self.forkserver is not None and forkserver is None:  # ours; a caller's is theirs
+            if self.forkserver is not None:
                 self.forkserver.close()
             shutil.rmtree(self.datadir, ignore_errors=True)
             raise
