@@ -276,10 +276,41 @@ class RunningTopology:
 
     def _progress(self) -> str:
         s = self.statistics()
-        return ", ".join(
+        counts = ", ".join(
             f"{c.component}: executed {c.executed}, queued {c.receive_population}, pending "
             f"{c.pending_emits}"
             for c in s.components.values()
+        )
+        hint = self._window_wait(s)
+        return f"{counts}; {hint}" if hint else counts
+
+    def _window_wait(self, s: TopologyStatistics) -> str:
+        """The wait a finite run with windows cannot leave: a windowed bolt acks a tuple
+        only once its last window closed, a window closes at the end of input, and the
+        input ends when every spout called finish() or finish_input(). A spout that
+        calls finish() only once all its trees are acked waits for windows that wait
+        for it (the run timed out with counts that said nothing of it)."""
+        if self.input_ended:
+            return ""
+        from ..windowing.bolt import WindowedBolt
+
+        windowed = [
+            name
+            for name, spec in self.topology.components.items()
+            if isinstance(spec.obj, WindowedBolt)
+        ]
+        waiting = [
+            f"{c.component} ({n:,} tuples unacked)"
+            for c in s.components.values()
+            if c.kind == "spout" and (n := c.emitted - c.acked - c.failed - c.timed_out) > 0
+        ]
+        if not (windowed and waiting):
+            return ""
+        return (
+            f"spouts {', '.join(waiting)} have not ended their input, and windowed bolts "
+            f"({', '.join(windowed)}) ack a tuple only once its window closes, which the end "
+            "of input does: a spout that calls finish() only once its tuples are acked "
+            "waits for good; call finish_input() once every tuple is emitted"
         )
 
     def is_complete(self) -> bool:

@@ -671,3 +671,46 @@ def test_a_bolt_that_flushes_on_ticks_gets_a_last_tick_at_the_end_of_input(worke
     t.set_bolt("sink", CaptureBolt()).shuffle_grouping("second")
     res = run_topology(t, timeout=60, workers=workers, config={"topology.acker.executors": acking})
     assert sorted(v[0] for v in res.captured["sink"]) == list(range(100))
+
+
+class FinishWhenAcked(Spout):
+    """Emits 15 reliable tuples and calls finish() only once all are acked: what a spout
+    that wants its input confirmed does, and what a count window can never give it."""
+
+    outputs = ["id"]
+
+    def open(self, conf, context):
+        self.next_id, self.unacked = 0, set()
+
+    def next_tuple(self):
+        if self.next_id < 15:
+            self.unacked.add(self.next_id)
+            self.emit([self.next_id], msg_id=self.next_id)
+            self.next_id += 1
+        elif not self.unacked:
+            self.finish()
+
+    def ack(self, msg_id):
+        self.unacked.discard(msg_id)
+
+
+def test_a_finite_run_waiting_on_a_window_says_why_when_it_times_out():
+    """15 tuples into tumbling windows of 10: a window's tuples are acked as they expire
+    (the next window, or the end of input), which never comes while the spout waits
+    for their acks. The timeout names the spout, what it has unacked, the windowed
+    bolt and finish_input()."""
+
+    class Sum(WindowedBolt):
+        def execute_window(self, window):
+            pass
+
+    t = Topology("window-wait")
+    t.set_spout("src", FinishWhenAcked())
+    t.set_bolt("w", Sum().with_tumbling_window(Count(10))).shuffle_grouping("src")
+    with LocalCluster() as c:
+        c.submit(t)
+        with pytest.raises(TimeoutError) as caught:
+            c.wait_complete("window-wait", timeout=3)
+    said = str(caught.value)
+    assert re.search(r"spouts src \(\d+ tuples unacked\) have not ended their input", said), said
+    assert "windowed bolts (w)" in said and "finish_input()" in said, said
