@@ -4,6 +4,7 @@ spouts, bolts and the streams between them; or the topology a `topologySource` m
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from ..component import Bolt, Spout
 from ..errors import StormishError, TopologyFileError
 from ..topology import Topology
-from .objects import import_class, make
+from .objects import configure, import_class, make, setup_ops
 from .parse import Node
 from .shell import FluxShell
 
@@ -79,7 +80,7 @@ def _wire(top: Node, name: str, config: dict, beans: dict, path: Path, multilang
             ident = _ident(vertex, kind, declarers)
             declarers[ident] = _vertex(topology, vertex, ident, kind, beans, path, multilang)
     for stream in top.get("streams") or []:
-        _stream(stream, declarers)
+        _stream(stream, declarers, beans)
     _tell_pystorm_bolts(topology)
     return topology
 
@@ -125,7 +126,16 @@ def _vertex(
     extra: dict[str, Any] = {}
     cls = import_class(node)
     if _is_pystorm(cls):  # a streamparse/pystorm class: in-process (stormish.streamparse)
+        ops = setup_ops(node, beans, f"{kind} {ident!r}")
+        if ops and multilang:
+            raise TopologyFileError(
+                f"{node.at()}: {kind} {ident!r}: properties and configMethods of a "
+                "streamparse/pystorm class apply in-process; with --multilang its process "
+                "is made by streamparse_run, which takes none"
+            )
         obj = _pystorm(cls, kind, multilang, path)
+        if ops:
+            obj.setup = functools.partial(configure, ops)
     else:
         obj = make(node, beans, f"{kind} {ident!r}")
     if isinstance(obj, FluxShell):
@@ -151,7 +161,7 @@ def _vertex(
     return declarer
 
 
-def _stream(node: Node, declarers: dict[str, Any]) -> None:
+def _stream(node: Node, declarers: dict[str, Any], beans: dict[str, Any]) -> None:
     src, dst = node.get("from"), node.get("to")
     for key, ident in (("from", src), ("to", dst)):
         if ident not in declarers:
@@ -172,7 +182,7 @@ def _stream(node: Node, declarers: dict[str, Any]) -> None:
         custom = grouping.get("customClass")
         if not isinstance(custom, Node):
             raise TopologyFileError(f"{grouping.at('type')}: a CUSTOM grouping needs customClass")
-        chooser = make(custom, {}, f"stream {src!r} -> {dst!r} customClass")
+        chooser = make(custom, beans, f"stream {src!r} -> {dst!r} customClass")
         call = lambda: declarer.custom_grouping(src, chooser, stream)  # noqa: E731
     elif kind in GROUPINGS:
         call = lambda: getattr(declarer, GROUPINGS[kind])(src, stream)  # noqa: E731
@@ -205,6 +215,13 @@ def _from_source(top: Node, config: dict, beans: dict) -> Topology:
         )
     for k, v in config.items():
         topology.config.setdefault(k, v)
+    name = top.get("name")
+    if name is not None:  # Storm's Flux submits under the file's name, a source's too
+        if not isinstance(name, str):
+            raise TopologyFileError(f"{top.at('name')}: 'name' must be a string")
+        from ..names import check_name
+
+        topology.name = _guard(top, "name", lambda: check_name(name, "topology name"))
     return topology
 
 

@@ -67,6 +67,50 @@ def make(node: Node, beans: Mapping[str, Any], what: str) -> Any:
     return obj
 
 
+def setup_ops(node: Node, beans: Mapping[str, Any], what: str) -> list[tuple[str, str, Any]]:
+    """`properties` and `configMethods` of an object the runtime makes later (a pystorm
+    class: each task's instance is made with its streams), as plain operations
+    (refs resolved) that `configure` applies to each instance; a method named that the
+    class does not have is an error here, naming its line."""
+    cls = import_class(node)
+    for key in ("constructorArgs", "factory", "factoryArgs"):
+        if node.get(key) is not None:
+            raise TopologyFileError(
+                f"{node.at(key)}: {what}: a streamparse/pystorm class is made by the runtime "
+                f"with its streams, so '{key}' cannot apply: use properties or configMethods"
+            )
+    ops: list[tuple[str, str, Any]] = []
+    for prop in node.get("properties") or []:
+        name = prop.get("name")
+        if not isinstance(name, str):
+            raise TopologyFileError(f"{prop.at()}: a property needs a 'name'")
+        value = _bean(prop["ref"], beans, prop, "ref") if "ref" in prop else prop.get("value")
+        ops.append(("property", name, value))
+    for call in node.get("configMethods") or []:
+        name = call.get("name")
+        if not isinstance(name, str):
+            raise TopologyFileError(f"{call.at()}: a config method needs a 'name'")
+        method = _method(cls, name, call, "name")
+        ops.append(("call", method.__name__, resolve_args(call.get("args"), beans, call, "args")))
+    return ops
+
+
+def configure(ops: list[tuple[str, str, Any]], obj: Any) -> None:
+    """`setup_ops`' operations on a new instance, as `make` applies them (a setter
+    `setName` or `set_name`, else the attribute; a method with its args)."""
+    for kind, name, value in ops:
+        if kind == "call":
+            getattr(obj, name)(*value)
+            continue
+        for setter in (f"set{name[:1].upper()}{name[1:]}", f"set_{snake(name)}"):
+            method = getattr(obj, setter, None)
+            if callable(method):
+                method(value)
+                break
+        else:
+            setattr(obj, name, value)
+
+
 def resolve_args(args: Any, beans: Mapping[str, Any], node: Node, key: str) -> list[Any]:
     """Flux arguments: `{ref: id}` is that component, `{reflist: [ids]}` the list of
     them; anything else is the value itself."""

@@ -10,7 +10,7 @@ not Storm's string), which is what `ack`, `fail` and anchors take back."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from pystorm.component import Tuple as PTuple
@@ -24,6 +24,9 @@ _new = tuple.__new__
 
 class PystormBolt(Bolt):
     """A pystorm `Bolt`, `BatchingBolt` or `TicklessBatchingBolt` subclass, in-process."""
+
+    # what a Flux file's properties and configMethods do to each new instance
+    setup: Callable[[Any], None] | None = None
 
     def __init__(
         self,
@@ -61,6 +64,8 @@ class PystormBolt(Bolt):
             context, cast(Mapping[str, tuple[str, ...]], self.streams), self.sources
         )
         inst = self.inst = shim.new_instance(self.cls, conf, context, sctx)
+        if self.setup is not None:  # Flux's properties and configMethods
+            self.setup(inst)
         self._types = shim.value_types(self.sources)
         self._cache: dict[Any, tuple] = {}
         self._tick_secs = conf.get("topology.tick.tuple.freq.secs")
@@ -170,6 +175,8 @@ def _tickless(cls: Any) -> bool:
 class PystormSpout(Spout):
     """A pystorm `Spout` or `ReliableSpout` subclass, in-process."""
 
+    setup: Callable[[Any], None] | None = None  # as PystormBolt's
+
     def __init__(self, cls: type, streams: Mapping[str, tuple[str, ...]]):
         self.cls = cls
         self.streams = dict(streams)
@@ -182,6 +189,8 @@ class PystormSpout(Spout):
 
         sctx = shim.storm_context(context, cast(Mapping[str, tuple[str, ...]], self.streams), {})
         inst = self.inst = shim.new_instance(self.cls, conf, context, sctx)
+        if self.setup is not None:  # Flux's properties and configMethods
+            self.setup(inst)
         _bind_spout(self, inst)
         self.next_tuple = inst.next_tuple  # type: ignore[method-assign]  # straight to the user's
         inst.initialize(inst.storm_conf, sctx)

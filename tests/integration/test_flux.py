@@ -95,6 +95,46 @@ def test_streamparse_classes_named_in_flux_run_in_process() -> None:
     assert last == {"a": 3, "b": 2, "c": 1}
 
 
+@pytest.mark.timeout(60)
+def test_a_custom_groupings_class_may_ref_a_component() -> None:
+    """Storm builds customClass as any object (buildObject), refs to components
+    included; it was built with no components ('ref names no component')."""
+    topology = load("custom_ref.yaml")
+    out = run_topology(topology, timeout=30)
+    counts = out.results["count"]
+    assert counts[0] == {} and counts[1] == dict.fromkeys(WORDS, 2)  # all to the picked task
+
+
+@pytest.mark.timeout(60)
+def test_properties_and_config_methods_of_a_streamparse_class_are_applied() -> None:
+    """Each instance the runtime makes gets the file's properties and configMethods
+    before its initialize (they were ignored without a word)."""
+    out = run_topology(load("streamparse_setup.yaml"), timeout=30)
+    assert sorted(w for (w,) in out.captured["sink"]) == sorted(
+        ["configured-x", "configured-y"] * 2
+    )
+
+
+def test_a_topology_source_is_named_by_the_flux_file() -> None:
+    """Storm's Flux submits a topologySource's topology under the file's name."""
+    assert load("source.yaml").name == "from-source"
+
+
+def test_constructor_args_of_a_streamparse_class_are_refused(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "name: t\nspouts:\n  - id: w\n    className: sp_words.Words\n"
+        "    constructorArgs: [1]\nbolts:\n  - id: s\n    className: "
+        "stormish.testing.CaptureBolt\nstreams:\n  - {from: w, to: s, grouping: {type: SHUFFLE}}\n",
+    )
+    sys.path.insert(0, str(HERE))
+    try:
+        with pytest.raises(TopologyFileError, match=r"t\.yaml:5: spout 'w': a streamparse"):
+            load_topology_file(path)
+    finally:
+        sys.path.remove(str(HERE))
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "t.yaml"
     p.write_text(text)

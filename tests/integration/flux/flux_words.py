@@ -96,3 +96,24 @@ class Source:
         t.set_spout("spout", TestWordSpout(config.get("rounds", 2)))
         t.set_bolt("count", TestWordCounter(), 2).fields_grouping("spout", ["word"])
         return t
+
+
+class Picker:
+    """A component a custom grouping refers to (`ref`): which of the tasks to pick."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class ToPicked:
+    """A CUSTOM grouping built with a `ref` to a component, as Storm's
+    buildCustomStreamGrouping builds it (buildObject: refs resolved)."""
+
+    def __init__(self, picker: Picker) -> None:
+        self.picker = picker
+
+    def prepare(self, target_tasks):
+        self.tasks = list(target_tasks)
+
+    def choose_tasks(self, values):
+        return [self.tasks[self.picker.index]]

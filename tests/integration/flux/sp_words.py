@@ -29,3 +29,23 @@ class Count(Bolt):
     def process(self, tup):
         self.counts[tup.values.word] += 1  # the namedtuple of the input's fields
         self.emit([tup.values.word, self.counts[tup.values.word]])
+
+
+class Prefixed(Spout):
+    """Set up by the Flux file: a property (`prefix`) and a config method (`repeat`)."""
+
+    outputs = ["word"]
+    prefix = "default"
+    times = 1
+
+    def repeat(self, n):
+        self.times = n
+
+    def initialize(self, conf, ctx):
+        self.left = [f"{self.prefix}-{w}" for w in ["x", "y"] * self.times]
+
+    def next_tuple(self):
+        if self.left:
+            self.emit([self.left.pop(0)])
+        else:
+            self.finish()
