@@ -196,7 +196,8 @@ def _stream(node: Node, declarers: dict[str, Any], beans: dict[str, Any]) -> Non
 
 def _from_source(top: Node, config: dict, beans: dict) -> Topology:
     """`topologySource`: an object whose `getTopology(config)` (or `methodName`; or
-    its snake_case spelling) returns the stormish Topology; Flux's config is added."""
+    its snake_case spelling) returns the stormish Topology; Flux's config is submitted with
+    it, over what the code set (Storm's Flux submits the file's config)."""
     node = top["topologySource"]
     if top.get("spouts") or top.get("bolts") or top.get("streams"):
         raise TopologyFileError(
@@ -213,8 +214,7 @@ def _from_source(top: Node, config: dict, beans: dict) -> Topology:
             f"{node.at('className')}: topologySource returned a {type(topology).__name__}, "
             "not a stormish Topology"
         )
-    for k, v in config.items():
-        topology.config.setdefault(k, v)
+    topology.config.update(config)  # Storm submits the Flux config as the topology's
     name = top.get("name")
     if name is not None:  # Storm's Flux submits under the file's name, a source's too
         if not isinstance(name, str):
