@@ -162,6 +162,11 @@ class SpoutCore:
                 lane.revoking = True
                 self.buffered -= len(lane.buffer)
                 lane.buffer.clear()
+                # a failed record waiting for its replay is in no tree: the revoke must
+                # not wait for it (it waited the whole revoke timeout); its offset stays
+                # uncommitted in the tracker, so the next owner reads it again
+                for _, offset in lane.due:
+                    lane.inflight.pop(offset, None)
                 lane.due.clear()
 
     def drained(self, tps: Iterable[TP]) -> bool:

@@ -41,11 +41,16 @@ class Feed:
         max_buffered: int = 10_000,
         revoke_timeout: float = 30.0,
         name: str = "kafka-feed",
+        commit_polled: bool = False,
     ):
         self.make_client = make_client
         self.topics, self.pattern = topics, pattern
         self.mode, self.metadata = first_poll_offset, metadata
         self.batch, self.max_buffered, self.revoke_timeout = batch, max_buffered, revoke_timeout
+        # at_most_once: each polled batch is committed (synchronously) here, before the
+        # spout can see any of its records (queued for this thread, it was committed
+        # after the spout had emitted them: a crash then processed them twice)
+        self.commit_polled = commit_polled
         self.inbox: collections.deque = collections.deque()
         self.commands: collections.deque = collections.deque()
         self.handed = 0  # records put in the inbox ...
@@ -93,6 +98,8 @@ class Feed:
                 if self.handed - self.taken < self.max_buffered:
                     records = client.poll(self.batch, 0.05)
                     if records:
+                        if self.commit_polled:
+                            self._commit_polled(client, records)
                         self.handed += len(records)
                         self.inbox.append(("records", records))
                 else:
@@ -113,6 +120,15 @@ class Feed:
                 client.close()
             except Exception as exc:  # noqa: BLE001 - closing: say it, go on
                 log.warning("closing the Kafka consumer: %s", exc)
+
+    def _commit_polled(self, client: Any, records: list) -> None:
+        ends: dict[tuple[str, int], int] = {}
+        for r in records:
+            tp = (r[0], r[1])
+            if tp in self._assigned and r[2] + 1 > ends.get(tp, -1):
+                ends[tp] = r[2] + 1
+        if ends:
+            client.commit(ends, True, self.metadata)
 
     def _run_commands(self) -> None:
         commands, client = self.commands, self._client

@@ -15,7 +15,16 @@ from typing import Any, NamedTuple
 
 from ..component import DEFAULT_STREAM, Spout
 from .client import FIRST_POLL_OFFSETS
-from .core import AT_LEAST_ONCE, GUARANTEES, Commit, DeadLetter, Pause, Resume, SpoutCore
+from .core import (
+    AT_LEAST_ONCE,
+    AT_MOST_ONCE,
+    GUARANTEES,
+    Commit,
+    DeadLetter,
+    Pause,
+    Resume,
+    SpoutCore,
+)
 from .retry import Retry
 
 FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
@@ -171,6 +180,7 @@ class KafkaSpout(Spout):
             self.max_buffered,
             self.revoke_timeout_secs,
             name=f"kafka-feed-{self.component}",
+            commit_polled=self.processing_guarantee == AT_MOST_ONCE,
         )
         self._feed.start()
 
@@ -237,8 +247,12 @@ class KafkaSpout(Spout):
             kind = event[0]
             if kind == "records":
                 self._pulled += len(event[1])
-                self._do_all(core.polled(event[1]))
+                decisions = core.polled(event[1])
+                if self._feed.commit_polled:  # the feed committed them before handing them
+                    decisions = [d for d in decisions if not isinstance(d, Commit)]
+                self._do_all(decisions)
             elif kind == "assigned":
+                self._stale_revokes(event[1])
                 core.assigned(event[1])
             elif kind == "revoke":
                 core.revoking(event[1])
@@ -246,6 +260,19 @@ class KafkaSpout(Spout):
                 self._check_revoked()
             elif kind == "high":
                 core.set_high(event[1], self.stop_at_end, event[2])
+
+    def _stale_revokes(self, starts: Mapping[Any, Any]) -> None:
+        """A new assignment: the feed no longer waits for any revoke (it gave up on
+        those still here, after revoke_timeout_secs). Their partitions that did not come
+        back are let go now; those that did get new lanes. Left pending, a later ack
+        found a returned partition's new lane drained and released it while the consumer
+        still owned it: its records were dropped as not ours, never read again."""
+        if not self._revoking:
+            return
+        gone = [tp for tps, _token in self._revoking for tp in tps if tp not in starts]
+        self._revoking = []
+        if gone:
+            self._core.release(gone)  # nothing to commit: the partitions are not ours
 
     def _check_revoked(self) -> None:
         """Partitions being revoked whose trees all completed: commit and let them go."""
