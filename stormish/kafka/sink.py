@@ -162,17 +162,38 @@ class KafkaSink(Bolt):
         if producer is None:
             return
         deadline = time.monotonic() + self.flush_timeout_secs
+        txn = self._txn
         while self._held and time.monotonic() < deadline:
             self._poll(0.05)
             self._settle()
+            if txn is not None:
+                # a full transaction commits before the held tuples join the next one
+                # (without this turn, cleanup spun to the deadline and dropped them)
+                try:
+                    txn.turn()
+                except RuntimeError:
+                    break  # fatal (fenced): its tuples were failed; the rest below
             self._release_held()
-        if self._txn is not None:
-            self._txn.finish(max(0.0, deadline - time.monotonic()))
+        if txn is not None:
+            txn.finish(max(0.0, deadline - time.monotonic()))
         producer.flush(max(0.0, deadline - time.monotonic()))
         self._settle()
+        self._fail_held(f"{self._name}: stopped before it was produced")
         # the producer's callbacks hold this sink: let both go now (its threads and
         # sockets close with it), not at some later garbage collection
         self._producer = self._produce = self._poll = self._txn = None
+
+    def _fail_held(self, reason: str) -> None:
+        """What is still held at the end of cleanup is failed, never dropped unsettled."""
+        held = self._held
+        while held:
+            item = held.popleft()
+            if item.__class__ is list:
+                batch, start = item
+                for i in range(start, len(batch.values)):
+                    self.fail(_row_tuple(batch, i), reason)
+            else:
+                self.fail(item, reason)
 
     # -- the input path ----------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:

@@ -120,6 +120,38 @@ def test_cleanup_flushes_what_the_producer_still_holds(kafka: Any) -> None:
     assert sorted(v for *_, v in got) == sorted(v.encode() for (v,) in items)
 
 
+def test_cleanup_sends_what_is_held_behind_a_full_transaction(kafka: Any) -> None:
+    """Three tuples, transactions of one: the first fills the open transaction, two are
+    held. Cleanup commits it and sends the held ones in transactions of their own
+    (found by a bug hunt: it spun to flush_timeout_secs, failed the first and left the
+    held two neither produced, acked nor failed)."""
+    import time
+
+    from stormish.tuple import Source, Tuple
+
+    topic = new_topic(kafka.address)
+    sink = KafkaSink(
+        kafka.address, topic, transactional_id=f"tx-held-{topic}", transaction_max_records=1,
+        flush_timeout_secs=8,
+    )  # fmt: skip
+    acked: list[str] = []
+    failed: list[tuple[str, Any]] = []
+    sink.ack = lambda t: acked.append(t.values[0])  # type: ignore[method-assign]
+    sink.fail = lambda t, why=None: failed.append((t.values[0], why))  # type: ignore[method-assign]
+    sink.prepare({}, None)
+    src = Source("feed", 1, "default", ["value"])
+    for i in range(3):
+        sink.execute(Tuple([f"v{i}"], src))
+    assert len(sink._held) == 2
+    t0 = time.monotonic()
+    sink.cleanup()
+    took = time.monotonic() - t0
+    assert sorted(acked) == ["v0", "v1", "v2"] and not failed, (acked, failed)
+    assert took < 5, f"cleanup took {took:.1f}s"
+    got = read_topic(kafka.address, topic, 3, timeout=10)
+    assert sorted(v for *_, v in got) == [b"v0", b"v1", b"v2"]
+
+
 def test_import_needs_no_client_until_prepare() -> None:
     """`import stormish.kafka` and building a KafkaSink import no confluent_kafka; a
     prepare without it says which extra to install."""
