@@ -99,10 +99,26 @@ class NatsPublisher:
             try:
                 fut = await publish(subject, value, headers=headers)
             except Exception as e:  # noqa: BLE001 - the input fails with the reason
+                self._forget_refused()
                 self._outcome(tup, f"publish to {subject!r}: {e!r}")
                 continue
             self.pending[fut] = (tup, time.monotonic() + self.sink.publish_timeout_secs)
             fut.add_done_callback(self._finished)
+
+    def _forget_refused(self) -> None:
+        """nats-py's publish_async registers its future and takes a slot of its pending
+        limit before it publishes; a publish refused on the spot (a payload over the
+        server's max_payload, a full reconnect buffer in an outage) leaves that future
+        never done and the slot taken. After max_in_flight + 1 refusals its next
+        publish_async waited for a slot for good, and the sink settled nothing more.
+        Every future of this context that is not one of ours in flight is such a one:
+        cancelled, it gives its slot back (its done callback)."""
+        futures = getattr(self.js, "_publish_async_futures", None)
+        if not futures:
+            return
+        for fut in list(futures.values()):
+            if fut not in self.pending and not fut.done():
+                fut.cancel()
 
     def _finished(self, fut: asyncio.Future) -> None:
         tup, _ = self.pending.pop(fut, (None, 0.0))

@@ -236,3 +236,34 @@ def test_the_loop_thread_wakes_the_task_once_per_batch_of_outcomes(nats):
     finally:
         pub.close(5)
     assert nats_loop.running() is None
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("refused", [3, 5])
+def test_publishes_refused_on_the_spot_do_not_wedge_the_sink(nats, refused):
+    """A payload over the server's max_payload is refused by nats-py before it is sent,
+    leaving its publish_async future and pending slot taken: after max_in_flight + 1
+    such refusals the sink settled nothing more (found by a bug hunt). Each fails its
+    tuple, and the next publish is acked."""
+    import time
+
+    out = "OUT" + uuid.uuid4().hex[:8]
+    asyncio.run(_add_stream(nats.address, out))
+    big = b"x" * (2 * 1024 * 1024)  # over the server's max_payload (1 MB)
+    with FeederSpout(["value"]) as feeder, LocalCluster() as cluster:
+        t = Topology("js-sink-refused")
+        t.set_spout("feed", feeder)
+        sink = JetStreamSink(nats.address, subject=out, max_in_flight=2, publish_timeout_secs=2)
+        t.set_bolt("out", sink).shuffle_grouping("feed")
+        cluster.submit(t)
+        for i in range(refused):
+            feeder.feed([big], msg_id=f"big{i}")
+        poll_for(
+            lambda: all(feeder.is_failed(f"big{i}") for i in range(refused)), 20, 0.05,
+            "the oversized publishes failed",
+        )  # fmt: skip
+        feeder.feed([b"small"], msg_id="small")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not feeder.is_acked("small"):
+            time.sleep(0.05)  # polling the spout's record, bounded by the deadline
+        assert feeder.is_acked("small"), f"failed: {feeder.is_failed('small')}"
