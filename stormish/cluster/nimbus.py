@@ -455,6 +455,7 @@ class Nimbus:
         """A request id for `logs_result`. Every supervisor that ever ran the worker is
         asked (a worker that moved left logs on each)."""
         name, index = req.name, req.index
+        offsets, most = _log_request(req)
         d = self._get(name)
         rid = next(self._log_ids)
         want, pieces = [], {}
@@ -468,7 +469,7 @@ class Nimbus:
                     why = f"supervisor {sid} is gone (the log stays on its host)"
                     pieces[key] = {"index": i, "supervisor": sid, "error": why}
                     continue
-                ask = api.LogAsk(rid, name, i, (req.offsets or {}).get(key), int(req.most))
+                ask = api.LogAsk(rid, name, i, offsets.get(key), most)
                 self.log_asks.setdefault(sid, []).append(ask)
         if not want:
             which = f"worker {index}" if index is not None else "any worker"
@@ -881,3 +882,33 @@ def _compact(workers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _host(address: str) -> str:
     return address.split("://", 1)[1].rsplit(":", 1)[0]
+
+
+MOST_LOG_BYTES = 16 * 1024 * 1024  # one piece of a log at most, per worker
+
+
+def _log_request(req: api.LogsRequest) -> tuple[dict[str, Any], int]:
+    """A `logs` request's offsets and size, checked before any supervisor is asked: a
+    negative or odd offset made the supervisor's read raise, which ended it and every
+    worker it ran. An offset is None, a byte offset, or [inode, byte offset]."""
+
+    def natural(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    most = req.most
+    if not natural(most) or not 1 <= most <= MOST_LOG_BYTES:
+        raise StormishError(
+            f"logs: 'most' must be a number of bytes from 1 to {MOST_LOG_BYTES}, got {most!r}"
+        )
+    if req.index is not None and not natural(req.index):
+        raise StormishError(f"logs: 'index' must be a worker index >= 0, got {req.index!r}")
+    offsets = req.offsets or {}
+    if not isinstance(offsets, dict):
+        raise StormishError(f"logs: 'offsets' must be a mapping, got {type(offsets).__name__}")
+    for key, at in offsets.items():
+        pair = isinstance(at, list | tuple) and len(at) == 2 and all(natural(x) for x in at)
+        if not isinstance(key, str) or not (at is None or natural(at) or pair):
+            raise StormishError(
+                f"logs: offset {key!r}: {at!r} is not a byte offset >= 0 or [inode, offset]"
+            )
+    return offsets, most

@@ -679,7 +679,13 @@ class Supervisor:
                     f"supervisor {self.id} keeps no log files (start it with --log-dir)"
                 )
             else:
-                piece.update(read_log(self.log_path(str(topology), int(index)), offset, int(most)))
+                path = self.log_path(str(topology), int(index))
+                try:
+                    piece.update(read_log(path, offset, int(most)))
+                except (OSError, ValueError, TypeError, IndexError) as exc:
+                    # a bad ask (nimbus checks them) must never end the supervisor,
+                    # and with it every worker it runs
+                    piece["error"] = f"supervisor {self.id}: cannot read that log piece: {exc}"
             out.append(piece)
         return out
 

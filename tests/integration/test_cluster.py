@@ -995,3 +995,32 @@ def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(
     cluster.call("kill", ("endless", 0))
     cluster.wait_status("endless", "killed")
     poll_for(lambda: not cluster.workers(), 30, 0.1, "the workers gone")
+
+
+@pytest.mark.parametrize(
+    ("offsets", "most", "says"),
+    [
+        ({"0@s0": -5}, 1000, "offset '0@s0': -5 is not a byte offset"),
+        ({"0@s0": "x"}, 1000, "offset '0@s0': 'x' is not a byte offset"),
+        ({"0@s0": [1, -2]}, 1000, "is not a byte offset >= 0 or [inode, offset]"),
+        ({}, -1, "'most' must be a number of bytes from 1"),
+    ],
+)
+def test_a_bad_logs_request_is_refused_and_no_supervisor_dies(cluster, offsets, most, says):
+    """A negative or odd offset went through nimbus to the supervisors, whose read raised
+    in their loop: the supervisor exited 1 and SIGTERMed every worker it ran (found by
+    a bug hunt). Nimbus refuses it, naming the field."""
+    from stormish.cluster.api import LogsRequest
+
+    t = Topology("bad-logs", config={"topology.workers": 2})
+    t.set_spout("s", CountingSpout(10**12, per_call=10))
+    t.set_bolt("null", Null()).shuffle_grouping("s")
+    cluster.call("submit", (t, {}))
+    cluster.wait_status("bad-logs", "running")
+    poll_for(lambda: len(cluster.workers()) == 2, 30, 0.1, "two workers")
+    with pytest.raises(StormishError, match=re.escape(says)):
+        cluster.call("logs", LogsRequest("bad-logs", 0, offsets, most))
+    rid = cluster.call("logs", LogsRequest("bad-logs", 0, {}, 1000))  # a good one still works
+    poll_for(lambda: cluster.call("logs_result", rid)["done"], 30, 0.1, "the logs answer")
+    assert [s.poll() for s in cluster.supervisors] == [None, None]
+    cluster.call("kill", ("bad-logs", 0))
