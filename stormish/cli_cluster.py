@@ -164,7 +164,10 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
 
 
 def shown_status(row: dict[str, Any]) -> str:
-    """Storm's INACTIVE: a running topology whose spouts were deactivated."""
+    """Storm's INACTIVE: a running topology whose spouts were deactivated; Storm's
+    KILLED during a kill's wait: "killing"."""
+    if row.get("killing") and row["status"] in (TopologyStatus.RUNNING, TopologyStatus.STARTING):
+        return "killing"
     if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
         return "inactive"
     return str(row["status"])

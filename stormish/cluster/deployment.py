@@ -191,7 +191,11 @@ class Deployment:
         self.slots = {}
 
     def state(self) -> dict[str, Any]:
+        # a kill under way is kept as a wall-clock time: a nimbus that restarts (or takes
+        # over) finishes it, where it ran on, active again, for good
+        kill_at = None if self.kill_at is None else time.time() + self.kill_at - time.monotonic()
         return {
+            "kill_at": kill_at,
             "status": self.status,
             "workers": self.plan.workers,
             "slots": {str(i): list(s) for i, s in self.slots.items()},
@@ -211,4 +215,5 @@ class Deployment:
             "uptime_seconds": round(time.time() - self.submitted, 1),
             "error": self.error,
             "waiting": self.waiting,
+            "killing": self.kill_at is not None,
         }

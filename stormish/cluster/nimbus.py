@@ -293,6 +293,8 @@ class Nimbus:
             d.submitted = state.get("submitted", time.time())
             d.epoch = int(state.get("epoch", d.epoch))
             d.active = bool(state.get("active", True))
+            if state.get("kill_at") is not None:  # a kill under way: it goes on here
+                d.kill_at = time.monotonic() + max(0.0, float(state["kill_at"]) - time.time())
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
             d.note_hosts()
             self.deployments[name] = d
@@ -575,7 +577,12 @@ class Nimbus:
             return d.status
         if d.status == TopologyStatus.RUNNING:
             d.running.set_active(False)
-        d.kill_at = time.monotonic() + max(0.0, float(wait))
+        else:
+            d.active = False
+        at = time.monotonic() + max(0.0, float(wait))
+        # killed again during the wait (Storm allows it): the sooner end holds
+        d.kill_at = at if d.kill_at is None else min(d.kill_at, at)
+        self._save(d)  # a nimbus that restarts meanwhile finishes the kill
         return None
 
     def api_activate(self, name: str) -> str:
@@ -599,6 +606,7 @@ class Nimbus:
         d = self._get(name)
         if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
+        self._live(name)  # not one being killed
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
         # the new plan is saved before the old workers stop: a nimbus that takes over
@@ -641,6 +649,9 @@ class Nimbus:
         d = self._get(name)
         if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: it no longer runs")
+        if d.kill_at is not None:  # Storm's KILLED during the wait: no more changes
+            left = max(0.0, d.kill_at - time.monotonic())
+            raise StormishError(f"topology {name!r} is being killed (in {left:.0f}s)")
         return d
 
     # -- scheduling -----------------------------------------------------------------------------

@@ -1024,3 +1024,46 @@ def test_a_bad_logs_request_is_refused_and_no_supervisor_dies(cluster, offsets, 
     poll_for(lambda: cluster.call("logs_result", rid)["done"], 30, 0.1, "the logs answer")
     assert [s.poll() for s in cluster.supervisors] == [None, None]
     cluster.call("kill", ("bad-logs", 0))
+
+
+def _endless(name: str) -> Topology:
+    t = Topology(name, config={"topology.workers": 2})
+    t.set_spout("s", CountingSpout(10**12, per_call=10))
+    t.set_bolt("null", Null()).shuffle_grouping("s")
+    return t
+
+
+def _row(cluster, name: str) -> dict:
+    return next(r for r in cluster.call("list") if r["name"] == name)
+
+
+def test_a_kill_with_a_wait_survives_a_nimbus_restart(cluster):
+    """The kill's wait was kept in nimbus's memory only: restarted during it, nimbus
+    restored the topology running and active, for good (found by a bug hunt). It is
+    saved: the new nimbus finishes the kill, the spouts staying off meanwhile."""
+    cluster.call("submit", (_endless("kw"), {}))
+    cluster.wait_status("kw", "running")
+    cluster.call("kill", ("kw", 4))
+    assert _row(cluster, "kw")["killing"] and not _row(cluster, "kw")["active"]
+    cluster.stop_nimbus()
+    cluster.start_nimbus()
+    poll_for(lambda: _row(cluster, "kw") is not None, 30, 0.2, "the restored topology")
+    row = _row(cluster, "kw")
+    assert row["status"] == "killed" or (row["killing"] and not row["active"]), row
+    cluster.wait_status("kw", "killed", timeout=30)
+
+
+def test_a_topology_being_killed_refuses_activate_and_rebalance(cluster):
+    """Storm shows KILLED during a kill's wait and refuses activate and rebalance: here
+    activate reopened the spouts of a topology being killed (found by a bug hunt)."""
+    from stormish.cluster.api import Rebalance
+
+    cluster.call("submit", (_endless("kr"), {}))
+    cluster.wait_status("kr", "running")
+    cluster.call("kill", ("kr", 30))
+    for verb, payload in (("activate", "kr"), ("rebalance", Rebalance("kr", 1))):
+        with pytest.raises(StormishError, match="'kr' is being killed"):
+            cluster.call(verb, payload)
+    assert not _row(cluster, "kr")["active"]
+    cluster.call("kill", ("kr", 0))  # killed again: the sooner end holds
+    cluster.wait_status("kr", "killed", timeout=30)
