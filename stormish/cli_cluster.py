@@ -475,8 +475,12 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
 
 @click.command()
 @click.option("--host", default="127.0.0.1", help="interface to listen on")
-@click.option("--port", type=int, default=6627, help="API port (clients, supervisors)")
-@click.option("--control-port", type=int, default=6628, help="worker control port")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=6627, help="API port (clients, supervisors)"
+)
+@click.option(
+    "--control-port", type=click.IntRange(1, 65535), default=6628, help="worker control port"
+)
 @click.option("--advertise", default=None, help="host name workers reach nimbus by")
 @click.option("--data", "data_dir", default="stormish-nimbus", help="data directory")
 @click.option(
@@ -495,7 +499,7 @@ def daemon_conf(role: str, pairs: tuple[str, ...], config_file: str | None) -> d
 )
 @click.option(
     "--worker-timeout",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=3.0,
     help="seconds of silence before a worker counts as gone",
 )
@@ -573,7 +577,10 @@ def nimbus(
     ha = None
     if zookeeper:
         ha = guard(lambda: ha_config(conf, zookeeper, zk_root, nimbus_id, port, security))
-    _serve(guard(make), f"nimbus listening on tcp://{host}:{port} (data in {data_dir})")
+    _serve(
+        guard(lambda: _listening(make, "nimbus")),
+        f"nimbus listening on tcp://{host}:{port} (data in {data_dir})",
+    )
 
 
 def ha_config(
@@ -703,10 +710,7 @@ def supervisor(
         restart_backoff_max = conf["supervisor.worker.restart.backoff.max.secs"]
 
     def make() -> Any:
-        try:
-            slot_ports = [int(p) for p in ports.split(",") if p.strip()]
-        except ValueError:
-            raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
+        slot_ports = slot_port_list(ports)
         return Supervisor(
             [nimbus_address(n.strip()) for n in nimbus_spec.split(",") if n.strip()],
             slot_ports,
@@ -724,7 +728,7 @@ def supervisor(
             worker_start=conf["supervisor.worker.start"],
         )
 
-    sup = guard(make)
+    sup = guard(lambda: _listening(make, "supervisor"))
     _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
 
 
@@ -868,6 +872,35 @@ def _tracked_by_git(path: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return ignored.returncode == 1  # 0: ignored, 1: not ignored
+
+
+def slot_port_list(ports: str) -> list[int]:
+    """--ports: one or more ports 1-65535, each once (two slots on one port, or port 0,
+    would have a worker announce an address no one listens on)."""
+    try:
+        out = [int(p) for p in ports.split(",") if p.strip()]
+    except ValueError:
+        raise StormishError(f"--ports {ports!r}: comma-separated port numbers") from None
+    if not out:
+        raise StormishError(f"--ports {ports!r}: at least one port")
+    bad = [p for p in out if not 1 <= p <= 65535]
+    if bad:
+        raise StormishError(f"--ports {ports!r}: {bad[0]} is not a port (1-65535)")
+    twice = sorted({p for p in out if out.count(p) > 1})
+    if twice:
+        raise StormishError(f"--ports {ports!r}: port {twice[0]} given twice")
+    return out
+
+
+def _listening(make: Any, who: str) -> Any:
+    """`make()`, a socket that cannot bind (a port taken) said as a StormishError: it
+    was a ZMQError traceback."""
+    import zmq
+
+    try:
+        return make()
+    except zmq.ZMQError as exc:
+        raise StormishError(f"{who} cannot listen: {exc}") from None
 
 
 def guard(fn: Any) -> Any:

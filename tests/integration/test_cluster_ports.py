@@ -220,3 +220,45 @@ def test_a_supervisor_takes_a_worker_exiting_98_as_a_failed_slot(procs_checked):
         assert sup.report()["failed_ports"] == {}  # free again: a slot again
     finally:
         sup.close()
+
+
+def _daemon(*args: str, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "stormish.cli", *args], capture_output=True, text=True,
+        timeout=30, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_a_nimbus_whose_port_is_taken_says_so_without_a_traceback(tmp_path, procs_checked):
+    """It was a ZMQError traceback, exit 1 (found by a bug hunt)."""
+    port, control = free_ports(2)
+    data = str(tmp_path / "data")
+    for api_port, ctl_port, taken in ((port, control, port), (port, control, control)):
+        with listen(taken):
+            r = _daemon(
+                "nimbus", "--insecure", "--data", data, "--port", str(api_port),
+                "--control-port", str(ctl_port), tmp_path=tmp_path,
+            )  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert "nimbus cannot listen: Address already in use" in r.stderr, r.stderr
+        assert f":{taken}" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["nimbus", "--port", "70000"], "'--port': 70000 is not in the range 1<=x<=65535"),
+        (["nimbus", "--worker-timeout", "-1"], "'--worker-timeout': -1.0 is not in the range"),
+        (["supervisor", "--ports", "70000"], "--ports '70000': 70000 is not a port (1-65535)"),
+        (["supervisor", "--ports", ","], "--ports ',': at least one port"),
+        (["supervisor", "--ports", "0"], "--ports '0': 0 is not a port (1-65535)"),
+        (["supervisor", "--ports", "45991,45991"], "port 45991 given twice"),
+    ],
+)
+def test_daemon_options_that_cannot_be_right_are_refused(tmp_path, procs_checked, args, says):
+    """Each was accepted (nimbus listened elsewhere than its banner said; a slot on port
+    0; two slots on one port) or a traceback (found by a bug hunt)."""
+    extra = ["--data", str(tmp_path / "d")] if args[0] == "nimbus" else ["--nimbus", "127.0.0.1:1"]
+    r = _daemon(args[0], "--insecure", *extra, *args[1:], tmp_path=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr and "Traceback" not in r.stderr, r.stderr
