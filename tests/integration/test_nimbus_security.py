@@ -210,13 +210,20 @@ def test_a_supervisor_without_keys_or_insecure_is_refused(tmp_path):
     assert "no CURVE keys" in out.stderr and "--keys DIR" in out.stderr
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_a_data_directory_others_can_write_is_refused(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     os.chmod(data, 0o777)
+    api_port, control_port = (_free_port(), _free_port())
     out = subprocess.run(
         [sys.executable, "-m", "stormish.cli", "nimbus", "--insecure", "--data", str(data),
-         "--port", "0", "--control-port", "0"],
+         "--port", str(api_port), "--control-port", str(control_port)],
         capture_output=True, text=True, timeout=60, env=_child_env(),
     )  # fmt: skip
     assert out.returncode == 2
