@@ -66,6 +66,11 @@ ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
 METRICS_ASK = 5.0  # a follower's scrape waits this long for each answer of the leader
 
 
+# a supervisor not heard for this long (several 1 s heartbeats) is replaced at once by
+# one that joins offering its host and ports (a restart without --id)
+REPLACED_SILENCE = 3.0
+
+
 @dataclass
 class SupervisorInfo:
     id: str
@@ -414,6 +419,9 @@ class Nimbus:
         info = self.supervisors.get(sid)
         if info is None:
             log.info(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
+        # at each beat, not only at the join: a restart faster than REPLACED_SILENCE
+        # found the old one not silent yet
+        self._replaced_by(sid, str(report["host"]), [int(p) for p in report["ports"]])
         failed = {int(p): str(why) for p, why in (report.get("failed_ports") or {}).items()}
         for port, why in failed.items():
             if info is None or port not in info.failed:
@@ -436,6 +444,26 @@ class Nimbus:
             if req is not None:
                 req["pieces"][f"{piece['index']}@{sid}"] = dict(piece, supervisor=sid)
         return {"wanted": self.wanted(sid), "logs": self.log_asks.pop(sid, [])}
+
+    def _replaced_by(self, sid: str, host: str, ports: list[int]) -> None:
+        """A supervisor that beats offering the very ports of a silent one on its host is
+        that one restarted under a new id (started without --id: host-pid): the old one
+        is let go now, so its topologies' workers are placed again at once rather than
+        after --task-timeout (30 s) with them down (found by a bug hunt). Silent means
+        a few heartbeats missed: two live supervisors sharing ports are left alone."""
+        now = time.monotonic()
+        for old in list(self.supervisors.values()):
+            if (
+                old.id != sid
+                and old.host == host
+                and sorted(old.ports) == sorted(ports)
+                and now - old.heard > REPLACED_SILENCE
+            ):
+                self._forget_supervisor(
+                    old.id,
+                    f"silent {now - old.heard:.1f}s, and {sid} offers its ports on {host}: "
+                    "restarted under a new id",
+                )
 
     def _warn_shared_ports(self) -> None:
         """Two supervisors on one host offering one port can run one worker there at a
@@ -655,11 +683,12 @@ class Nimbus:
         return d
 
     # -- scheduling -----------------------------------------------------------------------------
-    def _forget_supervisor(self, sid: str) -> None:
+    def _forget_supervisor(self, sid: str, why: str | None = None) -> None:
         del self.supervisors[sid]
         self.store.forget_supervisor(sid)
         self.log_asks.pop(sid, None)
-        log.info(f"nimbus: supervisor {sid} lost (silent for {self.supervisor_timeout}s)")
+        why = why or f"silent for {self.supervisor_timeout}s"
+        log.info(f"nimbus: supervisor {sid} lost ({why})")
         for d in self.deployments.values():
             lost = [i for i, (s, _) in d.slots.items() if s == sid]
             for i in lost:

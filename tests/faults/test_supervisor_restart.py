@@ -161,3 +161,40 @@ def test_a_killed_fork_server_is_replaced_and_its_workers_restarted(tmp_path, pr
         c.wait_status("server", "complete", timeout=90)
     finally:
         c.close()
+
+
+def test_a_supervisor_restarted_without_an_id_gets_its_workers_back_at_once(
+    tmp_path, procs_checked
+):
+    """Started as docs/cluster.md shows (no --id: host-pid), killed -9 and started again
+    on its ports, it joins under a new id: nimbus kept the dead one's slots until
+    --task-timeout (30 s), the topology down all that while (found by a bug hunt). A
+    silent supervisor whose host and ports another now offers is let go at once."""
+    import os
+    import time
+
+    c = Cluster(str(tmp_path), supervisors=1, task_timeout=30)
+    try:
+        c.supervisors[0].send_signal(signal.SIGTERM)
+        c.supervisors[0].wait(30)
+        args = ["supervisor", "--nimbus", f"127.0.0.1:{c.api}", "--ports",
+                ",".join(map(str, c.slots[0])), "--log-dir", os.path.join(c.tmp, "w")]  # fmt: skip
+        c.supervisors[0] = c._spawn(*args, log="sup-a.log")
+        worker = paced_run(c, "noid")
+        c.supervisors[0].send_signal(signal.SIGKILL)
+        c.supervisors[0].wait(10)
+        killed = time.monotonic()
+        c.supervisors[0] = c._spawn(*args, log="sup-b.log")
+
+        def back() -> bool:
+            row = next(r for r in c.call("list") if r["name"] == "noid")
+            ws = [p for p in c.workers() if p.pid != worker.pid]
+            return bool(ws) and all(w["state"] == "running" for w in row["worker_status"])
+
+        poll_for(back, 20, 0.1, "the worker running again")
+        assert time.monotonic() - killed < 15  # well before --task-timeout
+        assert "restarted under a new id" in c.log("nimbus.log")
+        c.call("kill", ("noid", 0))
+        c.wait_status("noid", "killed")
+    finally:
+        c.close()
