@@ -527,7 +527,11 @@ def _run_local_inner(
             from .ui.serve import local_ui_server
 
             servers.append(local_ui_server(running, topology, conf, ui_port, killed_from_ui))
-            click.echo(f"web UI: {servers[-1].url}/ (REST: /api/v1, metrics: /metrics)", err=True)
+            from .ui.serve import entry_url
+
+            click.echo(
+                f"web UI: {entry_url(servers[-1])} (REST: /api/v1, metrics: /metrics)", err=True
+            )
         mark("cli: started")
         code = _watch(running, stop, seconds, reason)
     except StormishError as exc:

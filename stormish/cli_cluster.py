@@ -410,11 +410,11 @@ def logs(
 def ui(port: int, nimbus: str | None, keys: str | None) -> None:
     """Serve the web UI and Storm's REST API of a nimbus on 127.0.0.1:PORT, talking to
     it with the cluster's keys (Storm's `storm ui`): run it where the keys are."""
-    from .ui.serve import ui_server
+    from .ui.serve import entry_url, ui_server
 
     client = connect(nimbus, keys)
     server = guard(lambda: ui_server(client, port))
-    click.echo(f"web UI of {client.address}: {server.url}/ (Ctrl-C stops it)")
+    click.echo(f"web UI of {client.address}: {entry_url(server)} (Ctrl-C stops it)")
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     try:

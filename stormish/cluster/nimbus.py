@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from types import FrameType
@@ -65,6 +66,8 @@ COMPLETION_EVERY = 0.1
 ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
 METRICS_ASK = 5.0  # a follower's scrape waits this long for each answer of the leader
 
+
+UI_URL_FILE = "ui-url"  # in the data directory: the web UI's URL with its token
 
 # a supervisor not heard for this long (several 1 s heartbeats) is replaced at once by
 # one that joins offering its host and ports (a restart without --id)
@@ -144,12 +147,20 @@ class Nimbus:
         self.ui = None
         if ui_port is not None:
             from ..cluster.client import NimbusClient
-            from ..ui.serve import ui_server
+            from ..ui.serve import entry_url, ui_server
 
             port = str(self.api.getsockopt_string(zmq.LAST_ENDPOINT)).rsplit(":", 1)[1]
             client = NimbusClient(f"127.0.0.1:{port}", security, timeout=20)
             self.ui = ui_server(client, ui_port)
-            log.info(f"nimbus: web UI and REST API at {self.ui.url}/ (loopback)")
+            # its URL with the token in a 0600 file of the (private) data directory, not
+            # in the log: the token keeps other local users out of the UI (ui/rest.py)
+            where = os.path.join(data_dir, UI_URL_FILE)
+            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(entry_url(self.ui) + "\n")
+            log.info(
+                f"nimbus: web UI and REST API at {self.ui.url}/ (loopback; open the URL in {where})"
+            )
 
     # -- HA: several nimbus on ZooKeeper (cluster/leader.py, zkstate.py, ha.py) ------------
     def _start_ha(self, ha: HaConfig, api_bind: str, advertise: str | None, data: str) -> None:

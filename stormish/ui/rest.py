@@ -33,6 +33,14 @@ refuses a request whose Host is not a loopback name on every path, this API, the
 `X-Stormish-UI: 1`, which a cross-site form cannot send (a browser would need a CORS
 preflight this server never grants), so no other web page can kill a topology.
 
+A token, made at each start and printed with the URL (`/?token=...`, as Jupyter does),
+keeps other users of the machine out: loopback is theirs too, and without it any local
+user could kill or rebalance a keyed cluster's topologies, or read their config, through
+the UI. Opening the printed URL sets a cookie (HttpOnly, SameSite=Strict) and leaves the
+token out of the address bar; every /api call needs it (the cookie, `Authorization:
+Bearer TOKEN`, or `?token=TOKEN` for a script). The page itself has no data and loads
+without it.
+
 Numbers in a query or a path (`window`, a kill's wait, a rebalance's workers) are checked
 here: one that is not a finite number in its range (`inf`, `1e400`, `nan`, `-1`) is a 400
 naming the parameter.
@@ -62,6 +70,7 @@ RECENT = 10.0  # seconds the page's rates are measured over
 STATS_FRESH = 0.5  # seconds one topology's statistics serve every request of a refresh
 KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
 HEADER = "HTTP_X_STORMISH_UI"
+COOKIE = "stormish-ui"
 # the page's files, all served from the package (no CDN: the UI works offline); a
 # browser asks /favicon.ico of every page whatever the page links, so it is the icon too
 STATIC = {"/": "index.html", "/index.html": "index.html", "/plot.js": "plot.js",
@@ -325,9 +334,17 @@ def _pretty(seconds: float) -> str:
 class RestApp:
     """The WSGI application: the API under /api/v1, the page everywhere else."""
 
-    def __init__(self, backend: Backend, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        backend: Backend,
+        clock: Callable[[], float] = time.monotonic,
+        token: str | None = None,
+    ):
+        """`token`: what every /api call must carry (None: no check, for an app a test
+        or an embedding program serves itself)."""
         self.backend = backend
         self.clock = clock
+        self.token = token
         self.histories: dict[str, History] = {}
         self.series: dict[str, Series] = {}
         # the last statistics per topology and when: one page refresh asks for the
@@ -339,7 +356,17 @@ class RestApp:
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "/")
         if not path.startswith("/api/"):
+            given = _query(environ).get("token")
+            if given is not None and self._token_ok(given):  # the printed URL: a cookie
+                return _enter(start_response, path, given)
             return self._static(path, start_response)
+        if self.token is not None and not self._token_ok(_given_token(environ)):
+            return _reply(
+                start_response,
+                401,
+                {"error": "no valid UI token: open the web UI with the URL it printed at "
+                 "start (/?token=...), or send Authorization: Bearer TOKEN"},
+            )  # fmt: skip
         if method == "POST" and environ.get(HEADER) != "1":
             return _reply(
                 start_response, 403, {"error": "a POST needs the X-Stormish-UI: 1 header"}
@@ -359,6 +386,13 @@ class RestApp:
                 {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
             )
         return _reply(start_response, 200, body)
+
+    def _token_ok(self, given: str | None) -> bool:
+        if self.token is None:
+            return True
+        import hmac
+
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
     def route(self, method: str, path: str, query: dict[str, str]) -> Any:
         parts = path.split("/")
@@ -575,10 +609,37 @@ def _query(environ: dict) -> dict[str, str]:
     return dict(parse_qsl(environ.get("QUERY_STRING", "")))
 
 
+def _given_token(environ: dict) -> str | None:
+    """The token a request carries: `Authorization: Bearer`, `?token=`, or the cookie
+    the printed URL set."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    if auth.startswith("Bearer "):
+        return auth[7:].strip()
+    query = _query(environ).get("token")
+    if query is not None:
+        return query
+    for part in environ.get("HTTP_COOKIE", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE:
+            return value
+    return None
+
+
+def _enter(start_response: Callable, path: str, token: str) -> list[bytes]:
+    """The printed URL, opened: the cookie set, and on to the same page without the
+    token in the address bar (nor in the browser's history)."""
+    start_response(
+        "303 See Other",
+        [("Location", path or "/"), ("Content-Length", "0"), ("Cache-Control", "no-store"),
+         ("Set-Cookie", f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")],
+    )  # fmt: skip
+    return [b""]
+
+
 def _reply(start_response: Callable, code: int, body: Any) -> list[bytes]:
     data = json.dumps(body, default=str).encode()
-    reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
-              500: "Internal Server Error"}  # fmt: skip
+    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+              404: "Not Found", 409: "Conflict", 500: "Internal Server Error"}  # fmt: skip
     start_response(
         f"{code} {reason[code]}",
         [("Content-Type", "application/json"), ("Content-Length", str(len(data))),

@@ -11,9 +11,23 @@ from .rest import RestApp
 HOST = "127.0.0.1"  # loopback only: see rest.py
 
 
+def new_token() -> str:
+    """A UI token (rest.py): made at each start, printed with the URL."""
+    import secrets
+
+    return secrets.token_urlsafe(24)
+
+
+def entry_url(server: HttpServer) -> str:
+    """The URL to open: the page, with the token that lets it in."""
+    app = server.routes["/"]
+    assert isinstance(app, RestApp)
+    return f"{server.url}/?token={app.token}"
+
+
 def ui_server(client: Any, port: int) -> HttpServer:
     """A nimbus's UI, through `client` (a NimbusClient holding the cluster's keys)."""
-    app = RestApp(ClusterBackend(client))
+    app = RestApp(ClusterBackend(client), token=new_token())
     server = HttpServer(HOST, port, {"/": app}, what="ui")
     server.on_close = client.close
     return server
@@ -33,5 +47,8 @@ def local_ui_server(
         return [TopologySample(running.statistics(), restarts)]
 
     backend = LocalBackend(running, topology, conf, on_kill)
-    routes: dict[str, Any] = {"/": RestApp(backend), "/metrics": make_wsgi_app(registry(samples))}
+    routes: dict[str, Any] = {
+        "/": RestApp(backend, token=new_token()),
+        "/metrics": make_wsgi_app(registry(samples)),
+    }
     return HttpServer(HOST, port, routes, what="ui")

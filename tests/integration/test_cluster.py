@@ -710,15 +710,19 @@ def ui_cluster(tmp_path):
 def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(ui_cluster):
     """Nimbus --ui-port serves /api/v1 (on loopback,
     reaching nimbus through its own API with its keys); a POST kill ends the topology."""
-    from .test_rest_api import get, post
+    from .test_rest_api import entered, get, post
 
     c = ui_cluster
-    url = poll_for(
-        lambda: next((x.rstrip("/") for x in c.log("nimbus.log").split()
-                      if x.startswith("http://127.0.0.1:")), None),
-        30, 0.1, "nimbus's UI address",
-    )  # fmt: skip
+    where = os.path.join(c.data, "ui-url")  # its URL with the token: 0600, not in the log
+    poll_for(lambda: os.path.exists(where), 30, 0.1, "nimbus's UI address")
+    assert os.stat(where).st_mode & 0o777 == 0o600
+    with open(where) as fh:
+        printed = fh.read()
+    token = printed.split("token=")[1].strip()
+    assert token not in c.log("nimbus.log")
+    url = entered(printed)
     api = url + "/api/v1"
+    assert get(api + "/cluster/summary", token=False)[0] == 401
     poll_for(lambda: get(api + "/cluster/summary")[1]["supervisors"] == 2, 30, 0.1, "2 sups")
     _, summary = get(api + "/cluster/summary")
     assert summary["slotsTotal"] == 4 and summary["slotsUsed"] == 0
@@ -747,7 +751,7 @@ def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(
     try:
         line = ui.stdout.readline()
         assert line.startswith(f"web UI of tcp://127.0.0.1:{c.api}: http://127.0.0.1:"), line
-        own = line.split(": ", 1)[1].split()[0].rstrip("/") + "/api/v1"
+        own = entered(line.split(": ", 1)[1].split()[0]) + "/api/v1"
         _, tops = get(own + "/topology/summary")
         assert [r["id"] for r in tops["topologies"]] == ["webbed"]
     finally:

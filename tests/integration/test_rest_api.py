@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -60,8 +61,28 @@ topology = t
 """
 
 
-def get(url: str, host: str | None = None) -> tuple[int, dict]:
-    req = urllib.request.Request(url, headers={"Host": host} if host else {})
+TOKENS: dict[str, str] = {}  # "host:port" -> the token its UI printed (ui/rest.py)
+
+
+def entered(url: str) -> str:
+    """A printed UI URL (.../?token=T): its base; the token kept for `get` and `post`."""
+    parts = urllib.parse.urlsplit(url.strip())
+    token = urllib.parse.parse_qs(parts.query).get("token")
+    if token:
+        TOKENS[parts.netloc] = token[0]
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _auth(url: str, token: bool = True) -> dict[str, str]:
+    known = TOKENS.get(urllib.parse.urlsplit(url).netloc)
+    return {"Authorization": f"Bearer {known}"} if token and known else {}
+
+
+def get(url: str, host: str | None = None, token: bool = True) -> tuple[int, dict]:
+    headers = _auth(url, token)
+    if host:
+        headers["Host"] = host
+    req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, json.loads(r.read())
@@ -69,10 +90,11 @@ def get(url: str, host: str | None = None) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
-def post(url: str, header: bool = True) -> tuple[int, dict]:
-    req = urllib.request.Request(
-        url, method="POST", data=b"", headers={"X-Stormish-UI": "1"} if header else {}
-    )
+def post(url: str, header: bool = True, token: bool = True) -> tuple[int, dict]:
+    headers = _auth(url, token)
+    if header:
+        headers["X-Stormish-UI"] = "1"
+    req = urllib.request.Request(url, method="POST", data=b"", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, json.loads(r.read())
@@ -91,7 +113,7 @@ def start(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     for line in proc.stderr:  # the workers' error reports may come first
         seen.append(line)
         if line.startswith("web UI: http://127.0.0.1:"):
-            return proc, line.split()[2].rstrip("/")
+            return proc, entered(line.split()[2])
     proc.kill()  # no run to hand over: nothing may be left running
     proc.communicate(timeout=30)
     raise AssertionError(f"no web UI line: {''.join(seen)[-2000:]}")
@@ -187,6 +209,45 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "topology 'restful': killed from the web UI after" in out
+
+
+def test_the_api_needs_the_token_the_ui_printed(run_with_ui):
+    """Loopback is every local user's: without the printed token no /api call is
+    served, a read or a kill (found by a bug hunt: any local user could kill a keyed
+    cluster's topologies through it). The printed URL sets a cookie the page's calls
+    carry, and leaves the token out of the address bar."""
+    proc, url, _release = run_with_ui
+    api = url + "/api/v1"
+    for code, body in (
+        get(api + "/topology/summary", token=False),
+        post(api + "/topology/restful/kill/0", token=False),
+        get(api + "/topology/summary?token=wrong", token=False),
+    ):
+        assert code == 401 and "open the web UI with the URL it printed" in body["error"]
+    token = TOKENS[urllib.parse.urlsplit(url).netloc]
+    assert get(api + f"/topology/summary?token={token}", token=False)[0] == 200
+    no_redirect = urllib.request.build_opener(_NoRedirect)
+    try:
+        no_redirect.open(f"{url}/?token={token}", timeout=20)
+        raise AssertionError("the token URL did not redirect")
+    except urllib.error.HTTPError as e:
+        assert e.code == 303 and e.headers["Location"] == "/"
+        cookie = e.headers["Set-Cookie"]
+    assert cookie.startswith(f"stormish-ui={token};") and "HttpOnly" in cookie, cookie
+    assert "SameSite=Strict" in cookie
+    req = urllib.request.Request(
+        api + "/topology/summary", headers={"Cookie": f"stormish-ui={token}"}
+    )
+    with urllib.request.urlopen(req, timeout=20) as r:
+        assert r.status == 200
+    with urllib.request.urlopen(url + "/", timeout=20) as r:  # the page: no data in it
+        assert r.status == 200 and b"<html" in r.read().lower()
+    assert proc.poll() is None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
 
 
 def test_the_summary_says_whether_the_topology_is_active(run_with_ui):

@@ -12,7 +12,15 @@ import pytest
 
 from stormish.testing import poll_for
 
-from .test_rest_api import start
+from .test_rest_api import TOKENS, entered, start
+
+
+def enter(page, url: str) -> None:
+    """Open the UI as its user does, with the URL it printed (the token sets the cookie
+    the page's calls carry)."""
+    netloc = url.split("//", 1)[1]
+    page.goto(f"{url}/?token={TOKENS[netloc]}")
+
 
 pytestmark = pytest.mark.browser
 
@@ -52,6 +60,7 @@ def test_the_page_draws_the_topology_shows_errors_and_kills_it(browser, tmp_path
     proc, url = start(tmp_path)
     try:
         page = browser.new_page(viewport={"width": 1100, "height": 800})
+        enter(page, url)
         page.goto(url + "/#/topology/restful")
         for comp in ("numbers", "picky", "sink"):
             page.wait_for_selector(f"#graph g.node[data-component='{comp}']", timeout=30_000)
@@ -145,7 +154,7 @@ def start_slow(tmp_path):
     )  # fmt: skip
     for line in proc.stderr:
         if line.startswith("web UI: http://127.0.0.1:"):
-            return proc, line.split()[2].rstrip("/")
+            return proc, entered(line.split()[2])
     proc.kill()
     proc.communicate(timeout=30)
     raise AssertionError("no web UI line")
@@ -182,7 +191,12 @@ def backlog(url: str, comp: str) -> float:
     import json
     import urllib.request
 
-    with urllib.request.urlopen(f"{url}/api/v1/topology/slowpoke/graph", timeout=10) as r:
+    netloc = url.split("//", 1)[1]
+    req = urllib.request.Request(
+        f"{url}/api/v1/topology/slowpoke/graph",
+        headers={"Authorization": f"Bearer {TOKENS[netloc]}"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
         graph = json.loads(r.read())
     return float(next(c for c in graph["components"] if c["id"] == comp)["queueFill"] or 0)
 
@@ -197,6 +211,7 @@ def test_the_graph_colours_follow_a_slow_bolt_and_the_plots_fill_in(browser, tmp
     try:
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.on("response", lambda r: r.status == 404 and missing.append(r.url))
+        enter(page, url)
         page.goto(url + "/#/topology/slowpoke")
         page.wait_for_selector(NODE.format("slow"), timeout=30_000)
         wait_node(page, "slow", "d.state === 'root' && Number(d.capacity) >= 0.8")
