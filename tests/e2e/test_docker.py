@@ -173,13 +173,17 @@ def test_wordcount_runs_exactly_on_the_compose_cluster(deployment):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        line = ui.stdout.readline()  # "web UI of ...: http://127.0.0.1:PORT/ ..."
-        url = line.split(": ", 1)[1].split("/ ", 1)[0]
+        line = ui.stdout.readline()  # "web UI of ...: http://127.0.0.1:PORT/?token=T ..."
+        printed = line.split(": ", 1)[1].split()[0]
+        url, token = printed.split("/?token=")
         import json
         import urllib.request
 
         def summary():
-            with urllib.request.urlopen(f"{url}/api/v1/topology/summary", timeout=30) as r:
+            req = urllib.request.Request(
+                f"{url}/api/v1/topology/summary", headers={"Authorization": f"Bearer {token}"}
+            )
+            with urllib.request.urlopen(req, timeout=30) as r:
                 return json.loads(r.read())["topologies"]
 
         rows = poll_for(lambda: summary() or None, 60, 0.5, "the UI's topology summary")
