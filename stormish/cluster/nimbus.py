@@ -72,6 +72,7 @@ UI_URL_FILE = "ui-url"  # in the data directory: the web UI's URL with its token
 # a supervisor not heard for this long (several 1 s heartbeats) is replaced at once by
 # one that joins offering its host and ports (a restart without --id)
 REPLACED_SILENCE = 3.0
+REPLACED_BEATS = 3  # ... and that one beat this many times since without it
 
 
 @dataclass
@@ -128,6 +129,8 @@ class Nimbus:
         self.log_requests: dict[int, dict[str, Any]] = {}
         self._log_ids = itertools.count(1)
         self._shared: set[tuple[str, int]] = set()  # (host, port) offered twice: warned
+        # a supervisor -> beats since its last of one offering its host and ports
+        self._outbeaten: dict[str, int] = {}
         self.store: Store | ZkStore
         self.leadership: Leadership | None = None
         self.leading = ha is None  # a single nimbus always leads
@@ -155,7 +158,8 @@ class Nimbus:
             # its URL with the token in a 0600 file of the (private) data directory, not
             # in the log: the token keeps other local users out of the UI (ui/rest.py)
             where = os.path.join(data_dir, UI_URL_FILE)
-            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            os.fchmod(fd, 0o600)  # a file left by an older start keeps no wider mode
             with os.fdopen(fd, "w") as fh:
                 fh.write(entry_url(self.ui) + "\n")
             log.info(
@@ -428,6 +432,7 @@ class Nimbus:
         of worker logs `stormish logs` waits for (it sends them at once)."""
         sid = str(report["id"])
         info = self.supervisors.get(sid)
+        self._outbeaten.pop(sid, None)  # it beats: not replaced (_replaced_by)
         if info is None:
             log.info(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
         # at each beat, not only at the join: a restart faster than REPLACED_SILENCE
@@ -464,12 +469,13 @@ class Nimbus:
         a few heartbeats missed: two live supervisors sharing ports are left alone."""
         now = time.monotonic()
         for old in list(self.supervisors.values()):
-            if (
-                old.id != sid
-                and old.host == host
-                and sorted(old.ports) == sorted(ports)
-                and now - old.heard > REPLACED_SILENCE
-            ):
+            if old.id == sid or old.host != host or sorted(old.ports) != sorted(ports):
+                continue
+            # beats of the newcomer handled since the old one's last, in a row: after a
+            # stall of this loop both supervisors' queued beats come in turn, and time
+            # alone took a live one for gone (review)
+            beats = self._outbeaten[old.id] = self._outbeaten.get(old.id, 0) + 1
+            if beats >= REPLACED_BEATS and now - old.heard > REPLACED_SILENCE:
                 self._forget_supervisor(
                     old.id,
                     f"silent {now - old.heard:.1f}s, and {sid} offers its ports on {host}: "
@@ -696,6 +702,7 @@ class Nimbus:
     # -- scheduling -----------------------------------------------------------------------------
     def _forget_supervisor(self, sid: str, why: str | None = None) -> None:
         del self.supervisors[sid]
+        self._outbeaten.pop(sid, None)
         self.store.forget_supervisor(sid)
         self.log_asks.pop(sid, None)
         why = why or f"silent for {self.supervisor_timeout}s"

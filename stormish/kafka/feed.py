@@ -97,9 +97,16 @@ class Feed:
                 self._run_commands()
                 if self.handed - self.taken < self.max_buffered:
                     records = client.poll(self.batch, 0.05)
+                    if records and self.commit_polled and not self._commit_polled(client, records):
+                        # not committed (a rebalance under way): at most once allows them
+                        # lost, not processed here and again by the next owner
+                        log.warning(
+                            "Kafka: %d records polled and not committed (at_most_once): "
+                            "dropped, never processed twice",
+                            len(records),
+                        )
+                        records = []
                     if records:
-                        if self.commit_polled:
-                            self._commit_polled(client, records)
                         self.handed += len(records)
                         self.inbox.append(("records", records))
                 else:
@@ -121,14 +128,14 @@ class Feed:
             except Exception as exc:  # noqa: BLE001 - closing: say it, go on
                 log.warning("closing the Kafka consumer: %s", exc)
 
-    def _commit_polled(self, client: Any, records: list) -> None:
+    def _commit_polled(self, client: Any, records: list) -> bool:
+        """Commit past `records` (synchronously); False when the commit failed."""
         ends: dict[tuple[str, int], int] = {}
         for r in records:
             tp = (r[0], r[1])
             if tp in self._assigned and r[2] + 1 > ends.get(tp, -1):
                 ends[tp] = r[2] + 1
-        if ends:
-            client.commit(ends, True, self.metadata)
+        return not ends or bool(client.commit(ends, True, self.metadata))
 
     def _run_commands(self) -> None:
         commands, client = self.commands, self._client

@@ -358,7 +358,7 @@ class RestApp:
         if not path.startswith("/api/"):
             given = _query(environ).get("token")
             if given is not None and self._token_ok(given):  # the printed URL: a cookie
-                return _enter(start_response, path, given)
+                return _enter(start_response, environ, given)
             return self._static(path, start_response)
         if self.token is not None and not self._token_ok(_given_token(environ)):
             return _reply(
@@ -618,20 +618,30 @@ def _given_token(environ: dict) -> str | None:
     query = _query(environ).get("token")
     if query is not None:
         return query
+    mine = _cookie_name(environ)
     for part in environ.get("HTTP_COOKIE", "").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == mine:
             return value
     return None
 
 
-def _enter(start_response: Callable, path: str, token: str) -> list[bytes]:
-    """The printed URL, opened: the cookie set, and on to the same page without the
-    token in the address bar (nor in the browser's history)."""
+def _cookie_name(environ: dict) -> str:
+    """A cookie per port: a browser keeps cookies by host, not port, so one name for
+    every UI on 127.0.0.1 had a second UI's token replace the first's (401 there), and
+    sent it to any other server on loopback."""
+    return f"{COOKIE}-{environ.get('SERVER_PORT', '')}"
+
+
+def _enter(start_response: Callable, environ: dict, token: str) -> list[bytes]:
+    """The printed URL, opened: the cookie set, and on to the page (always "/": the
+    request's own path in a Location header was an open redirect, `/%5Cevil.example`)
+    without the token in the address bar (nor in the browser's history)."""
+    cookie = f"{_cookie_name(environ)}={token}; HttpOnly; SameSite=Strict; Path=/"
     start_response(
         "303 See Other",
-        [("Location", path or "/"), ("Content-Length", "0"), ("Cache-Control", "no-store"),
-         ("Set-Cookie", f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")],
+        [("Location", "/"), ("Content-Length", "0"), ("Cache-Control", "no-store"),
+         ("Set-Cookie", cookie)],
     )  # fmt: skip
     return [b""]
 

@@ -233,13 +233,19 @@ def test_the_api_needs_the_token_the_ui_printed(run_with_ui):
     except urllib.error.HTTPError as e:
         assert e.code == 303 and e.headers["Location"] == "/"
         cookie = e.headers["Set-Cookie"]
-    assert cookie.startswith(f"stormish-ui={token};") and "HttpOnly" in cookie, cookie
+    port = urllib.parse.urlsplit(url).port
+    # one cookie per port: two UIs in one browser kept replacing each other's
+    assert cookie.startswith(f"stormish-ui-{port}={token};") and "HttpOnly" in cookie, cookie
     assert "SameSite=Strict" in cookie
     req = urllib.request.Request(
-        api + "/topology/summary", headers={"Cookie": f"stormish-ui={token}"}
+        api + "/topology/summary", headers={"Cookie": f"stormish-ui-{port}={token}"}
     )
     with urllib.request.urlopen(req, timeout=20) as r:
         assert r.status == 200
+    try:  # the token URL of any path goes to "/" (never the request's own path)
+        no_redirect.open(f"{url}/%5Cevil.example/?token={token}", timeout=20)
+    except urllib.error.HTTPError as e:
+        assert e.code == 303 and e.headers["Location"] == "/"
     with urllib.request.urlopen(url + "/", timeout=20) as r:  # the page: no data in it
         assert r.status == 200 and b"<html" in r.read().lower()
     assert proc.poll() is None

@@ -86,3 +86,36 @@ def test_an_exit_is_told_as_a_person_reads_it_and_the_log_gives_its_last_line(tm
     log.write_text("x" * 5000)
     assert len(last_line(str(log), limit=50)) == 50
     assert last_line(str(tmp_path / "missing.log")) is None
+
+
+def test_a_stall_of_nimbus_does_not_take_a_live_supervisor_for_one_restarted(tmp_path):
+    """Two live supervisors on one host offering the same ports; nimbus's loop stalls
+    3.5 s and their queued beats come in turn: the first handled found the other
+    'silent' and forgot it with its slots (review). A newcomer replaces a supervisor
+    only after beating REPLACED_BEATS times since the old one's last beat."""
+    import time
+    from unittest import mock
+
+    import stormish.cluster.nimbus as nm
+    from stormish.transport.security import Loopback
+
+    n = nm.Nimbus("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", str(tmp_path), Loopback())
+    try:
+
+        def beat(sid: str) -> None:
+            n.api_heartbeat({"id": sid, "host": "127.0.0.1", "ports": [6700, 6701]})
+
+        beat("s0")
+        beat("s1")
+        real = time.monotonic
+        with mock.patch.object(nm.time, "monotonic", lambda: real() + 3.5):
+            beat("s0")  # the queued beats, in turn
+            beat("s1")
+            beat("s0")
+            assert sorted(n.supervisors) == ["s0", "s1"]
+        with mock.patch.object(nm.time, "monotonic", lambda: real() + 10):
+            for _ in range(nm.REPLACED_BEATS):  # s1 gone quiet for good: s0 beats on
+                beat("s0")
+            assert sorted(n.supervisors) == ["s0"]
+    finally:
+        n.close()
