@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import json
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -101,14 +102,17 @@ def _load(p: Path, **options: Any) -> tuple[Topology, Any, list[LocalModule]]:
     except Exception as exc:
         sys.modules.pop(name, None)
         tb = traceback.extract_tb(exc.__traceback__)
-        where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == str(p)), "")
+        mine = str(p.resolve())
+        where = next(
+            (f"line {f.lineno}" for f in reversed(tb) if os.path.abspath(f.filename) == mine), ""
+        )
         if src is not None:  # streamparse checks the specs as the class is made
             from .streamparse import failing_component
 
             where += failing_component(exc)
         raise TopologyFileError(
             f"topology file {str(p)!r} failed to import{' at ' + where if where else ''}: "
-            f"{type(exc).__name__}: {exc}"
+            f"{type(exc).__name__}: {exc}" + _user_traceback(tb)
         ) from exc
     finally:
         sys.path.remove(str(p.resolve().parent))
@@ -210,3 +214,17 @@ def _read_config(path: Path, what: str, level: str | None = None) -> dict[str, A
     for k, v in conf.items():
         config.check_value(k, v, f"{what} {str(path)!r}", level)
     return conf
+
+
+def _user_traceback(tb: traceback.StackSummary) -> str:
+    """The frames of an import that raised, the user's files only (the import machinery's
+    and stormish's own left out), outermost first: where in the topology file, and in a
+    module it imported, the error is (a KeyError in a helper the file imports was
+    reported with neither file nor line)."""
+    frames = [f for f in tb if not f.filename.startswith("<") and not _ours(f.filename)]
+    return "".join(f"\n  at {f.filename}:{f.lineno}: {(f.line or '').strip()}" for f in frames)
+
+
+def _ours(filename: str) -> bool:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.abspath(filename).startswith(here + os.sep)

@@ -8,6 +8,8 @@ that must exist, fields, picklability) once the graph is complete.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
@@ -45,6 +47,9 @@ class Subscription:
     custom: Any = None  # custom grouping: the callable or object with choose_tasks()
     policy: EdgePolicy | None = None  # None: Storm's edge (the task's queue, backpressure)
     lanes: LaneSpec | None = None  # ordered_lanes: how many lanes, how many in flight
+    # the user's file:line that declared it, for errors found only at validate (an
+    # unknown source may be declared later): "" when not known
+    defined_at: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,9 @@ class Declarer:
                 f"{where}: readers='multi' is one edge read by every task of the bolt, each "
                 "with its own cursor: subscribe with all_grouping"
             )
-        sub = Subscription(source, stream, grouping, tuple(fields), custom, policy, lanes)
+        sub = Subscription(
+            source, stream, grouping, tuple(fields), custom, policy, lanes, _user_line()
+        )
         self._topology._check_subscription(self._spec.name, sub)
         self._spec.subscriptions.append(sub)
         return self
@@ -301,10 +308,11 @@ class Topology:
 
     def _check_source_stream(self, bolt: str, sub: Subscription) -> None:
         src = self.components.get(sub.source)
+        at = f" (at {sub.defined_at})" if sub.defined_at else ""
         if src is None:
             raise TopologyError(
                 f"component {bolt!r} subscribes to unknown component {sub.source!r}; known: "
-                f"{sorted(self.components)}"
+                f"{sorted(self.components)}{at}"
             )
         streams = src.streams
         if sub.stream == DEAD_LETTER_STREAM:
@@ -313,7 +321,7 @@ class Topology:
         if sub.stream not in streams:
             raise TopologyError(
                 f"component {bolt!r} subscribes to stream {sub.stream!r} of {sub.source!r}, "
-                f"which declares only {sorted(streams) or 'no streams'}"
+                f"which declares only {sorted(streams) or 'no streams'}{at}"
             )
         missing = [f for f in sub.fields if f not in streams[sub.stream]]
         if missing:
@@ -510,3 +518,24 @@ def _check_settle(name: str, bolt: Any) -> None:
             f"component {name!r} sets batch_size={size} but does not define "
             "execute_batch(self, batch) -> list of results (stormish.settle)"
         )
+
+
+def _user_line() -> str:
+    """The file:line of the user's code that called into stormish here (the first frame
+    outside the package), or "" when that is not user code (the standard library, an
+    installed package: a topology stormish built from a Flux file, say)."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: Any = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    name = os.path.abspath(frame.f_code.co_filename)
+    paths = sysconfig.get_paths()
+    if name.startswith("<") or any(
+        name.startswith(os.path.abspath(paths[k]) + os.sep) for k in ("stdlib", "purelib")
+    ):
+        return ""
+    return f"{name}:{frame.f_lineno}"

@@ -129,6 +129,25 @@ def test_bad_topology_files_are_named_and_exit_nonzero(tmp_path, name):
     assert "Traceback" not in r.stderr
 
 
+def test_an_import_error_names_the_users_files_and_lines(tmp_path):
+    """A topology file whose helper raises as it is imported: the files and lines it
+    went through, the user's own only (it said the error alone, with neither; found by
+    a first-hour walk-through); a topology error names the line that made it."""
+    (tmp_path / "helper_bad.py").write_text("x = 1\ny = {}['missing']\n")
+    path = tmp_path / "uses_helper.py"
+    path.write_text("import os\nimport helper_bad\n")
+    r = stormish("run", str(path))
+    assert r.returncode == 2
+    assert "failed to import at line 2: KeyError: 'missing'" in r.stderr, r.stderr
+    assert f"at {path}:2: import helper_bad" in r.stderr, r.stderr
+    assert f"at {tmp_path / 'helper_bad.py'}:2: y = {{}}['missing']" in r.stderr, r.stderr
+    assert "importlib" not in r.stderr and "stormish/" not in r.stderr, r.stderr
+    bad = tmp_path / "unknown_source.py"
+    bad.write_text(BAD["unknown_source.py"][0] or "")
+    r = stormish("run", str(bad))
+    assert f"unknown component 'nope'; known: ['b', 's'] (at {bad}:5)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
