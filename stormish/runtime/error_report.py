@@ -38,6 +38,10 @@ BASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = tuple(
     {os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items() if "lib" in k}
 )
+# the whole package: an installed one is in LIBRARY, but an editable install (the
+# README's) is not, and a KeyError raised in stormish/tuple.py was placed there, not in
+# the user's `execute` that asked for the field
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 SHOWN = 5  # errors per component and worker written to the terminal in full
 TRACE_CHARS = 4000  # a traceback longer than this keeps its end (the innermost frames)
 OUTCOME = {
@@ -55,7 +59,7 @@ def is_engine(filename: str) -> bool:
 
 
 def is_library(filename: str) -> bool:
-    return filename.startswith(LIBRARY) or filename.startswith("<")
+    return filename.startswith(LIBRARY) or filename.startswith(PACKAGE) or filename.startswith("<")
 
 
 def called_into(frames: Sequence[FrameSummary]) -> int | None:

@@ -102,6 +102,19 @@ def test_the_users_line_skips_the_library_and_the_engine():
     assert user_frame([]) is None
 
 
+def test_the_users_line_skips_stormish_outside_the_runtime_too():
+    """An editable install (the README's) is in no library path: a KeyError raised in
+    stormish/tuple.py was placed there, not in the user's execute (first-hour walk)."""
+    from stormish.runtime.error_report import PACKAGE
+
+    frames = [
+        frame(ENGINE + "execution/per_tuple.py", "run", 5),
+        frame("/home/me/topo.py", "execute", 4),
+        frame(PACKAGE + "tuple.py", "__getitem__", 141),
+    ]
+    assert (user_frame(frames).filename, user_frame(frames).lineno) == ("/home/me/topo.py", 4)
+
+
 def test_report_of_an_execute_error_names_method_file_line_and_trims_the_engine():
     exc = engine["call"](Parse().execute, 50)
     r = report(exc, "execute", "parse", 3, "Parse")
