@@ -52,6 +52,27 @@ def _overrides(pairs: tuple[str, ...], profile: str | None, workers: int | None)
     return conf
 
 
+def _writable_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A file to write at the end (--stats-json): its directory must exist and take
+    files now, not after the whole run (a traceback after the summary, exit 1)."""
+    if value is None:
+        return None
+    parent = os.path.dirname(os.path.abspath(value))
+    if not os.path.isdir(parent):
+        raise click.BadParameter(f"{value!r}: directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(value) and not os.access(value, os.W_OK)):
+        raise click.BadParameter(f"{value!r}: cannot be written (permissions)")
+    return value
+
+
+def _write_stats(path: str, stats: Any) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write(stats.to_json(indent=2))
+    except OSError as exc:  # it went away during the run: said, not a traceback
+        click.echo(f"error: --stats-json {path!r}: {exc.strerror or exc}", err=True)
+
+
 def _run_options(f: Any) -> Any:
     f = click.option(
         "-c",
@@ -73,6 +94,7 @@ def _run_options(f: Any) -> Any:
         "--stats-json",
         type=click.Path(dir_okay=False),
         default=None,
+        callback=_writable_file,
         help="write final statistics (per component and task) as JSON",
     )(f)
     f = click.option(
@@ -329,8 +351,7 @@ def submit(
         stats = guard(lambda: client.call("stats", name))
         _summary(stats, stats.status, as_json=as_json)
         if stats_json:
-            with open(stats_json, "w") as fh:
-                fh.write(stats.to_json(indent=2))
+            _write_stats(stats_json, stats)
         sys.exit(code)
     finally:
         client.close()
@@ -549,8 +570,7 @@ def _run_local_inner(
     if "error" in reason:
         click.echo(f"error: {reason['error']}", err=True)
     if stats_json:
-        with open(stats_json, "w") as fh:
-            fh.write(stats.to_json(indent=2))
+        _write_stats(stats_json, stats)
     if after_run is not None and code == 0 and stats.status == TopologyStatus.COMPLETE:
         try:
             after_run(stats)

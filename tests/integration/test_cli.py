@@ -129,6 +129,14 @@ def test_bad_topology_files_are_named_and_exit_nonzero(tmp_path, name):
     assert "Traceback" not in r.stderr
 
 
+def test_a_stats_json_path_that_cannot_be_written_is_refused_before_the_run(tmp_path):
+    """It ran the whole topology, then ended in a traceback (exit 1; first-hour walk)."""
+    r = stormish("run", "topologies/wordcount.py", "--stats-json", str(tmp_path / "no" / "s.json"))
+    assert r.returncode == 2, r.stderr
+    assert "Invalid value for '--stats-json'" in r.stderr and "does not exist" in r.stderr
+    assert "Traceback" not in r.stderr and "complete" not in r.stdout
+
+
 def test_an_import_error_names_the_users_files_and_lines(tmp_path):
     """A topology file whose helper raises as it is imported: the files and lines it
     went through, the user's own only (it said the error alone, with neither; found by
