@@ -95,8 +95,11 @@ class MonitorView:
         root_components = {r.task.component for r in roots}
         parts, comps = [], {}
         for c in s.components.values():
-            rate = (c.executed - self.last.get(c.component, c.executed)) / elapsed
-            self.last[c.component] = c.executed
+            # a spout executes nothing: its rate is what it emits (it showed 0/s)
+            spout = c.kind == "spout"
+            done = c.emitted if spout else c.executed
+            rate = (done - self.last.get(c.component, done)) / elapsed
+            self.last[c.component] = done
             fill = c.receive_population / max(c.receive_capacity, 1)
             flags = (
                 (" ROOT" if c.component in root_components else "")
@@ -108,7 +111,9 @@ class MonitorView:
                 f"{c.component} {rate:,.0f}/s q{fill:.0%} c{c.complete_latency_ms:.1f}ms{flags}"
             )
             comps[c.component] = {
-                "executed_per_second": round(rate, 1), "queue_fill": round(fill, 4),
+                "executed_per_second": 0.0 if spout else round(rate, 1),
+                **({"emitted_per_second": round(rate, 1)} if spout else {}),
+                "queue_fill": round(fill, 4),
                 "complete_latency_ms": c.complete_latency_ms, "pending_emits": c.pending_emits,
                 "errors": c.errors, "root": c.component in root_components,
                 "stuck_seconds": round(c.stuck_seconds, 1),

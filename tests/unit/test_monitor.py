@@ -29,6 +29,9 @@ def test_rates_are_per_second_between_ticks_and_the_line_names_each_component():
     line = second.text()[0]
     assert line.startswith("wc [running] ") and "count 150/s q25%" in line
     assert second.json(5.0)["components"]["count"]["executed_per_second"] == 150.0
+    # a spout's rate is what it emits (it executes nothing: it showed 0/s)
+    assert "words 150/s" in line
+    assert second.components["words"]["emitted_per_second"] == 150.0
 
 
 def test_a_workers_restart_is_news_once():
