@@ -762,8 +762,32 @@ def _summary(stats: TopologyStatistics, why: str, shown: int = 0, as_json: bool 
         click.echo(line)
     for line in error_summary(stats.tasks.values(), shown):
         click.echo(line)
+    timeouts = _timeouts_note(components)
+    if timeouts:
+        click.echo(timeouts)
     if stats.error and stats.status != TopologyStatus.FAILED:
         click.echo(f"note: {stats.error}")
+
+
+def _timeouts_note(components: list[Any]) -> str:
+    """Trees that timed out, said at the end with the bolts that took tuples and never
+    settled them (a Bolt that forgets to ack): the summary said `failed` only, and the
+    warning had scrolled by with the status line."""
+    timed_out = sum(c.timed_out for c in components if c.kind == "spout")
+    if not timed_out:
+        return ""
+    holders = [
+        f"{c.component!r} (executed {c.executed:,}, acked {c.acked:,}, failed {c.failed:,})"
+        for c in components
+        if c.kind == "bolt" and c.executed - c.acked - c.failed >= timed_out
+    ]
+    said = f"note: {timed_out:,} tuple trees timed out (topology.message.timeout.secs)"
+    if holders:
+        said += (
+            f"; settled fewer tuples than they took: {', '.join(holders)}: a Bolt must ack "
+            "or fail each tuple it takes (BasicBolt acks for you)"
+        )
+    return said
 
 
 for _command in (

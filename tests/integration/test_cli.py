@@ -137,6 +137,26 @@ def test_a_stats_json_path_that_cannot_be_written_is_refused_before_the_run(tmp_
     assert "Traceback" not in r.stderr and "complete" not in r.stdout
 
 
+def test_trees_that_timed_out_are_said_at_the_end_with_the_bolt_that_held_them(tmp_path):
+    """A Bolt that forgets to ack: the run completes with every tree failed, and the
+    summary said nothing of why (first-hour walk)."""
+    path = tmp_path / "noack.py"
+    path.write_text(
+        "from stormish import Bolt, Spout, Topology\n"
+        "class S(Spout):\n    outputs = ['n']\n    def open(self, conf, ctx): self.n = 0\n"
+        "    def next_tuple(self):\n        if self.n < 30:\n"
+        "            self.emit([self.n], msg_id=self.n); self.n += 1\n"
+        "        else:\n            self.finish()\n"
+        "class P(Bolt):\n    def execute(self, tup):\n        pass\n"
+        "topology = Topology('t', config={'topology.message.timeout.secs': 1})\n"
+        "topology.set_spout('src', S())\n"
+        "topology.set_bolt('p', P()).shuffle_grouping('src')\n"
+    )
+    r = stormish("run", str(path))
+    assert "note: 30 tuple trees timed out (topology.message.timeout.secs)" in r.stdout, r
+    assert "'p' (executed 30, acked 0, failed 0): a Bolt must ack or fail" in r.stdout
+
+
 def test_an_import_error_names_the_users_files_and_lines(tmp_path):
     """A topology file whose helper raises as it is imported: the files and lines it
     went through, the user's own only (it said the error alone, with neither; found by
