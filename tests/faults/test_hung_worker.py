@@ -49,6 +49,26 @@ def forever(name: str) -> Topology:
     return t
 
 
+FOREVER_FILE = """\
+from stormish import Spout, BasicBolt, Topology
+class S(Spout):
+    outputs = ['x']
+    def next_tuple(self): self.emit([1])
+class B(BasicBolt):
+    def execute(self, t): pass
+topology = Topology('forever', config={'topology.acker.executors': 0})
+topology.set_spout('s', S(), parallelism=2)
+topology.set_bolt('b', B(), parallelism=2).shuffle_grouping('s')
+"""
+
+
+def forever_file(tmp_path: Path) -> Path:
+    """The endless topology as a file, for `stormish run -w 2`."""
+    topo = tmp_path / "forever.py"
+    topo.write_text(FOREVER_FILE)
+    return topo
+
+
 def test_a_kill_on_another_thread_does_not_wait_out_a_hung_workers_timeouts(monkeypatch):
     """wait_complete blocked on a look at a stopped worker; kill() from another thread
     cuts the look short, deactivates the others, kills the hung one: within STOP_WAIT
@@ -87,16 +107,7 @@ def test_a_kill_on_another_thread_does_not_wait_out_a_hung_workers_timeouts(monk
 def test_ctrl_c_with_a_hung_worker_exits_130_within_the_stop_wait(tmp_path):
     """`stormish run -w 2`, one worker stopped, Ctrl-C: the run is interrupted (130, not
     "failed" 1) within STOP_WAIT (10 s) and a little, and nothing is left running."""
-    topo = tmp_path / "forever.py"
-    topo.write_text(
-        "from stormish import Spout, BasicBolt, Topology\n"
-        "class S(Spout):\n    outputs=['x']\n"
-        "    def next_tuple(self): self.emit([1])\n"
-        "class B(BasicBolt):\n    def execute(self, t): pass\n"
-        "topology = Topology('forever', config={'topology.acker.executors': 0})\n"
-        "topology.set_spout('s', S(), parallelism=2)\n"
-        "topology.set_bolt('b', B(), parallelism=2).shuffle_grouping('s')\n"
-    )
+    topo = forever_file(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],
         cwd=ROOT,
@@ -260,16 +271,7 @@ def test_ctrl_c_on_a_terminal_with_a_hung_worker_is_interrupted_not_failed(tmp_p
     import pty
     import select
 
-    topo = tmp_path / "forever.py"
-    topo.write_text(
-        "from stormish import Spout, BasicBolt, Topology\n"
-        "class S(Spout):\n    outputs=['x']\n"
-        "    def next_tuple(self): self.emit([1])\n"
-        "class B(BasicBolt):\n    def execute(self, t): pass\n"
-        "topology = Topology('forever', config={'topology.acker.executors': 0})\n"
-        "topology.set_spout('s', S(), parallelism=2)\n"
-        "topology.set_bolt('b', B(), parallelism=2).shuffle_grouping('s')\n"
-    )
+    topo = forever_file(tmp_path)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormish.cli", "run", str(topo), "-w", "2"],

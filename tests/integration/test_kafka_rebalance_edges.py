@@ -21,6 +21,8 @@ from stormish.kafka import KafkaSpout, Retry
 from stormish.testing import MemoryLog, poll_for
 from stormish.testing.memory_log import memory_log
 
+from .kafka_helpers import fill
+
 pytestmark = pytest.mark.timeout(90)
 _names = itertools.count()
 LOCK = threading.Lock()
@@ -85,9 +87,7 @@ def _rebalanced(log: MemoryLog, group: str) -> bool:
 def test_a_revoke_does_not_wait_for_a_record_only_waiting_for_its_replay():
     name = f"revoke-due-{next(_names)}"
     with MemoryLog(name) as log:
-        log.create_topic("in", 1)
-        for i in range(20):
-            log.produce("in", str(i).encode(), partition=0)
+        fill(log, "in", 1, 20)
         t = Topology(name)
         spout = KafkaSpout(
             log.address, topics="in", group_id="g", commit_interval_secs=0.1,
@@ -113,9 +113,7 @@ def test_a_revoke_does_not_wait_for_a_record_only_waiting_for_its_replay():
 def test_a_partition_given_back_after_a_timed_out_revoke_keeps_being_read():
     name = f"revoke-back-{next(_names)}"
     with MemoryLog(name) as log:
-        log.create_topic("in", 1)
-        for i in range(5):
-            log.produce("in", str(i).encode(), partition=0)
+        fill(log, "in", 1, 5)
         t = Topology(name, config={"topology.message.timeout.secs": 30})
         spout = KafkaSpout(
             log.address, topics="in", group_id="g", commit_interval_secs=0.1,
@@ -160,9 +158,7 @@ class CommittedWhenSeen(BasicBolt):
 def test_at_most_once_commits_each_batch_before_a_bolt_sees_it():
     name = f"amo-{next(_names)}"
     with MemoryLog(name) as log:
-        log.create_topic("in", 1)
-        for i in range(2000):
-            log.produce("in", str(i).encode(), partition=0)
+        fill(log, "in", 1, 2000)
         t = Topology(name)
         spout = KafkaSpout(
             log.address, topics="in", group_id="g", processing_guarantee="at_most_once",
