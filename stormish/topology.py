@@ -257,16 +257,12 @@ class Topology:
     # -- building -------------------------------------------------------------------
     def set_spout(self, name: str, spout: Spout, parallelism: int = 1) -> Declarer:
         if not isinstance(spout, Spout):
-            raise TopologyError(
-                f"component {name!r}: set_spout needs a Spout instance, got {type(spout).__name__}"
-            )
+            raise TopologyError(_not_an_instance(name, "set_spout", Spout, spout))
         return self._set(name, spout, parallelism, True)
 
     def set_bolt(self, name: str, bolt: Bolt, parallelism: int = 1) -> Declarer:
         if not isinstance(bolt, Bolt):
-            raise TopologyError(
-                f"component {name!r}: set_bolt needs a Bolt instance, got {type(bolt).__name__}"
-            )
+            raise TopologyError(_not_an_instance(name, "set_bolt", Bolt, bolt))
         return self._set(name, bolt, parallelism, False)
 
     def _set(self, name: str, obj: Component, parallelism: int, is_spout: bool) -> Declarer:
@@ -310,9 +306,13 @@ class Topology:
         src = self.components.get(sub.source)
         at = f" (at {sub.defined_at})" if sub.defined_at else ""
         if src is None:
+            import difflib
+
+            close = difflib.get_close_matches(sub.source, list(self.components), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise TopologyError(
-                f"component {bolt!r} subscribes to unknown component {sub.source!r}; known: "
-                f"{sorted(self.components)}{at}"
+                f"component {bolt!r} subscribes to unknown component {sub.source!r}{hint}; "
+                f"known: {sorted(self.components)}{at}"
             )
         streams = src.streams
         if sub.stream == DEAD_LETTER_STREAM:
@@ -539,3 +539,14 @@ def _user_line() -> str:
     ):
         return ""
     return f"{name}:{frame.f_lineno}"
+
+
+def _not_an_instance(name: str, call: str, kind: type, given: Any) -> str:
+    """A class where an instance is wanted (`set_bolt("p", P)`) said as such."""
+    if isinstance(given, type):
+        return (
+            f"component {name!r}: {call} needs a {kind.__name__} instance, got the class "
+            f"{given.__name__}: pass {given.__name__}() (with its arguments)"
+        )
+    got = type(given).__name__
+    return f"component {name!r}: {call} needs a {kind.__name__} instance, got {got}"

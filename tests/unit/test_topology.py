@@ -140,6 +140,14 @@ def test_unknown_source_component_is_named_at_validate():
     msg = str(exc.value)
     assert "component 'count' subscribes to unknown component 'wrods'" in msg
     assert "'words'" in msg  # the known ones are listed
+    assert "'wrods' (did you mean 'words'?); known:" in msg  # the likely one named (first hour)
+    assert "test_topology.py:" in msg  # the line that subscribed
+
+
+def test_a_class_given_for_an_instance_says_so():
+    t = base()
+    with pytest.raises(TopologyError, match=r"got the class Count: pass Count\(\)"):
+        t.set_bolt("c", Count)  # type: ignore[arg-type]
 
 
 def test_source_declared_later_is_fine():
