@@ -202,21 +202,24 @@ def _ended_word(status: str) -> str:
     "--wait",
     "wait_secs",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=None,
     metavar="SECONDS",
     help="seconds between deactivating the spouts and stopping the workers (Storm's "
-    "kill -w; here -w always means workers)",
+    "kill -w; here -w always means workers); default: the topology's "
+    "topology.message.timeout.secs, as Storm waits, so trees in flight complete",
 )
 @nimbus_options
-def kill(name: str, wait_secs: float, nimbus: str | None, keys: str | None) -> None:
+def kill(name: str, wait_secs: float | None, nimbus: str | None, keys: str | None) -> None:
     """Deactivate NAME's spouts, wait, then stop its workers; a topology that ended
     (failed, complete, killed) is removed from nimbus's list."""
-    ended = call(nimbus, keys, "kill", Kill(name, wait_secs))
-    if ended:
-        click.echo(f"removed topology {name!r} (it had {_ended_word(ended)})")
+    answer = call(nimbus, keys, "kill", Kill(name, wait_secs))
+    if isinstance(answer, str):
+        click.echo(f"removed topology {name!r} (it had {_ended_word(answer)})")
         return
-    when = f"in {wait_secs:g}s" if wait_secs else "now"
-    click.echo(f"killing topology {name!r}: spouts deactivated, workers stop {when}")
+    wait = float(answer) if answer is not None else float(wait_secs or 0)
+    when = f"in {wait:g}s" if wait else "now"
+    told = " (its message timeout; --wait 0 stops them now)" if wait_secs is None and wait else ""
+    click.echo(f"killing topology {name!r}: spouts deactivated, workers stop {when}{told}")
 
 
 @click.command()

@@ -21,7 +21,7 @@ API_VERBS = frozenset(
     {
         "submit",  # Submit -> name
         "list",  # None -> [summary per topology]
-        "kill",  # Kill -> None, or the status an ended topology had (it is removed)
+        "kill",  # Kill -> the wait (s), or the status an ended topology had (it is removed)
         "activate",  # name -> status
         "deactivate",  # name -> status
         "rebalance",  # Rebalance -> None
@@ -49,7 +49,9 @@ class Submit:
 @dataclass(frozen=True)
 class Kill:
     name: str
-    wait: float = 0.0  # seconds between deactivating the spouts and stopping the workers
+    # seconds between deactivating the spouts and stopping the workers; None: the
+    # topology's topology.message.timeout.secs, as `storm kill` waits by default
+    wait: float | None = None
 
 
 @dataclass(frozen=True)

@@ -608,11 +608,12 @@ class Nimbus:
             out.append(row)
         return out
 
-    def api_kill(self, req: api.Kill) -> str | None:
-        """Kill a live topology (after `wait` seconds); an ended one (failed, say) is
-        removed from this nimbus, so that `list` no longer shows it: the answer is then
-        the status it had."""
-        name, wait = req.name, req.wait
+    def api_kill(self, req: api.Kill) -> str | float:
+        """Kill a live topology (after `wait` seconds; None: its message timeout, as
+        Storm waits, so trees in flight can complete); the answer is the wait. An ended
+        one (failed, say) is removed from this nimbus, so that `list` no longer shows
+        it: the answer is then the status it had."""
+        name = req.name
         d = self._get(name)
         if d.status in ENDED:
             del self.deployments[name]
@@ -620,6 +621,7 @@ class Nimbus:
             self.store.forget(name)
             log.info(f"nimbus: {name}: removed (it was {d.status})")
             return d.status
+        wait = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
         if d.status == TopologyStatus.RUNNING:
             d.running.set_active(False)
         else:
@@ -628,7 +630,7 @@ class Nimbus:
         # killed again during the wait (Storm allows it): the sooner end holds
         d.kill_at = at if d.kill_at is None else min(d.kill_at, at)
         self._save(d)  # a nimbus that restarts meanwhile finishes the kill
-        return None
+        return float(wait)
 
     def api_activate(self, name: str) -> str:
         """Running or starting (as in Storm, where activate only sets the topology's

@@ -1071,3 +1071,17 @@ def test_a_topology_being_killed_refuses_activate_and_rebalance(cluster):
     assert not _row(cluster, "kr")["active"]
     cluster.call("kill", ("kr", 0))  # killed again: the sooner end holds
     cluster.wait_status("kr", "killed", timeout=30)
+
+
+def test_kill_waits_the_message_timeout_by_default_as_storm_kill_does(cluster):
+    """`storm kill` waits topology.message.timeout.secs unless told -w: trees in flight
+    complete. It stopped the workers at once."""
+    t = _endless("kd")
+    t.config["topology.message.timeout.secs"] = 3
+    cluster.call("submit", (t, {}))
+    cluster.wait_status("kd", "running")
+    out = _cli(cluster, "kill", "kd")
+    assert out.returncode == 0, out.stderr
+    assert "workers stop in 3s (its message timeout; --wait 0 stops them now)" in out.stdout
+    assert _row(cluster, "kd")["killing"]
+    cluster.wait_status("kd", "killed", timeout=30)

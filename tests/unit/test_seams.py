@@ -32,6 +32,7 @@ def test_nimbus_messages_cross_the_wire_as_records_and_old_tuples_still_read():
     ask = api.LogAsk(7, "wc", 0, None, 4096)
     assert wire.loads(wire.dumps({"logs": [ask]})) == {"logs": [ask]}
     assert api.message("kill", ("wc", 0)) == api.Kill("wc", 0)
+    assert api.message("kill", ("wc",)) == api.Kill("wc", None)  # the message timeout
     assert api.message("rebalance", ["wc", 2]) == api.Rebalance("wc", 2)
     assert api.message("logs", ("wc", None, {}, 100)) == api.LogsRequest("wc", None, {}, 100)
     t = Topology("t")
