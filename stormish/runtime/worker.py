@@ -530,9 +530,12 @@ class Worker:
         what = f"field {fields[index]!r}" if 0 <= index < len(fields) else "a value"
         from ..errors import StormishError
 
+        method = "next_tuple" if isinstance(ex, SpoutExecutor) else "execute"
         err = StormishError(
             f"a tuple it emitted on stream {stream!r} cannot be sent to another worker: "
-            f"{what} does not pickle ({type(exc).__name__}: {exc})"
+            f"{what} does not pickle ({type(exc).__name__}: {exc}); emitted in its "
+            f"{method}, found as its batch left for another worker (the emit had returned, "
+            "so its line is not known; a run on one worker sends nothing across)"
         )
         ex.fail_fatally(err)
 

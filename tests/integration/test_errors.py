@@ -510,3 +510,4 @@ def test_a_value_that_cannot_cross_to_another_worker_fails_its_task_by_name():
     assert "component 's'" in message
     assert "cannot be sent to another worker: field 'v' does not pickle" in message
     assert "cannot pickle '_thread.lock' object" in message
+    assert "emitted in its next_tuple, found as its batch left for another worker" in message
