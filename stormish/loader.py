@@ -16,6 +16,7 @@ from typing import Any
 import cloudpickle
 
 from .errors import ConfigError, TopologyFileError
+from .sources import in_package
 from .topology import Topology
 
 # users' own profiles, looked up first: `workers/profiles/` where stormish runs; the
@@ -221,10 +222,5 @@ def _user_traceback(tb: traceback.StackSummary) -> str:
     and stormish's own left out), outermost first: where in the topology file, and in a
     module it imported, the error is (a KeyError in a helper the file imports was
     reported with neither file nor line)."""
-    frames = [f for f in tb if not f.filename.startswith("<") and not _ours(f.filename)]
+    frames = [f for f in tb if not f.filename.startswith("<") and not in_package(f.filename)]
     return "".join(f"\n  at {f.filename}:{f.lineno}: {(f.line or '').strip()}" for f in frames)
-
-
-def _ours(filename: str) -> bool:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.abspath(filename).startswith(here + os.sep)

@@ -20,6 +20,7 @@ from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .edges import EdgeOptions, EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
 from .names import check_name
+from .sources import in_package
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
 
 GROUPINGS = (
@@ -526,9 +527,8 @@ def _user_line() -> str:
     installed package: a topology stormish built from a Flux file, say)."""
     import sysconfig
 
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame: Any = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+    while frame is not None and in_package(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return ""

@@ -359,12 +359,16 @@ class WorkerHandle:
                 return [], {}  # died meanwhile: its statistics died with it
             raise
 
+    def askable(self) -> bool:
+        """Running, not stopped yet, and not found hung: a request may go to it."""
+        return self.alive() and not self.answers.ended and self.unresponsive is None
+
     def set_active(self, active: bool) -> None:
-        if self.alive() and not self.answers.ended and self.unresponsive is None:
+        if self.askable():
             self.ask("active", active)
 
     def end_of_input(self) -> int:
-        if self.alive() and not self.answers.ended and self.unresponsive is None:
+        if self.askable():
             return int(self.ask("end_input"))
         return 0
 
@@ -557,9 +561,7 @@ class WorkerGroup:
     def stop_all(self, timeout: float) -> list[str]:
         """Stop every worker at once (each runs close/cleanup and exits); the executors
         that did not stop in time, by name."""
-        live = [
-            h for h in self.handles if h.alive() and not h.answers.ended and h.unresponsive is None
-        ]
+        live = [h for h in self.handles if h.askable()]
         for h in self.handles:
             h.stopped = True
         stuck: list[str] = []
@@ -586,9 +588,7 @@ class WorkerGroup:
         """Deactivate every worker that answers, side by side, for a kill: one that
         does not answer within `timeout` is asked nothing more (its stop kills it)."""
         self.active = False
-        live = [
-            h for h in self.handles if h.alive() and not h.answers.ended and h.unresponsive is None
-        ]
+        live = [h for h in self.handles if h.askable()]
         if live:
             self.ask_all(live, "active", False, timeout=timeout)
 

@@ -29,6 +29,7 @@ from functools import cached_property, partial
 from traceback import FrameSummary
 from typing import Any
 
+from ..sources import PACKAGE
 from ..transport.wire import record
 
 ENGINE = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -38,10 +39,9 @@ BASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = tuple(
     {os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items() if "lib" in k}
 )
-# the whole package: an installed one is in LIBRARY, but an editable install (the
-# README's) is not, and a KeyError raised in stormish/tuple.py was placed there, not in
-# the user's `execute` that asked for the field
-PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# the whole package (sources.py): an installed one is in LIBRARY, but an editable
+# install (the README's) is not, and a KeyError raised in stormish/tuple.py was placed
+# there, not in the user's `execute` that asked for the field
 SHOWN = 5  # errors per component and worker written to the terminal in full
 TRACE_CHARS = 4000  # a traceback longer than this keeps its end (the innermost frames)
 OUTCOME = {

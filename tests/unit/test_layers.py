@@ -26,7 +26,7 @@ FLOORS = {
     "schema": CORE, "settle": CORE, "failure": CORE, "clock": CORE, "edges": CORE,
     "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
     "statusline": CORE, "summary_table": CORE, "plugins": CORE, "rowcodec": CORE,
-    "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
+    "sources": CORE, "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
     "_acking": CORE,  # runtime/fastack's compiled part (C; optional)
     "transport": TRANSPORT,
     "runtime": RUNTIME,
