@@ -165,9 +165,11 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
 
 def shown_status(row: dict[str, Any]) -> str:
     """Storm's INACTIVE: a running topology whose spouts were deactivated; Storm's
-    KILLED during a kill's wait: "killing"."""
+    KILLED during a kill's wait: "killing"; REBALANCING during a rebalance's wait."""
     if row.get("killing") and row["status"] in (TopologyStatus.RUNNING, TopologyStatus.STARTING):
         return "killing"
+    if row.get("rebalancing") and row["status"] == TopologyStatus.RUNNING:
+        return "rebalancing"
     if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
         return "inactive"
     return str(row["status"])
@@ -255,24 +257,51 @@ def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
 @click.command()
 @click.argument("name")
 @click.option("-n", "--workers", type=click.IntRange(min=1), required=True)
+@click.option(
+    "--wait",
+    "wait_secs",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="seconds the spouts stay deactivated before the workers restart (Storm's "
+    "rebalance -w; here -w always means workers); default: the topology's "
+    "topology.message.timeout.secs, as Storm waits, so trees in flight complete",
+)
 @nimbus_options
-def rebalance(name: str, workers: int, nimbus: str | None, keys: str | None) -> None:
-    """Run NAME on a new number of workers (its workers restart, as in Storm)."""
-    short = slots_short(
-        name, workers, call(nimbus, keys, "list"), call(nimbus, keys, "supervisors")
-    )
+def rebalance(
+    name: str, workers: int, wait_secs: float | None, nimbus: str | None, keys: str | None
+) -> None:
+    """Run NAME on a new number of workers: its spouts are deactivated, the trees in
+    flight complete, then its workers restart on the new plan (as in Storm) and its
+    spouts are as they were."""
+    rows: list[dict[str, Any]] = call(nimbus, keys, "list")
+    running = any(r["name"] == name and r["status"] == TopologyStatus.RUNNING for r in rows)
+    when = "after the rebalance's wait" if running and wait_secs != 0 else "now"
+    short = slots_short(name, workers, rows, call(nimbus, keys, "supervisors"), when)
     if short:  # before its workers stop: it waits, as in Storm, but not by surprise
         click.echo(short, err=True)
-    call(nimbus, keys, "rebalance", Rebalance(name, workers))
+    answer = call(nimbus, keys, "rebalance", Rebalance(name, workers, wait_secs))
+    wait = float(answer or 0)
+    if wait:
+        told = " (its message timeout; --wait 0 restarts them now)" if wait_secs is None else ""
+        click.echo(
+            f"rebalancing topology {name!r} onto {workers} workers: spouts deactivated, "
+            f"workers restart in {wait:g}s{told}"
+        )
+        return
     click.echo(f"rebalancing topology {name!r} onto {workers} workers")
-    rows: list[dict[str, Any]] = call(nimbus, keys, "list")
+    rows = call(nimbus, keys, "list")
     row = next((r for r in rows if r["name"] == name), {})
     if row.get("waiting"):
         click.echo(f"topology {name!r}: {row['waiting']}", err=True)
 
 
 def slots_short(
-    name: str, workers: int, rows: list[dict[str, Any]], supervisors: list[dict[str, Any]]
+    name: str,
+    workers: int,
+    rows: list[dict[str, Any]],
+    supervisors: list[dict[str, Any]],
+    when: str = "now",
 ) -> str | None:
     """What to say before a rebalance of `name` onto `workers` that cannot be placed
     now: the slots offered, less those other live topologies hold (its own are freed by
@@ -291,7 +320,7 @@ def slots_short(
         f"topology {name!r}: {workers} workers wanted, but at most {can} worker "
         f"slot{'s' if can != 1 else ''} can be free for it ({offered} offered by {n} "
         f"supervisor{'s' if n != 1 else ''}, {held} held by other topologies): its workers "
-        f"stop now and it waits, starting, for {workers - can} more"
+        f"stop {when} and it waits, starting, for {workers - can} more"
     )
 
 

@@ -58,6 +58,10 @@ class Kill:
 class Rebalance:
     name: str
     workers: int
+    # seconds the spouts stay deactivated before the workers restart, so that trees in
+    # flight complete; None: the topology's topology.message.timeout.secs (`storm
+    # rebalance -w`'s default)
+    wait: float | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ class TopologyView:
     workers: int  # the plan's
     slots: dict[int, str]  # worker index -> supervisor id
     kill_at: float | None = None
+    rebalance_at: float | None = None  # a rebalance's wait ends then (spouts deactivated)
     known_pids: dict[int, int | None] = field(default_factory=dict)  # brought up, by index
     ports: dict[int, int] = field(default_factory=dict)  # worker index -> its slot's port
 
@@ -107,11 +108,21 @@ class End:
 
 
 @dataclass(frozen=True)
+class Rebalance:
+    """A rebalance's wait is over (its spouts were deactivated so that trees in flight
+    complete): stop the workers and start the new plan."""
+
+    topology: str
+
+
+@dataclass(frozen=True)
 class CheckCompletion:
     topology: str
 
 
-Action = ForgetSupervisor | Move | Place | Start | Adopt | BringUp | End | CheckCompletion
+Action = (
+    ForgetSupervisor | Move | Place | Start | Adopt | BringUp | End | Rebalance | CheckCompletion
+)
 
 
 def decide(view: View) -> list[Action]:
@@ -152,6 +163,8 @@ def decide(view: View) -> list[Action]:
                 out.append(BringUp(t.name, i, h.pid, h.state))
         if t.kill_at is not None and view.now >= t.kill_at:
             out.append(End(t.name, TopologyStatus.KILLED))
+        elif t.kill_at is None and t.rebalance_at is not None and view.now >= t.rebalance_at:
+            out.append(Rebalance(t.name))
         else:
             out.append(CheckCompletion(t.name))
     return out

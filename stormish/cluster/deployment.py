@@ -151,6 +151,11 @@ class Deployment:
         self.slots: dict[int, tuple[str, int]] = {}
         self.error: str | None = None
         self.kill_at: float | None = None
+        # a rebalance waiting for its trees in flight: when, onto how many workers, and
+        # whether the spouts are active again after it (as they were before the wait)
+        self.rebalance_at: float | None = None
+        self.rebalance_to = 0
+        self.resume_active = True
         self.submitted = time.time()
         self.restarts = 0
         self.waiting: str | None = None  # why it is not placed yet (slots), for list/monitor
@@ -191,11 +196,14 @@ class Deployment:
         self.slots = {}
 
     def state(self) -> dict[str, Any]:
-        # a kill under way is kept as a wall-clock time: a nimbus that restarts (or takes
-        # over) finishes it, where it ran on, active again, for good
-        kill_at = None if self.kill_at is None else time.time() + self.kill_at - time.monotonic()
+        # a kill or a rebalance under way is kept as a wall-clock time: a nimbus that
+        # restarts (or takes over) finishes it (a forgotten kill ran on, active again,
+        # for good; a forgotten rebalance left the spouts deactivated for good)
         return {
-            "kill_at": kill_at,
+            "kill_at": _wall(self.kill_at),
+            "rebalance_at": _wall(self.rebalance_at),
+            "rebalance_to": self.rebalance_to,
+            "resume_active": self.resume_active,
             "status": self.status,
             "workers": self.plan.workers,
             "slots": {str(i): list(s) for i, s in self.slots.items()},
@@ -216,4 +224,11 @@ class Deployment:
             "error": self.error,
             "waiting": self.waiting,
             "killing": self.kill_at is not None,
+            "rebalancing": self.rebalance_at is not None,
         }
+
+
+def _wall(at: float | None) -> float | None:
+    """A monotonic deadline as a wall-clock time, for the saved state: a nimbus that
+    restarts (or takes over) meets the deadline where it was."""
+    return None if at is None else time.time() + at - time.monotonic()

@@ -314,7 +314,11 @@ class Nimbus:
             d.epoch = int(state.get("epoch", d.epoch))
             d.active = bool(state.get("active", True))
             if state.get("kill_at") is not None:  # a kill under way: it goes on here
-                d.kill_at = time.monotonic() + max(0.0, float(state["kill_at"]) - time.time())
+                d.kill_at = _monotonic(state["kill_at"])
+            if state.get("rebalance_at") is not None:  # so does a rebalance's wait
+                d.rebalance_at = _monotonic(state["rebalance_at"])
+                d.rebalance_to = int(state.get("rebalance_to") or d.plan.workers)
+                d.resume_active = bool(state.get("resume_active", True))
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
             d.note_hosts()
             self.deployments[name] = d
@@ -629,6 +633,7 @@ class Nimbus:
         at = time.monotonic() + max(0.0, float(wait))
         # killed again during the wait (Storm allows it): the sooner end holds
         d.kill_at = at if d.kill_at is None else min(d.kill_at, at)
+        d.rebalance_at = None  # killed during a rebalance's wait: the kill holds
         self._save(d)  # a nimbus that restarts meanwhile finishes the kill
         return float(wait)
 
@@ -647,26 +652,47 @@ class Nimbus:
         self._save(d)
         return d.status
 
-    def api_rebalance(self, req: api.Rebalance) -> None:
-        """From running or starting (a topology waiting for slots may be given fewer)."""
+    def api_rebalance(self, req: api.Rebalance) -> float:
+        """From running or starting (a topology waiting for slots may be given fewer).
+        A running one first waits `wait` seconds (None: its message timeout, as `storm
+        rebalance` does) with its spouts deactivated, so that the trees in flight
+        complete before its workers stop; then its spouts are as they were before. The
+        answer: the wait."""
         name, workers = req.name, req.workers
         d = self._get(name)
         if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
-        self._live(name)  # not one being killed
+        self._live(name)  # not one being killed, nor rebalancing already
         if int(workers) < 1:
             raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
+        wait = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
+        if not 0 <= float(wait) < float("inf"):
+            raise StormishError(f"rebalance {name!r}: wait must be seconds >= 0, got {wait}")
+        if d.status != TopologyStatus.RUNNING or float(wait) == 0:
+            self._rebalance(d, int(workers), d.active)  # nothing in flight to wait for
+            return 0.0
+        d.resume_active, d.rebalance_to = d.active, int(workers)
+        d.running.set_active(False)
+        d.rebalance_at = time.monotonic() + float(wait)
+        self._save(d)  # a nimbus that restarts meanwhile finishes the rebalance
+        log.info(f"nimbus: {name}: rebalancing onto {workers} workers in {wait}s")
+        return float(wait)
+
+    def _rebalance(self, d: Deployment, workers: int, active: bool) -> None:
+        """Stop the workers and start the new plan, its spouts `active`."""
+        d.rebalance_at = None
         # the new plan is saved before the old workers stop: a nimbus that takes over
         # midway finishes the rebalance (nothing is left half-stopped)
-        ahead = {"workers": int(workers), "epoch": d.epoch + 1, "slots": {},
+        ahead = {"workers": workers, "epoch": d.epoch + 1, "slots": {}, "active": active,
                  "status": TopologyStatus.STARTING}  # fmt: skip
         self.store.save_state(d.name, dict(d.state(), **ahead))
         if d.status == TopologyStatus.RUNNING:
             d.running.finish(TopologyStatus.REBALANCING)
         # starting: workers placed for the old plan are let go by their supervisors, the
         # new epoch (replan) replacing them; their hellos are forgotten
-        d.conf = dict(d.conf, **{"topology.workers": int(workers)})
+        d.conf = dict(d.conf, **{"topology.workers": workers})
         d.replan()
+        d.active = active  # the new workers start with their spouts as this says
         d.status = TopologyStatus.STARTING
         d.slots = {}
         self._place(d)
@@ -699,6 +725,12 @@ class Nimbus:
         if d.kill_at is not None:  # Storm's KILLED during the wait: no more changes
             left = max(0.0, d.kill_at - time.monotonic())
             raise StormishError(f"topology {name!r} is being killed (in {left:.0f}s)")
+        if d.rebalance_at is not None:  # Storm's REBALANCING: only a kill is taken
+            left = max(0.0, d.rebalance_at - time.monotonic())
+            raise StormishError(
+                f"topology {name!r} is rebalancing onto {d.rebalance_to} workers (in "
+                f"{left:.0f}s): its spouts are deactivated until then"
+            )
         return d
 
     # -- scheduling -----------------------------------------------------------------------------
@@ -777,6 +809,7 @@ class Nimbus:
                 d.plan.workers,
                 {i: sid for i, (sid, _) in d.slots.items()},
                 d.kill_at,
+                d.rebalance_at,
                 {w.index: w.worker_pid for w in d.handles},
                 {i: port for i, (_, port) in d.slots.items()},
             )  # fmt: skip
@@ -829,6 +862,10 @@ class Nimbus:
         elif isinstance(a, dc.End):
             self._flush_bring_up(d, brought)
             self._end(d, a.status)
+        elif isinstance(a, dc.Rebalance):
+            self._flush_bring_up(d, brought)
+            log.info(f"nimbus: {d.name}: rebalancing onto {d.rebalance_to} workers now")
+            self._rebalance(d, d.rebalance_to, d.resume_active)
         elif isinstance(a, dc.CheckCompletion):
             self._flush_bring_up(d, brought)
             now = time.monotonic()
@@ -972,3 +1009,8 @@ def _log_request(req: api.LogsRequest) -> tuple[dict[str, Any], int]:
                 f"logs: offset {key!r}: {at!r} is not a byte offset >= 0 or [inode, offset]"
             )
     return offsets, most
+
+
+def _monotonic(wall: float) -> float:
+    """A saved wall-clock deadline on this process's monotonic clock (never before now)."""
+    return time.monotonic() + max(0.0, float(wall) - time.time())

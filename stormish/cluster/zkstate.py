@@ -236,6 +236,7 @@ class ZkStore:
                 "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(slots.items())},
                 "active": st.get("active", True), "error": st.get("error"), "waiting": None,
                 "killing": st.get("kill_at") is not None,
+                "rebalancing": st.get("rebalance_at") is not None,
                 "uptime_seconds": round(now - float(st.get("submitted") or now), 1),
                 "worker_status": workers, "from_zookeeper": True,
                 "restarts": sum(int(w.get("restarts") or 0) for w in workers),

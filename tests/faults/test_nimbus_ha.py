@@ -191,7 +191,7 @@ def test_kill_9_the_leader_during_a_rebalance(ha, watch, ledger):
     def rebalance() -> None:
         try:
             with closing(ha.client(0)) as c:
-                c.call("rebalance", ("rb", 1), timeout=5)
+                c.call("rebalance", ("rb", 1, 0), timeout=5)
         except Exception as exc:  # noqa: BLE001 - the leader dies under it
             errors.append(exc)
 
@@ -294,7 +294,7 @@ def test_a_single_nimbus_restarted_after_a_rebalance_keeps_the_new_worker_count(
     c.wait_status("rb1", "running")
     poll_for(lambda: deliveries(ledger) >= IDS // 5, 60, 0.05, "the run under way")
     watch.begin()
-    c.call("rebalance", ("rb1", 1))
+    c.call("rebalance", ("rb1", 1, 0))
     c.wait_status("rb1", "running")
     c.nimbus.send_signal(signal.SIGKILL)
     c.nimbus.wait(10)

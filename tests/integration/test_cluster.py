@@ -18,7 +18,7 @@ from contextlib import closing
 import psutil
 import pytest
 
-from stormish import BasicBolt, StormishError, Topology
+from stormish import BasicBolt, Spout, StormishError, Topology
 from stormish.cluster.client import NimbusClient
 from stormish.local.forkserver import SERVER_NAME
 from stormish.local.workers import _child_env
@@ -368,7 +368,7 @@ def test_kill_rebalance_and_clear_errors(cluster):
     with pytest.raises(StormishError, match="topology.workers"):
         cluster.call("submit", (wordcount("bad"), {"topology.workers": 0}))
     cluster.wait_status("endless", "running")
-    cluster.call("rebalance", ("endless", 1))
+    cluster.call("rebalance", ("endless", 1, 0))
     cluster.wait_status("endless", "running")
     assert cluster.call("stats", "endless").workers == 1
     nimbus = f"127.0.0.1:{cluster.api}"
@@ -966,7 +966,7 @@ def test_a_running_topology_rebalanced_past_the_free_slots_waits_and_comes_back(
     assert re.search(r"^endless\s+inactive\s+2 workers", listed, re.M), listed
     assert _cli(cluster, "activate", "endless").returncode == 0
     assert re.search(r"^endless\s+running\s+2 workers", _cli(cluster, "list").stdout, re.M)
-    out = _cli(cluster, "rebalance", "endless", "-n", "5")
+    out = _cli(cluster, "rebalance", "endless", "-n", "5", "--wait", "0")
     assert out.returncode == 0, out.stderr
     assert "rebalancing topology 'endless' onto 5 workers" in out.stdout
     warned = (
@@ -1055,6 +1055,118 @@ def test_a_kill_with_a_wait_survives_a_nimbus_restart(cluster):
     row = _row(cluster, "kw")
     assert row["status"] == "killed" or (row["killing"] and not row["active"]), row
     cluster.wait_status("kw", "killed", timeout=30)
+
+
+class ReliableCounting(Spout):
+    """Emits 0, 1, 2, ... each a tree of its own, for good."""
+
+    outputs = ["n"]
+
+    def open(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.emit([self.n], msg_id=self.n)
+
+
+class Sluggish(BasicBolt):
+    def execute(self, tup):
+        import time
+
+        time.sleep(0.005)  # trees stay in flight: what the rebalance's wait lets complete
+
+
+def _reliable(name: str) -> Topology:
+    t = Topology(
+        name, config={"topology.workers": 2, "topology.max.spout.pending": 20,
+                      "topology.message.timeout.secs": 60}
+    )  # fmt: skip
+    t.set_spout("s", ReliableCounting())
+    t.set_bolt("slow", Sluggish(), parallelism=2).shuffle_grouping("s")
+    return t
+
+
+def _spout(cluster, name: str):
+    stats = cluster.call("stats", name)
+    return stats.components.get("s")
+
+
+def _acked(cluster, name: str) -> int:
+    s = _spout(cluster, name)
+    return 0 if s is None else s.acked
+
+
+def test_a_rebalance_waits_with_its_spouts_deactivated_until_the_trees_in_flight_complete(
+    cluster,
+):
+    """Storm's rebalance deactivates the spouts for its wait (-w, by default the message
+    timeout), then restarts the workers, then restores the spouts: here the workers
+    stopped at once, and every tree in flight was lost with them."""
+    cluster.call("submit", (_reliable("rw"), {}))
+    cluster.wait_status("rw", "running")
+    poll_for(lambda: _acked(cluster, "rw") > 50, 30, 0.1, "acked trees")
+    out = _cli(cluster, "rebalance", "rw", "-n", "1", "--wait", "6")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (
+        "rebalancing topology 'rw' onto 1 workers: spouts deactivated, workers restart in 6s\n"
+    )
+    assert re.search(r"^rw\s+rebalancing\s+2 workers", _cli(cluster, "list").stdout, re.M)
+    for verb in ("activate", "deactivate"):
+        with pytest.raises(StormishError, match="'rw' is rebalancing onto 1 workers"):
+            cluster.call(verb, "rw")
+    with pytest.raises(StormishError, match="'rw' is rebalancing"):
+        cluster.call("rebalance", ("rw", 2, 0))
+
+    def drained():
+        s = _spout(cluster, "rw")
+        return s is not None and s.emitted == s.acked and _row(cluster, "rw")["rebalancing"]
+
+    poll_for(drained, 5, 0.05, "every tree acked before the workers stop")
+    assert _spout(cluster, "rw").failed == 0
+    cluster.wait_status("rw", "starting", timeout=30)
+    cluster.wait_status("rw", "running", timeout=60)
+    row = _row(cluster, "rw")
+    assert row["workers"] == 1 and row["active"] and not row["rebalancing"], row
+    poll_for(lambda: _acked(cluster, "rw") > 0, 30, 0.1, "the new plan's trees")
+    cluster.call("kill", ("rw", 0))
+    cluster.wait_status("rw", "killed")
+
+
+def test_a_rebalance_keeps_a_deactivated_topology_deactivated(cluster):
+    """Storm restores the status a topology had before the rebalance."""
+    cluster.call("submit", (_endless("rd"), {}))
+    cluster.wait_status("rd", "running")
+    cluster.call("deactivate", "rd")
+    assert cluster.call("rebalance", ("rd", 1, 0.5)) == 0.5
+    poll_for(lambda: _row(cluster, "rd")["workers"] == 1, 30, 0.1, "the new plan")
+    cluster.wait_status("rd", "running")
+    assert _row(cluster, "rd")["active"] is False
+    listed = _cli(cluster, "list").stdout
+    assert re.search(r"^rd\s+inactive\s+1 workers", listed, re.M), listed
+    cluster.call("kill", ("rd", 0))
+    cluster.wait_status("rd", "killed")
+
+
+def test_a_rebalance_with_a_wait_survives_a_nimbus_restart_and_a_kill_ends_it(cluster):
+    """The wait is saved as the kill's is: a nimbus restarted during it finishes the
+    rebalance (the spouts stay off meanwhile, and are on again after it). A kill
+    during the wait wins over the rebalance."""
+    cluster.call("submit", (_endless("rn"), {}))
+    cluster.wait_status("rn", "running")
+    assert cluster.call("rebalance", ("rn", 1, 3)) == 3
+    cluster.stop_nimbus()
+    cluster.start_nimbus()
+    poll_for(lambda: _row(cluster, "rn") is not None, 30, 0.2, "the restored topology")
+    row = _row(cluster, "rn")
+    assert row["workers"] == 1 or (row["rebalancing"] and not row["active"]), row
+    poll_for(lambda: _row(cluster, "rn")["workers"] == 1, 30, 0.1, "the new plan")
+    cluster.wait_status("rn", "running")
+    assert _row(cluster, "rn")["active"] is True
+    cluster.call("rebalance", ("rn", 2, 30))
+    cluster.call("kill", ("rn", 0))
+    cluster.wait_status("rn", "killed", timeout=30)
+    assert _row(cluster, "rn")["workers"] == 1  # the rebalance never ran
 
 
 def test_a_topology_being_killed_refuses_activate_and_rebalance(cluster):

@@ -85,3 +85,16 @@ def test_a_worker_whose_slot_port_failed_moves_and_is_placed_again_not_failed():
     assert dc.decide(v) == [dc.CheckCompletion("wc")]
     v = dc.View(100.0, 30.0, {"s0": 99.0, "s1": 99.0}, [r], {}, {"s1": frozenset({6701})})
     assert dc.decide(v) == [dc.Move("wc", (1,)), dc.Place("wc", (1,)), dc.CheckCompletion("wc")]
+
+
+def test_a_rebalance_runs_when_its_wait_is_over_and_a_kill_wins_over_it():
+    """Storm's REBALANCING: the spouts wait deactivated, then the workers restart; a
+    kill during the wait ends the topology instead."""
+    waiting = dc.TopologyView("wc", "running", 1, {0: "s0"}, rebalance_at=200.0, known_pids={0: 10})
+    assert dc.decide(view([waiting])) == [dc.CheckCompletion("wc")]
+    due = dc.TopologyView("wc", "running", 1, {0: "s0"}, rebalance_at=100.0, known_pids={0: 10})
+    assert dc.decide(view([due])) == [dc.Rebalance("wc")]
+    killed = dc.TopologyView(
+        "wc", "running", 1, {0: "s0"}, kill_at=100.0, rebalance_at=100.0, known_pids={0: 10}
+    )
+    assert dc.decide(view([killed])) == [dc.End("wc", "killed")]
