@@ -29,9 +29,12 @@ from .runtime.stats import TopologyStatistics, edge_table, stuck_tasks, timeout_
 from .runtime.status import TopologyStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .cluster.client import NimbusClient
     from .httpd import HttpServer
     from .local.running import RunningTopology
+    from .topology import Topology
 
 FAIL_FAST = "topology.fail.fast"
 EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
@@ -134,6 +137,15 @@ def _source_options(f: Any) -> Any:
         "--env-filter", is_flag=True, help="Flux file: replace ${ENV-NAME} by environment variables"
     )(f)
     return f
+
+
+def _warn_unfed(topology: Topology, conf: Mapping[str, Any]) -> None:
+    """A bolt nothing feeds, said before the run: its row of zeros in the summary does
+    not say why (`stormish lint` says it too)."""
+    from .lint import unfed
+
+    for name in topology.unfed_bolts(conf):
+        click.echo(f"warning: {unfed(topology, name)}", err=True)
 
 
 def _load_options(multilang: bool, props: str | None, env_filter: bool) -> dict[str, Any]:
@@ -329,7 +341,7 @@ def submit(
         )
     # the checks a local run makes (picklable components, config, the graph), here before
     # anything is sent: the same message and exit 2 on every path (as `run` does)
-    guard(lambda: topology.validate(conf))
+    _warn_unfed(topology, guard(lambda: topology.validate(conf)))
     client = cc.connect(nimbus, keys)
     try:
         name = guard(
@@ -530,6 +542,7 @@ def _run_local_inner(
         signal.signal(signal.SIGINT, old)
         click.echo(f"error: {exc}", err=True)
         return 2
+    _warn_unfed(topology, cluster._get(topology.name).plan.conf)
     running = cluster._get(topology.name)
     stop.running = running
     if stop.is_set():  # a signal came while it started

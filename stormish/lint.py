@@ -125,6 +125,8 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
             )
             edges.append(e)
             findings += [Finding("warning", e.name, r) for r in e.risks]
+    for name in topology.unfed_bolts(conf):
+        findings.append(Finding("warning", name, unfed(topology, name)))
     if plan.on_cycle and plan.conf.get("topology.max.spout.pending") is None:
         findings.append(
             Finding(
@@ -144,6 +146,15 @@ def analyse(topology: Topology, extra: Mapping[str, Any] | None = None) -> Repor
         for n in sorted(user)
     }
     return Report(topology.name, workers, plan.acking, components, edges, findings)
+
+
+def unfed(topology: Topology, bolt: str) -> str:
+    """What to say of a bolt nothing feeds (`Topology.unfed_bolts`)."""
+    spout = next((n for n, c in sorted(topology.components.items()) if c.is_spout), "spout")
+    return (
+        f"bolt {bolt!r} subscribes to no stream and gets no tick tuples: it never executes; "
+        f"give it a grouping (e.g. .shuffle_grouping({spout!r}))"
+    )
 
 
 def _credit_share(

@@ -356,6 +356,19 @@ class Topology:
         self.edge_policies(conf)
         return conf
 
+    def unfed_bolts(self, conf: Mapping[str, Any]) -> list[str]:
+        """Bolts subscribed to no stream and given no tick tuples: valid (Storm runs
+        them), but they never execute, which is a forgotten grouping far more often than
+        a wish. `conf`: the resolved config (`validate`'s)."""
+        tick = "topology.tick.tuple.freq.secs"
+        return sorted(
+            spec.name
+            for spec in self.components.values()
+            if not spec.is_spout
+            and not spec.subscriptions
+            and not (spec.config or {}).get(tick, conf.get(tick))
+        )
+
     def edge_policies(self, conf: Mapping[str, Any]) -> dict[tuple[str, str, str], EdgePolicy]:
         """Every edge with a policy, {(bolt, source, stream): policy}: the groupings' own,
         overridden by `topology.edge.policies` (a topology file plus config); an entry

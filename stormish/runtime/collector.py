@@ -34,6 +34,10 @@ from .plan import Plan
 from .routing import Outbox, Route, build_routes
 from .seams import Batch, PublishTarget
 
+# what a user passes as a row by mistake (emit(word)): iterable, so its length can even
+# match the stream's fields, and the tuple's values would be its characters or bytes
+NOT_ROWS = frozenset({str, bytes, bytearray})
+
 
 class Collector:
     """Routes, outboxes and the pendingEmitQ of one task; the role subclasses emit."""
@@ -93,6 +97,13 @@ class Collector:
                 f"component {self.component!r} emitted on undeclared stream {stream!r}; it "
                 f"declares {sorted(s for s in self.routes if not s.startswith('__'))}"
             )
+        if values.__class__ in NOT_ROWS:
+            raise TopologyError(
+                f"component {self.component!r} emitted a {type(values).__name__} "
+                f"({values!r:.40}) as its values on stream {stream!r}: values are a list or "
+                f"tuple, one per field {list(self.plan.streams[self.component][stream])}; "
+                f"write emit([value])"
+            )
         if len(values) != route.arity:
             raise TopologyError(
                 f"component {self.component!r} emitted {len(values)} values on stream "
@@ -108,6 +119,13 @@ class Collector:
         route = self.routes.get(stream)
         if route is None or route.system:
             return self._route(stream, ())  # raises: undeclared stream
+        if rows and rows[0].__class__ in NOT_ROWS:  # emit_many(words): the first tells
+            raise TopologyError(
+                f"component {self.component!r} emit_many rows are {type(rows[0]).__name__}s "
+                f"({rows[0]!r:.40}) on stream {stream!r}: each row is a list or tuple, one "
+                f"value per field {list(self.plan.streams[self.component][stream])}; write "
+                f"emit_many([[v] for v in values]); no row was emitted"
+            )
         if rows and list(map(len, rows)).count(route.arity) != len(rows):  # 20 ns a row
             bad = next(i for i, v in enumerate(rows) if len(v) != route.arity)
             raise TopologyError(

@@ -62,7 +62,7 @@ class UntrackedCollector(Collector):
         msg_id: Any = None,
     ) -> None:
         route = self.last_route
-        if stream != self.last_stream or len(values) != route.arity:
+        if stream != self.last_stream or len(values) != route.arity or values.__class__ is str:
             route = self._route(stream, values)
         ob = route.only
         if ob is not None:
@@ -111,7 +111,12 @@ class UntrackedCollector(Collector):
                 anchors: Any = None,
                 msg_id: Any = None,
             ) -> None:
-                if stream != own or len(values) != arity or msg_id is not None:
+                if (
+                    stream != own
+                    or len(values) != arity
+                    or values.__class__ is str
+                    or msg_id is not None
+                ):
                     slow(values, stream, anchors, msg_id)
                     return
                 only.append(values)
@@ -129,7 +134,12 @@ class UntrackedCollector(Collector):
                 anchors: Any = None,
                 msg_id: Any = None,
             ) -> None:
-                if stream != own or len(values) != arity or msg_id is not None:
+                if (
+                    stream != own
+                    or len(values) != arity
+                    or values.__class__ is str
+                    or msg_id is not None
+                ):
                     slow(values, stream, anchors, msg_id)
                     return
                 try:
@@ -207,7 +217,7 @@ class SpoutCollector(Collector):
         msg_id: Any = None,
     ) -> None:
         route = self.last_route
-        if stream != self.last_stream or len(values) != route.arity:
+        if stream != self.last_stream or len(values) != route.arity or values.__class__ is str:
             route = self._route(stream, values)
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
@@ -262,7 +272,12 @@ class SpoutCollector(Collector):
                 anchors: Any = None,
                 msg_id: Any = None,
             ) -> None:
-                if msg_id is None or stream != own or len(values) != arity:
+                if (
+                    msg_id is None
+                    or stream != own
+                    or len(values) != arity
+                    or values.__class__ is str
+                ):
                     slow(values, stream, anchors, msg_id)
                     return
                 root = new_root()
@@ -294,7 +309,7 @@ class SpoutCollector(Collector):
             anchors: Any = None,
             msg_id: Any = None,
         ) -> None:
-            if msg_id is None or stream != own or len(values) != arity:
+            if msg_id is None or stream != own or len(values) != arity or values.__class__ is str:
                 slow(values, stream, anchors, msg_id)
                 return
             root = new_root()
@@ -437,6 +452,7 @@ class BasicCollector(BoltCollector):
             anchors is None
             and stream == self.last_stream
             and len(values) == route.arity
+            and values.__class__ is not str
             and route.single is not None
         ):
             # the common reliable bolt emit, inlined: anchored to the one input being
@@ -504,7 +520,13 @@ class BasicCollector(BoltCollector):
             msg_id: Any = None,
         ) -> None:
             cur = col.current
-            if stream != own or len(values) != arity or anchors is not None or cur is None:
+            if (
+                stream != own
+                or len(values) != arity
+                or values.__class__ is str
+                or anchors is not None
+                or cur is None
+            ):
                 slow(values, stream, anchors, msg_id)
                 return
             meta = cur.meta

@@ -662,3 +662,22 @@ def test_run_log_level_formats_records_in_this_process_and_in_worker_processes(t
     two = stormish("run", str(path), "--log-level", "debug", "-w", "2")
     assert two.returncode == 0, two.stderr
     assert len(re.findall(line.format(r"worker noisy/\d"), two.stderr, re.M)) == 2, two.stderr
+
+
+def test_run_warns_of_a_bolt_nothing_feeds_before_the_run(tmp_path):
+    """A forgotten grouping: the run completed with the bolt's row all zeros and no
+    word of why."""
+    path = tmp_path / "unfed.py"
+    path.write_text(
+        "from stormish import Topology\n"
+        "from stormish.testing import CaptureBolt, ListSpout\n"
+        "topology = Topology('unfed')\n"
+        "topology.set_spout('s', ListSpout([(1,)]))\n"
+        "topology.set_bolt('b', CaptureBolt())\n"
+    )
+    r = stormish("run", str(path))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(
+        "warning: bolt 'b' subscribes to no stream and gets no tick tuples: it never executes; "
+        "give it a grouping (e.g. .shuffle_grouping('s'))\n"
+    ), r.stderr

@@ -219,6 +219,33 @@ class WrongArity(BasicBolt):
         self.emit([tup.values[0], "extra"])  # ARITY
 
 
+class StrValues(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup):
+        self.emit("x")  # STR
+
+
+class StrRows(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup):
+        self.emit_many(["a", "b"])  # ROWS
+
+
+class StrSpout(Spout):
+    """emit(word) instead of emit([word]): the tuple's values were the word's characters
+    (a one-letter word passed every check)."""
+
+    outputs = ["word"]
+
+    def __init__(self, reliable: bool):
+        self.reliable = reliable
+
+    def next_tuple(self):
+        self.emit("a", msg_id=1 if self.reliable else None)  # SPOUT
+
+
 class Undeclared(BasicBolt):
     outputs = ["n"]
 
@@ -260,13 +287,27 @@ def programming_error(bolt: Bolt, name: str) -> Topology:
         ),
         (Undeclared(), "Undeclared", "UNDECLARED", "emitted on undeclared stream 'audit'"),
         (
+            StrValues(),
+            "StrValues",
+            "STR",
+            "component 'emitter' emitted a str ('x') as its values on stream 'default': "
+            "values are a list or tuple, one per field ['n']; write emit([value])",
+        ),
+        (
+            StrRows(),
+            "StrRows",
+            "ROWS",
+            "component 'emitter' emit_many rows are strs ('a') on stream 'default': each row "
+            "is a list or tuple, one value per field ['n']",
+        ),
+        (
             DirectToStranger(),
             "DirectToStranger",
             "DIRECT",
             "component 'emitter' emit_direct to task 99 on stream 'direct'",
         ),
     ],
-    ids=["arity", "undeclared", "emit_direct"],
+    ids=["arity", "undeclared", "str", "str_rows", "emit_direct"],
 )
 def test_a_topology_error_from_emit_ends_the_run_at_once(bolt, cls, marker, message):
     with LocalCluster(workers=1) as c:
@@ -279,6 +320,21 @@ def test_a_topology_error_from_emit_ends_the_run_at_once(bolt, cls, marker, mess
     assert stats.status == "failed"
     assert stats.components["emitter"].failed == 0  # nothing failed and replayed
     assert stats.components["emitter"].errors <= 2  # one per task, not one per tuple
+
+
+@pytest.mark.parametrize("reliable", [False, True], ids=["unreliable", "reliable"])
+@pytest.mark.parametrize("acking", [False, True], ids=["acking_off", "acking_on"])
+def test_a_spout_emitting_a_str_as_its_values_is_told_to_write_a_list(reliable, acking):
+    t = Topology("strs", config={"topology.acker.executors": 1 if acking else 0})
+    t.set_spout("s", StrSpout(reliable))
+    t.set_bolt("b", DirectSink()).shuffle_grouping("s")
+    with LocalCluster(workers=1) as c:
+        c.submit(t)
+        with pytest.raises(WorkerError) as caught:
+            c.wait_complete("strs", timeout=20)
+    text = str(caught.value)
+    assert "component 's' emitted a str ('a') as its values on stream 'default'" in text
+    assert where("StrSpout", "next_tuple", "SPOUT") in text
 
 
 def test_a_topology_error_ends_a_run_on_worker_processes():

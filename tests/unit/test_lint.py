@@ -144,3 +144,21 @@ def test_a_fail_edge_between_workers_shows_the_credit_each_remote_sender_holds()
         by["c <- src:default"].credit_share
         == topo().validate({})["topology.executor.receive.buffer.size"] // 2
     )
+
+
+def test_a_bolt_nothing_feeds_is_named_unless_it_gets_tick_tuples():
+    """A forgotten grouping: Storm runs such a bolt and it never executes; the summary's
+    row of zeros said nothing of why."""
+    t = topo()
+    t.set_bolt("fed", Sink()).shuffle_grouping("src")
+    t.set_bolt("lonely", Sink())
+    assert messages(t) == [
+        (
+            "lonely",
+            "bolt 'lonely' subscribes to no stream and gets no tick tuples: it never "
+            "executes; give it a grouping (e.g. .shuffle_grouping('src'))",
+        )
+    ]
+    t.set_bolt("ticker", Sink()).add_configuration("topology.tick.tuple.freq.secs", 1)
+    assert [w for w, _ in messages(t)] == ["lonely"]
+    assert messages(t, **{"topology.tick.tuple.freq.secs": 5}) == []  # every bolt ticks
