@@ -32,6 +32,7 @@ from .fastack import ack_run as _c_ack_run
 from .plan import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, COMMITTED_ACKS, FIRST_DONE
 
 COMPLETE, FAILED = "complete", "failed"
+EVERY_SPOUT = -1  # an outcome's spout task when it is not known: each spout task hears it
 
 
 def rotation_period(message_timeout: float) -> float:
@@ -100,12 +101,21 @@ class AckerLedger:
         return out
 
     def fail(self, root: int, why: Any = None, task: int = 0) -> tuple[str, int, int, Any] | None:
-        """`task`: the spout task the failed tuple's edge announces (0: none)."""
+        """`task`: the spout task the failed tuple's edge announces (0: none). A fail
+        whose spout task is not known yet (an announced tree whose first tuple is still
+        held unacked, by a window say, when a tuple below it fails) is told at once all
+        the same, as Storm's acker tells it: to every spout task (`EVERY_SPOUT`), the one
+        that holds the root failing it. Its entry goes, as Storm drops a failed tree's:
+        the acks that come later make a new one, which cannot complete (the failed
+        tuple's edge is never acked) and expires."""
         e = self._entry(root)
         if not e[2]:  # the first fail's reason is the one the spout hears
             e[2] = why or True
         if task and e[1] < 0:
             e[1] = task
+        if e[1] < 0:
+            del self.cur[root]
+            return (FAILED, root, EVERY_SPOUT, None if e[2] is True else e[2])
         return self._settle(root, e)
 
     def done(
@@ -161,6 +171,8 @@ class AckerLedger:
 class AckerBolt(Bolt):
     """The system `__acker` component: an ordinary bolt, with a batch fast path. What
     completes in one executed batch goes to each spout task as one list."""
+
+    spout_tasks: tuple[int, ...] = ()  # the topology's, set by build_plan
 
     def prepare(self, conf: Any, context: Any) -> None:
         self.ledger = AckerLedger()
@@ -255,15 +267,18 @@ class AckerBolt(Bolt):
                     last_task, last = task, done.setdefault(task, [])
                 last.append(root)
 
-    @staticmethod
     def _tell(
-        out: tuple[str, int, int, Any] | None, done: dict[int, list[int]], emit_direct: Any
+        self, out: tuple[str, int, int, Any] | None, done: dict[int, list[int]], emit_direct: Any
     ) -> None:
-        """A completion joins its spout task's list; a fail is told at once."""
+        """A completion joins its spout task's list; a fail is told at once (to every
+        spout task when its own is not known yet: the others hold no such root)."""
         if out is None:
             return
         kind, root, task, why = out
         if kind == COMPLETE:
             done.setdefault(task, []).append(root)
+        elif task == EVERY_SPOUT:
+            for t in self.spout_tasks:
+                emit_direct(t, (root, why), ACK_FAIL)
         else:
             emit_direct(task, (root, why), ACK_FAIL)

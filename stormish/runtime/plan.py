@@ -125,6 +125,10 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
     plan = Plan(
         topology.name, conf, components, tasks, task_component, streams, on_cycle, feeds, acking
     )
+    if acking:  # whom a fail goes to when its tree's spout task is not known yet (acker.py)
+        acker_bolt.spout_tasks = tuple(  # type: ignore[attr-defined]
+            t for n in sorted(components) if components[n].is_spout for t in tasks[n]
+        )
     plan.assignment = assign(plan, workers)
     return plan
 

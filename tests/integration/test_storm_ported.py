@@ -528,3 +528,35 @@ def test_multi_anchor_aggregate_acks_and_fails_with_its_inputs(workers):
             tracked_wait(cluster, "multi-anchor", 1)
             assert data.failed == ["second"]
             assert data.acked == ["first"]
+
+
+class HoldAndPass(Bolt):
+    """Holds each input unacked (as a window holds its tuples) and emits a child
+    anchored to it."""
+
+    outputs = ["num"]
+
+    def execute(self, tup):
+        self.emit(tup.values, anchors=[tup])
+
+
+class FailAll(Bolt):
+    def execute(self, tup):
+        self.fail(tup)
+
+
+def test_a_fail_below_a_held_first_tuple_reaches_the_spout_at_once(workers):
+    """Storm's acker fails a tree as soon as any tuple in it fails (its spout's init
+    named the spout task). An announced tree names its spout task with its first
+    tuple's ack: held, as a window holds it, the spout heard of the fail only when the
+    window let the tuple go, or at the message timeout (found by a bug hunt)."""
+    with FeederSpout(["num"]) as data, LocalCluster(workers=workers) as cluster:
+        t = Topology("held-fail", config={"topology.message.timeout.secs": 300})
+        t.set_spout("data", data)
+        t.set_bolt("hold", HoldAndPass()).shuffle_grouping("data")
+        t.set_bolt("sink", FailAll()).shuffle_grouping("hold")
+        cluster.submit(t)
+        for n in range(4):
+            data.feed([n], msg_id=n)
+        tracked_wait(cluster, "held-fail", 4)
+        assert sorted(data.failed) == [0, 1, 2, 3] and data.acked == []

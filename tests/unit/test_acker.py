@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stormish.runtime.ack_folder import announcement
-from stormish.runtime.acker import COMPLETE, FAILED, AckerBolt, AckerLedger, rotation_period
+from stormish.runtime.acker import (
+    COMPLETE,
+    EVERY_SPOUT,
+    FAILED,
+    AckerBolt,
+    AckerLedger,
+    rotation_period,
+)
 from stormish.runtime.plan import (
     ACK_ACK,
     ACK_FAIL,
@@ -74,12 +81,13 @@ def test_fail_after_init_reports_failed():
     assert len(led) == 0
 
 
-def test_fail_before_init_reports_on_init_even_if_value_is_zero():
+def test_a_fail_before_its_spout_task_is_known_is_told_at_once_to_every_spout():
+    """Storm's acker tells the spout of a fail as soon as it knows the spout task, which
+    its spout's init brings at once. An announced tree's init comes with its first
+    tuple's ack, which a window holds for its whole length: the fail waited as long."""
     led = AckerLedger()
-    assert led.fail(ROOT) is None
-    assert led.ack(ROOT, 3) is None
-    assert led.init(ROOT, 3, SPOUT) == (FAILED, ROOT, SPOUT, None)
-    assert len(led) == 0
+    assert led.fail(ROOT, ("sink", None)) == (FAILED, ROOT, EVERY_SPOUT, ("sink", None))
+    assert len(led) == 0  # dropped, as Storm drops a failed tree
 
 
 def test_trees_are_independent():
@@ -229,17 +237,21 @@ def test_a_fail_anywhere_gives_failed_once_the_spout_is_known(msgs, data):
     for m in seq:
         outcomes.append(led.fail(ROOT) if m[0] == "fail" else deliver(led, m))
     init_at = next(i for i, m in enumerate(seq) if m[0] == "init")
-    first = max(init_at, at)
-    assert outcomes[:first] == [None] * first
-    assert outcomes[first] == (FAILED, ROOT, SPOUT, None)
-    assert outcomes[first + 1 :] == [None] * (len(seq) - first - 1)
+    told = SPOUT if init_at < at else EVERY_SPOUT
+    assert outcomes[:at] == [None] * at
+    assert outcomes[at] == (FAILED, ROOT, told, None)  # at once, in either case
+    # no second fail; a late completion (the acks made a new entry) finds the spout's
+    # in-flight map without the root, which the fail popped
+    assert all(o is None or o[0] == COMPLETE for o in outcomes[at + 1 :])
 
 
 def test_a_fail_after_completion_reports_nothing():
     led = AckerLedger()
     assert led.init(ROOT, 4, SPOUT) is None
     assert led.ack(ROOT, 4) == (COMPLETE, ROOT, SPOUT, None)
-    assert led.fail(ROOT) is None  # late: the tree is gone, the spout task unknown
+    # late: the tree is gone, the spout task unknown; every spout task hears it and
+    # finds nothing in flight
+    assert led.fail(ROOT) == (FAILED, ROOT, EVERY_SPOUT, None)
 
 
 # -- the bolt around the ledger
@@ -253,6 +265,7 @@ class FakeDirect:
 
 def prepared_acker(timeout: float = 30) -> AckerBolt:
     bolt = AckerBolt()
+    bolt.spout_tasks = (SPOUT, SPOUT + 1)  # as build_plan sets them
     bolt.prepare({"topology.message.timeout.secs": timeout}, None)
     return bolt
 
@@ -298,13 +311,15 @@ def test_acker_bolt_acks_before_init_complete_on_init():
     assert len(bolt.ledger) == 0
 
 
-def test_acker_bolt_fail_before_init_wins_over_a_zero_xor():
+def test_acker_bolt_fail_before_init_is_told_to_every_spout_task_at_once():
     bolt, out = prepared_acker(), FakeDirect()
     bolt.execute_raw(ACK_FAIL, [(ROOT, ("bolt", None), 0)], out)
+    failed = (ROOT, ("bolt", None))
+    assert out.sent == [(SPOUT, failed, ACK_FAIL), (SPOUT + 1, failed, ACK_FAIL)]
     bolt.execute_raw(ACK_ACK, [(ROOT, 9)], out)
-    assert out.sent == []
     bolt.execute_raw(ACK_INIT, [(ROOT, 9, SPOUT)], out)
-    assert out.sent == [(SPOUT, (ROOT, ("bolt", None)), ACK_FAIL)]
+    # late: the fail popped the root from the spout's in-flight map, which ignores this
+    assert out.sent[2:] == [(SPOUT, ([ROOT],), ACK_ACK)]
 
 
 def test_acker_bolt_ack_of_an_entry_from_the_previous_generation():
@@ -427,9 +442,9 @@ def test_an_announced_tree_through_the_bolt_in_any_batches(msgs, data):
 @settings(max_examples=80, deadline=None)
 @given(msgs=announced_tree_messages(ROOT, SPOUT), data=st.data())
 def test_a_fail_in_an_announced_tree_wins_once_the_spout_is_known(msgs, data):
-    """A fail of the announced tuple (in place of its ack) names the spout task itself
-    and is told at once; a fail of any other tuple waits for the announced tuple's ack
-    to learn the task."""
+    """A fail of the announced tuple (in place of its ack) names the spout task itself;
+    a fail of any other tuple before the announced tuple's ack names none, and is told
+    at once to every spout task."""
     announced = next(i for i, m in enumerate(msgs) if m[2] >> 64)
     if data.draw(st.booleans()):  # the announced tuple fails
         seq = list(msgs)
@@ -438,14 +453,15 @@ def test_a_fail_in_an_announced_tree_wins_once_the_spout_is_known(msgs, data):
     else:
         at = data.draw(st.integers(0, len(msgs) - 1))
         seq = list(msgs[:at]) + [("fail", 0)] + list(msgs[at:])
-        first = max(announced + (announced >= at), at)
+        first = at
     led = AckerLedger()
     outcomes = []
     for m in seq:
         outcomes.append(led.fail(ROOT, None, m[1]) if m[0] == "fail" else deliver(led, m))
+    known = seq[first][1] == SPOUT or any(m[2] >> 64 for m in seq[:first] if m[0] != "fail")
     assert outcomes[:first] == [None] * first
-    assert outcomes[first] == (FAILED, ROOT, SPOUT, None)
-    assert outcomes[first + 1 :] == [None] * (len(seq) - first - 1)
+    assert outcomes[first] == (FAILED, ROOT, SPOUT if known else EVERY_SPOUT, None)
+    assert all(o is None or o[0] == COMPLETE for o in outcomes[first + 1 :])
 
 
 def test_announced_leaves_complete_at_once_without_an_entry_one_list_per_spout():
@@ -467,16 +483,14 @@ def test_a_done_list_goes_to_the_spout_as_it_is():
     assert len(bolt.ledger) == 0
 
 
-def test_a_done_list_with_a_failed_root_fails_that_one():
-    """A fail recorded before (its task not yet known) wins over the done list's ack."""
+def test_a_done_list_after_a_fail_of_its_root_changes_nothing_the_spout_heard():
+    """A fail whose task is not known yet goes to every spout task at once; the done
+    list's later ack of that root reaches the spout after the fail popped it."""
     bolt, out = prepared_acker(), FakeDirect()
     bolt.execute_raw(ACK_FAIL, [(ROOT + 1, ("bolt", None), 0)], out)
-    assert out.sent == []
+    assert [task for task, _, _ in out.sent] == [SPOUT, SPOUT + 1]
     bolt.execute_raw(ACK_ACK, [(FIRST_DONE, (SPOUT, [ROOT, ROOT + 1]))], out)
-    assert out.sent == [
-        (SPOUT, (ROOT + 1, ("bolt", None)), ACK_FAIL),
-        (SPOUT, ([ROOT],), ACK_ACK),
-    ]
+    assert out.sent[2:] == [(SPOUT, ([ROOT, ROOT + 1],), ACK_ACK)]
     assert len(bolt.ledger) == 0
 
 
