@@ -104,6 +104,15 @@ def _check(
             f"'topology.message.timeout.secs' ({timeout} s) in topology {name!r}: a stateful "
             "bolt's tuples are acked at the commit after them, so they would time out first"
         )
+    for n in stateful:
+        cls = type(components[n].obj)
+        if cls.execute_batch is not Bolt.execute_batch and cls.execute is Bolt.execute:
+            raise TopologyError(
+                f"stateful bolt {n!r} ({cls.__name__}) defines execute_batch but not execute: "
+                "a stateful bolt runs execute(tup) per tuple, as Storm's does (its tuples are "
+                "held from a restart until its state is restored, and acked at the commit "
+                "after them); define execute"
+            )
     for n, spec in components.items():
         if CHECKPOINT_STREAM in spec.streams:
             raise TopologyError(

@@ -183,7 +183,7 @@ class WindowedBolt(Bolt):
     def _bind_anchored_emits(self) -> None:
         """Emits without anchors inside execute_window are anchored to the window's
         tuples (Storm's WindowedOutputCollector); elsewhere they are left as given."""
-        emit, emit_many = self.emit, self.emit_many
+        emit, emit_many, emit_direct = self.emit, self.emit_many, self.emit_direct
         self._emit_raw = emit
 
         def anchored_emit(values, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
@@ -192,7 +192,12 @@ class WindowedBolt(Bolt):
         def anchored_emit_many(rows, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
             emit_many(rows, stream, self._anchors if anchors is None else anchors, msg_id)
 
+        def anchored_emit_direct(task, values, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
+            a = self._anchors if anchors is None else anchors
+            emit_direct(task, values, stream, a, msg_id)
+
         self.emit, self.emit_many = anchored_emit, anchored_emit_many
+        self.emit_direct = anchored_emit_direct
 
     def execute(self, tup: Tuple) -> None:
         windows = self._windows
@@ -212,7 +217,7 @@ class WindowedBolt(Bolt):
         else:
             ts = self._now()
         try:
-            self._carry_out(self._add_tuple(windows, tup, ts))
+            self._carry_out(self._add_tuple(windows, tup, ts), tup)
         except Exception:
             windows.discard({id(tup)})  # the engine fails it: it must not stay windowed
             raise
@@ -238,10 +243,12 @@ class WindowedBolt(Bolt):
             return w.advance(now)
         return w.on_watermark(now) if self._event_time else w.on_timer(now)
 
-    def _carry_out(self, outputs: list[Output]) -> None:
+    def _carry_out(self, outputs: list[Output], current: Tuple | None = None) -> None:
         """Ack what expired, run each window. A window whose execute_window raises has
         its tuples failed (the spout replays them) and dropped from every window; the
-        other outputs still run, and the first error is raised after them."""
+        other outputs still run, and the first error is raised after them. `current`:
+        the tuple being executed, which the engine fails as the error is raised (failed
+        here too, it counted twice)."""
         failed: set[int] = set()
         error: Exception | None = None
         for out in outputs:
@@ -254,7 +261,7 @@ class WindowedBolt(Bolt):
                 try:
                     self._activate(out)
                 except Exception as exc:
-                    failed |= self._give_back(out.tuples)
+                    failed |= self._give_back(out.tuples, current)
                     error = error or exc
         if error is not None:
             raise error
@@ -266,11 +273,12 @@ class WindowedBolt(Bolt):
         finally:
             self._anchors = None
 
-    def _give_back(self, tuples: Sequence[Tuple]) -> set[int]:
+    def _give_back(self, tuples: Sequence[Tuple], current: Tuple | None = None) -> set[int]:
         ids = {id(t) for t in tuples}
         self._windows.discard(ids)
         for t in tuples:
-            self.fail(t)
+            if t is not current:
+                self.fail(t)
         return ids
 
     def _warn_ms(self, ts: int) -> None:

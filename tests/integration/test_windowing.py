@@ -331,6 +331,59 @@ def test_a_window_that_raises_fails_its_tuples_and_drops_them(tmp_path):
         assert any("no bad windows" in e for e in errors)
 
 
+class Boom(WindowedBolt):
+    outputs = ["n"]
+
+    def execute_window(self, window):
+        raise RuntimeError("boom")
+
+
+def test_the_tuple_that_closes_a_raising_window_is_failed_once():
+    """The window's tuples were failed, then the engine failed the one being executed
+    again: 3 fails counted for 2 tuples (found by a bug hunt)."""
+    t = Topology("boom", config={"topology.message.timeout.secs": 30})
+    with FeederSpout(["id"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t.set_spout("events", feeder)
+        t.set_bolt("win", Boom().with_tumbling_window(Count(2))).global_grouping("events")
+        cluster.submit(t)
+        feeder.feed([1], msg_id=1)
+        feeder.feed([2], msg_id=2)
+        tracked_wait(cluster, "boom", 2)
+        assert sorted(feeder.failed) == [1, 2]
+        win = cluster.statistics("boom").components["win"]
+        assert (win.failed, win.errors) == (2, 1)
+
+
+class DirectWin(WindowedBolt):
+    outputs = ["n"]
+
+    def prepare(self, conf, context):
+        self.to = context.get_component_tasks("sink")[0]
+
+    def execute_window(self, window):
+        self.emit_direct(self.to, [len(window.tuples)])
+
+
+class FailAll(Bolt):
+    def execute(self, tup):
+        self.fail(tup)
+
+
+def test_emit_direct_in_execute_window_is_anchored_to_the_window():
+    """Storm's WindowedOutputCollector anchors emitDirect as it anchors emit: a fail
+    downstream replays the window's tuples. They were acked as they expired instead."""
+    t = Topology("direct-win", config={"topology.message.timeout.secs": 30})
+    with FeederSpout(["id"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t.set_spout("events", feeder)
+        t.set_bolt("win", DirectWin().with_tumbling_window(Count(2))).global_grouping("events")
+        t.set_bolt("sink", FailAll()).direct_grouping("win")
+        cluster.submit(t)
+        for n in range(4):
+            feeder.feed([n], msg_id=n)
+        tracked_wait(cluster, "direct-win", 4)
+        assert sorted(feeder.failed) == [0, 1, 2, 3] and feeder.acked == []
+
+
 def test_event_time_join_on_two_workers(tmp_path):
     """A left join with two tasks on two worker processes, in event time: users and
     orders grouped by userId meet in one task; later tuples on both streams (stamped

@@ -118,6 +118,22 @@ def test_a_stateful_bolt_on_a_cycle_is_refused():
         plan(t)
 
 
+class BatchCounter(StatefulBolt):
+    def execute_batch(self, batch):
+        self.ack_batch(batch)
+
+
+def test_a_stateful_bolt_with_execute_batch_alone_is_refused_naming_execute():
+    """Its execute_batch was never called: every tuple raised NotImplementedError from
+    execute and was replayed for good (found by a bug hunt)."""
+    t = Topology("sb")
+    t.set_spout("src", Src())
+    t.set_bolt("count", BatchCounter()).shuffle_grouping("src")
+    said = "stateful bolt 'count' \\(BatchCounter\\) defines execute_batch but not execute"
+    with pytest.raises(TopologyError, match=said):
+        plan(t)
+
+
 def test_the_checkpoint_stream_name_is_reserved():
     class Sneaky(Relay):
         streams = {"default": ["word"], CHECKPOINT_STREAM: ["x"]}
