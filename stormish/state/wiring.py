@@ -105,7 +105,7 @@ def _check(
             "bolt's tuples are acked at the commit after them, so they would time out first"
         )
     for n in stateful:
-        cls = type(components[n].obj)
+        cls: Any = type(components[n].obj)
         if cls.execute_batch is not Bolt.execute_batch and cls.execute is Bolt.execute:
             raise TopologyError(
                 f"stateful bolt {n!r} ({cls.__name__}) defines execute_batch but not execute: "

@@ -171,6 +171,12 @@ class WindowedBolt(Bolt):
         grace = self.session_grace.ms if self.session_gap and self.session_grace else 0
         self._watermarks = WatermarkGenerator(self.lag.ms, self._inputs, grace)
         self._anchors: list[Tuple] | None = None
+        # the tuples of open sessions have their timeouts reset every third of the
+        # message timeout (Storm's resetTimeout): a session has no bound on its length
+        timeout = conf.get("topology.message.timeout.secs")
+        acking = conf.get("topology.acker.executors") != 0
+        self._refresh_every = timeout / 3.0 if timeout and acking else 0.0
+        self._next_refresh = self._now() + self._refresh_every
         self._bind_anchored_emits()
 
     def _make_windows(self) -> WindowManager | SessionManager:
@@ -232,6 +238,12 @@ class WindowedBolt(Bolt):
     def _on_time(self) -> list[Output]:
         """A tick: the watermark moves (event time), or the clock does (processing)."""
         w = self._windows
+        if isinstance(w, SessionManager) and self._refresh_every:
+            t = self._now()
+            if t >= self._next_refresh:  # a session lasts as long as its key keeps coming
+                self._next_refresh = t + self._refresh_every
+                for held in w.held():
+                    self.reset_timeout(held)
         if self._event_time:
             wm = self._watermarks.advance()
             if wm is None:

@@ -66,6 +66,8 @@ def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
     """The parts of how long a tuple may stay unacked, named, and their sum in seconds."""
     lag = bolt.lag.secs if bolt.timestamp_field is not None else 0.0
     if bolt.session_gap is not None:
+        # from its key's last tuple (an open session's tuples have their timeouts reset
+        # every third of the timeout, bolt.py), then up to one watermark interval
         grace = bolt.session_grace.secs if bolt.session_grace else 0.0
         parts = [("gap", bolt.session_gap.secs), ("grace", grace), ("lag", lag)]
     else:
@@ -75,6 +77,10 @@ def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
             if isinstance(size, Duration)
         ]
         parts.append(("lag", lag))
+    if bolt.timestamp_field is not None or bolt.session_gap is not None:
+        tick = bolt.tick_seconds()  # windows are evaluated (sessions closed) only then
+        if tick:
+            parts.append(("watermark interval", tick))
     names = [f"{label} {secs:g}" for label, secs in parts]
     return names, sum(secs for _, secs in parts)
 

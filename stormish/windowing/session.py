@@ -11,7 +11,7 @@ accepted always finds its session still open.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,13 @@ class SessionManager:
 
     def __len__(self) -> int:
         return sum(len(s.entries) for ss in self._open.values() for s in ss)
+
+    def held(self) -> Iterator[Any]:
+        """Every tuple in an open session."""
+        for sessions in self._open.values():
+            for s in sessions:
+                for e in s.entries:
+                    yield e[2]
 
     def discard(self, ids: set[int]) -> None:
         """Let go of failed tuples (by id()) still in open sessions (WindowManager.discard)."""

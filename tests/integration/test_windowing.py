@@ -10,6 +10,7 @@ session window, tumbling processing-time windows, and users x orders joins.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -144,7 +145,54 @@ def test_message_timeout_shorter_than_the_window_is_refused_at_submit(tmp_path):
             cluster.submit(t)
     msg = str(err.value)
     assert "'win'" in msg and "topology.message.timeout.secs" in msg
-    assert "length 20 + slide 10 + lag 5 = 35 s" in msg
+    assert "length 20 + slide 10 + lag 5 + watermark interval 1 = 36 s" in msg
+
+
+class SessionCount(WindowedBolt):
+    outputs = ["n"]
+
+    def execute_window(self, window):
+        self.emit([len(window.tuples)])
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["tumbling", "session"])
+def test_the_watermark_interval_counts_toward_the_message_timeout(session):
+    """Windows are evaluated (sessions closed) only at a watermark tick: a 60 s interval
+    with a 5 s window passed a 15 s timeout, and then tuples timed out in their window
+    (found by a bug hunt)."""
+    w = SessionCount()
+    w = (
+        w.with_session_window(gap=Duration(seconds=2))
+        if session
+        else w.with_tumbling_window(Duration(seconds=5))
+    )
+    t = Topology("wmi", config={"topology.message.timeout.secs": 15})
+    t.set_spout("events", CountingSpout(1))
+    t.set_bolt("win", w.with_timestamp_field("n").with_watermark_interval(60)).global_grouping(
+        "events"
+    )
+    with pytest.raises(ConfigError, match="watermark interval 60 = (62|70) s"):
+        t.validate()
+
+
+def test_an_open_session_longer_than_the_message_timeout_keeps_its_tuples():
+    """A session lasts as long as its key keeps coming: its first tuples timed out and
+    were replayed while it was still open (found by a bug hunt). Their timeouts are reset
+    while it is open, as Storm's resetTimeout does."""
+    t = Topology("long-session", config={"topology.message.timeout.secs": 9})
+    with FeederSpout(["id"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t.set_spout("events", feeder)
+        w = SessionCount().with_session_window(gap=Duration(seconds=3))
+        t.set_bolt("win", w).global_grouping("events")
+        t.set_bolt("sink", Lines(os.devnull)).shuffle_grouping("win")
+        cluster.submit(t)
+        for n in range(40):  # one tuple a second: one session of 40 s
+            feeder.feed([n], msg_id=n)
+            tracked_wait(cluster, "long-session", 1)
+            advance_time(cluster, 1)
+        assert feeder.failed == []
+        advance_time(cluster, 6)  # the gap passes: the session closes
+        assert feeder.failed == [] and sorted(feeder.acked) == list(range(40))
 
 
 def test_count_window_longer_than_max_spout_pending_is_refused():

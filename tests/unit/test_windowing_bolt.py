@@ -64,7 +64,7 @@ def test_a_late_stream_needs_event_time():
         (Sums().with_window(Duration(seconds=20), Duration(seconds=10)),
          {"topology.acker.executors": 0}, True),  # acking off: nothing times out
         (Sums().with_session_window(gap=20, grace=5).with_timestamp_field("ts").with_lag(5),
-         {"topology.message.timeout.secs": 31}, True),
+         {"topology.message.timeout.secs": 32}, True),  # + the 1 s watermark interval
         (Sums().with_session_window(gap=20, grace=5).with_timestamp_field("ts").with_lag(5),
          {}, False),
     ],
