@@ -99,6 +99,15 @@ def _str(v: Any) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a string, got {v!r}"
 
 
+def _redis_url(v: Any) -> str | None:
+    """redis-py's URL forms; its own error named no config key, and came from a worker."""
+    if not isinstance(v, str):
+        return f"must be a string, got {v!r}"
+    if not v.startswith(("redis://", "rediss://", "unix://")):
+        return f"must be a URL starting redis://, rediss:// or unix:// (redis-py's), got {v!r}"
+    return None
+
+
 def _callable(v: Any) -> str | None:
     return None if v is None or callable(v) else f"must be a callable, got {v!r}"
 
@@ -370,7 +379,7 @@ KEYS: dict[str, Key] = {
         Key(
             "topology.state.redis.url",
             "redis://127.0.0.1:6379/0",
-            _str,
+            _redis_url,
             "the Redis server of topology.state.provider 'redis' (redis-py's URL form)",
             "topology",
         ),

@@ -350,7 +350,7 @@ class Topology:
             own = _config.for_component(conf, spec.config, where=self._where(spec.name))
             queues[spec.name] = own[_config.QUEUE]
             check_config_picklable(spec.config, self._where(spec.name))
-            _check_in_topology(spec, own)
+            _check_in_topology(spec, own, self.components)
             check_picklable(spec.name, spec.obj)
         self._check_edge_batches(conf, queues)
         self.edge_policies(conf)
@@ -447,13 +447,24 @@ def consumers_of(
     ]
 
 
-def _check_in_topology(spec: ComponentSpec, conf: Mapping[str, Any]) -> None:
+def _check_in_topology(
+    spec: ComponentSpec, conf: Mapping[str, Any], components: Mapping[str, ComponentSpec]
+) -> None:
     """A component that needs the whole topology to check itself (a windowed bolt: its
-    window against the message timeout, and the input streams its watermark waits for)
-    defines `check_in_topology(name, conf, inputs)`; it runs at every submit."""
+    window against the message timeout, the input streams its watermark waits for, and
+    the fields it reads of them) defines `check_in_topology(name, conf, inputs, fields)`;
+    it runs at every submit. `fields`: each input (source, stream)'s declared fields."""
     hook = getattr(spec.obj, "check_in_topology", None)
-    if hook is not None:
-        hook(spec.name, conf, [(s.source, s.stream) for s in spec.subscriptions])
+    if hook is None:
+        return
+    inputs = [(s.source, s.stream) for s in spec.subscriptions]
+    fields = {}
+    for src, stream in inputs:
+        if stream == DEAD_LETTER_STREAM:
+            fields[(src, stream)] = tuple(DEAD_LETTER_FIELDS)
+        elif src in components:
+            fields[(src, stream)] = tuple(components[src].streams.get(stream, ()))
+    hook(spec.name, conf, inputs, fields)
 
 
 def check_config_picklable(conf: Mapping[str, Any], where: str) -> None:

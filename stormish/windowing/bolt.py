@@ -24,7 +24,7 @@ from typing import Any
 from ..component import Bolt
 from ..errors import TopologyError
 from ..tuple import END_OF_INPUT, Tuple
-from .checks import TICK, check_window
+from .checks import TICK, check_read_field, check_window
 from .manager import WindowManager
 from .session import SessionManager
 from .spec import Count, Duration, Expired, Output, Size, Window, as_size, to_ms
@@ -147,12 +147,20 @@ class WindowedBolt(Bolt):
         return streams
 
     def check_in_topology(
-        self, name: str, conf: Mapping[str, Any], inputs: Sequence[tuple[str, str]]
+        self,
+        name: str,
+        conf: Mapping[str, Any],
+        inputs: Sequence[tuple[str, str]],
+        fields: Mapping[tuple[str, str], Sequence[str]] | None = None,
     ) -> None:
         """Called by Topology.validate (at submit) with this component's resolved config
-        and its input streams: the checks only a whole topology allows, and the input
-        streams the watermark waits for."""
+        and its input streams (and their fields): the checks only a whole topology
+        allows, and the input streams the watermark waits for."""
         check_window(self, name, conf)
+        read = (("timestamp field", self.timestamp_field), ("session key", self.session_key))
+        for what, f in read:
+            if isinstance(f, str) and fields:
+                check_read_field(f"windowed bolt {name!r}", what, f, fields)
         self._inputs = tuple(sorted(set(inputs)))
 
     # -- running ----------------------------------------------------------------------------

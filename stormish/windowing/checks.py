@@ -10,7 +10,7 @@ count window holds length + slide tuples: a spout that may have fewer in flight
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import ConfigError, TopologyError
@@ -111,4 +111,18 @@ def _check_pending(bolt: WindowedBolt, where: str, conf: Mapping[str, Any]) -> N
             f"{where}: config key {PENDING!r} ({pending}) must be at least the tuples a "
             f"count window holds unacked: {names} = {total}. Raise {PENDING!r} or "
             "shorten the window; otherwise the spout stops before a window fills"
+        )
+
+
+def check_read_field(
+    where: str, what: str, field: str, fields: Mapping[tuple[str, str], Sequence[str]]
+) -> None:
+    """A field the bolt reads of every input tuple, declared by every input stream: a
+    typo failed every tuple (and replayed it for good), or grouped them all as one key."""
+    lacking = sorted(f"{src}:{stream}" for (src, stream), fs in fields.items() if field not in fs)
+    if lacking:
+        declared = {f"{src}:{stream}": list(fs) for (src, stream), fs in sorted(fields.items())}
+        raise TopologyError(
+            f"{where}: {what} {field!r} is not a field of input stream(s) {lacking}; the "
+            f"input streams' fields: {declared}"
         )

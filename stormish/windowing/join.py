@@ -167,7 +167,11 @@ class JoinBolt(WindowedBolt):
         return streams
 
     def check_in_topology(
-        self, name: str, conf: Mapping[str, Any], inputs: Sequence[tuple[str, str]]
+        self,
+        name: str,
+        conf: Mapping[str, Any],
+        inputs: Sequence[tuple[str, str]],
+        fields: Mapping[tuple[str, str], Sequence[str]] | None = None,
     ) -> None:
         if not self.selected:
             raise TopologyError(f"JoinBolt {name!r}: call select(...) to name the output fields")
@@ -179,7 +183,34 @@ class JoinBolt(WindowedBolt):
                 f"JoinBolt {name!r} joins {missing}, but subscribes to no such {what} "
                 f"(it reads {sorted(have)})"
             )
-        super().check_in_topology(name, conf, inputs)
+        if fields:
+            self._check_fields(name, fields)
+        super().check_in_topology(name, conf, inputs, fields)
+
+    def _check_fields(self, name: str, fields: Mapping[tuple[str, str], Sequence[str]]) -> None:
+        """The join keys and the selected fields, against what the joined streams declare
+        (a nested path's first part): a misspelt key joined nothing, without a word."""
+        joined = {s.stream for s in self.steps}
+        declared: dict[str, set[str]] = {}
+        for (src, stream), fs in fields.items():
+            side = src if self.selector == "source" else stream
+            if side in joined:
+                declared.setdefault(side, set()).update(fs)
+        for step in self.steps:
+            if step.key.path[0] not in declared.get(step.stream, set()):
+                raise TopologyError(
+                    f"JoinBolt {name!r}: join key {step.key.name!r} is not a field of "
+                    f"{step.stream!r}, whose fields are {sorted(declared.get(step.stream, ()))}"
+                )
+        every = set().union(*declared.values()) if declared else set()
+        for sel in self.selected:
+            have = declared.get(sel.stream, set()) if sel.stream is not None else every
+            if sel.path[0] not in have:
+                of = repr(sel.stream) if sel.stream is not None else f"any of {sorted(joined)}"
+                raise TopologyError(
+                    f"JoinBolt {name!r}: selected field {sel.name!r} is not a field of {of} "
+                    f"(their fields: { {k: sorted(v) for k, v in sorted(declared.items())} })"
+                )
 
     def _stream_of(self, tup: Tuple) -> str:
         return tup.source_component if self.selector == "source" else tup.stream

@@ -77,7 +77,10 @@ def as_size(value: Any, what: str, allow_zero: bool = False) -> Size:
     if isinstance(value, Count | Duration):
         size = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        size = Duration(seconds=value)
+        try:
+            size = Duration(seconds=value)
+        except ValueError as exc:  # "a Duration cannot be negative": say which one
+            raise ValueError(f"{what}: {exc}") from None
     else:
         raise TypeError(f"{what} must be a Count or a Duration, got {value!r}")
     if isinstance(size, Duration) and size.ms == 0 and not allow_zero:

@@ -179,6 +179,9 @@ BAD_VALUES = [
     ("topology.debug", "yes"),
     ("topology.debug", 1),
     ("stormish.local.host", 127),
+    # no scheme: redis-py's own error came from the worker and named no key
+    ("topology.state.redis.url", "localhost:6379"),
+    ("topology.state.redis.url", "http://127.0.0.1:6379"),
 ]
 
 

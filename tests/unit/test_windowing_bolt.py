@@ -21,7 +21,7 @@ class Sums(WindowedBolt):
 
 def topology(bolt, config=None, stream="default"):
     t = Topology("t", config=config)
-    t.set_spout("in", ListSpout([[1]]))
+    t.set_spout("in", ListSpout([[1]], fields=["ts"]))
     t.set_bolt("w", bolt).shuffle_grouping("in", stream)
     return t
 
@@ -94,3 +94,62 @@ def test_a_window_configured_after_set_bolt_is_named_for_its_missing_ticks():
     b.with_tumbling_window(Duration(seconds=10))  # too late: set_bolt took its config
     with pytest.raises(TopologyError, match=r"'w' needs tick tuples.*before set_bolt"):
         t.validate()
+
+
+def _events(bolt, name="typo"):
+    t = Topology(name, config={"topology.message.timeout.secs": 30})
+    t.set_spout("events", ListSpout([[1, 1000.0]], fields=["id", "ts"]))
+    t.set_bolt("win", bolt).global_grouping("events")
+    return t
+
+
+@pytest.mark.parametrize(
+    "bolt, said",
+    [
+        (
+            Sums().with_tumbling_window(Duration(seconds=10)).with_timestamp_field("tss"),
+            "windowed bolt 'win': timestamp field 'tss' is not a field of input stream(s) "
+            "['events:default']; the input streams' fields: {'events:default': ['id', 'ts']}",
+        ),
+        (
+            Sums().with_session_window(gap=Duration(seconds=5), key="idd"),
+            "windowed bolt 'win': session key 'idd' is not a field of input stream(s)",
+        ),
+    ],
+    ids=["timestamp", "session_key"],
+)
+def test_a_field_the_window_reads_of_every_tuple_is_checked_at_submit(bolt, said):
+    """A misspelt timestamp field failed every tuple in the worker (replayed for good);
+    a misspelt session key grouped every tuple as one key (found by a bug hunt)."""
+    with pytest.raises(TopologyError) as caught:
+        _events(bolt).validate()
+    assert said in str(caught.value)
+
+
+def test_join_keys_and_selected_fields_are_checked_at_submit():
+    """A misspelt join key joined nothing, and a misspelt selected field was None, with
+    no word said."""
+
+    def join(key, select):
+        t = Topology("jk", config={"topology.message.timeout.secs": 30})
+        t.set_spout("users", ListSpout([[1, "a"]], fields=["userId", "name"]))
+        t.set_spout("orders", ListSpout([[1, 7]], fields=["userId", "orderId"]))
+        j = JoinBolt("users", key).join("orders", "userId", "users").select(select)
+        j = j.with_tumbling_window(Duration(seconds=10))
+        t.set_bolt("join", j).shuffle_grouping("users").shuffle_grouping("orders")
+        return t
+
+    join("userId", "name, orderId, orders:userId").validate()
+    with pytest.raises(TopologyError, match="join key 'userid' is not a field of 'users'"):
+        join("userid", "name").validate()
+    with pytest.raises(TopologyError, match="selected field 'nmae' is not a field of any of"):
+        join("userId", "nmae").validate()
+    with pytest.raises(TopologyError, match="selected field 'orders:name' is not a field of"):
+        join("userId", "orders:name").validate()
+
+
+def test_a_negative_size_names_what_it_sizes():
+    with pytest.raises(ValueError, match="^lag: a Duration cannot be negative"):
+        Sums().with_lag(-5)
+    with pytest.raises(ValueError, match="^window length: a Duration cannot be negative"):
+        Sums().with_window(-10, 5)
