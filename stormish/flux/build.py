@@ -30,9 +30,15 @@ def build(top: Node, path: Path, multilang: bool = False) -> Topology:
     from ..streamparse.spec import storm_config
 
     config, dropped = storm_config(dict(top.get("config") or {}))
-    name = top.get("name") or path.stem
-    if not isinstance(name, str):
+    name = top.get("name")
+    if name is None:  # no name: the file's (a topologySource keeps its own)
+        name = path.stem
+    elif not isinstance(name, str):
         raise TopologyFileError(f"{top.at('name')}: 'name' must be a string")
+    else:  # written, even empty: checked as a topologySource's is, at its line
+        from ..names import check_name
+
+        _guard(top, "name", lambda: check_name(name, "topology name"))
     if top.get("workerHooks"):
         raise TopologyFileError(
             f"{top.at('workerHooks')}: workerHooks are Storm worker hooks (Java); stormish "

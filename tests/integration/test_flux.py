@@ -180,6 +180,9 @@ streams:
          r"t.yaml:2: workerHooks are Storm worker hooks"),
         (("className: flux_words.TestWordSpout", "className: flux_words.TestWordCounter"),
          r"t.yaml:4: spout 's': .*makes a TestWordCounter, not a stormish Spout"),
+        # an empty name is an error, as a topologySource's is (it fell back to the file's)
+        (("name: t", 'name: ""'), r"t.yaml:1: topology name '' is empty"),
+        (("name: t", "name: a b"), r"t.yaml:1: topology name 'a b'"),
     ],
 )  # fmt: skip
 def test_errors_name_file_line_and_key(tmp_path: Path, change, expected) -> None:
