@@ -75,5 +75,9 @@ def as_schema(spec: Any) -> Schema | None:
 
 
 def field_names(spec: Any) -> tuple[str, ...]:
+    if isinstance(spec, str):  # outputs = "word": one field was meant, not four letters
+        raise TopologyError(
+            f"fields are a list of names, got the string {spec!r}: write [{spec!r}]"
+        )
     s = as_schema(spec)
     return s.fields if s is not None else tuple(spec)

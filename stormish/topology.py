@@ -278,7 +278,10 @@ class Topology:
             raise TopologyError(
                 f"component {name!r}: parallelism must be an integer >= 1, got {parallelism!r}"
             )
-        streams = obj.declared_streams()
+        try:
+            streams = obj.declared_streams()
+        except TopologyError as exc:  # outputs = "word"
+            raise TopologyError(f"component {name!r}: {exc}") from None
         for stream, fields in streams.items():
             if len(set(fields)) != len(fields):
                 raise TopologyError(

@@ -454,3 +454,31 @@ def test_an_explicit_producer_batch_over_half_a_consumer_s_queue_is_an_error():
     assert "'topology.producer.batch.size' (100) of component 'words'" in msg
     assert "'topology.executor.receive.buffer.size' (64) of component 'count'" in msg
     assert "topology 'wc'" in msg
+
+
+def test_outputs_given_as_a_string_is_refused_naming_the_component():
+    """outputs = "word" declared the fields w, o, r, d: emits of one value then failed
+    their arity check far from the cause (found by a bug hunt)."""
+    from stormish import BasicBolt
+
+    class One(BasicBolt):
+        outputs = "word"
+
+        def execute(self, tup):
+            pass
+
+    class Streams(BasicBolt):
+        streams = {"default": ["a"], "side": "b"}
+
+        def execute(self, tup):
+            pass
+
+    t = Topology("t")
+    with pytest.raises(
+        TopologyError,
+        match=r"component 'b': fields are a list of names, got "
+        r"the string 'word': write \['word'\]",
+    ):
+        t.set_bolt("b", One())
+    with pytest.raises(TopologyError, match="component 's': .* got the string 'b'"):
+        t.set_bolt("s", Streams())
