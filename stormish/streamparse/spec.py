@@ -145,7 +145,7 @@ def _component(spec: Any, streams: dict, sources: dict, path: Path, multilang: b
         return PystormSpout(cls, streams)
     from .shell import shell_component, src_dir
 
-    argv = [command, *script.split()] if script else [command]
+    argv = [command, script] if script else [command]  # as Storm runs it: one argument
     return shell_component(argv, streams, _is_spout(spec), path, src_dir(path))
 
 

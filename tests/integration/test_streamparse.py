@@ -229,3 +229,15 @@ def test_errors_name_the_file_and_the_component(tmp_path: Path, body: str, expec
 
     with pytest.raises(TopologyFileError, match=expected):
         load_topology_file(_project(tmp_path, HEAD + body))
+
+
+def test_a_shell_components_script_is_one_argument_as_storm_passes_it(tmp_path: Path) -> None:
+    """Storm runs ShellComponent(command, script) as [command, script]; the script was
+    split on spaces, so a script whose path has a space ran as two arguments."""
+    body = (
+        "    from streamparse import ShellBolt\n"
+        "    shell = ShellBolt.spec(command='node', script='my scripts/split.js', "
+        "inputs=[word_spout], outputs=['word'])\n"
+    )
+    topology, _ = load_topology_file(_project(tmp_path, HEAD + body))
+    assert topology.components["shell"].obj.command == ["node", "my scripts/split.js"]
