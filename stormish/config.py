@@ -19,6 +19,7 @@ refused per component; a `nimbus` or `supervisor` key configures that daemon
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,8 @@ def _num(
             return None
         if isinstance(v, bool) or not isinstance(v, int | float):
             return f"must be a number, got {v!r}"
+        if not math.isfinite(v):  # NaN passes every comparison; inf never comes
+            return f"must be a finite number, got {v!r}"
         if v < lo or (strict and v == lo):
             return f"must be {'>' if strict else '>='} {lo}, got {v}"
         return None

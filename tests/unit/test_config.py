@@ -170,6 +170,10 @@ BAD_VALUES = [
     ("topology.spout.wait.progressive.level3.sleep.millis", -0.5),
     ("topology.bolt.wait.park.microsec", 1.5),
     ("topology.backpressure.check.millis", 0),
+    # NaN passed every comparison: the check timer never ran and the scheduler spun
+    ("topology.backpressure.check.millis", float("nan")),
+    ("topology.backpressure.check.millis", float("inf")),
+    ("topology.message.timeout.secs", float("nan")),
     ("topology.message.timeout.secs", 0),
     ("topology.message.timeout.secs", "30"),
     ("topology.max.spout.pending", 0),
