@@ -278,6 +278,17 @@ class ReceiveQueue:
             self._event.set()
         return ov
 
+    def overflow_room(self, n: int, limit: int) -> int:
+        """How many of `n` tuples arriving now may go in under the overflow limit
+        (Storm's JCQueue checks it per tuple): all when they fit the queue, else what the
+        overflowQ has left below `limit`. A batch goes whole to the queue or whole to the
+        overflowQ (publish_remote), so the answer holds for the publish that follows on
+        the same thread (the consumer only empties them meanwhile)."""
+        with self._lock:
+            if not self.overflow and (self.size + n <= self.capacity or not self.size):
+                return n
+            return max(0, min(n, limit - self.overflow_size))
+
     def consume(self) -> list[Batch] | None:
         """Take up to `budget` tuples, the queue first, then the overflow; None when both
         are empty. Edge channels are taken after the queue, each up to the budget."""

@@ -544,9 +544,15 @@ class WorkerLink:
         if q is None:
             self._drop("unknown_task", n)
             return
-        if self.overflow_limit and q.overflow_size >= self.overflow_limit:
-            self._drop("overflow_limit", n, {dest: n})
-            return
+        limit = self.overflow_limit
+        if limit and q.overflow_size + n > limit:  # near the limit: checked per tuple
+            room = q.overflow_room(n, limit)
+            if room < n:
+                self._drop("overflow_limit", n - room, {dest: n - room})
+                if not room:
+                    return
+                batch = _head(batch, room)  # what is past the limit is dropped, in order
+                n = room
         self.recv_tuples += n
         if batch[2].__class__ is fr.Packed:
             if q.channels:  # an edge with a policy reads the rows as they arrive
@@ -1000,3 +1006,11 @@ def _connection(frame: Any) -> str | None:
         return frame.get(CONNECTION)
     except zmq.ZMQError:
         return None
+
+
+def _head(batch: fr.Batch, k: int) -> fr.Batch:
+    """The first `k` tuples of `batch` (its rows unpacked first when packed)."""
+    if batch[2].__class__ is fr.Packed:
+        batch = fr.unpack([batch])[0]
+    src, stream, values, metas = batch
+    return (src, stream, values[:k], None if metas is None else metas[:k])
