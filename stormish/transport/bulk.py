@@ -40,6 +40,7 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import zmq
@@ -55,6 +56,7 @@ STALL = 1.0  # s a sender waits for room on a peer's bulk socket before using th
 HWM = 4  # bulk messages queued a way (each up to link.MESSAGE_BYTES of buffers): with
 # the receiver reading them only as their messages come, this is what stops a sender
 STASH = 64  # bulk messages kept per sender ahead of the messages that name them
+SEALED_MESSAGE_BYTES = 16 * 1024 * 1024  # link.MESSAGE_BYTES: what one message holds
 MAX_FRAME = 1 << 31  # a sealed buffer larger than this takes the link (bulk refuses it)
 
 
@@ -254,8 +256,20 @@ class Receiver:
     before its sender's key (a HELLO still on its way) waits sealed, bounded, and is
     opened when the key comes."""
 
-    def __init__(self, ctx: zmq.Context, host: str, index: int):
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        host: str,
+        index: int,
+        peers: Iterable[int] = (),
+        sealed_bytes: int = 0,
+    ):
         self.index = index
+        # the workers of the assignment: the bulk socket is a plain PULL (no CURVE), so
+        # what comes before a sender's key is kept only for one of them, and bounded in
+        # bytes (a count let a process without keys park 512 MiB here, counted nowhere)
+        self.peers = frozenset(peers) - {index}
+        self.sealed_bytes = sealed_bytes or HWM * SEALED_MESSAGE_BYTES
         self.pull = ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.RCVHWM, HWM)
@@ -266,6 +280,7 @@ class Receiver:
         self._stash: dict[int, deque[tuple[int, list]]] = {}  # peer -> (first, opened)
         self._highest: dict[int, int] = {}  # peer -> the last counter of its newest
         self._sealed: dict[int, deque[tuple[int, list]]] = {}  # before the peer's key
+        self._sealed_size: dict[int, int] = {}  # their bytes, per peer
         self._lost_until: dict[int, float] = {}
         self.buffers = Recycler()
         self.received = self.missing = self.forged = self.overrun = 0
@@ -290,6 +305,7 @@ class Receiver:
             return False
         self.forget(peer)  # what was sealed under a former key opens no more
         self._keys[peer] = [key, raw, None]
+        self._sealed_size.pop(peer, None)
         for first, sealed in self._sealed.pop(peer, ()):
             self._opened(peer, first, sealed)
         return True
@@ -323,13 +339,24 @@ class Receiver:
         if sender in self._keys:
             self._opened(sender, first, parts[1:])
             return
+        if sender not in self.peers:  # no worker of this topology: nothing is kept
+            self.forged += 1
+            return
+        size = sum(map(len, parts))
+        held = self._sealed_size.get(sender, 0)
         waiting = self._sealed.get(sender)
         if waiting is None:
-            if len(self._sealed) >= 64:  # made-up senders: never more than this many
-                self.forged += 1
-                return
-            waiting = self._sealed[sender] = deque(maxlen=STASH)
-        waiting.append((first, parts[1:]))
+            waiting = self._sealed[sender] = deque()
+        while waiting and (held + size > self.sealed_bytes or len(waiting) >= STASH):
+            _, old = waiting.popleft()  # the oldest goes: its message came before its key
+            held -= sum(map(len, old))
+            self.overrun += 1
+        if size > self.sealed_bytes:
+            self.forged += 1  # larger than a real sender sends ahead of its HELLO
+        else:
+            waiting.append((first, parts[1:]))
+            held += size
+        self._sealed_size[sender] = held
 
     def _opened(self, peer: int, first: int, sealed: list) -> None:
         keyed = self._keys[peer]

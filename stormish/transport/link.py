@@ -212,7 +212,7 @@ class WorkerLink:
         self._bulk_address: str | None = None
         if mode == "off" or self.security.name != "curve" or not bulk.usable():
             return
-        self.bulk_in = bulk.Receiver(self.ctx, host, self.index)
+        self.bulk_in = bulk.Receiver(self.ctx, host, self.index, self.assignment.values())
         self._bulk_address = self.bulk_in.advertise(advertised)
         self.bulk_out = bulk.Sender(self.ctx, self.index, SOCKET_BUFFER_BYTES)
 

@@ -23,7 +23,9 @@ SENDER, RECEIVER = 3, 5
 def pair():
     ctx = zmq.Context()
     out = bulk.Sender(ctx, SENDER, 64 * 1024)
-    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER)
+    into = bulk.Receiver(
+        ctx, "127.0.0.1", RECEIVER, peers=(SENDER, RECEIVER + 1), sealed_bytes=1 << 20
+    )
     into.keyed(SENDER, out.announce())
     out.want(RECEIVER, into.address)
     out.apply()
@@ -159,6 +161,26 @@ def test_a_new_key_forgets_what_was_sealed_under_the_old_one(pair):
         into.open(SENDER, msg.body.first, 1, wait=0.1)
 
 
+def test_what_comes_before_a_key_is_kept_only_for_a_peer_and_bounded_in_bytes(pair, evil):
+    """The bulk socket has no CURVE: a process without keys made up 64 senders and parked
+    512 MiB in a worker, counted nowhere (found by a bug hunt). Only a worker of the
+    assignment is waited for, and what it sends ahead of its key is bounded in bytes."""
+    _, into = pair
+    frame = b"\xa5" * (256 * 1024)
+    for sender in (100, 101, RECEIVER + 1):  # two strangers, and a peer with no key yet
+        for i in range(8):
+            evil.send_multipart([fr.bulk_header(sender, i), frame, frame])
+    deadline = time.monotonic() + 10
+    while into.forged + into.overrun + sum(map(len, into._sealed.values())) < 24:
+        assert time.monotonic() < deadline, (into.forged, into.overrun)
+        into.pull.poll(100)
+        into.read()
+    assert into.forged == 16 and set(into._sealed) == {RECEIVER + 1}
+    kept = sum(len(p) for _, parts in into._sealed[RECEIVER + 1] for p in parts)
+    held = len(into._sealed[RECEIVER + 1])  # the newest of the peer's 8 that fit in 1 MiB
+    assert kept <= 1 << 20 and held >= 1 and into.overrun == 8 - held
+
+
 def test_a_key_that_is_not_one_is_refused(pair):
     _, into = pair
     for key in (None, 5, "zz" * 32, "ab" * 16):
@@ -266,7 +288,7 @@ def test_a_forged_frame_far_ahead_does_not_make_a_real_one_look_lost(pair):
 def test_buffers_that_come_before_their_senders_key_open_when_it_comes():
     ctx = zmq.Context()
     out = bulk.Sender(ctx, SENDER, 64 * 1024)
-    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER)
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, peers=(SENDER,))
     try:
         out.want(RECEIVER, into.address)
         out.apply()
