@@ -436,7 +436,11 @@ class WorkerLink:
             self._shm_peers.discard(peer)  # until it says it maps ours again
             self.pool.forget(peer)  # what the former incarnation held never returns
         reader = self.reader
-        if reader is None or prefix is None:
+        if reader is None:
+            return
+        if restarted or prefix is None or not shm.can_map(prefix):
+            reader.forget(peer)  # a former incarnation's segments, or a host left behind
+        if prefix is None:
             return
         if reader.prefix(peer) != prefix and reader.know(peer, prefix):
             body = {"shm": prefix}

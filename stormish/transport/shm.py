@@ -288,6 +288,11 @@ class Reader:
     def forget(self, peer: int) -> None:
         self._peers.pop(peer, None)
 
+    def mapped(self, peer: int) -> int:
+        """Segments of `peer` mapped here (statistics, tests)."""
+        known = self._peers.get(peer)
+        return 0 if known is None else len(known[1])
+
     def prefix(self, peer: int) -> str | None:
         known = self._peers.get(peer)
         return known[0] if known is not None else None
@@ -313,6 +318,7 @@ class Reader:
         for seg, off, n in items:
             mm = maps.get(seg)
             if mm is None:
+                _prune(prefix, maps)
                 mm = maps[seg] = _map(prefix, seg)
             if off + n > len(mm) or n == 0:
                 raise ShmError(f"segment {seg}: {off}+{n} is past its {len(mm)} bytes")
@@ -324,6 +330,15 @@ class Reader:
             weakref.finalize(view, lease.drop).atexit = False
             out.append(view)
         return out
+
+
+def _prune(prefix: str, maps: dict[int, mmap.mmap]) -> None:
+    """Before a sender's new segment is mapped: drop the mappings of those it retired
+    (unlinked to make room for another size: it makes new segments only then, and never
+    names a retired one again). Kept, every retired segment's tmpfs pages stayed pinned
+    here for the sender's whole life. A view still out keeps its mapping until it goes."""
+    for seg in [s for s in maps if not os.path.exists(os.path.join(SHM_DIR, f"{prefix}{s}"))]:
+        del maps[seg]
 
 
 def _map(prefix: str, seg: int) -> mmap.mmap:
