@@ -226,6 +226,15 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            "topology.transfer.down.hold.mb",
+            256,
+            _int(0),
+            "of the tuples held for a lost peer (topology.transfer.down.hold.tuples), the "
+            "megabytes their large buffers (bytes, arrays) may take; past it they are "
+            "dropped and counted (peer_lost) and their trees replay",
+            "topology",
+        ),
+        Key(
             "topology.transport.shm",
             "auto",
             _choice("auto", "on", "off"),

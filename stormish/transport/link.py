@@ -130,6 +130,7 @@ class WorkerLink:
             sndbuf=SOCKET_BUFFER_BYTES,
             down_tuples=conf["topology.transfer.down.hold.tuples"],
             down_secs=float(conf["topology.message.timeout.secs"]),
+            down_bytes=conf["topology.transfer.down.hold.mb"] * 1024 * 1024,
         )
         self._peers: dict[int, str] = {}
         self.reconnects = 0

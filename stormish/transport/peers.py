@@ -59,6 +59,8 @@ from .security import Security
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 CONTROL_BACKLOG = 64
 DOWN_TUPLES = 100_000  # what is held for a peer whose connection is down, at most
+DOWN_BYTES = 256 * 1024 * 1024  # and the large buffers among them (Storm holds nothing:
+# its netty client drops while a connection is down, "the risk of OOM" it names)
 # Reading a monitor costs ~10 us (a getsockopt or a failed recv), and the transfer thread
 # loops thousands of times a second under load, with the GIL, beside the executors: the
 # monitors are read when a wait saw an event, or at most this often otherwise (s).
@@ -92,6 +94,8 @@ class PeerQueue:
         "down_since",
         "gone",
         "down_held",
+        "down_bytes",
+        "down_held_bytes",
         "held_while_down",
         "starved",
         "releases",
@@ -103,6 +107,7 @@ class PeerQueue:
         hold_at: int,
         down_tuples: int = DOWN_TUPLES,
         down_secs: float = 30.0,
+        down_bytes: int = DOWN_BYTES,
     ):
         if hold_at < 1:
             raise ValueError(f"hold_at must be >= 1, got {hold_at}")
@@ -112,6 +117,8 @@ class PeerQueue:
         self.hold_at = hold_at
         self.down_tuples = down_tuples
         self.down_secs = down_secs
+        self.down_bytes = down_bytes
+        self.down_held_bytes = 0  # the large buffers' bytes among them (row_bytes)
         self.state = CONNECTING
         self.control: deque[list] = deque()
         self.data: deque[WireBatch] = deque()
@@ -154,11 +161,13 @@ class PeerQueue:
         room = self.down_tuples - self.down_held
         for i, b in enumerate(batches):
             n = len(b[3])
-            if n > room:
+            size = rows_bytes(b[3])
+            if n > room or self.down_held_bytes + size > self.down_bytes:
                 self._keep(batches[:i])
                 return batches[i:]
             room -= n
             self.down_held += n
+            self.down_held_bytes += size
             self.held_while_down += n
         self._keep(batches)
         return []
@@ -198,7 +207,7 @@ class PeerQueue:
     def connected(self) -> None:
         self.state = UP
         self.gone = False
-        self.down_held = 0
+        self.down_held = self.down_held_bytes = 0
         self._update()
 
     def disconnected(self, now: float = 0.0) -> list[WireBatch]:
@@ -213,7 +222,7 @@ class PeerQueue:
         self.ready = None
         self.data.clear()
         self.n_batches = 0
-        self.down_held = 0
+        self.down_held = self.down_held_bytes = 0
         dropped = self._hold(waiting)
         self.held = False
         return dropped
@@ -232,7 +241,7 @@ class PeerQueue:
         self.ready = None
         self.data.clear()
         self.n_batches = 0
-        self.down_held = 0
+        self.down_held = self.down_held_bytes = 0
         self._update()
         return dropped
 
@@ -281,6 +290,7 @@ class Peers:
         sndbuf: int,
         down_tuples: int = DOWN_TUPLES,
         down_secs: float = 30.0,
+        down_bytes: int = DOWN_BYTES,
     ):
         self.ctx = ctx
         self.security = security
@@ -290,6 +300,7 @@ class Peers:
         self.drop = drop
         self.hwm, self.sndbuf = hwm, sndbuf
         self.down_tuples, self.down_secs = down_tuples, down_secs
+        self.down_bytes = down_bytes
         self.held: set[int] = set()
         self.down: set[int] = set()
         self.boxes: dict[int, PeerQueue] = {}
@@ -316,7 +327,8 @@ class Peers:
         s.connect(address)
         self._sock[w], self._monitor[w] = s, mon
         self._by_monitor[mon] = w
-        box = self.boxes[w] = PeerQueue(w, self.hold_at, self.down_tuples, self.down_secs)
+        box = PeerQueue(w, self.hold_at, self.down_tuples, self.down_secs, self.down_bytes)
+        self.boxes[w] = box
         box.put_control(hello)
         self._mirror(box)
         self._events_due = True
@@ -485,3 +497,22 @@ def _monitor_event(frames: list[bytes]) -> int:
     if len(frames) != 2 or len(frames[0]) != _MONITOR.size:
         return 0
     return _MONITOR.unpack(frames[0])[0]
+
+
+def rows_bytes(rows: Any) -> int:
+    """The bytes of the large buffers in `rows` (bytes, bytearrays, memoryviews, numpy
+    arrays and anything with `nbytes`): what holding them costs beyond the tuple count.
+    Run only while a peer is down, on what is held for it."""
+    if rows.__class__ is not list:  # packed rows (frames.Packed): their pickle's bytes
+        return len(getattr(rows, "data", b""))
+    total = 0
+    for row in rows:
+        for v in row:
+            cls = v.__class__
+            if cls is bytes or cls is bytearray:
+                total += len(v)
+            else:
+                nbytes = getattr(v, "nbytes", None)
+                if nbytes.__class__ is int:
+                    total += nbytes
+    return total

@@ -90,6 +90,24 @@ def test_what_is_held_for_a_down_peer_is_bounded_in_tuples():
     assert by_source(box.put(batches(2, 1))) == (1, {2: 1})
 
 
+def test_what_is_held_for_a_down_peer_is_bounded_in_the_bytes_of_its_buffers():
+    """100,000 tuples of 256 KiB held 25 GiB for a peer that was down (found by a bug
+    hunt; Storm's client drops while the connection is down): the buffers' bytes are
+    bounded too, and what is past it is dropped, counted."""
+    import numpy as np
+
+    box = PeerQueue(1, hold_at=100, down_tuples=1000, down_bytes=3 << 20)
+    box.connected()
+    assert box.disconnected(now=0.0) == []
+    mib = [(np.zeros(1 << 17),), (bytes(1 << 20),)]  # an array and bytes of 1 MiB
+    held = box.put([(9, 0, "default", mib, None)])
+    assert held == [] and box.down_held_bytes == 2 << 20
+    dropped = box.put([(9, 0, "default", list(mib), None), (9, 0, "default", [("x",)], None)])
+    assert len(dropped) == 2 and box.down_held == 2  # past 3 MiB: it and what follows
+    box.connected()
+    assert box.down_held_bytes == 0
+
+
 def test_a_peer_down_past_the_message_timeout_is_taken_as_gone():
     """What it held is dropped (its trees have timed out by now) and so is what comes,
     until the connection is back."""
