@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -194,22 +195,28 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
     return out
 
 
+def _wait_option(what: str, verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--wait SECONDS` of kill and rebalance: Storm's -w, whose default is the topology's
+    message timeout (here -w always means workers)."""
+    return click.option(
+        "--wait",
+        "wait_secs",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="SECONDS",
+        help=f"seconds {what} (Storm's {verb} -w; here -w always means workers); default: "
+        "the topology's topology.message.timeout.secs, as Storm waits, so trees in "
+        "flight complete",
+    )
+
+
 def _ended_word(status: str) -> str:
     return "completed" if status == TopologyStatus.COMPLETE else status
 
 
 @click.command()
 @click.argument("name")
-@click.option(
-    "--wait",
-    "wait_secs",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="seconds between deactivating the spouts and stopping the workers (Storm's "
-    "kill -w; here -w always means workers); default: the topology's "
-    "topology.message.timeout.secs, as Storm waits, so trees in flight complete",
-)
+@_wait_option("between deactivating the spouts and stopping the workers", "kill")
 @nimbus_options
 def kill(name: str, wait_secs: float | None, nimbus: str | None, keys: str | None) -> None:
     """Deactivate NAME's spouts, wait, then stop its workers; a topology that ended
@@ -257,16 +264,7 @@ def deactivate(name: str, nimbus: str | None, keys: str | None) -> None:
 @click.command()
 @click.argument("name")
 @click.option("-n", "--workers", type=click.IntRange(min=1), required=True)
-@click.option(
-    "--wait",
-    "wait_secs",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="seconds the spouts stay deactivated before the workers restart (Storm's "
-    "rebalance -w; here -w always means workers); default: the topology's "
-    "topology.message.timeout.secs, as Storm waits, so trees in flight complete",
-)
+@_wait_option("the spouts stay deactivated before the workers restart", "rebalance")
 @nimbus_options
 def rebalance(
     name: str, workers: int, wait_secs: float | None, nimbus: str | None, keys: str | None
