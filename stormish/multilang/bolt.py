@@ -80,18 +80,25 @@ class ShellBolt(ShellMixin, Bolt):
 
     def _restarted(self) -> None:
         self._base, self._synced = self._last, 0  # the new child counts from here
+        self._after_error = False
 
     def _command(self, cmd: str, msg: dict) -> bool:
         if cmd == "emit":
             return self._emit_anchored(msg)
         if cmd == "ack" or cmd == "fail":
-            tup = self.inputs.pop(msg.get("id"), None)  # type: ignore[arg-type]
+            try:
+                tup = self.inputs.pop(msg.get("id"), None)  # type: ignore[arg-type]
+            except TypeError:  # an id JSON gave as an array or object: never one of ours
+                tup = None
             if tup is None:
                 self._protocol(f"{cmd}ed a non-existent or already acked/failed id: {msg!r}")
                 return False
             (self.ack if cmd == "ack" else self.fail)(tup)
             return True
         if cmd == "sync":  # a heartbeat's answer: what was written before it is done
+            if self._after_error:  # pystorm's raise_exception: error, then a sync of its own
+                self._after_error = False
+                return True
             child = self.child
             covered = child.synced() if child is not None else None
             if covered is not None:

@@ -10,8 +10,9 @@ ShellBolt. The executor never blocks on the child's pipes:
 - the **writer** thread writes what the component offers (`offer`: tuples, spout
   commands, bounded by `capacity`) after the priority messages (`offer_now`: task ids,
   heartbeats), which Storm's ShellBoltMessageQueue sends first too;
-- the **watchdog** thread sends a bolt's heartbeat every second and kills a child that
-  said nothing for `timeout` seconds while something was expected of it.
+- the **watchdog** thread sends a bolt's heartbeat every second, kills a child that
+  said nothing for `timeout` seconds while something was expected of it, and ends one
+  that exited while a process it started holds its stdout (the reader sees no EOF).
 
 A child that exits, writes garbage or is killed leaves a `Fault` as the inbox's last
 message; `describe` then tells why, with its exit code and the tail of its stderr.
@@ -19,12 +20,15 @@ message; `describe` then tells why, with its exit code and the tail of its stder
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import termios
 import threading
 import time
 from collections import deque
@@ -78,8 +82,7 @@ class Child:
         self._heartbeat = heartbeat
         self._expecting = expecting or (lambda: True)
         self.pid_dir = tempfile.mkdtemp(prefix="stormish-multilang-")
-        full_env = dict(os.environ)
-        full_env.update(env or {})
+        full_env = child_env(os.environ, env)
         try:
             self.proc = subprocess.Popen(
                 self.command,
@@ -94,17 +97,22 @@ class Child:
             shutil.rmtree(self.pid_dir, ignore_errors=True)
             raise OSError(f"{who}: cannot start subprocess {self.command}: {exc}") from exc
         self.pid = self.proc.pid  # the child's own answer replaces it at the handshake
+        self._stdin_fd = self.proc.stdin.fileno()  # type: ignore[union-attr]
         self._lock = threading.Condition()
         self._inbox: deque[Any] = deque()
         self._out: deque[bytes] = deque()  # tuples, commands: bounded by capacity
-        self._now: deque[bytes] = deque()  # task ids, heartbeats: first, unbounded
+        self._now: deque[bytes] = deque()  # task ids, the handshake: first, unbounded
         # What each heartbeat proves once answered: the child reads in order and answers
         # a heartbeat after what it read before it, so its `sync` says the offered
         # messages written before that heartbeat are done (a bolt's emits for them came
-        # first). Per heartbeat in write order, how many offered messages went before it.
+        # first). Per heartbeat in write order: how many offered messages went before
+        # it, and the byte offset of the stdin stream by which it was written.
         self._out_taken = 0  # offered messages taken by the writer, in order
-        self._beats_queued = 0  # heartbeats in `_now`, not yet taken
-        self.beat_marks: deque[int] = deque()
+        self._beats: deque[bytes] = deque()  # heartbeats not yet taken: before `_now`
+        self.beat_marks: deque[tuple[int, int]] = deque()
+        self._taken_bytes = 0  # bytes the writer took to write, in order
+        self.written = 0  # bytes in the stdin pipe or read from it (after each write)
+        self._ended = False  # the Fault is queued
         self.closed = False
         self.kill_reason: str | None = None
         self.last_read = time.monotonic()
@@ -167,15 +175,24 @@ class Child:
         assert self._heartbeat is not None
         data = self._encode(self._heartbeat())
         with self._lock:
-            self._now.append(data)
-            self._beats_queued += 1
+            self._beats.append(data)
             self._lock.notify_all()
 
     def synced(self) -> int | None:
-        """The child answered its oldest unanswered heartbeat: how many offered messages
-        were written before it (all of them done); None if none was outstanding."""
+        """The child sent a `sync`. If it is the answer to the oldest unanswered
+        heartbeat: how many offered messages were written before that heartbeat (all of
+        them done). None if none is outstanding, or if the child has not yet read that
+        heartbeat out of its stdin pipe (so the sync answers none: pystorm's
+        `raise_exception` sends one unprompted). The pipe says how much of what was
+        written it still holds (FIONREAD, Linux; elsewhere the sync is believed)."""
         marks = self.beat_marks
-        return marks.popleft() if marks else None
+        if not marks:
+            return None
+        written = self.written  # first: the pipe is read after, so never overcounted
+        unread = _unread(self._stdin_fd)
+        if unread is not None and written - unread < marks[0][1]:
+            return None
+        return marks.popleft()[0]
 
     def take(self) -> list[Any]:
         """Every message read so far (a `Fault` last, when the child is gone). Called
@@ -259,10 +276,11 @@ class Child:
                 data = os.read(fd, CHUNK)
                 if not data:
                     break
-                self.last_read = time.monotonic()
                 msgs = feed(data)
-                if msgs and not self._put(msgs):
-                    return  # closed
+                if msgs:  # a whole message, not a byte, is what says the child lives
+                    self.last_read = time.monotonic()
+                    if not self._put(msgs):
+                        return  # closed
         except ProtocolError as exc:
             reason = f"wrote garbage: {exc}"
             self.kill(reason)
@@ -270,7 +288,17 @@ class Child:
                 self._put(exc.messages)
         except OSError as exc:
             reason = f"stdout unreadable: {exc}"
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the task must hear of it
+            reason = f"could not be read: {exc!r}"
+            self.kill(reason)
+        self._end(reason)
+
+    def _end(self, reason: str) -> None:
+        """Queue the Fault, the inbox's last message (once: reader or watchdog)."""
         with self._lock:
+            if self._ended:
+                return
+            self._ended = True
             self._inbox.append(Fault(self.kill_reason or reason))
             self._lock.notify_all()
         self._wake()
@@ -291,31 +319,43 @@ class Child:
         return not self.closed
 
     def _write(self) -> None:
-        fd = self.proc.stdin.fileno()  # type: ignore[union-attr]
+        fd = self._stdin_fd
         while True:
             with self._lock:
-                while not self._now and not self._out and not self.closed:
+                while not self._now and not self._beats and not self._out and not self.closed:
                     self._writer_idle = True
                     self._lock.wait()
                 self._writer_idle = False
                 if self.closed:
                     return
-                if self._now:
-                    parts = list(self._now)
+                if self._now or self._beats:
+                    if self._beats:  # first: read by the mark's offset, so answerable
+                        beats = b"".join(self._beats)
+                        mark = (self._out_taken, self._taken_bytes + len(beats))
+                        self.beat_marks.extend([mark] * len(self._beats))  # before the write
+                        self._beats.clear()
+                        self._now.appendleft(beats)
+                    data = b"".join(self._now)
                     self._now.clear()
-                    for _ in range(self._beats_queued):  # before the write: never late
-                        self.beat_marks.append(self._out_taken)
-                    self._beats_queued = 0
+                    self._taken_bytes += len(data)
                 else:
                     n = min(len(self._out), WRITE_BATCH)
-                    parts = [self._out.popleft() for _ in range(n)]
+                    data = b"".join([self._out.popleft() for _ in range(n)])
                     self._out_taken += n
+                    self._taken_bytes += len(data)
                 if self._waiting:
                     self._lock.notify_all()  # room for offer
             try:
-                _write_all(fd, b"".join(parts))
+                self._write_all(fd, data)
             except OSError:  # the child is gone: the reader reports it
                 return
+
+    def _write_all(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            self.written += n  # after the write: what the pipe holds or gave away
+            view = view[n:]
 
     def _stderr(self) -> None:
         for raw in self.proc.stderr:  # type: ignore[union-attr]
@@ -330,16 +370,43 @@ class Child:
                 if self.closed:
                     return
             if self.proc.poll() is not None:
-                continue  # exited: the reader reports it
+                self._exited()
+                return
             if self._heartbeat is not None:
                 self.beat()
             silent = time.monotonic() - self.last_read
             if silent > self.timeout and not self.reader_held and self._expecting():
                 self.kill(f"sent nothing for {silent:.1f}s (topology.subprocess.timeout.secs)")
 
+    def _exited(self) -> None:
+        """The child exited. Its reader sees EOF and reports it, unless a process it
+        started still holds its stdout (a helper inherits it by default): then, a
+        heartbeat later, its process group is killed and the Fault queued here."""
+        reader = self._threads[0]
+        reader.join(HEARTBEAT_SECONDS)
+        while reader.is_alive() and self.reader_held and not self.closed:
+            reader.join(HEARTBEAT_SECONDS)  # waiting for room, not for the pipe: not stuck
+        if reader.is_alive() and not self.closed:
+            self.kill("exited, but a process it started still holds its stdout open")
+            self._end("exited")
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+
+def child_env(base: Mapping[str, str], env: Mapping[str, str] | None) -> dict[str, str]:
+    """The worker's environment with `env` added, as Storm's ShellProcess builds it: a
+    `PATH` in `env` is appended to the worker's (so `python3` is still found), every
+    other key is set."""
+    full = dict(base)
+    for key, value in (env or {}).items():
+        if key == "PATH" and full.get("PATH"):
+            value = full["PATH"] + os.pathsep + value
+        full[key] = value
+    return full
+
+
+def _unread(fd: int) -> int | None:
+    """Bytes written to a pipe and not yet read from it (None where it cannot be told)."""
+    try:
+        buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return None
+    return int.from_bytes(buf, sys.byteorder, signed=True)

@@ -11,6 +11,7 @@ the bytes, because a child that writes to stdout outside the protocol (a stray
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 SERIALIZERS = ("json", "msgpack")
@@ -29,10 +30,23 @@ class ProtocolError(Exception):
 
 
 class JsonFraming:
+    """Storm's framing. Storm reads lines (`BufferedReader.readLine`), so a line may end
+    in `\r\n` as well as `\n`: a message ends at a line `end` ended either way.
+
+    Linear in what is read however it is cut up (a 32 MiB message comes in 512 reads):
+    the unfinished message is kept in a bytearray that each read extends, and the
+    search for the `end` line starts where the previous one stopped (less the few
+    bytes a terminator cut in two may have left). The buffer always starts with the
+    `\n` that ended the previous message (one is put there to start), so an `end`
+    line is always `\nend` after its message and an empty message is found too.
+    `scanned` counts the bytes searched (a statistic a test keeps linear)."""
+
     name = "json"
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray(b"\n")
+        self._from = 0  # no `end` line starts before this offset of the buffer
+        self.scanned = 0
 
     @staticmethod
     def encode(msg: Any) -> bytes:
@@ -40,24 +54,53 @@ class JsonFraming:
 
     def feed(self, data: bytes) -> list[Any]:
         """Complete messages in `data` (with what earlier feeds left over). A message's
-        text may span lines (JSON reads newlines as blanks), so the stream is split at
-        each line `end`: one split and one `json.loads` a message."""
-        buf = self._buf + data if self._buf else data
-        if buf.startswith(b"end\n"):  # an `end` line right after the previous one
-            raise ProtocolError("an empty message (two `end` lines in a row)")
-        parts = buf.split(b"\nend\n")
-        self._buf = rest = parts.pop()
+        text may span lines (JSON reads newlines as blanks)."""
+        buf = self._buf
+        buf += data
+        self.scanned += len(buf) - self._from
+        cut = _last_end(buf, self._from)
         out: list[Any] = []
-        loads = json.loads
-        for text in parts:
-            try:
-                out.append(loads(text))
-            except ValueError as exc:
-                msg = f"not a JSON message ({exc}): {text[:_QUOTE]!r}"
-                raise ProtocolError(msg, out) from None
-        if len(rest) > MAX_MESSAGE:
-            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {rest[:_QUOTE]!r}")
+        if cut >= 0:
+            done = bytes(buf[:cut])
+            del buf[: cut - 1]  # keep the `\n` that ends it
+            parts = _SPLIT.split(done) if b"\r" in done else done.split(b"\nend\n")
+            if parts.pop():  # `\nend\nend\n`: split leaves the second `end` line over
+                _loads(parts, out)
+                raise ProtocolError("an empty message (two `end` lines in a row)", out)
+            _loads(parts, out)
+        self._from = max(0, len(buf) - 5)  # a `\nend\r\n` cut short may start there
+        if len(buf) > MAX_MESSAGE:
+            quote = bytes(buf[1:_QUOTE])
+            raise ProtocolError(f"over {MAX_MESSAGE} bytes with no `end` line: {quote!r}", out)
         return out
+
+
+_SPLIT = re.compile(rb"\nend\r?\n")
+
+
+def _last_end(buf: bytearray, start: int) -> int:
+    """The offset just after the last complete `end` line at or after `start`, or -1."""
+    i = buf.rfind(b"\nend", start)
+    while i >= 0:
+        after = buf[i + 4 : i + 6]
+        if after[:1] == b"\n":
+            return i + 5
+        if after == b"\r\n":
+            return i + 6
+        i = buf.rfind(b"\nend", start, i)  # a line that starts `end...`, or cut short
+    return -1
+
+
+def _loads(parts: list[bytes], out: list[Any]) -> None:
+    loads = json.loads
+    for text in parts:
+        try:
+            out.append(loads(text))
+        except Exception as exc:  # noqa: BLE001 - ValueError, and RecursionError when deep
+            if not text.strip():
+                raise ProtocolError("an empty message (two `end` lines in a row)", out) from None
+            msg = f"not a JSON message ({_why(exc)}): {text[:_QUOTE]!r}"
+            raise ProtocolError(msg, out) from None
 
 
 class MsgpackFraming:
@@ -67,21 +110,31 @@ class MsgpackFraming:
         import msgpack
 
         self._packb = msgpack.packb
-        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        # a message that long is refused, as JSON's is (BufferFull)
+        self._unpacker = msgpack.Unpacker(
+            raw=False, strict_map_key=False, max_buffer_size=MAX_MESSAGE
+        )
 
     def encode(self, msg: Any) -> bytes:
         return self._packb(msg)
 
     def feed(self, data: bytes) -> list[Any]:
-        self._unpacker.feed(data)
         out: list[Any] = []
         try:
+            self._unpacker.feed(data)  # BufferFull past 100 MiB unread
             for msg in self._unpacker:
                 out.append(msg)
         except Exception as exc:  # noqa: BLE001 - msgpack raises several types
-            msg = f"not a msgpack message ({exc}): {data[:_QUOTE]!r}"
+            if type(exc).__name__ == "BufferFull":  # not one message in MAX_MESSAGE bytes
+                msg = f"over {MAX_MESSAGE} bytes with no message end: {data[:_QUOTE]!r}"
+            else:
+                msg = f"not a msgpack message ({_why(exc)}): {data[:_QUOTE]!r}"
             raise ProtocolError(msg, out) from None
         return out
+
+
+def _why(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__  # msgpack's BufferFull says nothing
 
 
 def framing(name: str) -> JsonFraming | MsgpackFraming:

@@ -76,6 +76,7 @@ class ShellMixin:
     outputs: Any  # as Component declares them
     streams: Mapping[str, Any] | None
     component_config: Mapping[str, Any] | None
+    _after_error: bool  # an `error` came, and no `sync` since (pystorm sends one after)
 
     def __init__(
         self,
@@ -89,8 +90,13 @@ class ShellMixin:
         config: Mapping[str, Any] | None = None,
     ):
         self.command = check_args(type(self).__name__, command, serializer, env)
-        self.outputs = list(outputs) if outputs is not None else None
-        self.streams = {str(k): list(v) for k, v in streams.items()} if streams else None
+        name = type(self).__name__
+        self.outputs = _fields(name, "outputs", outputs) if outputs is not None else None
+        self.streams = (
+            {str(k): _fields(name, f"streams[{k!r}]", v) for k, v in streams.items()}
+            if streams
+            else None
+        )
         self.serializer = serializer
         self.cwd = cwd
         self.env = dict(env) if env else None
@@ -105,6 +111,7 @@ class ShellMixin:
         self._log = logging.getLogger(f"stormish.multilang.{context.component_id}")
         self._hb = 0
         self._heartbeat = heartbeat
+        self._after_error = False
         self.shell_metrics: dict[str, Any] = {}  # the child's `metrics` commands, by name
         self.restarts = 0
         self._spawn()
@@ -219,9 +226,11 @@ class ShellMixin:
 
     def _common(self, cmd: str, msg: dict) -> bool:
         if cmd == "log":
-            level = msg.get("level", 2)
-            self._log.log(_LEVELS.get(level, logging.INFO), "%s", msg.get("msg"))
+            level = msg.get("level", 2)  # Storm takes an integer level, else logs at INFO
+            level = _LEVELS.get(level, logging.INFO) if level.__class__ is int else logging.INFO
+            self._log.log(level, "%s", msg.get("msg"))
         elif cmd == "error":
+            self._after_error = True
             self.report_error(ShellError(f"Shell Process Exception: {msg.get('msg')}"))
         elif cmd == "metrics":
             name = msg.get("name")
@@ -262,3 +271,13 @@ class ShellMixin:
                 self.child.offer_now(ids)
         else:
             self.emit(values, stream, anchors=anchors, msg_id=msg_id)
+
+
+def _fields(cls: str, what: str, fields: Any) -> list[str]:
+    """A stream's field names; a bare string ("word") declared one field per letter."""
+    if isinstance(fields, str):
+        raise TypeError(
+            f"{cls} {what}: fields are a list of names, got the string {fields!r}: "
+            f"write [{fields!r}]"
+        )
+    return list(fields)

@@ -13,12 +13,14 @@ of trees a previous child emitted (before a restart) are not sent to the new one
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from ..component import Spout
+from .child import Child
 from .shell import ShellMixin
 
 NEXT_WAIT = 0.002  # seconds next_tuple waits for its sync before it returns
@@ -30,7 +32,10 @@ class ShellSpout(ShellMixin, Spout):
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         self._sent: deque[str] = deque()  # commands awaiting their sync, in order
         self._next_out = False
-        self._live: set[Any] = set()  # msg ids the current child emitted, not yet settled
+        # per message id the current child emitted: its trees not yet acked or failed
+        # (Storm sends one ack per tree, and two emits may share an id); keyed by
+        # `_key(id)`, as an id may be a JSON array or object
+        self._live: dict[Any, int] = {}
         self._active = False
         self._start(conf, context, heartbeat=False)
 
@@ -49,14 +54,28 @@ class ShellSpout(ShellMixin, Spout):
             child = self.child
 
     def ack(self, msg_id: Any) -> None:
-        if msg_id in self._live:
-            self._command_out("ack", msg_id)
+        self._settle("ack", msg_id)
 
     def fail(self, msg_id: Any, failure: Any = None) -> None:
         """The child is told as Storm tells it (`fail`), final or not: the protocol has no
         word for a dead letter (`topology.max.replays`), and its spout decides."""
-        if msg_id in self._live:
-            self._command_out("fail", msg_id)
+        self._settle("fail", msg_id)
+
+    def _settle(self, command: str, msg_id: Any) -> None:
+        """Tell the child of one tree of `msg_id`, unless a child that is gone emitted it
+        (the new one never knew it). The original id goes back, array or not."""
+        key = _key(msg_id)
+        if key not in self._live:
+            return
+        child = self._wait_room()  # the child may be replaced meanwhile: look again
+        left = self._live.get(key)
+        if left is None:
+            return
+        if left == 1:
+            del self._live[key]
+        else:
+            self._live[key] = left - 1
+        self._send(child, command, msg_id)
 
     def activate(self) -> None:
         self._active = True
@@ -70,11 +89,9 @@ class ShellSpout(ShellMixin, Spout):
         self._stop_child()
 
     def _command_out(self, command: str, msg_id: Any) -> None:
-        child = self._wait_room()  # the child may be replaced meanwhile
-        if command == "ack" or command == "fail":
-            if msg_id not in self._live:  # the tree of a child that is gone
-                return
-            self._live.discard(msg_id)
+        self._send(self._wait_room(), command, msg_id)
+
+    def _send(self, child: Child, command: str, msg_id: Any) -> None:
         if not self._sent:
             child.last_read = time.monotonic()  # the wait for an answer starts now
         child.offer({"command": command, "id": msg_id})
@@ -94,16 +111,28 @@ class ShellSpout(ShellMixin, Spout):
 
     def _command(self, cmd: str, msg: dict) -> bool:
         if cmd == "sync":
-            if not self._sent:
-                self._protocol(f"sent a sync with no command outstanding: {msg!r}")
-                return False
-            if self._sent.popleft() == "next":
+            # One with no command outstanding is let pass: pystorm's raise_exception sends
+            # `error` and a sync of its own before the command's. Storm's ShellSpout reads
+            # only while a command is outstanding, so the next command takes that one.
+            if self._sent and self._sent.popleft() == "next":
                 self._next_out = False
             return True
         if cmd == "emit":
             msg_id = msg.get("id")
             if msg_id is not None:
-                self._live.add(msg_id)
+                live = self._live
+                key = _key(msg_id)
+                live[key] = live.get(key, 0) + 1
             self._emit(msg, None, msg_id)
             return self.child is not None
         return self._common(cmd, msg)
+
+
+def _key(msg_id: Any) -> Any:
+    """`msg_id` if it can be a dict key, else a key made from its JSON text (an id a
+    child gives as a JSON array or object; a tuple, which no child's id can be)."""
+    try:
+        hash(msg_id)
+    except TypeError:
+        return ("json", json.dumps(msg_id, sort_keys=True, default=repr))
+    return msg_id
