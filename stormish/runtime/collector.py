@@ -166,6 +166,13 @@ class Collector:
             else:
                 out.extend(ob)
         if not route.count_boxes:
+            if not route.pickers and route.direct:
+                raise TopologyError(
+                    f"component {self.component!r} emitted on stream {route.stream!r}, whose "
+                    f"subscribers {sorted({self.plan.task_component[t] for t in route.direct})} "
+                    f"take it by direct_grouping: a regular emit reaches none of them (Storm: "
+                    f"'Cannot do regular emit to direct stream'); use emit_direct(task, values)"
+                )
             route.extra += 1
             if route.orphan:  # nobody subscribes: a dead letter, where someone listens
                 self.dead_letters += 1

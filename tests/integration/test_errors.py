@@ -260,6 +260,13 @@ class DirectToStranger(BasicBolt):
         self.emit_direct(99, [tup.values[0]], stream="direct")  # DIRECT
 
 
+class RegularToDirect(BasicBolt):
+    streams = {"direct": ["n"]}
+
+    def execute(self, tup):
+        self.emit([tup.values[0]], stream="direct")  # REGULAR
+
+
 class DirectSink(BasicBolt):
     def execute(self, tup):
         pass
@@ -270,7 +277,7 @@ def programming_error(bolt: Bolt, name: str) -> Topology:
     t = Topology(name, config={"topology.message.timeout.secs": 30})
     t.set_spout("s", ListSpout([[i] for i in range(100_000)], ["n"]))
     t.set_bolt("emitter", bolt, parallelism=2).shuffle_grouping("s")
-    if isinstance(bolt, DirectToStranger):
+    if isinstance(bolt, DirectToStranger | RegularToDirect):
         t.set_bolt("sink", DirectSink()).direct_grouping("emitter", "direct")
     return t
 
@@ -306,8 +313,16 @@ def programming_error(bolt: Bolt, name: str) -> Topology:
             "DIRECT",
             "component 'emitter' emit_direct to task 99 on stream 'direct'",
         ),
+        (
+            RegularToDirect(),
+            "RegularToDirect",
+            "REGULAR",
+            # Storm: "Cannot do regular emit to direct stream"; the tuples went nowhere
+            "component 'emitter' emitted on stream 'direct', whose subscribers ['sink'] take "
+            "it by direct_grouping: a regular emit reaches none of them",
+        ),
     ],
-    ids=["arity", "undeclared", "str", "str_rows", "emit_direct"],
+    ids=["arity", "undeclared", "str", "str_rows", "emit_direct", "regular_to_direct"],
 )
 def test_a_topology_error_from_emit_ends_the_run_at_once(bolt, cls, marker, message):
     with LocalCluster(workers=1) as c:
