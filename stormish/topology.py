@@ -348,16 +348,45 @@ class Topology:
         where = f"topology {self.name!r}"
         conf = _config.resolve(self.config, extra_config, where=where, level="topology")
         check_config_picklable(conf, where)
+        owns = {
+            name: _config.for_component(conf, spec.config, where=self._where(name))
+            for name, spec in self.components.items()
+        }
         queues = {}
         for spec in self.components.values():
-            own = _config.for_component(conf, spec.config, where=self._where(spec.name))
+            own = owns[spec.name]
             queues[spec.name] = own[_config.QUEUE]
             check_config_picklable(spec.config, self._where(spec.name))
-            _check_in_topology(spec, own, self.components)
+            _check_in_topology(spec, self._as_fed(spec.name, own, owns), self.components)
             check_picklable(spec.name, spec.obj)
         self._check_edge_batches(conf, queues)
         self.edge_policies(conf)
         return conf
+
+    def _as_fed(
+        self, name: str, own: dict[str, Any], owns: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """A bolt's config as its inputs bound it: `topology.max.spout.pending` is the
+        spouts' (a spout's own setting, Storm's component config, is what limits it),
+        the largest of those upstream of the bolt (None if one has no limit)."""
+        key = "topology.max.spout.pending"
+        spouts = self._upstream_spouts(name)
+        if not spouts or not hasattr(self.components[name].obj, "check_in_topology"):
+            return own
+        limits = [owns[s].get(key) for s in spouts]
+        most = None if None in limits else max(int(v) for v in limits if v is not None)
+        return dict(own, **{key: most})
+
+    def _upstream_spouts(self, name: str) -> set[str]:
+        seen, todo, spouts = {name}, [name], set[str]()
+        while todo:
+            for sub in self.components[todo.pop()].subscriptions:
+                src = self.components.get(sub.source)
+                if src is None or sub.source in seen:
+                    continue
+                seen.add(sub.source)
+                (spouts.add if src.is_spout else todo.append)(sub.source)
+        return spouts
 
     def unfed_bolts(self, conf: Mapping[str, Any]) -> list[str]:
         """Bolts subscribed to no stream and given no tick tuples: valid (Storm runs

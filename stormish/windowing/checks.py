@@ -56,6 +56,14 @@ def check_window(bolt: WindowedBolt, name: str, conf: Mapping[str, Any]) -> None
             "configure the window before set_bolt (which reads the bolt's "
             f"component_config), or add_configuration({TICK!r}, {need:g})"
         )
+    tick = conf.get(TICK)
+    processing = bolt.timestamp_field is None and bolt.session_gap is None
+    if need is not None and processing and tick != need:  # each tick is a slide
+        raise TopologyError(
+            f"{where}: config key {TICK!r} is {tick:g}, but a processing-time window "
+            f"slides on its ticks, which must come every {need:g} s (its slide): leave "
+            "the key to the window (set_bolt reads it from the bolt)"
+        )
     if conf.get(ACKERS) == 0:
         return  # acking off: nothing times out, nothing waits for acks
     _check_timeout(bolt, where, conf)

@@ -153,3 +153,26 @@ def test_a_negative_size_names_what_it_sizes():
         Sums().with_lag(-5)
     with pytest.raises(ValueError, match="^window length: a Duration cannot be negative"):
         Sums().with_window(-10, 5)
+
+
+def test_a_spouts_own_max_spout_pending_is_the_one_a_count_window_is_checked_against():
+    """Set on the spout (Storm's component config), pending 5 escaped the check against
+    a 30 + 10 count window, which then never filled (found by a walk-through)."""
+    t = Topology("wp", config={"topology.message.timeout.secs": 30})
+    t.set_spout("in", ListSpout([[1]], fields=["ts"])).add_configuration(
+        "topology.max.spout.pending", 5
+    )
+    t.set_bolt("w", Sums().with_window(Count(30), Count(10))).shuffle_grouping("in")
+    with pytest.raises(ConfigError, match=r"'topology.max.spout.pending' \(5\) must be at least"):
+        t.validate()
+
+
+def test_a_processing_time_window_refuses_a_tick_other_than_its_slide():
+    """Each tick is a slide: a tick of 7 s on a 4 s / 2 s window fired every 7 s with
+    9 s of tuples (found by a walk-through)."""
+    b = Sums().with_window(Duration(seconds=4), Duration(seconds=2))
+    t = Topology("wt", config={"topology.message.timeout.secs": 30})
+    t.set_spout("in", ListSpout([[1]], fields=["ts"]))
+    t.set_bolt("w", b).shuffle_grouping("in").add_configuration(TICK, 7)
+    with pytest.raises(TopologyError, match="'topology.tick.tuple.freq.secs' is 7, but a "):
+        t.validate()
