@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import TopologyError
 from . import locality as loc
 
 _CACHE_MAX = 65536
@@ -227,21 +228,53 @@ class Custom:
     """User grouping: a callable `(values, n) -> index or indices`, or an object with
     `prepare(target_tasks)` and `choose_tasks(values) -> task ids`."""
 
-    def __init__(self, outboxes: Sequence[Any], tasks: Sequence[int], fn: Any, where: str):
+    def __init__(
+        self,
+        outboxes: Sequence[Any],
+        tasks: Sequence[int],
+        fn: Any,
+        where: str,
+        source_task: int = 0,
+        stream: tuple[str, str] = ("", ""),
+    ):
         self.outboxes = list(outboxes)
         self.by_task = dict(zip(tasks, self.outboxes, strict=True))
         self.where = where
         if hasattr(fn, "choose_tasks"):
+            # Storm's CustomStreamGrouping signatures are taken as they are:
+            # prepare(context, stream, target_tasks) and choose_tasks(task_id, values)
             if hasattr(fn, "prepare"):
-                fn.prepare(list(tasks))
-            self._choose: Callable[[Any], Any] = self._by_tasks(fn)
+                if _positional(fn.prepare) >= 3:
+                    args: tuple[Any, ...] = (None, stream, list(tasks))
+                else:
+                    args = (list(tasks),)
+                self._call(fn.prepare, args, "prepare(target_tasks)")
+            self._choose: Callable[[Any], Any] = self._by_tasks(fn, source_task)
         else:
             n = len(self.outboxes)
             self._choose = lambda v: fn(v, n)
 
-    def _by_tasks(self, fn: Any) -> Callable[[Any], Any]:
-        def choose(values: Any) -> list[Any]:
-            return [self.by_task[t] for t in fn.choose_tasks(values)]
+    def _call(self, method: Any, args: tuple[Any, ...], shape: str) -> None:
+        try:
+            method(*args)
+        except TypeError as exc:
+            raise TopologyError(
+                f"custom grouping of {self.where}: {type(method.__self__).__name__}."
+                f"{method.__name__} failed: {exc}; stormish calls {shape}, or Storm's "
+                "prepare(context, stream, target_tasks)"
+            ) from exc
+
+    def _by_tasks(self, fn: Any, source_task: int) -> Callable[[Any], Any]:
+        by_task, choose_tasks = self.by_task, fn.choose_tasks
+        if _positional(choose_tasks) >= 2:  # Storm's chooseTasks(taskId, values)
+
+            def choose(values: Any) -> list[Any]:
+                return [by_task[t] for t in choose_tasks(source_task, values)]
+
+        else:
+
+            def choose(values: Any) -> list[Any]:
+                return [by_task[t] for t in choose_tasks(values)]
 
         return choose
 
@@ -252,12 +285,29 @@ class Custom:
                 return self.outboxes[self._index(r)]
             return [x if not isinstance(x, int) else self.outboxes[self._index(x)] for x in r]
         except (IndexError, KeyError) as exc:
-            raise ValueError(f"custom grouping of {self.where} chose no valid task: {exc}") from exc
+            raise ValueError(
+                f"custom grouping of {self.where} chose no valid task: {exc}; its target "
+                f"tasks are {sorted(self.by_task)} (choose_tasks returns task ids, a "
+                f"callable grouping indices 0..{len(self.outboxes) - 1})"
+            ) from exc
 
     def _index(self, i: int) -> int:
         if not 0 <= i < len(self.outboxes):
             raise IndexError(f"index {i} is outside 0..{len(self.outboxes) - 1}")
         return i
+
+
+def _positional(method: Any) -> int:
+    """How many positional arguments `method` takes (bound: self not counted); -1 when
+    its signature cannot be read."""
+    import inspect
+
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in kinds)
 
 
 class Lanes(Fields):

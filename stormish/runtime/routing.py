@@ -115,7 +115,9 @@ def build_routes(
             route.outboxes.extend(boxes)
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"
-            picker = _picker(sub, boxes, tasks, fields, local_tasks, route, where, shuffling)
+            picker = _picker(
+                sub, boxes, tasks, fields, local_tasks, route, where, shuffling, task, component
+            )
             if picker is None:  # direct grouping: only emit_direct reaches these tasks
                 route.direct.update(zip(tasks, boxes, strict=True))
                 continue
@@ -154,6 +156,8 @@ def _picker(
     route: Route,
     where: str,
     shuffling: dict[str, Any],
+    source_task: int = 0,
+    component: str = "",
 ) -> Callable[[Any], Any] | None:
     kind = sub.grouping
     if route.system and kind == "fields":
@@ -178,7 +182,8 @@ def _picker(
     if kind == "global":
         return g.Global(boxes).pick
     if kind == "custom":
-        return g.Custom(boxes, tasks, sub.custom, where).pick
+        stream = (component, route.stream)
+        return g.Custom(boxes, tasks, sub.custom, where, source_task, stream).pick
     if kind == "direct":
         return None
     raise TopologyError(f"unknown grouping {kind!r} for {where}")

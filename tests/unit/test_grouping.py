@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stormish.errors import TopologyError
 from stormish.runtime import grouping
 from stormish.runtime.grouping import (
     AckerRoute,
@@ -404,6 +405,51 @@ def test_custom_choose_tasks_form_gets_prepare_and_maps_task_ids():
     c = Custom(BOXES, [5, 6, 7, 8], g, WHERE)
     assert g.tasks == [5, 6, 7, 8]
     assert c.pick(["x"]) == ["ob1", "ob3"]
+
+
+def test_custom_grouping_in_storms_signatures_runs_as_it_is():
+    """Storm's CustomStreamGrouping: prepare(context, stream, targetTasks) and
+    chooseTasks(taskId, values). It crashed the run with a bare TypeError (found by a
+    walk-through)."""
+
+    class Mod:
+        def prepare(self, context, stream, target_tasks):
+            self.stream, self.tasks = stream, list(target_tasks)
+
+        def choose_tasks(self, task_id, values):
+            self.from_task = task_id
+            return [self.tasks[values[0] % len(self.tasks)]]
+
+    g = Mod()
+    c = Custom(BOXES, [5, 6, 7, 8], g, WHERE, source_task=2, stream=("src", "default"))
+    assert [c.pick([i]) for i in range(5)] == [["ob0"], ["ob1"], ["ob2"], ["ob3"], ["ob0"]]
+    assert (g.stream, g.from_task) == (("src", "default"), 2)
+
+
+def test_a_custom_grouping_whose_prepare_cannot_be_called_is_named():
+    class Odd:
+        def prepare(self, a, b):
+            pass
+
+        def choose_tasks(self, values):
+            return []
+
+    with pytest.raises(
+        TopologyError,
+        match=r"custom grouping of 'sink' on 'src' stream "
+        r"'default': Odd.prepare failed: .*stormish calls prepare\(target_tasks\)",
+    ):
+        Custom(BOXES, [5, 6, 7, 8], Odd(), WHERE)
+
+
+def test_a_custom_grouping_choosing_an_index_is_told_the_task_ids():
+    class Index:
+        def choose_tasks(self, values):
+            return [0]
+
+    c = Custom(BOXES, [5, 6, 7, 8], Index(), WHERE)
+    with pytest.raises(ValueError, match=r"its target tasks are \[5, 6, 7, 8\]"):
+        c.pick([1])
 
 
 def test_custom_choose_tasks_without_prepare():
