@@ -789,10 +789,11 @@ def _timeouts_note(components: list[Any]) -> str:
     timed_out = sum(c.timed_out for c in components if c.kind == "spout")
     if not timed_out:
         return ""
-    holders = [
-        f"{c.component!r} (executed {c.executed:,}, acked {c.acked:,}, failed {c.failed:,})"
+    holders = [  # tick tuples need no ack: not counted
+        f"{c.component!r} (executed {c.executed - c.ticks:,}, acked {c.acked:,}, "
+        f"failed {c.failed:,})"
         for c in components
-        if c.kind == "bolt" and c.executed - c.acked - c.failed >= timed_out
+        if c.kind == "bolt" and c.executed - c.ticks - c.acked - c.failed >= timed_out
     ]
     said = f"note: {timed_out:,} tuple trees timed out (topology.message.timeout.secs)"
     if holders:

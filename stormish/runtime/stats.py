@@ -41,6 +41,7 @@ SUMMED = (
     "emitted",
     "transferred",
     "executed",
+    "ticks",
     "acked",
     "failed",
     "timed_out",
@@ -70,6 +71,7 @@ class TaskStats:
     execute_latency_ms: float = 0.0
     complete_latency_ms: float = 0.0
     receive_population: int = 0
+    ticks: int = 0  # bolts: tick tuples among `executed` (they need no ack)
     receive_capacity: int = 0
     overflow: int = 0
     overflow_high: int = 0
@@ -133,6 +135,7 @@ class ComponentStats:
     process_latency_ms: float = 0.0  # weighted by each task's measured tuples
     stuck_seconds: float = 0.0  # the longest of its tasks' (0: none is stuck)
     gauges: Mapping[str, float] = field(default_factory=dict)  # summed per name over tasks
+    ticks: int = 0  # bolts: tick tuples among `executed` (they need no ack)
 
 
 def _edges(ts: list[TaskStats]) -> dict[str, dict[str, Any]]:

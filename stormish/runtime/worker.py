@@ -702,6 +702,7 @@ class Worker:
                     emitted=sum(emitted.values()),
                     transferred=col.transferred,
                     executed=executed,
+                    ticks=0 if kind == "spout" else executed - ex.consumed,
                     acked=ex.acked,
                     failed=ex.failed,
                     timed_out=ex.timed_out,
