@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from .topology import Topology
 
 FAIL_FAST = "topology.fail.fast"
+# without a terminal (a pipe, a log), the run's warnings (trees timing out, stuck tasks)
+# are lines, each kind said again after WARN_AGAIN seconds at the soonest
+WARN_AGAIN = 60.0
 EXIT_SIGINT = 130  # 128 + the signal's number, as Python and shells exit on it
 EXIT_SIGTERM = 143
 
@@ -629,6 +632,7 @@ def _watch_lines(
     status: Any,
 ) -> int:
     tty = status is not None
+    told: dict[str, float] = {}  # without a terminal: each kind of warning, when said
     start = time.monotonic()
     last_t, last_exec = start, 0
     last_stats = None
@@ -675,6 +679,24 @@ def _watch_lines(
                 f"backpressure: {', '.join(bp) or 'none'}" + "".join(f"; {w}" for w in warnings),
                 _progress_bars(s),
             )
+            next_status = now + every
+        elif not tty and now >= next_status:  # no status line: the warnings as lines
+            try:
+                s = running.statistics()
+            except WorkerError:
+                if stop.is_set():
+                    return 0
+                raise
+            warnings = [
+                w for w in (timeout_warning(timing_out(last_stats, s)), stuck_tasks(s)) if w
+            ]
+            last_stats = s
+            for w in warnings:
+                kind = w.split(":", 1)[0]
+                if now >= told.get(kind, 0.0):  # each kind again after WARN_AGAIN
+                    told[kind] = now + WARN_AGAIN
+                    said = w.removeprefix("WARNING ")
+                    click.echo(f"warning: topology {running.name!r}: {said}", err=True)
             next_status = now + every
     return 0
 

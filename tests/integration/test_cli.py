@@ -687,3 +687,27 @@ def test_run_warns_of_a_bolt_nothing_feeds_before_the_run(tmp_path):
         "warning: bolt 'b' subscribes to no stream and gets no tick tuples: it never executes; "
         "give it a grouping (e.g. .shuffle_grouping('s'))\n"
     ), r.stderr
+
+
+def test_without_a_terminal_trees_timing_out_are_warned_as_a_line(tmp_path):
+    """The warning lived in the status line, shown on a terminal only: piped to a log,
+    a run sat with trees timing out and said nothing until the summary (found by a
+    walk-through)."""
+    path = tmp_path / "slow.py"
+    path.write_text(
+        "import time\n"
+        "from stormish import BasicBolt, Spout, Topology\n"
+        "class S(Spout):\n    outputs = ['n']\n    def open(self, conf, ctx): self.n = 0\n"
+        "    def next_tuple(self):\n        self.emit([self.n], msg_id=self.n); self.n += 1\n"
+        "class Slow(BasicBolt):\n    def execute(self, tup):\n        time.sleep(0.05)\n"
+        "topology = Topology('slow', config={'topology.message.timeout.secs': 1,"
+        " 'topology.max.spout.pending': 100, 'topology.stats.interval.secs': 0.5,"
+        " 'topology.executor.stuck.secs': 0})\n"
+        "topology.set_spout('src', S())\n"
+        "topology.set_bolt('b', Slow()).shuffle_grouping('src')\n"
+    )
+    r = stormish("run", str(path), "-w", "2", "--time", "3")  # the spout on its own thread
+    assert "warning: topology 'slow': trees of src time out faster than they complete" in (
+        r.stderr
+    ), r.stderr
+    assert r.stderr.count("time out faster") == 1  # said once, not at every look
