@@ -16,7 +16,7 @@ import click
 
 from .cluster.api import Kill, LogsRequest, Rebalance
 from .errors import StormishError
-from .runtime.status import TopologyStatus
+from .runtime.status import TopologyStatus, shown_status
 
 if TYPE_CHECKING:
     from .cluster.client import NimbusClient
@@ -162,18 +162,6 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
                 click.echo(f"  {worker_line(w)}")
         for e in errors.get(r["name"], ()):
             click.echo(f"  {e}")
-
-
-def shown_status(row: dict[str, Any]) -> str:
-    """Storm's INACTIVE: a running topology whose spouts were deactivated; Storm's
-    KILLED during a kill's wait: "killing"; REBALANCING during a rebalance's wait."""
-    if row.get("killing") and row["status"] in (TopologyStatus.RUNNING, TopologyStatus.STARTING):
-        return "killing"
-    if row.get("rebalancing") and row["status"] == TopologyStatus.RUNNING:
-        return "rebalancing"
-    if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
-        return "inactive"
-    return str(row["status"])
 
 
 def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) -> dict:
@@ -400,6 +388,15 @@ def logs(
     offsets: dict[str, int] = {}
     first = True
     try:
+        if component:  # a misspelt one printed the workers' headers and nothing else
+            known = sorted(guard(lambda: client.call("graph", name))["components"])
+            if component not in known:
+                click.echo(
+                    f"error: topology {name!r} has no component {component!r} (its "
+                    f"components: {', '.join(known)})",
+                    err=True,
+                )
+                sys.exit(2)
         while True:
             rid = guard(lambda: client.call("logs", LogsRequest(name, index, dict(offsets), most)))
             while True:

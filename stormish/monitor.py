@@ -14,6 +14,7 @@ from .runtime.bp_root import describe as describe_root
 from .runtime.error_report import new_errors
 from .runtime.health import new_events
 from .runtime.stats import TopologyStatistics, edge_changes, timeout_warning, timing_out
+from .runtime.status import shown_status
 
 
 def worker_line(w: dict[str, Any]) -> str:
@@ -133,7 +134,8 @@ class MonitorView:
                 note = cycle_note(s.tasks.values())
                 news.append(note or "backpressure gone: no task is parked")
             self.roots_told = told
+        status = shown_status(row) if row and "status" in row else str(s.status)
         return Tick(
-            s.name, str(s.status), parts, comps, [describe_root(r) for r in roots],
+            s.name, status, parts, comps, [describe_root(r) for r in roots],
             (row or {}).get("worker_status", []), news,
         )  # fmt: skip

@@ -6,7 +6,9 @@ statistics' records on the wire) and compares equal to it (`status == "running"`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class TopologyStatus(StrEnum):
@@ -28,3 +30,15 @@ class TopologyStatus(StrEnum):
 
 
 ENDED = frozenset({TopologyStatus.COMPLETE, TopologyStatus.KILLED, TopologyStatus.FAILED})
+
+
+def shown_status(row: Mapping[str, Any]) -> str:
+    """Storm's INACTIVE: a running topology whose spouts were deactivated; Storm's
+    KILLED during a kill's wait: "killing"; REBALANCING during a rebalance's wait."""
+    if row.get("killing") and row["status"] in (TopologyStatus.RUNNING, TopologyStatus.STARTING):
+        return "killing"
+    if row.get("rebalancing") and row["status"] == TopologyStatus.RUNNING:
+        return "rebalancing"
+    if row["status"] == TopologyStatus.RUNNING and row.get("active") is False:
+        return "inactive"
+    return str(row["status"])

@@ -833,6 +833,15 @@ def test_stormish_logs_fetches_tagged_worker_logs_from_the_supervisors(cluster):
         env=cluster.env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2 and "no topology 'ghost'" in bad.stderr
+    # a misspelt component printed the workers' headers and exited 0 (a walk-through)
+    typo = subprocess.run(
+        [sys.executable, "-m", "stormish.cli", "logs", "chatty", "--component", "quite",
+         "--nimbus", nimbus],
+        env=cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert typo.returncode == 2, typo
+    said = "error: topology 'chatty' has no component 'quite' (its components: quiet, s, talker)"
+    assert said in typo.stderr
 
 
 def test_stormish_logs_follow_prints_what_running_workers_write(cluster):

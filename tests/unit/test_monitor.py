@@ -44,3 +44,16 @@ def test_a_workers_restart_is_news_once():
     said = "worker 0 on s0:7000: running (pid 43), 1 restart; last killed by signal SIGKILL"
     assert news == [said]
     assert view.tick(stats(3), row, 3.0).news == []
+
+
+def test_the_status_is_the_one_list_shows():
+    """A deactivated topology showed [running] in monitor and inactive in list (found by
+    a walk-through); a kill's or a rebalance's wait shows as list shows it too."""
+    view = MonitorView()
+    for row, shown in (
+        ({"status": "running", "active": False}, "inactive"),
+        ({"status": "running", "active": True, "killing": True}, "killing"),
+        ({"status": "running", "active": False, "rebalancing": True}, "rebalancing"),
+        ({"status": "running", "active": True}, "running"),
+    ):
+        assert view.tick(stats(1), row, 1.0).text()[0].startswith(f"wc [{shown}] ")
