@@ -185,16 +185,16 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
 
 def _wait_option(what: str, verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--wait SECONDS` of kill and rebalance: Storm's -w, whose default is the topology's
-    message timeout (here -w always means workers)."""
+    message timeout, as -w or --wait."""
     return click.option(
+        "-w",
         "--wait",
         "wait_secs",
         type=click.FloatRange(min=0),
         default=None,
         metavar="SECONDS",
-        help=f"seconds {what} (Storm's {verb} -w; here -w always means workers); default: "
-        "the topology's topology.message.timeout.secs, as Storm waits, so trees in "
-        "flight complete",
+        help=f"seconds {what} (Storm's {verb} -w); default: the topology's "
+        "topology.message.timeout.secs, as Storm waits, so trees in flight complete",
     )
 
 

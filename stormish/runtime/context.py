@@ -44,7 +44,34 @@ class TopologyContext:
         return sorted(t for t, c in self.task_components.items() if c == component)
 
     def get_this_output_fields(self, stream: str = "default") -> tuple[str, ...]:
-        return self.streams[stream]
+        try:
+            return self.streams[stream]
+        except KeyError:
+            raise KeyError(
+                f"component {self.component_id!r} declares no stream {stream!r}; its streams: "
+                f"{sorted(s for s in self.streams if not s.startswith('__'))}"
+            ) from None
+
+    # Storm's other TopologyContext methods a ported component reads
+    def get_this_task_index(self) -> int:
+        """This task's index among its component's tasks (0..n-1)."""
+        return self.task_index
+
+    def get_component_id(self, task: int) -> str:
+        """The component of task `task`."""
+        return self.task_components[task]
+
+    def get_this_sources(self) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+        """(source component, stream) -> (grouping, fields) of this component's inputs."""
+        return dict(self.sources)
+
+    def get_this_targets(self) -> dict[str, dict[str, tuple[str, tuple[str, ...]]]]:
+        """stream -> {target component: (grouping, fields)} of this component's outputs."""
+        return {k: dict(v) for k, v in self.targets.items()}
+
+    def get_component_output_fields(self, component: str, stream: str) -> tuple[str, ...]:
+        """The fields `component` declares on `stream`."""
+        return self.component_streams[component][stream]
 
     def __reduce__(self) -> Any:  # contexts are built per worker; never shipped
         raise TypeError("a TopologyContext belongs to one worker and is not picklable")

@@ -404,7 +404,8 @@ def test_kill_rebalance_and_clear_errors(cluster):
         assert first.startswith("endless [running] ") and "null " in first, first
         out = cli("kill", "endless", "--wait", "0")
         assert "killing topology 'endless': spouts deactivated, workers stop now" in out.stdout
-        assert cli("kill", "endless", "-w", "3").returncode == 2  # -w means workers elsewhere
+        bad = cli("kill", "endless", "-w", "-1")  # Storm's -w: the wait, and it is checked
+        assert bad.returncode == 2 and "'-w' / '--wait'" in bad.stderr, bad.stderr
         cluster.wait_status("endless", "killed")
         rest = monitor.communicate(timeout=60)[0]
     finally:

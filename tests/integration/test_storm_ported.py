@@ -560,3 +560,52 @@ def test_a_fail_below_a_held_first_tuple_reaches_the_spout_at_once(workers):
             data.feed([n], msg_id=n)
         tracked_wait(cluster, "held-fail", 4)
         assert sorted(data.failed) == [0, 1, 2, 3] and data.acked == []
+
+
+class ContextReader(BasicBolt):
+    """Reads the TopologyContext methods a Storm component relies on, at prepare."""
+
+    outputs = ["n"]
+    seen: dict = {}
+
+    def prepare(self, conf, context):
+        ContextReader.seen[context.get_this_task_id()] = {
+            "index": context.get_this_task_index(),
+            "component": context.get_component_id(context.get_this_task_id()),
+            "sources": context.get_this_sources(),
+            "targets": context.get_this_targets(),
+            "fields": context.get_this_output_fields(),
+            "spout_fields": context.get_component_output_fields("1", "default"),
+            "tasks": context.get_component_tasks("2"),
+        }
+        try:
+            context.get_this_output_fields("nope")
+        except KeyError as exc:
+            ContextReader.seen["missing"] = str(exc)
+
+    def execute(self, tup):
+        self.emit(tup.values)
+
+
+def test_the_topology_context_answers_as_storms_does():
+    """Storm's getThisTaskIndex, getComponentId(task), getThisSources/Targets and
+    getComponentOutputFields (a walk-through found them missing)."""
+    ContextReader.seen = {}
+    with FeederSpout(["num"]) as feeder, LocalCluster() as cluster:
+        t = Topology("ctx")
+        t.set_spout("1", feeder)
+        t.set_bolt("2", ContextReader(), parallelism=2).fields_grouping("1", ["num"])
+        t.set_bolt("3", AckBolt()).shuffle_grouping("2")
+        cluster.submit(t)
+        feeder.feed([1])
+        tracked_wait(cluster, "ctx", 1)
+    missing = ContextReader.seen.pop("missing")
+    assert "component '2' declares no stream 'nope'; its streams: ['default']" in missing
+    tasks = sorted(ContextReader.seen)
+    assert [ContextReader.seen[t]["index"] for t in tasks] == [0, 1]
+    for t in tasks:
+        got = ContextReader.seen[t]
+        assert got["component"] == "2" and got["tasks"] == tasks
+        assert got["sources"] == {("1", "default"): ("fields", ("num",))}
+        assert got["targets"] == {"default": {"3": ("shuffle", ())}}
+        assert got["fields"] == ("n",) and got["spout_fields"] == ("num",)
