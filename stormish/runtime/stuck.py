@@ -5,11 +5,16 @@ An executor is stuck when one call into its user code (`execute`, `next_tuple`, 
 Nothing is stamped per call for this: the rule reads what the runtime already keeps.
 
 - A cooperative scheduler stamps the start of every turn (`Scheduler.since`, which its
-  blocking watchdog reads too): a turn is bounded (TURN_SECONDS, a burst), so a turn
-  that lasts seconds is user code that has not returned. That start is exact (`entered`).
-- An executor on a thread of its own counts its loop turns (`Executor.turns`). A count
-  that has not moved since the rule first saw it means one call has not returned, or
-  the thread is waiting in the engine (an inactive spout before `open`): the shell tells
+  blocking watchdog reads too). A turn is bounded (TURN_SECONDS), but it runs at least
+  one whole batch: a slow execute over a batch of 500 makes a turn of many seconds in
+  which every call returns. So a turn that has gone on for a while is told apart by
+  the call it is in: the outermost user frame of its thread (stuck_watch.py), the same
+  frame object from look to look being the same call. Before that, the turn's start
+  is exact (`entered`); a call's start is not known (measured from the first look).
+- An executor on a thread of its own counts its loop turns (`Executor.turns`), and its
+  turn is a batch too, so the call it is in goes with the count. A count and call that
+  have not moved since the rule first saw them mean one call has not returned, or the
+  thread is waiting in the engine (an inactive spout before `open`): the shell tells
   the two apart by the thread's stack. The call began before the first look that saw
   the count, so measuring from that look never calls an executor stuck too early.
 

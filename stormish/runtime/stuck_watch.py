@@ -66,6 +66,7 @@ class StuckWatch:
         self.every = look_every([ex.stuck_limit for ex in executors])
         self.stop = threading.Event()
         self.looks = 0
+        self._calls: dict[int, Any] = {}  # per task, the user call its turn is in
         self.thread = threading.Thread(target=self._run, name="stuck-watch", daemon=True)
 
     def start(self) -> None:
@@ -93,8 +94,12 @@ class StuckWatch:
         """One look at every executor: report the newly stuck, say which returned."""
         in_turn = self._in_turns()
         frames: dict[int, Any] | None = None
+        if any(what == "turn" for _, what, _ in in_turn.values()) or any(
+            ex.thread is not None and ex.scheduler is None for ex in self.executors
+        ):
+            frames = sys._current_frames()  # which call each turn is in (`_call`)
         for ex in self.executors:
-            mark, entered = self._mark(ex, in_turn)
+            mark, entered = self._mark(ex, in_turn, frames)
             v = self.rule.observe(ex.task, mark, now, ex.stuck_limit, entered)
             if v.what == BACK:
                 ex.stuck_since = None
@@ -114,6 +119,14 @@ class StuckWatch:
                 if entered is None and not in_user_code(stack):
                     continue  # waiting in the engine: looked at again next time
                 self._report(ex, stack, v.since, v.seconds)
+
+    @staticmethod
+    def _call(thread: threading.Thread | None, frames: dict[int, Any] | None) -> Any:
+        """The user call `thread` is in now (its outermost user frame), or None."""
+        if thread is None or frames is None or thread.ident is None:
+            return None
+        frame = frames.get(thread.ident)
+        return None if frame is None else _outermost_user_frame(frame)
 
     def _report(self, ex: Executor, stack: Any, since: float, seconds: float) -> None:
         rep = stuck_report(
@@ -136,22 +149,57 @@ class StuckWatch:
                 out[begin[0].task] = (s, "begin", begin[1])
         return out
 
-    @staticmethod
     def _mark(
-        ex: Executor, in_turn: dict[int, tuple[Scheduler, str, float]]
+        self,
+        ex: Executor,
+        in_turn: dict[int, tuple[Scheduler, str, float]],
+        frames: dict[int, Any] | None = None,
     ) -> tuple[Hashable | None, float | None]:
         """What shows the executor's progress, and when its call began if known."""
         if ex.done:
+            self._calls.pop(ex.task, None)
             return None, None
         seen = in_turn.get(ex.task)
         if seen is not None:
-            _s, what, since = seen
-            return (what, since), since
+            s, what, since = seen
+            call = self._call(s.thread, frames) if what == "turn" else None
+            if call is None:
+                self._calls.pop(ex.task, None)
+                return (what, since), since
+            # A turn runs a whole batch: a slow execute called hundreds of times in one
+            # turn is no call that has not returned (it was reported stuck, and a run
+            # with fail-fast stopped). The call is the outermost user frame of the
+            # turn's thread: the same frame object from look to look is the same call
+            # (it is held here, so its id is not reused); when it began is not known,
+            # so it is measured from the first look that saw it.
+            self._calls[ex.task] = call
+            return ("call", since, id(call)), None
+        self._calls.pop(ex.task, None)
         if ex.scheduler is not None:  # a scheduler's, between turns
             return None, None
         if ex.thread is None:
             return None, None
-        return ("turns", ex.turns), None
+        call = self._call(ex.thread, frames)  # its turn is a batch too: the call in it
+        if call is None:
+            return ("turns", ex.turns), None
+        self._calls[ex.task] = call
+        return ("turns", ex.turns, id(call)), None
+
+
+def _outermost_user_frame(frame: Any) -> Any:
+    """The frame where user code was entered (the engine called it): the outermost one
+    outside the runtime's places and the standard library; None when none is."""
+    found = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (
+            name.startswith(_IDLE_PLACES)
+            or name.startswith("<")
+            or (name.startswith(_STDLIB) and not name.startswith(_SITE))
+        ):
+            found = frame
+        frame = frame.f_back
+    return found
 
 
 def _thread_of(

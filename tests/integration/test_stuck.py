@@ -142,6 +142,38 @@ def test_without_fail_fast_it_goes_on_and_says_so_once(scheduler):
     assert "not waited for" in (final.error or "")
 
 
+class Steady(BasicBolt):
+    """Every call returns after 20 ms: slow, never stuck."""
+
+    def execute(self, tup):
+        time.sleep(0.02)  # behaviour under test: a slow execute, not synchronisation
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_slow_execute_over_a_long_batch_is_not_stuck(scheduler):
+    """A turn runs a whole batch: 200 calls of 20 ms are a 4 s turn, and a run with
+    fail-fast stopped with "Steady.execute has not returned for 1.x s" (found while
+    fixing a walk-through's finding). Each call returns: nothing is stuck."""
+    t = Topology("steady", config={config_key: 1, "topology.fail.fast": True,
+                                   "topology.worker.scheduler": scheduler})  # fmt: skip
+    t.set_spout("numbers", Numbers200())
+    t.set_bolt("steady", Steady()).shuffle_grouping("numbers")
+    with LocalCluster() as c:
+        c.submit(t)
+        final = c.wait_complete("steady", timeout=60)
+    assert final.status == "complete", final.error
+    assert final.components["steady"].executed == 200 and final.components["steady"].errors == 0
+
+
+class Numbers200(Numbers):
+    def next_tuple(self):
+        if self.n < 200:
+            self.emit([self.n])
+            self.n += 1
+        else:
+            self.finish()
+
+
 def test_a_call_that_returns_is_one_episode_and_its_end_is_said(caplog):
     t = Topology("returns", config={config_key: 0.3})
     t.set_spout("numbers", Numbers())
