@@ -7,10 +7,11 @@ Nothing is stamped per call for this: the rule reads what the runtime already ke
 - A cooperative scheduler stamps the start of every turn (`Scheduler.since`, which its
   blocking watchdog reads too). A turn is bounded (TURN_SECONDS), but it runs at least
   one whole batch: a slow execute over a batch of 500 makes a turn of many seconds in
-  which every call returns. So a turn that has gone on for a while is told apart by
-  the call it is in: the outermost user frame of its thread (stuck_watch.py), the same
-  frame object from look to look being the same call. Before that, the turn's start
-  is exact (`entered`); a call's start is not known (measured from the first look).
+  which every call returns. So a turn is told apart by the call it is in: the outermost
+  user frame of its thread (stuck_watch.py), the same frame object from look to look
+  being the same call. When that call began is not known: it is measured from the
+  first look that saw it (a report comes at most one look, 1 s, later). A turn whose
+  thread shows no user frame (the engine between calls) keeps the turn's exact start.
 - An executor on a thread of its own counts its loop turns (`Executor.turns`), and its
   turn is a batch too, so the call it is in goes with the count. A count and call that
   have not moved since the rule first saw them mean one call has not returned, or the
