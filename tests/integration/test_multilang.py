@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from multilang.procs import children as running_under
 
 import stormish
 from stormish import Bolt, LocalCluster, Topology, WorkerError
@@ -34,20 +35,7 @@ def expected_words(sentences):
 
 def children() -> list[tuple[int, str]]:
     """Processes running one of this directory's components (a multilang child)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(HERE) in cmd and state != "Z":
-            found.append((int(d), cmd))
-    return found
+    return running_under(HERE)
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 CHILDREN = Path(__file__).parent / "children"
 
 
-def children() -> list[tuple[int, str]]:
-    """Running processes whose command line names CHILDREN (children, their helpers)."""
+def children(under: Path = CHILDREN) -> list[tuple[int, str]]:
+    """Running processes whose command line names `under` (children, their helpers)."""
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -21,6 +21,6 @@ def children() -> list[tuple[int, str]]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(CHILDREN) in cmd and state != "Z":
+        if str(under) in cmd and state != "Z":
             found.append((int(d), cmd))
     return found

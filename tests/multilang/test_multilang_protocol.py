@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 
 import pytest
+from integration.parts import Count
 
-from stormish import Bolt, LocalCluster, Topology
+from stormish import LocalCluster, Topology
 from stormish.multilang import ShellBolt, ShellSpout
 from stormish.testing import ListSpout, poll_for
 
@@ -21,18 +21,7 @@ PY = sys.executable
 ROWS = [f"row{i}" for i in range(30)]
 
 
-class Sink(Bolt):
-    """Counts its input's first values and acks."""
-
-    def prepare(self, conf, context):
-        self.counts = Counter()
-
-    def execute(self, tup):
-        self.counts[tup.values[0]] += 1
-        self.ack(tup)
-
-    def result(self):
-        return dict(self.counts)
+Sink = Count  # counts its input's first values and acks
 
 
 def errors(stats, component):
