@@ -112,7 +112,7 @@ def arrow_table(
             t = schema.field(name).type
             t = None if pa.types.is_null(t) else t
         try:
-            arrays.append(pa.array(col, type=t))
+            arrays.append(_typed(col, t) if t is not None else infer(col))
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             want = f" as {t}" if t is not None else ""
             raise SparkSinkError(
@@ -120,6 +120,72 @@ def arrow_table(
                 f"stored{want}: {short(exc)}"
             ) from exc
     return pa.Table.from_arrays(arrays, names=list(fields))
+
+
+def infer(col: list[Any]) -> pa.Array:
+    """A column with no pinned type, typed so that later batches fit it and Spark reads
+    it back: the first batch's type is kept for every later one (see merge_schema).
+
+    - all None: string (Arrow's null type is Parquet's UNKNOWN, which Spark cannot read
+      beside the string files that follow); other values later are cast to string;
+    - decimals: precision 38 at the inferred scale (1.50 alone would fix (3, 2), and
+      100.00 could never be stored);
+    - pyspark Rows (a struct from SparkSpout's row path): dicts, so they store as
+      structs (a Row is a tuple: Arrow would make a list of it, or fail);
+    - dicts whose values all have one type: a map (SparkSpout gives a Spark map as a
+      dict; as a struct, a key the first batch lacked would be dropped later); dicts of
+      mixed value types stay structs (a Spark struct).
+    """
+    first = next((v for v in col if v is not None), None)
+    if first is None:
+        return pa.array(col, type=pa.string())
+    if isinstance(first, tuple) and hasattr(first, "asDict"):
+        col = [v.asDict(recursive=True) if hasattr(v, "asDict") else v for v in col]
+    arr = pa.array(col)
+    t = arr.type
+    if pa.types.is_decimal(t) and t.precision < 38 and t.scale <= 38:
+        return arr.cast(pa.decimal128(38, t.scale))
+    if pa.types.is_struct(t) and isinstance(first, dict):
+        as_map = _as_map(col)
+        if as_map is not None:
+            return as_map
+    return arr
+
+
+def _typed(col: list[Any], t: pa.DataType) -> pa.Array:
+    """`col` as type `t`; failing that, inferred and cast (ints into a column the first
+    batch typed as string, say); the first error when both fail."""
+    try:
+        return pa.array(col, type=t)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        try:
+            return infer(col).cast(t)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raise exc from None
+
+
+def _as_map(col: list[Any]) -> pa.Array | None:
+    """`col` (dicts) as a map<string, T> when every key is a str and the values share a
+    type; None otherwise."""
+    values: list[Any] = []
+    for d in col:
+        if d is None:
+            continue
+        if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
+            return None
+        values.extend(d.values())
+    try:
+        vt = pa.array(values).type
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    if pa.types.is_null(vt) or pa.types.is_struct(vt):
+        return None
+    try:
+        return pa.array(
+            [None if d is None else list(d.items()) for d in col], type=pa.map_(pa.string(), vt)
+        )
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _struct_type(fields: Sequence[str], schema: pa.Schema | None) -> pa.DataType | None:
@@ -140,16 +206,23 @@ def _struct_type(fields: Sequence[str], schema: pa.Schema | None) -> pa.DataType
 
 
 def with_keys(table: pa.Table, keys: np.ndarray | None, key_field: str | None) -> pa.Table:
-    """Add the key column unless the key field itself holds the keys (an int64 column)."""
+    """Add the key column unless the key field itself holds the keys (an int64 column
+    without nulls: a null-keyed row's key is a digest of its values, keys.py)."""
     if keys is None:
         return table
-    if (
+    if key_holds_keys(table, key_field):
+        return table
+    return table.append_column(KEY_COLUMN, pa.array(keys, type=pa.int64()))
+
+
+def key_holds_keys(table: pa.Table, key_field: str | None) -> bool:
+    """Whether column `key_field` of `table` is its rows' keys (int64, no nulls)."""
+    return (
         key_field is not None
         and key_field in table.column_names
         and pa.types.is_int64(table.schema.field(key_field).type)
-    ):
-        return table
-    return table.append_column(KEY_COLUMN, pa.array(keys, type=pa.int64()))
+        and table.column(key_field).null_count == 0
+    )
 
 
 def merge_schema(pinned: pa.Schema | None, table: pa.Schema) -> pa.Schema:

@@ -41,6 +41,7 @@ from .batch import (
 )
 from .errors import SparkSinkError, short, where
 from .keys import KeyLedger
+from .paths import is_uri, local_or_uri
 
 
 class ParquetCommitter:
@@ -63,7 +64,12 @@ class ParquetCommitter:
         component: str | None = None,
         durable: bool = True,
     ):
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = local_or_uri(os.fspath(path))
+        if is_uri(self.path):
+            raise ValueError(
+                f"{where(component)}ParquetCommitter writes local paths only, got "
+                f"{self.path!r}; use SparkCommitter (or SparkSink with state_dir=) for a URI"
+            )
         self.sink_id = check_sink_id(sink_id, component)
         self.fields = list(fields) if fields is not None else None
         self.key_field, self.schema = key_field, schema
@@ -173,7 +179,8 @@ class ParquetCommitter:
                 and col in schema.names
                 and pa.types.is_int64(schema.field(col).type)
             ):
-                keys = f.read(columns=[col]).column(0).to_numpy(zero_copy_only=False)
+                # nulls: a file written before null keys were keyed by their row
+                keys = f.read(columns=[col]).column(0).drop_null().to_numpy()
                 self.ledger.add(keys)
         except (OSError, pa.ArrowException) as exc:
             raise SparkSinkError(

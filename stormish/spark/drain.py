@@ -5,8 +5,12 @@ A background thread fetches ahead of the consumer and stops at the bound: at mos
 fetched beyond the one the consumer is on. On the Arrow path up to `ahead` partitions
 are fetched at once (one job and one thread each), so Spark computes them in parallel.
 A consumer that stops pulling therefore stops Spark (no job is started for a partition
-nobody has room for): backpressure with no extra signal. The whole result is never in
-memory; `toArrow()`/`collect()` would hold all of it.
+nobody has room for): backpressure with no extra signal. Memory is bounded by
+partitions, not rows: on the Arrow path a partition is fetched whole, so up to
+`ahead` + 1 partitions (the one being consumed and those ahead) are held as Arrow
+batches at once. A DataFrame with a few huge partitions (one file, a coalesce(1))
+is therefore held nearly whole: repartition it so that a partition fits in memory a
+few times over. `toArrow()`/`collect()` would hold all of it always.
 
 The consumer pulls when it wants: `next_chunk(timeout)` blocks, `next_chunk_nowait()`
 raises `WouldBlock` instead (for a spout's `next_tuple`, which must not block), and
@@ -14,8 +18,9 @@ iterating yields chunks. Arrow batches are turned into Python tuples on the cons
 side, one chunk at a time, so what waits ahead stays compact Arrow.
 
 Each `Chunk` knows its partition and the offset of its first row in that partition;
-a row's (partition, offset) is the same on both paths and from run to run whenever the
-DataFrame's partitioning and order are (a file or table scan, a range, a sort).
+a row's (partition, offset) is the same on both paths, and from run to run only while
+the DataFrame's partitioning and order are (a range with explicit numPartitions, say;
+not a file scan, whose splits follow the session's parallelism: spout.py).
 """
 
 from __future__ import annotations

@@ -25,10 +25,17 @@ def where(component: str | None) -> str:
     return f"component {component!r}: " if component else ""
 
 
+PY4J_CALL = "An error occurred while calling"
+
+
 def short(exc: BaseException, limit: int = 400) -> str:
-    """`Type: first line` of an exception; Py4J errors carry a whole Java stack trace."""
-    text = str(exc).strip().splitlines()
-    first = next((line.strip() for line in text if line.strip()), "")
+    """`Type: first line` of an exception; Py4J errors carry a whole Java stack trace,
+    whose first line only names the call ("An error occurred while calling o54.save."):
+    for those, the Java exception's own line (its class and message) follows it."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith(PY4J_CALL) and len(lines) > 1:
+        first = f"{first} {lines[1].lstrip(': ')}"
     if len(first) > limit:
         first = first[:limit] + "..."
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -88,15 +88,25 @@ class RowPartitions:
         from pyspark.sql import functions as F
 
         index, count = share
+        from pyspark.sql.types import TimestampType
+
         tagged = df.select("*", F.spark_partition_id().alias(PID_COLUMN))
         if count > 1:
             tagged = tagged.where(F.col(PID_COLUMN) % count == index)
         self.df = tagged
+        self.instants = tuple(
+            i for i, f in enumerate(df.schema.fields) if isinstance(f.dataType, TimestampType)
+        )
 
     def rows(self) -> Generator[tuple[int, tuple], None, None]:
-        """(partition, row values) in the DataFrame's order."""
+        """(partition, row values) in the DataFrame's order; instants as aware UTC
+        datetimes, as the Arrow path gives them (rows.py)."""
+        from .rows import utc_instants
+
+        instants = self.instants
         for r in self.df.toLocalIterator(prefetchPartitions=True):
-            yield r[-1], tuple(r[:-1])
+            values = tuple(r[:-1])
+            yield r[-1], utc_instants(values, instants) if instants else values
 
 
 def count_share(df: Any, share: tuple[int, int]) -> int:

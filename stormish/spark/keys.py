@@ -3,7 +3,11 @@
 - A row's **key** is a signed 64-bit integer that stays the same when the row is
   replayed: the value of the key field when it is an int that fits (SparkSpout's row id
   does), else an 8-byte BLAKE2b digest of `repr(value)`; with no key field, the
-  digest of `repr(values)` of the whole row (equal rows then count as one row).
+  digest of `repr(values)` of the whole row (equal rows then count as one row). A row
+  whose key field is None (a SQL NULL) is keyed by its whole row too: a null is no
+  identity, and one shared key would keep only the first null-keyed row ever written
+  and drop (and ack) every later one. Replays of it are still recognised (same values,
+  same key); only rows equal in every field count as one.
   `repr` of str, int, float, bool, None, bytes, Decimal, date/datetime and tuples,
   lists or dicts of them is stable across processes; `hash()` is not (hash
   randomisation), so it is never used. Two distinct digested keys collide with
@@ -38,10 +42,16 @@ def value_key(value: Any) -> int:
 def row_keys(rows: Sequence[Sequence[Any]], index: int | None) -> np.ndarray:
     """The key of each row: field `index` of it, or the digest of the whole row."""
     if index is None:
-        return np.fromiter(
-            (digest64(repr(tuple(r)).encode()) for r in rows), dtype=np.int64, count=len(rows)
-        )
-    return np.fromiter((value_key(r[index]) for r in rows), dtype=np.int64, count=len(rows))
+        return np.fromiter(map(whole_row_key, rows), dtype=np.int64, count=len(rows))
+    return np.fromiter(
+        (whole_row_key(r) if r[index] is None else value_key(r[index]) for r in rows),
+        dtype=np.int64,
+        count=len(rows),
+    )
+
+
+def whole_row_key(row: Sequence[Any]) -> int:
+    return digest64(repr(tuple(row)).encode())
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:

@@ -6,10 +6,13 @@ by column (`Array.to_pylist`) and zipping the columns into tuples costs ~0.23 us
 it is, and numbers without nulls go through numpy (`to_numpy().tolist()`, ~15% faster
 than `to_pylist` with pyarrow 26).
 
-Values follow pyspark's `Row` conversion where they differ from Arrow's: a timestamp
-with a time zone (Spark's TimestampType) becomes a naive datetime in this process's local
-time, as `collect()` gives; maps become dicts. Structs come out as dicts (collect gives
-Rows) and binary as bytes (collect gives bytearray).
+Values follow pyspark's `Row` conversion where they differ from Arrow's, maps become
+dicts, except for instants: a timestamp with a time zone (Spark's TimestampType) becomes
+an aware datetime in UTC, where `collect()` gives a naive one in this process's local
+time. A naive local time loses the instant (at a DST fall-back two instants read the
+same) and a sink would store it as TIMESTAMP_NTZ; an aware one goes back to Spark as
+the same TIMESTAMP. Timestamps without a zone (TIMESTAMP_NTZ) stay naive. Structs come
+out as dicts (collect gives Rows) and binary as bytes (collect gives bytearray).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 _fromtimestamp = _dt.datetime.fromtimestamp
+_UTC = _dt.UTC
 
 
 def to_tuples(batch: pa.RecordBatch, first_id: int | None = None) -> list[tuple]:
@@ -44,7 +48,7 @@ def _column(col: pa.Array) -> list[Any]:
         # to_pylist (pyarrow 26, idle machine; strings: numpy 29 ns, to_pylist 27)
         return col.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return, unused-ignore]  # Any without pyarrow installed
     if pa.types.is_timestamp(t) and t.tz is not None:
-        return _local_naive(col)
+        return _utc_aware(col)
     if pa.types.is_map(t) or _has_map(t):
         return col.to_pylist(maps_as_pydicts="lossy")
     return col.to_pylist()
@@ -69,11 +73,25 @@ def _has_map(t: pa.DataType) -> bool:
     return any(_has_map(t.field(i).type) for i in range(t.num_fields))
 
 
-def _local_naive(col: pa.Array) -> list[Any]:
-    """pyspark's TimestampType.fromInternal, per value, from the microseconds since the
-    epoch that the array holds whatever its unit."""
+def _utc_aware(col: pa.Array) -> list[Any]:
+    """Aware UTC datetimes from the microseconds since the epoch that the array holds,
+    whatever its unit."""
     micros = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64()).to_pylist()
     return [
-        None if us is None else _fromtimestamp(us // 1_000_000).replace(microsecond=us % 1_000_000)
+        None
+        if us is None
+        else _fromtimestamp(us // 1_000_000, _UTC).replace(microsecond=us % 1_000_000)
         for us in micros
     ]
+
+
+def utc_instants(row: tuple, indexes: tuple[int, ...]) -> tuple:
+    """`row` (from pyspark's Row conversion, the row path) with the naive local
+    datetimes at `indexes` made aware UTC ones, as the Arrow path gives them
+    (`datetime.fromtimestamp` set their `fold`, so a DST fall-back hour converts right)."""
+    values = list(row)
+    for i in indexes:
+        v = values[i]
+        if v is not None and v.tzinfo is None:
+            values[i] = v.astimezone(_UTC)
+    return tuple(values)

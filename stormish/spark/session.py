@@ -20,6 +20,7 @@ Config keys read (from the topology config handed to `open`/`prepare`, or any ma
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Mapping
@@ -40,12 +41,28 @@ DEFAULTS: dict[str, str] = {
 LOG_LEVEL = "ERROR"
 
 _lock = threading.Lock()
+# what Spark's SparkContext accepts (SparkContext.createTaskScheduler), and Connect's sc://
+MASTER = re.compile(
+    r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+"
+    r"|mesos://.+|sc://.+)$"
+)
+
+
+def check_master(master: str) -> str:
+    """`master` when Spark would take it; else a ValueError naming the key (Spark's own
+    answer is a JVM that exits, reported as JAVA_GATEWAY_EXITED)."""
+    if not MASTER.match(master):
+        raise ValueError(
+            f"{MASTER_KEY} {master!r} is not a Spark master: use local, local[N], "
+            "local[*], spark://host:port, sc://host:port (Spark Connect), yarn or k8s://..."
+        )
+    return master
 
 
 def spark_options(conf: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:
     """(master, Spark conf) from a stormish config mapping: pure, for tests and errors."""
     conf = conf or {}
-    master = str(conf.get(MASTER_KEY) or DEFAULT_MASTER)
+    master = check_master(str(conf.get(MASTER_KEY) or DEFAULT_MASTER))
     options = dict(DEFAULTS)
     if master.startswith("sc://"):
         options = {}  # a Connect client has no driver of its own to bind or configure

@@ -23,8 +23,13 @@ same row in their buffers at the same moment can both write it, so subscribe the
 with `fields_grouping(..., ["_row_id"])` (or use one task) when tuples may time out
 while buffered, and keep `batch_seconds` well under `topology.message.timeout.secs`.
 
-Writers: `format="parquet"` to a path uses pyarrow (ParquetCommitter, no JVM, ~1M+
-rows/s); any other format, or `table=`, goes through a SparkSession (SparkCommitter).
+Writers: `format="parquet"` to a local path (a plain path or a `file:` URI) uses pyarrow
+(ParquetCommitter, no JVM, ~1M+ rows/s); any other format, a `table=`, or a URI of
+another scheme (`s3a://`, `hdfs://`: with `state_dir=`, a local directory for the log
+and ledger) goes through a SparkSession (SparkCommitter).
+
+Null keys: a row whose key field is None is keyed by its whole row (keys.py), so
+distinct rows with null keys are all written, and a replayed one is still recognised.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ..component import Bolt
 from ..errors import StormishError
 from ..tuple import END_OF_INPUT, TICK_STREAM
 from .errors import SparkSinkError, short, where
+from .paths import is_uri, local_or_uri
 from .spout import EMITS_PER_CALL, ROW_ID
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
@@ -80,7 +86,21 @@ class SparkSink(Bolt):
             raise ValueError(f"SparkSink batch_rows must be an integer >= 1, got {batch_rows!r}")
         if not isinstance(batch_seconds, int | float) or batch_seconds <= 0:
             raise ValueError(f"SparkSink batch_seconds must be > 0, got {batch_seconds!r}")
-        self.path = None if path is None else _local_or_uri(os.fspath(path))
+        _check_format(format)
+        if sink_id is not None and not (
+            isinstance(sink_id, str) and re.match(r"^[A-Za-z0-9_.\-]+$", sink_id)
+        ):
+            raise ValueError(
+                f"SparkSink sink_id must be letters, digits, '_', '.' or '-', got {sink_id!r}"
+            )
+        schema = _arrow_schema(schema)
+        self.path = None if path is None else local_or_uri(os.fspath(path))
+        if state_dir is None and (table is not None or is_uri(self.path or "")):
+            raise ValueError(
+                f"SparkSink {'table=' if table is not None else 'a URI path='} is written "
+                "through Spark and needs state_dir= (a local directory for its commit log "
+                "and ledger)"
+            )
         self.format, self.table, self.mode = format, table, mode
         self.batch_rows, self.batch_seconds = batch_rows, float(batch_seconds)
         self.fields = None if fields is None else [str(f) for f in fields]
@@ -98,7 +118,8 @@ class SparkSink(Bolt):
 
     @property
     def writer(self) -> str:
-        return "arrow" if self.format == "parquet" and self.table is None else "spark"
+        local = self.path is not None and not is_uri(self.path)
+        return "arrow" if self.format == "parquet" and local else "spark"
 
     # -- lifecycle ----------------------------------------------------------------------------
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
@@ -119,8 +140,12 @@ class SparkSink(Bolt):
         self._acking = conf.get("topology.acker.executors") != 0
         self.rows_committed = self.batches_committed = self.duplicates = 0
         self.failed_batches = 0
-        if self.path is not None and "://" not in self.path:
+        if self.path is not None and not is_uri(self.path):
             ensure_dir(self.path, self.component)  # an unwritable path fails the task now
+        if self.writer == "spark":  # an unknown data source fails the task now, not every batch
+            from .session import session
+
+            _check_data_source(session({**conf, **self.spark_conf}), self.format, self.component)
         _warn_config(self, conf)
 
     def cleanup(self) -> None:
@@ -302,8 +327,58 @@ def _is_end(values: Any) -> bool:
     return len(values) > 0 and values[0] == END_OF_INPUT
 
 
-def _local_or_uri(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+BUILTIN_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro", "xml")
+
+
+def _check_format(format: Any) -> None:
+    """A format must be a data source name; a near miss of a built-in one is a typo
+    (found now, not at the first commit, after which every batch would fail)."""
+    import difflib
+
+    if not isinstance(format, str) or not format.strip():
+        raise ValueError(f"SparkSink format must be a data source name, got {format!r}")
+    low = format.lower()
+    if low in BUILTIN_FORMATS or "." in format:
+        return
+    close = difflib.get_close_matches(low, BUILTIN_FORMATS, n=1, cutoff=0.75)
+    if close:
+        raise ValueError(f"SparkSink format {format!r} is unknown; did you mean {close[0]!r}?")
+
+
+def _check_data_source(spark: Any, format: str, component: str | None) -> None:
+    """Ask Spark (a classic session; Connect cannot be asked) whether `format` names a
+    data source it has."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return
+    try:
+        ds = jvm.org.apache.spark.sql.execution.datasources.DataSource
+        ds.lookupDataSource(format, spark._jsparkSession.sessionState().conf())
+    except Exception as exc:  # noqa: BLE001 - py4j's error carries the Java cause
+        if "NOT_FOUND" not in str(exc) and "ClassNotFound" not in str(exc):
+            return  # not an answer about the format (internals moved?): the commit will say
+        raise SparkSinkError(
+            f"{where(component)}SparkSink format {format!r} is not a data source this "
+            f"Spark has: {short(exc)}"
+        ) from exc
+
+
+def _arrow_schema(schema: Any) -> Any:
+    """`schema=` as a pyarrow Schema: a pyspark StructType (a DataFrame's `.schema`) is
+    converted (timestamps with time zone as UTC instants); anything else is refused."""
+    if schema is None:
+        return None
+    module = type(schema).__module__
+    if module.startswith("pyarrow") and type(schema).__name__ == "Schema":
+        return schema
+    if module.startswith("pyspark") and type(schema).__name__ == "StructType":
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(schema, timezone="UTC")
+    raise TypeError(
+        f"SparkSink schema must be a pyarrow.Schema or a pyspark StructType, "
+        f"got {type(schema).__module__}.{type(schema).__qualname__}"
+    )
 
 
 def _warn_config(sink: SparkSink, conf: Mapping[str, Any]) -> None:

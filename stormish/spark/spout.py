@@ -6,12 +6,17 @@ waits on Spark. It emits at most `EMITS_PER_CALL` tuples a call and no more than
 `topology.max.spout.pending` allows: a spout that may not emit stops pulling, and the
 drain, then Spark, stop with it.
 
-Message ids are deterministic: row id = (partition << 40) | offset of the row in its
-partition. The same DataFrame drained again (a restarted topology) gives each row the
-same id whenever its partitioning and order are deterministic (a file or table scan, a
-range, a sort); for anything else give `source` a key column and have the sink key on
-it. The id is also emitted as the last field (`id_field`, "_row_id"), which is what
-SparkSink's default `key` dedupes on.
+Message ids are deterministic within a run: row id = (partition << 40) | offset of the
+row in its partition, so a replay carries the same id. Across runs they are the same
+only while the partitioning is: a range with explicit numPartitions, or a sort into a
+fixed number of partitions. A file or table scan is NOT stable across sessions: Spark
+splits files by min(maxPartitionBytes, bytes / default parallelism), so the same
+input read under local[2] and local[4] (or on a host with more cores) numbers its rows
+differently, and a SparkSink keyed on `_row_id` would write the whole output again.
+When a topology may be re-run over the same output, give the source a key column of
+its own (an id in the data) and the sink `key=<that column>`. The id is also emitted
+as the last field (`id_field`, "_row_id"), which is what SparkSink's default `key`
+dedupes on.
 
 Acking is per tree of `ack_rows` rows: the rows go out with one `emit_many` under one
 message id (the first row's id), so the acker and the spout do one step per tree, not
@@ -104,11 +109,32 @@ class SparkSpout(Spout):
     # -- declaration --------------------------------------------------------------------------
     def declared_streams(self) -> dict[str, tuple[str, ...]]:
         if self.fields is None:
-            from .session import session
-
-            self.fields = list(self.dataframe(session(self.spark_conf)).columns)
+            self.fields = self._declare_fields()
         extra = (self.id_field,) if self.id_field else ()
         return {DEFAULT_STREAM: tuple(self.fields) + extra}
+
+    def _declare_fields(self) -> list[str]:
+        """The source's columns, when the topology is built. The topology's config is not
+        known yet (its `stormish.spark.master` is what `open` will use), so a session
+        made here only to read the columns is stopped, its JVM too: a session left
+        running with `local[*]` would clash with the topology's master, and hold ~400 MB
+        in the process that submits."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        from .session import _is_stopped, session
+
+        running = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+        if running is not None and not _is_stopped(running):
+            return list(self.dataframe(running).columns)  # a running session: no clash
+        had_jvm = SparkContext._gateway is not None
+        spark = session(self.spark_conf)
+        try:
+            return list(self.dataframe(spark).columns)
+        finally:
+            spark.stop()
+            if not had_jvm:
+                _stop_jvm()
 
     def dataframe(self, spark: Any) -> Any:
         """The DataFrame to drain, with `fields` selected; errors name the source."""
@@ -134,7 +160,10 @@ class SparkSpout(Spout):
                 raise SparkSourceError(
                     f"{w}{what} has no column(s) {missing}; its columns are {df.columns}"
                 )
-            df = df.select(*self.fields)
+            from pyspark.sql import functions as F
+
+            # quoted: a column named "user.id" is that column, not field id of user
+            df = df.select(*[F.col("`" + f.replace("`", "``") + "`") for f in self.fields])
         if self.id_field is not None and self.id_field in df.columns:
             raise SparkSourceError(
                 f"{w}{what} already has a column {self.id_field!r}: "
@@ -330,6 +359,26 @@ class SparkSpout(Spout):
         drain = getattr(self, "_drain", None)
         if drain is not None:
             drain.close()
+
+
+def _stop_jvm() -> None:
+    """End the py4j gateway JVM this process launched (its launcher exits when its
+    stdin closes); a later session starts a new one."""
+    from pyspark import SparkContext
+
+    gateway: Any = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+    SparkContext._gateway = SparkContext._jvm = None
+    if proc is not None:
+        try:
+            proc.stdin.close()
+            proc.wait(30)
+        except Exception:  # noqa: BLE001 - it may be gone or slow: it dies with its stdin
+            pass
 
 
 def tree_rows(batch: int | None) -> int:

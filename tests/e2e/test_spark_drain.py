@@ -64,7 +64,10 @@ def test_both_paths_give_the_values_collect_gives(spark):
                    AS ts,
                array(id, id + 1) AS arr, map('k', id) AS m
         FROM range(0, 50, 1, 3)""")
-    expected = [tuple(r) for r in df.collect()]
+    from stormish.spark.rows import utc_instants
+
+    # collect()'s values, but instants as aware UTC datetimes (collect: naive local time)
+    expected = [utc_instants(tuple(r), (8,)) for r in df.collect()]
     for path in ("arrow", "rows"):
         with Drain(df, chunk_rows=16, path=path) as d:
             got = [r for ch in d for r in ch.rows]

@@ -176,7 +176,8 @@ def test_to_tuples_matches_pyspark_row_values():
     )
     rows = to_tuples(b)
     assert rows[0][0] == 1 and rows[1][0] is None
-    assert rows[1][1] == dt.datetime.fromtimestamp(1).replace(microsecond=500_000)
-    assert rows[1][1].tzinfo is None and rows[2][1] is None
+    utc = dt.UTC
+    assert rows[1][1] == dt.datetime.fromtimestamp(1, utc).replace(microsecond=500_000)
+    assert rows[1][1].tzinfo is not None and rows[2][1] is None
     assert rows[0][2] == {"k": 1} and rows[2][2] == {}
     assert to_tuples(b.slice(0, 0)) == []
