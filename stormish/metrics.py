@@ -31,10 +31,16 @@ from .runtime.stats import COMPLETE_BUCKETS, EXECUTE_BUCKETS, TopologyStatistics
 TASK = ["topology", "component", "task", "worker"]
 EDGE = ["source", "stream"]  # an edge into a task: its source component and stream
 
+# a spout executes no tuples: it counts the control messages it handled
+# (runtime/spout_executor.py `_control`)
+_EXECUTED = (
+    "bolts: tuples executed, ticks included; spouts: control messages handled "
+    "(acker completion lists, fails, timeout resets, ticks), not emits"
+)
 # counter name (after stormish_), TaskStats field, help
 _COUNTERS = [
     ("transferred", "transferred", "tuples sent on to other tasks"),
-    ("executed", "executed", "tuples executed (bolts) or emitted by next_tuple (spouts)"),
+    ("executed", "executed", _EXECUTED),
     ("acked", "acked", "tuples acked: bolts' acks, spouts' completed tuple trees"),
     ("failed", "failed", "tuples failed: bolts' fails, spouts' failed trees"),
     ("timed_out", "timed_out", "spout tuple trees that timed out (topology.message.timeout.secs)"),

@@ -30,17 +30,38 @@ class NotFound(LookupError):
 
 
 class Backend(Protocol):
-    """A backend raises `NotFound` for a topology it does not know."""
+    """A backend raises `NotFound` for a topology it does not know.
+
+    `topologies()` gives nimbus's list rows (`status`, `active`, `killing`,
+    `rebalancing`, ...: what `runtime.status.shown_status` reads); a row may carry
+    `message_timeout` (seconds), the default wait of a kill or a rebalance.
+    `act(name, verb, wait, workers)`: `wait` in seconds for a kill or a rebalance (None:
+    the topology's message timeout, as `storm kill` waits), `workers` for a rebalance."""
 
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
     def stats(self, name: str) -> TopologyStatistics: ...
     def graph(self, name: str) -> dict[str, Any]: ...
-    def act(self, name: str, verb: str, arg: float | None) -> None: ...
+    def act(
+        self, name: str, verb: str, wait: float | None = None, workers: int | None = None
+    ) -> None: ...
+
+
+def _timer(seconds: float, fn: Callable[[], None]) -> threading.Timer:
+    timer = threading.Timer(seconds, fn)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class LocalBackend:
-    """One topology on the embedded local cluster (`stormish run --ui`)."""
+    """One topology on the embedded local cluster (`stormish run --ui`).
+
+    A kill with a wait does what a nimbus does: the spouts deactivated at once, the
+    topology "killing" for `wait` seconds (trees in flight complete), then stopped; a
+    second kill may shorten the wait, never lengthen it. `later(seconds, fn)` runs `fn`
+    after `seconds` and returns what `cancel()`s it (a daemon `threading.Timer`), on
+    `clock`'s time; a test passes its own."""
 
     def __init__(
         self,
@@ -48,6 +69,8 @@ class LocalBackend:
         topology: Topology,
         conf: dict[str, Any],
         on_kill: Callable[[], None],
+        later: Callable[[float, Callable[[], None]], Any] = _timer,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.running = running
         self.topology = topology
@@ -57,6 +80,9 @@ class LocalBackend:
         self._graph: dict[str, Any] | None = None
         self.on_kill = on_kill  # a kill from the page: the run command stops, as on Ctrl-C
         self.killed = False
+        self.later, self.clock = later, clock
+        self.pending_kill: Any = None  # a kill's wait under way: what cancels it
+        self.kill_at = 0.0  # ... and when it ends (clock's time)
         # whether the spouts run: a local run starts active (`run` has no --inactive) and
         # only this page changes it; a kill deactivates them first
         self.active = True
@@ -67,8 +93,13 @@ class LocalBackend:
         return [
             {"name": r.name, "status": status, "workers": r.plan.workers,
              "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
-             "active": self.active and not self.killed}
+             "active": self.active and not self.killed,
+             "killing": self.pending_kill is not None and not self.killed,
+             "message_timeout": self.message_timeout()}
         ]  # fmt: skip
+
+    def message_timeout(self) -> float:
+        return float(self.running.plan.conf["topology.message.timeout.secs"])
 
     def supervisors(self) -> list[dict[str, Any]]:
         return []
@@ -86,17 +117,46 @@ class LocalBackend:
             self._graph = analyse(self.topology, self.conf).as_dict()
         return self._graph
 
-    def act(self, name: str, verb: str, arg: float | None) -> None:
+    def act(
+        self, name: str, verb: str, wait: float | None = None, workers: int | None = None
+    ) -> None:
         self._check(name)
         if verb == "kill":
-            self.killed = True
-            self.on_kill()  # the run command's loop stops and prints its summary
+            self._kill(self.message_timeout() if wait is None else wait)
         elif verb in ("activate", "deactivate"):
+            if self.pending_kill is not None:
+                raise StormishError(f"topology {name!r} is being killed")
             with self.lock:
                 self.running.set_active(verb == "activate")
                 self.active = verb == "activate"
         else:
             raise StormishError(f"{verb} needs a cluster: the local run has one fixed plan")
+
+    def _kill(self, wait: float) -> None:
+        if self.killed:
+            return
+        at = self.clock() + wait
+        if self.pending_kill is not None:
+            if at >= self.kill_at:
+                return  # the wait under way ends first: it holds
+            self.pending_kill.cancel()
+        if wait <= 0:
+            self._killed()
+            return
+        with self.lock:
+            self.running.set_active(False)  # as nimbus: the spouts stop first
+            self.active = False
+        self.kill_at = at
+        self.pending_kill = self.later(wait, self._killed)
+
+    def _killed(self) -> None:
+        self.killed = True
+        self.on_kill()  # the run command's loop stops and prints its summary
+
+    def close(self) -> None:
+        """The server closes: a kill's wait under way is dropped (the run stops anyway)."""
+        if self.pending_kill is not None:
+            self.pending_kill.cancel()
 
     def _check(self, name: str) -> None:
         if name != self.running.name:
@@ -129,14 +189,16 @@ class ClusterBackend:
         self._known(name)
         return self._call("graph", name)
 
-    def act(self, name: str, verb: str, arg: float | None) -> None:
+    def act(
+        self, name: str, verb: str, wait: float | None = None, workers: int | None = None
+    ) -> None:
         self._known(name)
         if verb == "kill":
-            self._call("kill", Kill(name, float(arg or 0)))
+            self._call("kill", Kill(name, wait))
         elif verb == "rebalance":
-            if arg is None:
-                raise StormishError("rebalance needs a number of workers: .../rebalance/N")
-            self._call("rebalance", Rebalance(name, int(arg)))
+            if workers is None:
+                raise StormishError("a rebalance needs the number of workers")
+            self._call("rebalance", Rebalance(name, workers, wait))
         else:
             self._call(verb, name)
 

@@ -13,19 +13,24 @@ GET  /api/v1/topology/{id}/series[?window=600]   the plots' points: the topology
 GET  /api/v1/topology/{id}/component/{c}/series  one component's points
 GET  /api/v1/topology/{id}/events               edge health events, oldest first
                                                  (topology.edge.health.events)
-POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{workers}
+POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{wait}
+     (Storm's: a wait in seconds, the topology's message timeout without one; a
+     rebalance's workers in its JSON body, {"rebalanceOptions": {"numWorkers": N}})
 
 Routes come from one table (`ROUTES`: method, path pattern, view). A path no route
 matches, or a topology or component that does not exist (`NotFound`), is a 404; any other
 exception in a view (a `KeyError` too: a bug, not a missing page) is a 500 carrying its
 traceback (this server answers loopback only).
 
-Windows: the engine's counters are cumulative, so a window is the difference between now
-and the oldest sample of the statistics this server took within the window (one per
-request; a window the server has not been up for is as long as its samples reach, and
-`windowSeconds` says how long that is). Storm's `capacity` (executed x execute latency /
-window) is over the window asked (600 s by default, Storm's), the page's rates over the
-last 10 s.
+Windows (window.py): the engine's counters are cumulative, so a window is the difference
+between the newest sample of the statistics this server took (one per request) and the
+oldest one within the window before it; a task whose counts went down restarted, and
+counts on from what it had. A window the server has not been up for is as long as its
+samples reach, and `windowSeconds` says how long that is (with no earlier sample: the
+whole life). Storm's `capacity` (busy time / window) and the latencies are the window's
+too, from the change of executed x execute latency (and acked x complete latency)
+between the two samples; the window is the one asked (600 s by default, Storm's), the
+page's rates are over the last 10 s.
 
 Loopback only, like a daemon without keys: the server (httpd.HttpServer, on 127.0.0.1)
 refuses a request whose Host is not a loopback name on every path, this API, the page and
@@ -41,20 +46,19 @@ token out of the address bar; every /api call needs it (the cookie, `Authorizati
 Bearer TOKEN`, or `?token=TOKEN` for a script). The page itself has no data and loads
 without it.
 
-Numbers in a query or a path (`window`, a kill's wait, a rebalance's workers) are checked
-here: one that is not a finite number in its range (`inf`, `1e400`, `nan`, `-1`) is a 400
-naming the parameter.
+Numbers in a query, a path or a body (`window`, a wait, a rebalance's workers) are
+checked here: one that is not a finite number in its range (`inf`, `1e400`, `nan`, `-1`)
+is a 400 naming the parameter. An answer never holds NaN or an infinity (a gauge may be
+one): those are null, so the answer stays JSON.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 import traceback
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 
@@ -62,13 +66,16 @@ from ..errors import StormishError
 from ..runtime.bp_root import backpressure_roots, congested
 from ..runtime.health import merged
 from ..runtime.stats import TopologyStatistics
+from ..runtime.status import TopologyStatus, shown_status
 from .backend import Backend, NotFound
 from .series import KEEP as SERIES_KEEP
 from .series import TOPOLOGY, Series, fill, task_shares
+from .window import KEEP, History, Sample, baseline, window
+
+__all__ = ["KEEP", "History", "RestApp", "component_view", "topology_view", "window"]
 
 RECENT = 10.0  # seconds the page's rates are measured over
 STATS_FRESH = 0.5  # seconds one topology's statistics serve every request of a refresh
-KEEP = 600.0  # the longest window kept (Storm's 10 minutes)
 HEADER = "HTTP_X_STORMISH_UI"
 COOKIE = "stormish-ui"
 # the page's files, all served from the package (no CDN: the UI works offline); a
@@ -79,59 +86,26 @@ CONTENT_TYPES = {"html": "text/html; charset=utf-8", "js": "text/javascript; cha
                  "svg": "image/svg+xml"}  # fmt: skip
 
 
-class History:
-    """Samples of one topology's statistics, newest last, up to `KEEP` seconds old."""
-
-    def __init__(self) -> None:
-        self.samples: deque[tuple[float, TopologyStatistics]] = deque()
-        self.lock = threading.Lock()
-
-    def add(self, now: float, stats: TopologyStatistics) -> None:
-        with self.lock:
-            self.samples.append((now, stats))
-            while self.samples and now - self.samples[0][0] > KEEP + RECENT:
-                self.samples.popleft()
-
-    def since(self, now: float, seconds: float) -> tuple[float, TopologyStatistics] | None:
-        """The oldest sample within `seconds` before `now`, other than `now`'s own."""
-        with self.lock:
-            for t, s in self.samples:
-                if now - t <= seconds and t < now:
-                    return t, s
-        return None
-
-
-def window(stats: TopologyStatistics, before: tuple[float, TopologyStatistics] | None,
-           now: float) -> dict[str, Any]:  # fmt: skip
-    """Per component the counts within the window and its length (all time: no sample)."""
-    if before is None:
-        secs = stats.uptime_seconds
-        base: Mapping[str, Any] = {}
-    else:
-        secs = now - before[0]
-        base = before[1].components
-    out: dict[str, Any] = {"seconds": secs, "components": {}}
-    for name, c in stats.components.items():
-        b = base.get(name)
-        d = {
-            k: getattr(c, k) - (getattr(b, k) if b is not None else 0)
-            for k in ("emitted", "transferred", "executed", "acked", "failed", "timed_out")
-        }
-        d["capacity"] = d["executed"] * c.execute_latency_ms / 1000.0 / secs if secs > 0 else 0.0
-        out["components"][name] = d
-    return out
-
-
 def _last_error(tasks: Iterable[Any]) -> str:
     errors = [e for t in tasks for e in t.last_errors]
     return errors[-1].splitlines()[-1] if errors else ""
 
 
+def shown(row: dict[str, Any]) -> tuple[str, bool]:
+    """What `stormish list` shows of a nimbus list row (inactive, killing, rebalancing,
+    or its status), and whether its spouts run: not once it ended, nor while it is
+    deactivated, being killed or rebalanced."""
+    status = shown_status(row)
+    live = status in (TopologyStatus.RUNNING, TopologyStatus.STARTING)
+    return status, live and row.get("active", True) is not False
+
+
 def topology_view(
-    name: str, status: dict[str, Any], stats: TopologyStatistics, win: dict[str, Any]
+    name: str, row: dict[str, Any], stats: TopologyStatistics, win: dict[str, Any]
 ) -> dict[str, Any]:
     """/api/v1/topology/{id}: Storm's fields (camelCase), latencies in ms as strings of
-    three decimals as Storm's UI sends them."""
+    three decimals as Storm's UI sends them; counts, capacity and latencies are the
+    window's (`win`, window.window), the status is what `stormish list` shows."""
     by_comp: dict[str, list[Any]] = {}
     for t in stats.tasks.values():
         by_comp.setdefault(t.component, []).append(t)
@@ -141,58 +115,61 @@ def topology_view(
         if cname.startswith("__"):
             continue
         tasks = by_comp.get(cname, [])
+        cw = w[cname]
         common = {
             "executors": c.tasks,
             "tasks": c.tasks,
-            "emitted": w[cname]["emitted"],
-            "transferred": w[cname]["transferred"],
-            "acked": w[cname]["acked"],
-            "failed": w[cname]["failed"],
+            "emitted": cw["emitted"],
+            "transferred": cw["transferred"],
+            "acked": cw["acked"],
+            "failed": cw["failed"],
             "errors": c.errors,
             "lastError": _last_error(tasks),
             "encodedId": cname,
         }
         if c.kind == "spout":
             spouts.append(
-                {"spoutId": cname, "completeLatency": f"{c.complete_latency_ms:.3f}", **common}
+                {"spoutId": cname, "completeLatency": f"{cw['complete_latency_ms']:.3f}", **common}
             )
         else:
             bolts.append(
                 {
                     "boltId": cname,
-                    "executed": w[cname]["executed"],
-                    "executeLatency": f"{c.execute_latency_ms:.3f}",
-                    "processLatency": f"{c.process_latency_ms:.3f}",
-                    "capacity": f"{w[cname]['capacity']:.3f}",
+                    "executed": cw["executed"],
+                    "executeLatency": f"{cw['execute_latency_ms']:.3f}",
+                    "processLatency": f"{cw['process_latency_ms']:.3f}",
+                    "capacity": f"{cw['capacity']:.3f}",
                     **common,
                 }
             )
-    user = [c for n, c in stats.components.items() if not n.startswith("__")]
-    spout_cs = [c for c in user if c.kind == "spout"]
-    acked = sum(c.acked for c in spout_cs)
-    complete = sum(c.complete_latency_ms * c.acked for c in spout_cs) / acked if acked else 0.0
-    totals = {
-        k: sum(w[c.component][k] for c in user) for k in ("emitted", "transferred")
-    }  # fmt: skip
+    user = [n for n in stats.components if not n.startswith("__")]
+    spout_ws = [w[n] for n in user if stats.components[n].kind == "spout"]
+    acked = sum(x["acked"] for x in spout_ws)
+    complete_ms = sum(x["complete_latency_ms"] * x["acked"] for x in spout_ws)
+    complete = complete_ms / acked if acked else 0.0
+    status, active = shown(row or {"status": stats.status})
+    timeout = row.get("message_timeout")
     return {
         "id": name,
         "name": name,
-        "status": status.get("status", stats.status).upper(),
+        "status": status.upper(),
+        "active": active,
+        "msgTimeout": timeout,  # Storm's: a kill's and a rebalance's default wait (s)
         "uptime": _pretty(stats.uptime_seconds),
         "uptimeSeconds": round(stats.uptime_seconds, 1),
         "workersTotal": stats.workers,
         "executorsTotal": sum(c.tasks for c in stats.components.values()),
         "tasksTotal": len(stats.tasks),
-        "error": stats.error or status.get("error"),
+        "error": stats.error or row.get("error"),
         "topologyStats": [
             {
                 "window": ":all-time" if win.get("all_time") else win["label"],
                 "windowPretty": "All time" if win.get("all_time") else _pretty(float(win["label"])),
                 "windowSeconds": round(win["seconds"], 1),
-                "emitted": totals["emitted"],
-                "transferred": totals["transferred"],
-                "acked": sum(w[c.component]["acked"] for c in spout_cs),
-                "failed": sum(w[c.component]["failed"] for c in spout_cs),
+                "emitted": sum(w[n]["emitted"] for n in user),
+                "transferred": sum(w[n]["transferred"] for n in user),
+                "acked": acked,
+                "failed": sum(x["failed"] for x in spout_ws),
                 "completeLatency": f"{complete:.3f}",
             }
         ],
@@ -249,31 +226,38 @@ def graph_view(
     seconds: float,
 ) -> dict[str, Any]:  # fmt: skip
     """The page's view: each component with its rate, tasks' queues and backpressure;
-    each edge with the rate its source emits on its stream."""
+    each edge with the rate its source emits on its stream. A rate is None without an
+    earlier sample; a task that restarted since counts what it did after."""
+    bases = {
+        tid: baseline(t, before.tasks.get(tid)) if before is not None else None
+        for tid, t in stats.tasks.items()
+    }
 
-    def stream_count(s: TopologyStatistics | None, comp: str, stream: str) -> int:
-        if s is None:
-            return 0
+    def grown(comp: str, count: Callable[[Any], int]) -> float:
         return sum(
-            t.emitted_by_stream.get(stream, 0) for t in s.tasks.values() if t.component == comp
+            count(t) - (count(b) if (b := bases[tid]) is not None else 0)
+            for tid, t in stats.tasks.items()
+            if t.component == comp
         )
 
-    def rate(now_n: float, then_n: float) -> float | None:
-        return None if before is None or seconds <= 0 else max(0.0, (now_n - then_n) / seconds)
+    def rate(n: float) -> float | None:
+        return None if before is None or seconds <= 0 else max(0.0, n / seconds)
+
+    def stream_rate(comp: str, stream: str) -> float | None:
+        return rate(grown(comp, lambda t: t.emitted_by_stream.get(stream, 0)))
 
     roots = {r.task.task for r in backpressure_roots(stats.tasks.values())}
     shares = task_shares(stats, before, seconds)
     comps = []
     for name, meta in graph["components"].items():
         c = stats.components.get(name)
-        b = before.components.get(name) if before is not None else None
         tasks = [t for t in stats.tasks.values() if t.component == name]
         comps.append(
             {
                 "id": name,
                 "kind": meta["kind"],
-                "executedRate": rate(c.executed, b.executed if b else 0) if c else None,
-                "emittedRate": rate(c.emitted, b.emitted if b else 0) if c else None,
+                "executedRate": rate(grown(name, lambda t: t.executed)) if c else None,
+                "emittedRate": rate(grown(name, lambda t: t.emitted)) if c else None,
                 "errors": c.errors if c else 0,
                 # for the colours: the busiest task's share of the last seconds in user
                 # code (Storm's capacity), the most parked one's share behind
@@ -306,10 +290,7 @@ def graph_view(
             "target": e["bolt"],
             "stream": e["stream"],
             "grouping": e["grouping"],
-            "rate": rate(
-                stream_count(stats, e["source"], e["stream"]),
-                stream_count(before, e["source"], e["stream"]),
-            ),
+            "rate": stream_rate(e["source"], e["stream"]),
             "queueFill": round(
                 max(
                     (fill(t) for t in stats.tasks.values() if t.component == e["bolt"]), default=0.0
@@ -347,9 +328,9 @@ class RestApp:
         self.token = token
         self.histories: dict[str, History] = {}
         self.series: dict[str, Series] = {}
-        # the last statistics per topology and when: one page refresh asks for the
-        # topology, its graph and its series at once, and they share one nimbus call
-        self._fresh: dict[str, tuple[float, TopologyStatistics]] = {}
+        # the last sample per topology: one page refresh asks for the topology, its
+        # graph and its series at once, and they share one nimbus call
+        self._fresh: dict[str, Sample] = {}
 
     # -- WSGI -------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -372,7 +353,7 @@ class RestApp:
                 start_response, 403, {"error": "a POST needs the X-Stormish-UI: 1 header"}
             )
         try:
-            body = self.route(method, path.rstrip("/"), _query(environ))
+            body = self.route(method, path.rstrip("/"), _query(environ), _body(environ))
         except NotFound as exc:
             return _reply(start_response, 404, {"error": f"not found: {exc.args[0]}"})
         except StormishError as exc:
@@ -394,13 +375,14 @@ class RestApp:
 
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
-    def route(self, method: str, path: str, query: dict[str, str]) -> Any:
+    def route(self, method: str, path: str, query: dict[str, str], body: bytes = b"") -> Any:
+        """The view of `path`; a POST's view takes the request's body too."""
         parts = path.split("/")
         if parts[:3] == ["", "api", "v1"]:
             for verb, pattern, view in ROUTES:
                 args = _match(pattern, parts[3:]) if verb == method else None
                 if args is not None:
-                    return view(self, query, *args)
+                    return view(self, query, *args) if verb == "GET" else view(self, body, *args)
         raise NotFound(path)
 
     # -- views (ROUTES) ---------------------------------------------------------------------
@@ -412,37 +394,46 @@ class RestApp:
         self._forget_all_but({r["name"] for r in rows})
         return {"topologies": [self._summary_row(r) for r in rows]}
 
-    def _act(self, query: dict[str, str], name: str, verb: str, arg: str | None = None) -> Any:
-        number = _path_number(verb, arg) if arg is not None else None
-        self.backend.act(name, verb, number)
+    def _act(self, body: bytes, name: str, verb: str, arg: str | None = None) -> Any:
+        """Storm's paths: `kill/{wait}`, `rebalance/{wait}` with the workers in the JSON
+        body (`{"rebalanceOptions": {"numWorkers": N}}`); no wait: the topology's
+        message timeout."""
+        wait = _path_number(verb, arg) if arg is not None else None
+        workers = _rebalance_workers(body) if verb == "rebalance" else None
+        self.backend.act(name, verb, wait, workers)
         self._fresh.pop(name, None)  # what the page shows next is after the act
         return {"topologyOperation": verb, "topologyId": name, "status": "success"}
 
     def _topology(self, query: dict[str, str], name: str) -> Any:
-        stats, now = self._stats(name), self.clock()
-        status = next((r for r in self.backend.topologies() if r["name"] == name), {})
+        sample = self._sample(name)
+        stats = sample.stats
+        row = next((r for r in self.backend.topologies() if r["name"] == name), {})
         w = query.get("window", "600")
         if w == ":all-time":
-            win = window(stats, None, now) | {"all_time": True}
+            win = window(sample, None) | {"all_time": True}
         else:
             secs = _number("window", w, "seconds > 0 or :all-time", above=0.0)
-            # a topology younger than the window: its whole life is in it
+            # a topology younger than the window: its whole life is in it; an older
+            # one without an earlier sample (the first request) too, as far as known
             young = stats.uptime_seconds <= secs
-            win = window(stats, None if young else self.histories[name].since(now, secs), now)
+            before = None if young else self.histories[name].since(sample.t, secs)
+            win = window(sample, before)
             win["label"] = str(round(secs))
-        return topology_view(name, status, stats, win)
+        return topology_view(name, row, stats, win)
 
     def _graph(self, query: dict[str, str], name: str) -> Any:
-        stats, now = self._stats(name), self.clock()
-        before = self.histories[name].since(now, RECENT)
-        secs = now - before[0] if before else 0.0
-        return graph_view(stats, self.backend.graph(name), before[1] if before else None, secs)
+        sample = self._sample(name)
+        before = self.histories[name].since(sample.t, RECENT)
+        secs = sample.t - before.t if before else 0.0
+        graph = self.backend.graph(name)
+        return graph_view(sample.stats, graph, before.stats if before else None, secs)
 
     def _component(self, query: dict[str, str], name: str, component: str) -> Any:
-        return component_view(self._stats(name), component)
+        return component_view(self._sample(name).stats, component)
 
     def _series(self, query: dict[str, str], name: str) -> Any:
-        stats, now = self._stats(name), self.clock()
+        sample = self._sample(name)
+        stats, now = sample.stats, sample.t
         secs = _series_window(query)
         ring = self.series[name]
         comps = [c for c in stats.components if not c.startswith("__")]
@@ -455,11 +446,12 @@ class RestApp:
         }
 
     def _events(self, query: dict[str, str], name: str) -> Any:
-        stats = self._stats(name)
+        stats = self._sample(name).stats
         return {"topologyId": name, "events": merged(stats.tasks.values())}
 
     def _component_series(self, query: dict[str, str], name: str, component: str) -> Any:
-        stats, now = self._stats(name), self.clock()
+        sample = self._sample(name)
+        stats, now = sample.stats, sample.t
         if component not in stats.components:
             raise NotFound(component)
         secs = _series_window(query)
@@ -472,16 +464,19 @@ class RestApp:
             "points": ring.points(component, now, secs),
         }
 
-    def _stats(self, name: str) -> TopologyStatistics:
+    def _sample(self, name: str) -> Sample:
+        """The topology's statistics now (or from the last STATS_FRESH seconds) and
+        the time they were taken: a view measures its window to that time, never to a
+        later clock read (the sample would be its own baseline: an empty window)."""
         now = self.clock()
         fresh = self._fresh.get(name)
-        if fresh is not None and now - fresh[0] < STATS_FRESH:
-            return fresh[1]
+        if fresh is not None and now - fresh.t < STATS_FRESH:
+            return fresh
         stats = self.backend.stats(name)
-        self._fresh[name] = (now, stats)
-        self.histories.setdefault(name, History()).add(now, stats)
+        sample = self.histories.setdefault(name, History()).add(now, stats)
+        self._fresh[name] = sample
         self.series.setdefault(name, Series()).add(now, stats)
-        return stats
+        return sample
 
     def _forget_all_but(self, names: set[str]) -> None:
         """A nimbus UI runs for months while topologies come and go: the rings of one
@@ -505,13 +500,14 @@ class RestApp:
         }
 
     def _summary_row(self, r: dict[str, Any]) -> dict[str, Any]:
+        status, active = shown(r)
         return {
             "id": r["name"],
             "name": r["name"],
-            "status": str(r["status"]).upper(),
+            "status": status.upper(),
             "workersTotal": r.get("workers"),
             "uptimeSeconds": r.get("uptime_seconds"),
-            "active": r.get("active", True),
+            "active": active,
             "error": r.get("error"),
             "restarts": r.get("restarts", 0),
             "waiting": r.get("waiting"),
@@ -533,8 +529,8 @@ def _summary(app: RestApp, query: dict[str, str]) -> Any:
 
 
 def _act_route(verb: str) -> Callable[..., Any]:
-    def act(app: RestApp, query: dict[str, str], name: str, arg: str | None = None) -> Any:
-        return app._act(query, name, verb, arg)
+    def act(app: RestApp, body: bytes, name: str, arg: str | None = None) -> Any:
+        return app._act(body, name, verb, arg)
 
     return act
 
@@ -593,14 +589,47 @@ def _series_window(query: dict[str, str]) -> float:
 
 
 def _path_number(verb: str, text: str) -> float:
-    """The number after a verb: a kill's wait (seconds >= 0), a rebalance's workers."""
-    if verb == "rebalance":
-        n = _number("rebalance workers", text, "a whole number > 0", above=0.0)
-        if n != int(n):
-            raise ValueError(f"rebalance workers {text!r}: a whole number > 0")
-        return n
-    what = "kill wait" if verb == "kill" else f"{verb} argument"
+    """The number after a verb: a kill's or a rebalance's wait (seconds >= 0)."""
+    what = f"{verb} wait" if verb in ("kill", "rebalance") else f"{verb} argument"
     return _number(what, text, "seconds >= 0, a finite number")
+
+
+REBALANCE_BODY = '{"rebalanceOptions": {"numWorkers": N}}'
+
+
+def _rebalance_workers(body: bytes) -> int:
+    """Storm's rebalance body: the workers in `rebalanceOptions.numWorkers` (a whole
+    number > 0). Anything else is a 400 saying what is needed, so that a script that
+    puts the workers in the path (read as the wait) learns it at once."""
+    need = (
+        f"a rebalance needs a JSON body {REBALANCE_BODY} "
+        "(Storm's; the number in the path is the wait in seconds)"
+    )
+    try:
+        options = json.loads(body or b"null")
+    except ValueError:
+        raise ValueError(f"{need}: the body is not JSON") from None
+    options = options.get("rebalanceOptions") if isinstance(options, dict) else None
+    if not isinstance(options, dict) or "numWorkers" not in options:
+        raise ValueError(need)
+    if set(options) - {"numWorkers"}:
+        extra = ", ".join(sorted(set(options) - {"numWorkers"}))
+        raise ValueError(f"rebalanceOptions {extra}: not supported (only numWorkers)")
+    n = options["numWorkers"]
+    whole = isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n)
+    if not whole or n != int(n) or n < 1:
+        raise ValueError(f"rebalance numWorkers {n!r}: a whole number > 0")
+    return int(n)
+
+
+def _body(environ: dict) -> bytes:
+    """A POST's body (httpd.py has read it whole: it announced its length)."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return b""
+    stream = environ.get("wsgi.input")
+    return stream.read(length) if stream is not None and length > 0 else b""
 
 
 def _query(environ: dict) -> dict[str, str]:
@@ -646,8 +675,20 @@ def _enter(start_response: Callable, environ: dict, token: str) -> list[bytes]:
     return [b""]
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN and infinity as None: JSON has no such number (a gauge
+    of a component may be one) and a browser's JSON.parse refuses the whole answer."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _reply(start_response: Callable, code: int, body: Any) -> list[bytes]:
-    data = json.dumps(body, default=str).encode()
+    data = json.dumps(_finite(body), default=str, allow_nan=False).encode()
     reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
               404: "Not Found", 409: "Conflict", 500: "Internal Server Error"}  # fmt: skip
     start_response(

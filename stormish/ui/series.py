@@ -1,7 +1,9 @@
 """The page's time series: a bounded ring of points per component, in memory.
 
 The engine's counters are cumulative (and its latencies lifetime means), so a point is
-the difference between two samples of the statistics divided by the time between them:
+the difference between two samples of the statistics divided by the time between them
+(a task whose counts went down restarted in between: what it counted since is its
+difference, as Prometheus's rate() takes a reset):
 rates per second, the share of the time a task was busy (Storm's capacity) or parked
 behind backpressure, and the complete latency of the trees acked in between: the mean,
 and p50/p99 from the interval's share of the spouts' latency histograms. The
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..runtime.stats import COMPLETE_BUCKETS, TaskStats, TopologyStatistics
+from .window import baseline
 
 STEP = 1.0  # seconds: the least time between two points
 KEEP = 600.0  # seconds of points kept (the plots' window: Storm's 10 minutes)
@@ -34,15 +37,18 @@ def task_shares(
     now: TopologyStatistics, before: TopologyStatistics | None, seconds: float
 ) -> dict[int, tuple[float, float]]:
     """Per task, the share of `seconds` it was busy and the share it was parked behind
-    backpressure (0 for a task without an earlier sample or a window of no length)."""
+    backpressure (0 for a task without an earlier sample or a window of no length; a
+    task that restarted in between counts what it did since)."""
     out: dict[int, tuple[float, float]] = {}
     for tid, t in now.tasks.items():
-        b = before.tasks.get(tid) if before is not None else None
-        if b is None or seconds <= 0:
+        prev = before.tasks.get(tid) if before is not None else None
+        if prev is None or seconds <= 0:
             out[tid] = (0.0, 0.0)
             continue
-        busy = max(0.0, busy_seconds(t) - busy_seconds(b)) / seconds
-        parked = max(0.0, t.backpressure_seconds - b.backpressure_seconds) / seconds
+        b = baseline(t, prev)
+        busy_b, parked_b = (busy_seconds(b), b.backpressure_seconds) if b else (0.0, 0.0)
+        busy = max(0.0, busy_seconds(t) - busy_b) / seconds
+        parked = max(0.0, t.backpressure_seconds - parked_b) / seconds
         out[tid] = (busy, min(parked, 1.0))
     return out
 
@@ -140,14 +146,14 @@ class Series:
             shares = task_shares(stats, prev[1], seconds)
             by: dict[str, list[tuple[TaskStats, TaskStats | None]]] = {}
             for tid, t in stats.tasks.items():
-                by.setdefault(t.component, []).append((t, prev[1].tasks.get(tid)))
+                by.setdefault(t.component, []).append((t, baseline(t, prev[1].tasks.get(tid))))
             user = [p for c, ps in by.items() if not c.startswith("__") for p in ps]
             points = {c: _point(ps, shares, seconds, now) for c, ps in by.items()}
             top = _point(user, shares, seconds, now)
-            # the topology emits what its components emit, but it acks what its spouts do
-            top["acked"] = round(
-                sum(p["acked"] for c, p in points.items() if _is_spout(by[c])), 2
-            )  # fmt: skip
+            # the topology emits what its components emit, but it acks and fails what its
+            # spouts do (their trees), as the REST API's topologyStats does
+            for k in ("acked", "failed"):
+                top[k] = round(sum(p[k] for c, p in points.items() if _is_spout(by[c])), 2)
             points[TOPOLOGY] = top
             for comp, p in points.items():
                 ring = self.rings.setdefault(comp, deque(maxlen=self.max_points))

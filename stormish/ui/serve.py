@@ -51,4 +51,6 @@ def local_ui_server(
         "/": RestApp(backend, token=new_token()),
         "/metrics": make_wsgi_app(registry(samples)),
     }
-    return HttpServer(HOST, port, routes, what="ui")
+    server = HttpServer(HOST, port, routes, what="ui")
+    server.on_close = backend.close  # a kill's wait under way goes with the server
+    return server

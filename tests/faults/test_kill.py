@@ -11,6 +11,7 @@ worker process delivered (for nimbus: from its restart to both workers adopted).
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -103,6 +104,14 @@ def test_kill_9_a_worker(cluster, watch, ledger, victim):
         assert audit(ledger, IDS).spout_incarnations == 2
 
 
+def placed_elsewhere(c, index: int) -> bool:
+    """Nimbus said worker `index` was to be placed elsewhere: alone, or with the other
+    worker when both ran on the lost supervisor (a slot port taken at the start moves a
+    worker there: seen in a CI run on a loaded machine)."""
+    said = re.findall(r"workers \[([\d, ]+)\] to be placed elsewhere", c.log("nimbus.log"))
+    return any(str(index) in [w.strip() for w in ws.split(",")] for ws in said)
+
+
 def test_kill_9_a_supervisor(cluster, watch, ledger):
     """Its worker exits by itself (a worker does not outlive its supervisor), nimbus
     takes the supervisor as lost after its task timeout (5 s here) and places the
@@ -120,7 +129,7 @@ def test_kill_9_a_supervisor(cluster, watch, ledger):
     watch.figures["orphan_exit_s"] = round(time.monotonic() - t0, 2)
     watch.figures["recover_s"] = recovery(ledger, old, t0)
     finish(c, watch, "s", ledger, t0)
-    assert f"workers [{1 - spout_worker}] to be placed elsewhere" in c.log("nimbus.log")
+    assert placed_elsewhere(c, 1 - spout_worker)
 
 
 def test_kill_9_a_supervisor_and_its_worker_host_loss(cluster, watch, ledger):
@@ -143,7 +152,7 @@ def test_kill_9_a_supervisor_and_its_worker_host_loss(cluster, watch, ledger):
     away = watch.figures["delivered_while_away"] = deliveries(ledger, survivor) - before
     assert away > 0, "the surviving worker delivered nothing while the host was away"
     finish(c, watch, "h", ledger, t0)
-    assert f"workers [{1 - spout_worker}] to be placed elsewhere" in c.log("nimbus.log")
+    assert placed_elsewhere(c, 1 - spout_worker)
 
 
 def test_kill_9_nimbus_and_restart_it_on_the_same_data_dir(cluster, watch, ledger):

@@ -10,6 +10,7 @@ import textwrap
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -90,11 +91,15 @@ def get(url: str, host: str | None = None, token: bool = True) -> tuple[int, dic
         return e.code, json.loads(e.read())
 
 
-def post(url: str, header: bool = True, token: bool = True) -> tuple[int, dict]:
+def post(url: str, header: bool = True, token: bool = True, body: Any = None) -> tuple[int, dict]:
+    """A POST; `body`, when given, as JSON (a rebalance's options)."""
     headers = _auth(url, token)
     if header:
         headers["X-Stormish-UI"] = "1"
-    req = urllib.request.Request(url, method="POST", data=b"", headers=headers)
+    data = b"" if body is None else json.dumps(body).encode()
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, method="POST", data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, json.loads(r.read())
@@ -200,7 +205,12 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     code, body = post(api + "/topology/restful/kill/0", header=False)  # a cross-site form
     assert code == 403 and "X-Stormish-UI" in body["error"]
     assert proc.poll() is None
+    # Storm's path: the wait in the path, the workers in the body; without them a 400
     code, body = post(api + "/topology/restful/rebalance/3")
+    assert code == 400 and "rebalanceOptions" in body["error"], body
+    code, body = post(
+        api + "/topology/restful/rebalance/3", body={"rebalanceOptions": {"numWorkers": 1}}
+    )
     assert code == 409 and "needs a cluster" in body["error"]
     code, body = post(api + "/topology/restful/kill/0")
     assert code == 200 and body == {
@@ -273,3 +283,21 @@ def test_the_summary_says_whether_the_topology_is_active(run_with_ui):
     assert post(api + "/topology/restful/kill/0")[0] == 200
     proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+def test_a_kill_with_a_wait_deactivates_first_and_stops_the_run_after_it(run_with_ui):
+    """Found: a local run's kill/{wait} stopped at once whatever the wait. As a nimbus
+    does: the spouts deactivated, the topology KILLING for the wait, then stopped (a
+    second kill with a shorter wait ends it sooner)."""
+    proc, url, _release = run_with_ui
+    api = url + "/api/v1"
+    assert post(api + "/topology/restful/kill/600")[0] == 200
+    (row,) = get(api + "/topology/summary")[1]["topologies"]
+    assert (row["status"], row["active"]) == ("KILLING", False), row
+    code, t = get(api + "/topology/restful")
+    assert code == 200 and t["status"] == "KILLING" and t["msgTimeout"] == 30
+    assert proc.poll() is None  # the wait: the run goes on, its spouts deactivated
+    assert post(api + "/topology/restful/kill/0")[0] == 200
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "topology 'restful': killed from the web UI after" in out

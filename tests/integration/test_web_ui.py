@@ -12,7 +12,7 @@ import pytest
 
 from stormish.testing import poll_for
 
-from .test_rest_api import TOKENS, entered, start
+from .test_rest_api import TOKENS, entered, post, start
 
 
 def enter(page, url: str) -> None:
@@ -82,7 +82,13 @@ def test_the_page_draws_the_topology_shows_errors_and_kills_it(browser, tmp_path
         shot(page, tmp_path, "component.png")
         page.goto(url + "/#/topology/restful")
         page.wait_for_selector("#kill", timeout=30_000)
-        page.on("dialog", lambda d: d.accept())  # "Kill topology restful?"
+        asked = []
+
+        def answer(d):  # "Kill topology restful? Wait, in seconds, ..."
+            asked.append((d.type, d.default_value))
+            d.accept("0")
+
+        page.on("dialog", answer)
         page.click("#kill")
         out, err = proc.communicate(timeout=60)
     finally:
@@ -92,6 +98,68 @@ def test_the_page_draws_the_topology_shows_errors_and_kills_it(browser, tmp_path
     assert proc.returncode == 0, err
     assert "topology 'restful': killed from the web UI after" in out
     assert (tmp_path / "topology.png").stat().st_size > 10_000
+    # Storm's UI asks for the kill's wait; the default shown is the message timeout
+    assert asked == [("prompt", "30")], asked
+
+
+def refreshed(page) -> None:
+    """Until the page has refreshed its data once more (the graph is redrawn at each
+    refresh: a mark on the old one goes with it)."""
+    page.eval_on_selector("#graph", "g => { g.dataset.old = '1'; }")
+    page.wait_for_function(
+        "document.querySelector('#graph') && !document.querySelector('#graph').dataset.old",
+        timeout=30_000,
+    )
+
+
+@pytest.mark.timeout(240)
+def test_a_refresh_keeps_the_controls_and_the_page_shows_inactive_and_errors(browser, tmp_path):
+    """Found by a bug hunt: every 2 s the page rebuilt its window selector (a choice being
+    made was lost) and dropped the message of the last action; it said RUNNING after a
+    deactivate; after an API error it kept the previous page's content."""
+    proc, url = start(tmp_path)
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 800})
+        enter(page, url)
+        page.goto(url + "/#/topology/restful")
+        page.wait_for_selector("#plot-window", timeout=30_000)
+        page.wait_for_selector("#graph", timeout=30_000)
+        page.eval_on_selector("#plot-window", "s => { s.dataset.mine = '1'; }")
+        page.click("#deactivate")
+        page.wait_for_function(
+            "document.querySelector('#topology-status').textContent === 'INACTIVE'",
+            timeout=30_000,
+        )
+        assert page.inner_text("#action") == "deactivate: done"
+        assert "deactivated" in page.inner_text("#topology-inactive")
+        refreshed(page)
+        refreshed(page)
+        # the same selector element, and the action's message, across the refreshes
+        assert page.eval_on_selector("#plot-window", "s => s.dataset.mine") == "1"
+        assert page.inner_text("#action") == "deactivate: done"
+        page.click("#activate")
+        page.wait_for_function(
+            "document.querySelector('#topology-status').textContent === 'RUNNING'",
+            timeout=30_000,
+        )
+        assert page.locator("#topology-inactive").count() == 0
+        # an error replaces what main showed: not the previous page's content
+        page.goto(url + "/#/topology/nope")
+        page.wait_for_selector("#error", timeout=30_000)
+        assert "not found" in page.inner_text("#error")
+        assert page.locator("#topology-name, #graph, #plot-window").count() == 0
+        shot(page, tmp_path, "error.png")
+        # and the next page that loads draws its own frame again
+        page.goto(url + "/#/topology/restful")
+        page.wait_for_selector("#graph", timeout=30_000)
+        assert page.locator("#error").count() == 0
+        assert post(url + "/api/v1/topology/restful/kill/0")[0] == 200  # a clean stop
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
 
 
 SLOW = """

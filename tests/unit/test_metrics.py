@@ -40,3 +40,21 @@ def test_a_scrape_of_hand_made_statistics_has_the_counts_and_no_tuple_labels():
     assert got[("stormish_worker_restarts_total", (("topology", "wc"), ("worker", "0")))] == 1
     labels = {k for (_, ls) in got for k, _ in ls}
     assert labels <= {"topology", "component", "task", "worker", "stream", "reason", "le"}
+
+
+def test_the_executed_help_says_what_a_spouts_executed_counts():
+    """Found: the help said a spout's executed counts what next_tuple emitted; it counts
+    the control messages the spout handled (runtime/spout_executor.py `_control`): the
+    acker's completion lists, fails, timeout resets and ticks. docs/metrics.md agrees."""
+    from pathlib import Path
+
+    from stormish.metrics import _COUNTERS
+
+    (help_text,) = [h for name, _, h in _COUNTERS if name == "executed"]
+    assert "next_tuple" not in help_text and "emitted" not in help_text
+    for what in ("control messages", "completion lists", "fails", "resets", "ticks"):
+        assert what in help_text, (what, help_text)
+    docs = Path(__file__).parents[2] / "docs" / "metrics.md"
+    (row,) = [r for r in docs.read_text().splitlines() if "`stormish_executed_total`" in r]
+    for what in ("control messages", "completion lists", "fails", "resets", "ticks"):
+        assert what in row, (what, row)

@@ -15,11 +15,12 @@ def stats(executed: int, uptime: float, latency_ms: float = 2.0) -> TopologyStat
 
 def test_a_window_counts_from_the_oldest_sample_within_it_and_capacity_is_storms():
     h = History()
-    for now, n in [(0.0, 0), (100.0, 1000), (400.0, 4000), (700.0, 7000)]:
+    for now, n in [(0.0, 0), (100.0, 1000), (400.0, 4000)]:
         h.add(now, stats(n, now + 1))
-    before = h.since(700.0, 600.0)
-    assert before is not None and before[0] == 100.0  # 0.0 is older than the window
-    w = window(stats(7000, 701), before, 700.0)
+    last = h.add(700.0, stats(7000, 701))
+    before = h.since(last.t, 600.0)
+    assert before is not None and before.t == 100.0  # 0.0 is older than the window
+    w = window(last, before)
     assert w["seconds"] == 600.0 and w["components"]["b"]["executed"] == 6000
     # capacity: 6000 executed x 2 ms / 600 s = 0.02 of the time busy
     assert abs(w["components"]["b"]["capacity"] - 0.02) < 1e-12
@@ -27,7 +28,7 @@ def test_a_window_counts_from_the_oldest_sample_within_it_and_capacity_is_storms
 
 
 def test_without_a_sample_the_window_is_the_whole_life_and_old_samples_are_dropped():
-    w = window(stats(50, 10.0), None, 10.0)
+    w = window(History().add(10.0, stats(50, 10.0)), None)
     assert w["seconds"] == 10.0 and w["components"]["b"]["executed"] == 50
     h = History()
     h.add(0.0, stats(0, 1))
@@ -39,7 +40,7 @@ class _Backend:
     """One topology, 'wc', and what was asked of it."""
 
     def __init__(self) -> None:
-        self.acts: list[tuple[str, float | None]] = []
+        self.acts: list[tuple[str, float | None, int | None]] = []
 
     def topologies(self):
         return [{"name": "wc", "status": "running"}]
@@ -55,17 +56,19 @@ class _Backend:
     def graph(self, name):
         return {"components": {}, "edges": []}
 
-    def act(self, name, verb, arg):
-        self.acts.append((verb, arg))
+    def act(self, name, verb, wait=None, workers=None):
+        self.acts.append((verb, wait, workers))
 
 
-def ask(app, method: str, path: str) -> tuple[str, dict]:
+def ask(app, method: str, path: str, body: bytes = b"") -> tuple[str, dict]:
+    import io
     import json
 
     got = {}
     path, _, query = path.partition("?")
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query,
-               "HTTP_HOST": "127.0.0.1:8080", "HTTP_X_STORMISH_UI": "1"}  # fmt: skip
+               "HTTP_HOST": "127.0.0.1:8080", "HTTP_X_STORMISH_UI": "1",
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}  # fmt: skip
     body = b"".join(app(environ, lambda status, headers: got.setdefault("status", status)))
     return got["status"], json.loads(body)
 
@@ -82,14 +85,19 @@ def test_numbers_that_are_not_finite_or_out_of_range_are_a_400_naming_the_parame
     assert ask(app, "GET", "/api/v1/topology/wc?window=30")[0].startswith("200")
     assert ask(app, "GET", "/api/v1/topology/wc?window=:all-time")[0].startswith("200")
     bad = [("kill/inf", "kill wait"), ("kill/nan", "kill wait"), ("kill/-1", "kill wait")]
-    bad += [(f"rebalance/{n}", "rebalance workers") for n in ("1e400", "0", "2.5", "inf")]
+    bad += [(f"rebalance/{n}", "rebalance wait") for n in ("1e400", "-1", "inf")]
+    two = b'{"rebalanceOptions": {"numWorkers": 2}}'
     for path, name in bad:
-        status, body = ask(app, "POST", f"/api/v1/topology/wc/{path}")
+        status, body = ask(app, "POST", f"/api/v1/topology/wc/{path}", two)
         assert status.startswith("400") and body["error"].startswith(name), (path, body)
+    for n in ("1e400", "0", "2.5", '"3"', "true", "-2"):
+        wanted = b'{"rebalanceOptions": {"numWorkers": %s}}' % n.encode()
+        status, body = ask(app, "POST", "/api/v1/topology/wc/rebalance/5", wanted)
+        assert status.startswith("400") and "numWorkers" in body["error"], (n, body)
     assert backend.acts == []
     assert ask(app, "POST", "/api/v1/topology/wc/kill/0")[0].startswith("200")
-    assert ask(app, "POST", "/api/v1/topology/wc/rebalance/3")[0].startswith("200")
-    assert backend.acts == [("kill", 0.0), ("rebalance", 3.0)]
+    assert ask(app, "POST", "/api/v1/topology/wc/rebalance/3", two)[0].startswith("200")
+    assert backend.acts == [("kill", 0.0, None), ("rebalance", 3.0, 2)]
 
 
 def test_a_key_error_inside_a_view_is_a_500_with_its_traceback_not_a_404():

@@ -76,7 +76,7 @@ class _Backend:
                 "edges": [{"source": "s", "bolt": "b", "stream": "default",
                            "grouping": "shuffle"}]}  # fmt: skip
 
-    def act(self, name, verb, arg):
+    def act(self, name, verb, wait=None, workers=None):
         pass
 
 
@@ -161,3 +161,20 @@ def test_one_refresh_asks_the_backend_once_and_a_gone_topology_leaves_no_rings()
     backend.topologies = lambda: []  # killed and removed
     assert ask(app, "/api/v1/topology/summary")[1] == {"topologies": []}
     assert app.series == {} and app.histories == {}
+
+
+def test_the_topologys_failed_rate_is_its_spouts_failed_trees_not_bolts_fails_too():
+    """Found: the topology's `failed` summed the bolts' fails with the spouts' failed
+    trees (a tree failed in one bolt counted twice); `acked` was the spouts' already."""
+
+    def snap(n: int, up: float) -> TopologyStatistics:
+        s = TaskStats(task=1, component="src", worker=0, kind="spout", emitted=n, failed=n)
+        b = TaskStats(task=2, component="work", worker=0, kind="bolt", executed=n, failed=n)
+        return TopologyStatistics("t", "running", up, 1, {1: s, 2: b}, aggregate([s, b]))
+
+    ser = Series()
+    ser.add(0.0, snap(0, 10.0))
+    ser.add(10.0, snap(1000, 20.0))
+    (top,) = ser.points(TOPOLOGY, 10.0, 600)
+    assert top["failed"] == 100.0, top
+    assert ser.points("work", 10.0, 600)[0]["failed"] == 100.0  # the bolt's own, kept
