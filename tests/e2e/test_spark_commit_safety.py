@@ -8,7 +8,6 @@ Real SparkSession at local[2] (`-m spark`, needs Java), small data."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 
 import pytest
@@ -21,20 +20,7 @@ pytest.importorskip("pyarrow")
 FIELDS = ["v", "_row_id"]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH: the Spark tests need a JVM (Java 17)")
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    from stormish.spark.session import session
-
-    running = SparkSession.getActiveSession()
-    s = session({"stormish.spark.master": running.sparkContext.master if running else "local[2]"})
-    yield s
-    if running is None:
-        s.stop()
+# `spark`: the session-scoped SparkSession of tests/e2e/conftest.py
 
 
 def _rows(n: int) -> tuple[list[tuple], np.ndarray]:

@@ -5,7 +5,6 @@ and a spout without fields= neither ignores the topology's master nor keeps a JV
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,23 +13,8 @@ import pytest
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
-MASTER = "local[2]"
 
-
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH: the Spark tests need a JVM (Java 17)")
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    from stormish.spark.session import session
-
-    running = SparkSession.getActiveSession()
-    s = session({"stormish.spark.master": running.sparkContext.master if running else MASTER})
-    yield s
-    if running is None:
-        s.stop()
+# `spark`: the session-scoped SparkSession of tests/e2e/conftest.py
 
 
 def _run(spark, name, spout, out):
