@@ -292,12 +292,14 @@ def test_emit_direct_unknown_task_errors():
         coll.emit_direct(999, ("d",), stream="dir")
 
 
-def test_regular_emit_on_a_direct_only_stream_reaches_nobody():
+def test_regular_emit_on_a_direct_only_stream_is_refused_as_storm_refuses_it():
+    """Storm: "Cannot do regular emit to direct stream". The tuple reached nobody, and
+    a reliable spout's tree was acked."""
     coll, qs = make_collector(batch_size=1)
-    coll.emit(("d",), stream="dir")
+    with pytest.raises(TopologyError, match="take it by direct_grouping: a regular emit"):
+        coll.emit(("d",), stream="dir")
     coll.flush_all()
     assert not any(q.has_data() for q in qs.values())
-    assert coll.emitted()["dir"] == 1
 
 
 # -- property: order and completeness under refusals
