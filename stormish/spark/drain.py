@@ -36,8 +36,8 @@ from .errors import SparkSourceError, WouldBlock, short, where
 from .fetch import ArrowPartitions, RowPartitions, arrow_unsupported, cancel_hook, count_share
 from .ids import row_id
 from .rows import to_tuples
+from .spout import PATHS
 
-PATHS = ("auto", "arrow", "rows")
 CANCEL_AGAIN = 0.5  # s: close() cancels the drain's Spark jobs again this often
 _ids = itertools.count()
 

@@ -51,6 +51,7 @@ from .ids import row_id  # the spout's ids; tests and sinks import it from here 
 
 ROW_ID = "_row_id"
 EMITS_PER_CALL = 1024  # bounds what one next_tuple call can park in the pendingEmitQ
+PATHS = ("auto", "arrow", "rows")  # how a drain reads (drain.py): checked here, early
 BATCH_KEY = "topology.producer.batch.size"
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".orc": "orc"}
 
@@ -84,6 +85,11 @@ class SparkSpout(Spout):
             )
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise ValueError(f"SparkSpout batch_rows must be an integer >= 1, got {batch_rows!r}")
+        # checked here, at the topology's line, not at the first drain in a worker
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 1:
+            raise ValueError(f"SparkSpout ahead must be an integer >= 1, got {ahead!r}")
+        if path not in PATHS:
+            raise ValueError(f"SparkSpout path must be one of {PATHS}, got {path!r}")
         if ack_rows is not None and (
             not isinstance(ack_rows, int) or not 1 <= ack_rows <= EMITS_PER_CALL
         ):

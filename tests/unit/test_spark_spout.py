@@ -98,6 +98,12 @@ def test_bad_arguments_are_named():
             SparkSpout("t", ack_rows=bad)
     with pytest.raises(ValueError, match="id_field '_row_id' is also a source field"):
         SparkSpout("t", fields=["_row_id"])
+    # at the topology's line, not at the first drain in a worker (a bug hunt)
+    for bad in (0, True, "2"):
+        with pytest.raises(ValueError, match="SparkSpout ahead must be an integer >= 1"):
+            SparkSpout("t", ahead=bad)
+    with pytest.raises(ValueError, match=r"SparkSpout path must be one of \('auto'"):
+        SparkSpout("t", path="arow")
 
 
 def test_emits_rows_with_deterministic_ids_then_finishes_when_all_acked():
