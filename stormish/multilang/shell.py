@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import StormishError
+from ..errors import StormishError, TopologyError
 from .child import Child, Fault
 from .framing import SERIALIZERS, ProtocolError
 from .handshake import conf_json, context_json
@@ -274,10 +274,13 @@ class ShellMixin:
 
 
 def _fields(cls: str, what: str, fields: Any) -> list[str]:
-    """A stream's field names; a bare string ("word") declared one field per letter."""
+    """A stream's field names (schema.field_names: a bare string "word" is refused), at
+    construction: the shell keeps them as lists for its child's handshake."""
+    from ..schema import field_names
+
     if isinstance(fields, str):
-        raise TypeError(
-            f"{cls} {what}: fields are a list of names, got the string {fields!r}: "
-            f"write [{fields!r}]"
-        )
+        try:
+            field_names(fields)
+        except TopologyError as exc:
+            raise TypeError(f"{cls} {what}: {exc}") from None
     return list(fields)

@@ -36,6 +36,13 @@ class Count(Bolt):
         return dict(self.counts)
 
 
+class FailAll(Bolt):
+    """Fails every tuple it takes (a downstream that refuses everything)."""
+
+    def execute(self, tup):
+        self.fail(tup)
+
+
 class CountingSpout(Spout):
     """Emits 0..count-1 unreliably, `per_call` a call, then finishes."""
 

@@ -16,6 +16,8 @@ import pytest
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, WorkerError
 from stormish.testing import ListSpout, poll_for
 
+from .parts import FailAll
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = __file__
 
@@ -55,11 +57,6 @@ class BadCleanup(BasicBolt):
 
     def cleanup(self):
         raise RuntimeError("cannot flush")  # CLEANUP
-
-
-class FailAll(Bolt):
-    def execute(self, tup):
-        self.fail(tup)
 
 
 class Sink(BasicBolt):

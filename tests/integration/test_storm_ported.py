@@ -44,6 +44,8 @@ from stormish.testing import (
     tracked_wait,
 )
 
+from .parts import FailAll
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -538,11 +540,6 @@ class HoldAndPass(Bolt):
 
     def execute(self, tup):
         self.emit(tup.values, anchors=[tup])
-
-
-class FailAll(Bolt):
-    def execute(self, tup):
-        self.fail(tup)
 
 
 def test_a_fail_below_a_held_first_tuple_reaches_the_spout_at_once(workers):

@@ -31,7 +31,7 @@ from stormish.testing import (
 )
 from stormish.windowing import Count, Duration, JoinBolt, WindowedBolt
 
-from .parts import CountingSpout
+from .parts import CountingSpout, FailAll
 
 pytestmark = pytest.mark.timeout(120)
 BASE = datetime(2026, 1, 1, 6, 0, 0, tzinfo=UTC).timestamp()
@@ -410,11 +410,6 @@ class DirectWin(WindowedBolt):
 
     def execute_window(self, window):
         self.emit_direct(self.to, [len(window.tuples)])
-
-
-class FailAll(Bolt):
-    def execute(self, tup):
-        self.fail(tup)
 
 
 def test_emit_direct_in_execute_window_is_anchored_to_the_window():
