@@ -36,6 +36,13 @@ the messages to its ackers (the acker's side is `acker.py`).
   process may have died before they left), and the acker applies each tag once.
 - Fails carry why (this component, and the error when an exception failed the tuple);
   resets are published at once (a bolt resets because it is inside a long execute).
+- A tuple is settled once: its first ack or fail is the one its trees hear, and a later
+  ack or fail of it does nothing (its ack value turns negative, `~value`, which an
+  anchoring after it keeps). Storm sends every call, and its acker applies a fail before
+  a later ack, ignores an ack after its tree completed and a fail after its tree failed;
+  folded acks would instead hear fail-then-ack as an ack (the fail leaves after the acks
+  it follows) and ack-twice as no ack at all (the two XORs cancel). ShellBolt refuses a
+  second ack or fail of an id, as Storm's does.
 """
 
 from __future__ import annotations
@@ -224,9 +231,12 @@ class AckFolder:
     def ack(self, tup: Tuple) -> None:
         meta = tup.meta
         if meta:
+            val = tup.ack_val
+            if val < 0:
+                return  # settled already (module doc)
+            cast(TrackedTuple, tup).ack_val = ~val
             if meta.__class__ is int:
                 meta = tree_pairs(meta, tup.source.task)
-            val = tup.ack_val
             acks = self.acks
             get = acks.get
             for root, e in meta:
@@ -246,9 +256,11 @@ class AckFolder:
         for t in made:
             meta = t.meta
             if meta:
+                val = t.ack_val
+                if val < 0:
+                    continue  # acked or failed by itself before (module doc)
                 if meta.__class__ is int:
                     meta = tree_pairs(meta, t.source.task)
-                val = t.ack_val
                 for root, e in meta:
                     acks[root] = get(root, 0) ^ e ^ val
         fold_runs(metas[len(made) :] if made else metas, acks, batch.source.task << ANNOUNCE)
@@ -291,6 +303,10 @@ class AckFolder:
         message") when an uncaught exception failed the tuple."""
         meta = tup.meta
         if meta:
+            val = tup.ack_val
+            if val < 0:
+                return  # settled already (module doc)
+            cast(TrackedTuple, tup).ack_val = ~val
             why = (self.component, error)
             for root, e in tree_pairs(meta, tup.source.task):
                 self._send(self.fail_route, (root, why, e >> ANNOUNCE))

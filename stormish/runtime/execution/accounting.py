@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import TopologyError
 from ...tuple import TICK_STREAM, Tuple
 from ..task_counts import TaskCounts
 
@@ -100,6 +101,26 @@ class Accounts:
                 self.counts.acked += at - failed_before
                 self.counts.failed += failed_before  # counted after the loop, not reached
             raise
+
+
+def basic_refusals(component: str) -> dict[str, Callable[..., None]]:
+    """A BasicBolt's ack, fail, ack_batch and fail_batch: each refuses. The engine acks
+    the tuple when `execute` returns and fails it when it raises (Storm's BasicBolt has
+    no ack or fail); a fail by hand was followed by that ack, and the spout heard the
+    ack."""
+
+    def refuse(name: str) -> Callable[..., None]:
+        def refused(*args: Any, **kwargs: Any) -> None:
+            raise TopologyError(
+                f"BasicBolt {component!r} called {name}(): a BasicBolt's tuple is acked when "
+                f"execute returns and failed when it raises (raise FailedException to fail "
+                f"it on purpose); subclass Bolt to ack and fail by hand"
+            )
+
+        refused.__name__ = name
+        return refused
+
+    return {name: refuse(name) for name in ("ack", "fail", "ack_batch", "fail_batch")}
 
 
 def settle_calls(counts: TaskCounts, folder: Any | None) -> dict[str, Callable[..., None]]:
