@@ -167,11 +167,12 @@ class Collector:
                 out.extend(ob)
         if not route.count_boxes:
             if not route.pickers and route.direct:
+                direct = sorted({self.plan.task_component[t] for t in route.direct})
                 raise TopologyError(
-                    f"component {self.component!r} emitted on stream {route.stream!r}, whose "
-                    f"subscribers {sorted({self.plan.task_component[t] for t in route.direct})} "
-                    f"take it by direct_grouping: a regular emit reaches none of them (Storm: "
-                    f"'Cannot do regular emit to direct stream'); use emit_direct(task, values)"
+                    f"component {self.component!r} emitted on stream {route.stream!r}, which "
+                    f"{direct} take by direct_grouping: a stream with a direct subscriber "
+                    f"takes emit_direct(task, values) only (Storm: 'Cannot do regular emit "
+                    f"to direct stream')"
                 )
             route.extra += 1
             if route.orphan:  # nobody subscribes: a dead letter, where someone listens

@@ -138,6 +138,15 @@ def build_routes(
             if fg is not None and len(fg.indices) == 1:
                 route.fcache, route.fidx = fg.cache, fg.indices[0]
                 route.fboxes = tuple(fg.outboxes)
+        if route.pickers and route.direct and not route.system:
+            # Storm refuses a regular emit on a stream any subscriber takes by direct
+            # grouping ('Cannot do regular emit to direct stream'): with no pickers, every
+            # regular emit takes the checked path, which raises (collector._deliveries)
+            route.pickers.clear()
+            route.shuffles.clear()
+            route.count_boxes = []
+            route.single = route.shuffle1 = route.only = route.fcache = None
+            route.fboxes = ()
         routes[stream] = route
     dead = routes.get(DEAD_LETTER_STREAM)
     if dead is not None and dead.pickers:

@@ -296,10 +296,39 @@ def test_regular_emit_on_a_direct_only_stream_is_refused_as_storm_refuses_it():
     """Storm: "Cannot do regular emit to direct stream". The tuple reached nobody, and
     a reliable spout's tree was acked."""
     coll, qs = make_collector(batch_size=1)
-    with pytest.raises(TopologyError, match="take it by direct_grouping: a regular emit"):
+    with pytest.raises(TopologyError, match="take by direct_grouping: a stream with a direct"):
         coll.emit(("d",), stream="dir")
     coll.flush_all()
     assert not any(q.has_data() for q in qs.values())
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("grouping", ["shuffle", "fields", "global"])
+def test_a_regular_emit_on_a_stream_with_a_direct_and_a_regular_subscriber_is_refused(
+    monkeypatch, compiled, grouping
+):
+    """Storm's Task.getOutgoingTasks throws 'Cannot do regular emit to direct stream' when
+    any subscriber of the stream takes it by direct grouping, whatever the others do (the
+    emit reached the regular subscriber alone). emit_direct still reaches the direct one."""
+    if not compiled:
+        monkeypatch.setattr("stormish.runtime.emitters.Emitter", None)
+    t = Topology("mixed", config={"topology.acker.executors": 0})
+    t.set_spout("src", Src())
+    regular = t.set_bolt("reg", Sink())
+    getattr(regular, f"{grouping}_grouping")("src", *(["x"] if grouping == "fields" else []))
+    t.set_bolt("dir", Sink()).direct_grouping("src")
+    plan = build_plan(t, t.validate(), AckerBolt())
+    (src,) = plan.tasks["src"]
+    qs = {task: ReceiveQueue(16) for task in plan.task_component}
+    coll = collector_for(plan, src, qs, set(qs), 1)
+    for emit in (coll.emit, coll.bound_emit()):
+        with pytest.raises(TopologyError, match=r"\['dir'\] take by direct_grouping"):
+            emit((1,))
+    assert not any(q.has_data() for q in qs.values())
+    (d,) = plan.tasks["dir"]
+    coll.emit_direct(d, (2,))
+    coll.flush_all()
+    assert values_of(drain(qs[d])) == [(2,)]
 
 
 # -- property: order and completeness under refusals
