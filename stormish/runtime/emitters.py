@@ -26,7 +26,7 @@ from typing import Any, cast
 from ..rowcodec import Emitter
 from ..tuple import Traced, TrackedTuple, Tuple, inherit
 from .ack_folder import announcement, tree_pairs
-from .collector import Collector
+from .collector import NOT_ROWS, Collector
 from .fastack import AnchoredEmitter, TreeEmitter
 from .plan import Plan
 from .routing import Outbox, Route
@@ -62,7 +62,7 @@ class UntrackedCollector(Collector):
         msg_id: Any = None,
     ) -> None:
         route = self.last_route
-        if stream != self.last_stream or len(values) != route.arity or values.__class__ is str:
+        if stream != self.last_stream or len(values) != route.arity or values.__class__ in NOT_ROWS:
             route = self._route(stream, values)
         ob = route.only
         if ob is not None:
@@ -114,7 +114,7 @@ class UntrackedCollector(Collector):
                 if (
                     stream != own
                     or len(values) != arity
-                    or values.__class__ is str
+                    or values.__class__ in NOT_ROWS
                     or msg_id is not None
                 ):
                     slow(values, stream, anchors, msg_id)
@@ -137,7 +137,7 @@ class UntrackedCollector(Collector):
                 if (
                     stream != own
                     or len(values) != arity
-                    or values.__class__ is str
+                    or values.__class__ in NOT_ROWS
                     or msg_id is not None
                 ):
                     slow(values, stream, anchors, msg_id)
@@ -217,7 +217,7 @@ class SpoutCollector(Collector):
         msg_id: Any = None,
     ) -> None:
         route = self.last_route
-        if stream != self.last_stream or len(values) != route.arity or values.__class__ is str:
+        if stream != self.last_stream or len(values) != route.arity or values.__class__ in NOT_ROWS:
             route = self._route(stream, values)
         if msg_id is None:
             self._put_all(self._deliveries(route, values), values, None)
@@ -276,7 +276,7 @@ class SpoutCollector(Collector):
                     msg_id is None
                     or stream != own
                     or len(values) != arity
-                    or values.__class__ is str
+                    or values.__class__ in NOT_ROWS
                 ):
                     slow(values, stream, anchors, msg_id)
                     return
@@ -309,7 +309,12 @@ class SpoutCollector(Collector):
             anchors: Any = None,
             msg_id: Any = None,
         ) -> None:
-            if msg_id is None or stream != own or len(values) != arity or values.__class__ is str:
+            if (
+                msg_id is None
+                or stream != own
+                or len(values) != arity
+                or values.__class__ in NOT_ROWS
+            ):
                 slow(values, stream, anchors, msg_id)
                 return
             root = new_root()
@@ -452,7 +457,7 @@ class BasicCollector(BoltCollector):
             anchors is None
             and stream == self.last_stream
             and len(values) == route.arity
-            and values.__class__ is not str
+            and values.__class__ not in NOT_ROWS
             and route.single is not None
         ):
             # the common reliable bolt emit, inlined: anchored to the one input being
@@ -523,7 +528,7 @@ class BasicCollector(BoltCollector):
             if (
                 stream != own
                 or len(values) != arity
-                or values.__class__ is str
+                or values.__class__ in NOT_ROWS
                 or anchors is not None
                 or cur is None
             ):

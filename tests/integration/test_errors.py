@@ -236,11 +236,18 @@ class StrSpout(Spout):
 
     outputs = ["word"]
 
-    def __init__(self, reliable: bool):
-        self.reliable = reliable
+    def __init__(self, reliable: bool, bad: object = "a"):
+        self.reliable, self.bad = reliable, bad
+
+    def open(self, conf, context):
+        self.n = 0
 
     def next_tuple(self):
-        self.emit("a", msg_id=1 if self.reliable else None)  # SPOUT
+        self.n += 1
+        if self.n == 1:  # a good row first: the next emit takes the emit's fast path
+            self.emit(["ok"], msg_id=0 if self.reliable else None)
+        else:
+            self.emit(self.bad, msg_id=1 if self.reliable else None)  # SPOUT
 
 
 class Undeclared(BasicBolt):
@@ -315,8 +322,9 @@ def programming_error(bolt: Bolt, name: str) -> Topology:
             "RegularToDirect",
             "REGULAR",
             # Storm: "Cannot do regular emit to direct stream"; the tuples went nowhere
-            "component 'emitter' emitted on stream 'direct', whose subscribers ['sink'] take "
-            "it by direct_grouping: a regular emit reaches none of them",
+            "component 'emitter' emitted on stream 'direct', which ['sink'] take by "
+            "direct_grouping: a stream with a direct subscriber takes emit_direct(task, "
+            "values) only",
         ),
     ],
     ids=["arity", "undeclared", "str", "str_rows", "emit_direct", "regular_to_direct"],
@@ -334,18 +342,25 @@ def test_a_topology_error_from_emit_ends_the_run_at_once(bolt, cls, marker, mess
     assert stats.components["emitter"].errors <= 2  # one per task, not one per tuple
 
 
+@pytest.mark.parametrize(
+    "bad, shown",
+    [("a", "str ('a')"), (b"a", "bytes (b'a')"), (bytearray(b"a"), "bytearray (bytearray(b'a'))")],
+    ids=["str", "bytes", "bytearray"],
+)
 @pytest.mark.parametrize("reliable", [False, True], ids=["unreliable", "reliable"])
 @pytest.mark.parametrize("acking", [False, True], ids=["acking_off", "acking_on"])
-def test_a_spout_emitting_a_str_as_its_values_is_told_to_write_a_list(reliable, acking):
+def test_a_spout_emitting_a_str_as_its_values_is_told_to_write_a_list(reliable, acking, bad, shown):
+    """After a good row too, where the emit takes its fast path (bytes and bytearray went
+    through it: each byte became a field, an int)."""
     t = Topology("strs", config={"topology.acker.executors": 1 if acking else 0})
-    t.set_spout("s", StrSpout(reliable))
+    t.set_spout("s", StrSpout(reliable, bad))
     t.set_bolt("b", DirectSink()).shuffle_grouping("s")
     with LocalCluster(workers=1) as c:
         c.submit(t)
         with pytest.raises(WorkerError) as caught:
             c.wait_complete("strs", timeout=20)
     text = str(caught.value)
-    assert "component 's' emitted a str ('a') as its values on stream 'default'" in text
+    assert f"component 's' emitted a {shown} as its values on stream 'default'" in text
     assert where("StrSpout", "next_tuple", "SPOUT") in text
 
 
