@@ -111,7 +111,7 @@ def build_plan(topology: Topology, conf: Mapping[str, Any], acker_bolt: Bolt) ->
                     spec.subscriptions.append(Subscription(ACKER, s, "direct"))
         components[ACKER] = acker
         streams[ACKER] = dict(ACKER_OUT_STREAMS)
-    streams[SYSTEM_COMPONENT] = {TICK_STREAM: ("tick",)}
+    streams[SYSTEM_COMPONENT] = {TICK_STREAM: ("rate_secs",)}  # Storm's tick field
     tasks: dict[str, list[int]] = {}
     task_component: dict[int, str] = {}
     next_id = 1

@@ -64,7 +64,7 @@ from .typecheck import checked_emits
 if TYPE_CHECKING:
     from ..transport.link import WorkerLink
 
-TICK_TASK = 0
+TICK_TASK = -1  # Storm's Constants.SYSTEM_TASK_ID: the source task of a tick tuple
 EPOCH_TIMER = -1  # the tick schedule's entry for topology.epoch.millis (no task)
 debug_log = logging.getLogger("stormish.debug")
 
@@ -587,7 +587,13 @@ class Worker:
                 self.engine_failed("the worker's timer thread", exc)
 
     def _tick_loop(self, sched: TickSchedule) -> None:
-        seq = 0
+        """A tick carries its frequency in seconds (`rate_secs`) as configured, as Storm's
+        does (the acker's, its rotation period)."""
+        rows = {}
+        for task, f in sched.freqs.items():
+            ex = self.executors.get(task)
+            given = ex.conf.get("topology.tick.tuple.freq.secs") if ex is not None else None
+            rows[task] = (given if given and ex.component != ACKER else f,)
         while not self._stop.is_set():
             nxt = sched.next_due()
             if nxt is None:
@@ -599,8 +605,7 @@ class Worker:
                 if task == EPOCH_TIMER:  # each worker on its own timer: nothing to tell
                     self.advance_epoch()
                     continue
-                seq += 1
-                self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [(seq,)], None), 1)
+                self.queues[task].publish_force((TICK_TASK, TICK_STREAM, [rows[task]], None), 1)
 
     def spout_settled(self) -> None:
         """A spout here finished with no tree in flight, or ended its input (on its own

@@ -9,7 +9,16 @@ from collections import Counter
 import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology
-from stormish.testing import CaptureBolt, FailOnceBolt, ListSpout, poll_for, run_topology
+from stormish.testing import (
+    CaptureBolt,
+    FailOnceBolt,
+    FakeClock,
+    FeederSpout,
+    ListSpout,
+    advance_time,
+    poll_for,
+    run_topology,
+)
 
 from .parts import CountingSpout, Split
 
@@ -381,6 +390,39 @@ def test_tick_tuples_arrive():
         )
         c.kill("ticks")
         assert running.results()["b"][0] >= 3
+
+
+class TickRecorder(Bolt):
+    def prepare(self, conf, context):
+        self.seen = []
+
+    def execute(self, tup):
+        if tup.is_tick:
+            src = (tup.source_component, tup.stream, tup.source_task)
+            self.seen.append((*src, tuple(tup.values), tuple(tup.fields), tup["rate_secs"]))
+
+    def result(self):
+        return self.seen
+
+
+def test_a_tick_is_storms_tick_from_system_task_minus_one_with_its_frequency():
+    """Storm's Executor.setupTicks: `new Values(tickTimeSecs)` from task -1
+    (Constants.SYSTEM_TASK_ID), component __system, stream __tick, field 'rate_secs'
+    (StormCommon); the component's frequency over the topology's."""
+    with FeederSpout(["x"]) as feeder, LocalCluster(clock=FakeClock()) as cluster:
+        t = Topology("stormticks", config={"topology.tick.tuple.freq.secs": 5})
+        t.set_spout("s", feeder)
+        t.set_bolt("fast", TickRecorder()).shuffle_grouping("s").add_configuration(
+            "topology.tick.tuple.freq.secs", 2
+        )
+        t.set_bolt("slow", TickRecorder()).shuffle_grouping("s")
+        cluster.submit(t)
+        running = cluster._get("stormticks")
+        advance_time(cluster, 10)
+        results = running.results()
+    fast, slow = results["fast"][0], results["slow"][0]
+    assert fast == [("__system", "__tick", -1, (2,), ("rate_secs",), 2)] * 5
+    assert slow == [("__system", "__tick", -1, (5,), ("rate_secs",), 5)] * 2
 
 
 class Router(BasicBolt):

@@ -103,8 +103,9 @@ def test_acking_adds_system_streams_and_subscriptions():
 
 
 def test_tick_stream_is_always_declared():
+    """Storm's tick stream and its one field (StormCommon: `rate_secs`)."""
     for acking in (False, True):
-        assert plan_of(linear(acking)).streams[SYSTEM_COMPONENT] == {TICK_STREAM: ("tick",)}
+        assert plan_of(linear(acking)).streams[SYSTEM_COMPONENT] == {TICK_STREAM: ("rate_secs",)}
 
 
 def test_assignment_spreads_tasks_round_robin():
