@@ -183,6 +183,33 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
     return out
 
 
+class WaitSeconds(click.ParamType):
+    """A kill's or a rebalance's `--wait`: a finite number of seconds from 0 to Storm's
+    largest (its -w is an i32). `click.FloatRange(min=0)` took `inf` (the topology was
+    left killing for good) and `nan` (killed at once, "in nans")."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        import math
+
+        from .cluster.decide import MAX_WAIT_SECS
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or not 0 <= number <= MAX_WAIT_SECS:
+            self.fail(
+                f"{value!r} is not a finite number of seconds from 0 to {MAX_WAIT_SECS}",
+                param,
+                ctx,
+            )
+        return number
+
+
 def _wait_option(what: str, verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--wait SECONDS` of kill and rebalance: Storm's -w, whose default is the topology's
     message timeout, as -w or --wait."""
@@ -190,7 +217,7 @@ def _wait_option(what: str, verb: str) -> Callable[[Callable[..., Any]], Callabl
         "-w",
         "--wait",
         "wait_secs",
-        type=click.FloatRange(min=0),
+        type=WaitSeconds(),
         default=None,
         metavar="SECONDS",
         help=f"seconds {what} (Storm's {verb} -w); default: the topology's "

@@ -13,11 +13,31 @@ supervisor.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..errors import StormishError
 from ..runtime.status import ENDED, TopologyStatus
 
 STALE_HELLO = 5.0  # seconds: an older hello does not announce a new incarnation
+# the longest wait of a kill or a rebalance: Storm's KillOptions/RebalanceOptions
+# wait_secs is an i32 (`storm kill -w` parses an int)
+MAX_WAIT_SECS = 2**31 - 1
+
+
+def wait_seconds(verb: str, name: str, wait: Any) -> float:
+    """A kill's or a rebalance's wait, checked: a finite number of seconds from 0 to
+    MAX_WAIT_SECS; otherwise a StormishError naming it. `inf` left a topology killing
+    for good and `nan` killed it at once (found by a bug hunt): what nimbus is sent by
+    any client, not only ours, is checked here before anything changes."""
+    number = isinstance(wait, int | float) and not isinstance(wait, bool)
+    if not number or not math.isfinite(wait) or not 0 <= wait <= MAX_WAIT_SECS:
+        raise StormishError(
+            f"{verb} {name!r}: the wait must be a finite number of seconds from 0 to "
+            f"{MAX_WAIT_SECS} (Storm's -w), got {wait!r}"
+        )
+    return float(wait)
 
 
 @dataclass(frozen=True)

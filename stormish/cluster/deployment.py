@@ -162,6 +162,10 @@ class Deployment:
         self.log_hosts: dict[int, list[str]] = {}  # worker -> every supervisor it ran on
         self.epoch = 0
         self.active = True  # spouts active; RunningTopology.set_active keeps it current
+        # running workers not told yet that their spouts are as `active` says (alive,
+        # they did not answer; adopted): nimbus tells them again from `tell_at` on
+        self.untold: set[int] = set()
+        self.tell_at = 0.0
         self.next_check = 0.0  # when nimbus next applies the completion rule
         self.replan()
 
@@ -169,6 +173,7 @@ class Deployment:
         """A fresh plan and workers (submit, rebalance): the epoch tells supervisors to
         start new processes even on the same ports, and old hellos mean nothing now."""
         self.epoch += 1
+        self.untold = set()  # new workers: they start with their spouts as `active` says
         for key in [k for k in self.control.hellos if k[0] == self.name]:
             del self.control.hellos[key]
         self.plan = build_plan(self.topology, self.conf, AckerBolt())

@@ -65,6 +65,8 @@ LOG_WAIT = 10.0  # seconds `stormish logs` waits for the supervisors' pieces
 COMPLETION_EVERY = 0.1
 ASSIGN_TIMEOUT = 60.0  # unpickling a topology and building its executors
 METRICS_ASK = 5.0  # a follower's scrape waits this long for each answer of the leader
+# a worker that did not answer a change of its spouts' state is told again this often
+UNTOLD_EVERY = 2.0
 
 
 UI_URL_FILE = "ui-url"  # in the data directory: the web UI's URL with its token
@@ -616,7 +618,12 @@ class Nimbus:
         """Kill a live topology (after `wait` seconds; None: its message timeout, as
         Storm waits, so trees in flight can complete); the answer is the wait. An ended
         one (failed, say) is removed from this nimbus, so that `list` no longer shows
-        it: the answer is then the status it had."""
+        it: the answer is then the status it had.
+
+        The kill is recorded (and saved) before the workers are told to deactivate
+        their spouts, as Storm records the transition in ZooKeeper for its workers to
+        pick up: a worker that is alive but does not answer does not keep the kill from
+        happening (it is told again later, `_tell_untold`)."""
         name = req.name
         d = self._get(name)
         if d.status in ENDED:
@@ -625,31 +632,32 @@ class Nimbus:
             self.store.forget(name)
             log.info(f"nimbus: {name}: removed (it was {d.status})")
             return d.status
-        wait = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
-        if d.status == TopologyStatus.RUNNING:
-            d.running.set_active(False)
-        else:
-            d.active = False
-        at = time.monotonic() + max(0.0, float(wait))
+        raw = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
+        wait = dc.wait_seconds("kill", name, raw)
+        at = time.monotonic() + wait
         # killed again during the wait (Storm allows it): the sooner end holds
         d.kill_at = at if d.kill_at is None else min(d.kill_at, at)
         d.rebalance_at = None  # killed during a rebalance's wait: the kill holds
+        d.active = False
         self._save(d)  # a nimbus that restarts meanwhile finishes the kill
-        return float(wait)
+        self._tell_active(d)
+        return wait
 
     def api_activate(self, name: str) -> str:
         """Running or starting (as in Storm, where activate only sets the topology's
         status): a starting topology's workers start with their spouts as told. The
         answer: its status, for the client to say what happens."""
         d = self._live(name)
-        d.running.set_active(True)  # sets d.active: workers started later follow it
+        d.active = True  # workers started later follow it
         self._save(d)
+        self._tell_active(d)
         return d.status
 
     def api_deactivate(self, name: str) -> str:
         d = self._live(name)
-        d.running.set_active(False)
+        d.active = False
         self._save(d)
+        self._tell_active(d)
         return d.status
 
     def api_rebalance(self, req: api.Rebalance) -> float:
@@ -657,26 +665,60 @@ class Nimbus:
         A running one first waits `wait` seconds (None: its message timeout, as `storm
         rebalance` does) with its spouts deactivated, so that the trees in flight
         complete before its workers stop; then its spouts are as they were before. The
-        answer: the wait."""
-        name, workers = req.name, req.workers
+        answer: the wait. No number of workers (None, as Storm's RebalanceOptions
+        without num_workers): the number it has, spread again."""
+        name = req.name
         d = self._get(name)
         if not d.status.live:
             raise StormishError(f"topology {name!r} is {d.status}: only a live one rebalances")
         self._live(name)  # not one being killed, nor rebalancing already
-        if int(workers) < 1:
-            raise StormishError(f"rebalance {name!r}: workers must be >= 1, got {workers}")
-        wait = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
-        if not 0 <= float(wait) < float("inf"):
-            raise StormishError(f"rebalance {name!r}: wait must be seconds >= 0, got {wait}")
-        if d.status != TopologyStatus.RUNNING or float(wait) == 0:
-            self._rebalance(d, int(workers), d.active)  # nothing in flight to wait for
+        workers: Any = req.workers if req.workers is not None else d.plan.workers
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise StormishError(
+                f"rebalance {name!r}: workers must be a whole number >= 1, got {workers!r}"
+            )
+        raw = req.wait if req.wait is not None else d.conf["topology.message.timeout.secs"]
+        wait = dc.wait_seconds("rebalance", name, raw)
+        if d.status != TopologyStatus.RUNNING or wait == 0:
+            self._rebalance(d, workers, d.active)  # nothing in flight to wait for
             return 0.0
-        d.resume_active, d.rebalance_to = d.active, int(workers)
-        d.running.set_active(False)
-        d.rebalance_at = time.monotonic() + float(wait)
+        # recorded and saved before the workers are told (see api_kill): a worker that
+        # does not answer leaves no rebalance half made, its spouts deactivated for good
+        d.resume_active, d.rebalance_to = d.active, workers
+        d.rebalance_at = time.monotonic() + wait
+        d.active = False
         self._save(d)  # a nimbus that restarts meanwhile finishes the rebalance
-        log.info(f"nimbus: {name}: rebalancing onto {workers} workers in {wait}s")
-        return float(wait)
+        self._tell_active(d)
+        log.info(f"nimbus: {name}: rebalancing onto {workers} workers in {wait:g}s")
+        return wait
+
+    def _tell_active(self, d: Deployment, only: set[int] | None = None) -> None:
+        """Tell the running workers of `d` (those in `only`, when given) whether their
+        spouts are active, as `d.active` (recorded before) says. One that is alive but
+        does not answer is remembered in `d.untold` and told again at a later step
+        (`_tell_untold`); a dead one is started again as `d.active` says."""
+        if d.status != TopologyStatus.RUNNING:
+            return  # starting: its workers start with their spouts as d.active says
+        for w in d.handles:
+            if only is not None and w.index not in only:
+                continue
+            try:
+                w.set_active(d.active)
+            except WorkerError as exc:
+                d.untold.add(w.index)
+                log.warning(
+                    f"nimbus: {d.name}: worker {w.index} was not told its spouts are "
+                    f"{'active' if d.active else 'inactive'} ({exc}): told again in "
+                    f"{UNTOLD_EVERY:g}s"
+                )
+            else:
+                d.untold.discard(w.index)
+        d.tell_at = time.monotonic() + UNTOLD_EVERY
+
+    def _tell_untold(self, d: Deployment) -> None:
+        """The workers that did not answer a change of their spouts' state, told again."""
+        if d.untold and time.monotonic() >= d.tell_at:
+            self._tell_active(d, set(d.untold))
 
     def _rebalance(self, d: Deployment, workers: int, active: bool) -> None:
         """Stop the workers and start the new plan, its spouts `active`."""
@@ -850,6 +892,9 @@ class Nimbus:
             w, h = d.handles[a.index], self._hello(d, a.index)
             w.new_incarnation(h.ident, a.pid)
             w.address = h.info.get("address")
+            # its spouts' state is not known here (nimbus restarted): it is told the
+            # recorded one at the next step, as Storm's workers read it from ZooKeeper
+            d.untold.add(a.index)
             log.info(f"nimbus: {d.name}: worker {a.index} adopted (pid {a.pid})")
         elif isinstance(a, dc.BringUp):
             w, h = d.handles[a.index], self._hello(d, a.index)
@@ -868,6 +913,7 @@ class Nimbus:
             self._rebalance(d, d.rebalance_to, d.resume_active)
         elif isinstance(a, dc.CheckCompletion):
             self._flush_bring_up(d, brought)
+            self._tell_untold(d)
             now = time.monotonic()
             if now >= d.next_check:
                 d.next_check = now + COMPLETION_EVERY
@@ -916,6 +962,8 @@ class Nimbus:
                 continue
             if state != "running":
                 fresh.append(w)
+            else:  # running before this nimbus knew it: told its spouts' state next step
+                d.untold.add(w.index)
         book = {w.index: w.address for w in d.handles if w.address is not None}
         for w in d.handles:
             if w.alive():
@@ -926,6 +974,7 @@ class Nimbus:
                 d, w, "start", None
             ):
                 started.append(w)
+                d.untold.discard(w.index)  # it started with its spouts as d.active says
         return started
 
     def _ask_live(self, d: Deployment, w: ClusterWorker, verb: str, payload: Any) -> bool:

@@ -105,6 +105,9 @@ class TaskStats:
     # what the component's optional `gauges()` reports, name -> value (a Kafka spout's
     # lag per partition, "lag:TOPIC/PARTITION"); summed per name over a component's tasks
     gauges: Mapping[str, float] = field(default_factory=dict)
+    # when its worker process started (time.time()): a new value is a new incarnation,
+    # whose counts start again (ui/window.py tells a restart by it, not by counts alone)
+    worker_started: float = 0.0
 
 
 @record

@@ -81,6 +81,7 @@ class Worker:
         self.plan = plan
         self.index = index
         self.clock = clock
+        self.started_at = time.time()  # this incarnation's mark in its tasks' statistics
         self.local_tasks = set(plan.worker_tasks(index))
         # each component's own queue size and batch (component config wins)
         confs = {n: plan.component_conf(n) for n in plan.components}
@@ -592,8 +593,10 @@ class Worker:
         rows = {}
         for task, f in sched.freqs.items():
             ex = self.executors.get(task)
-            given = ex.conf.get("topology.tick.tuple.freq.secs") if ex is not None else None
-            rows[task] = (given if given and ex.component != ACKER else f,)
+            given = None
+            if ex is not None and ex.component != ACKER:
+                given = ex.conf.get("topology.tick.tuple.freq.secs")
+            rows[task] = (given or f,)
         while not self._stop.is_set():
             nxt = sched.next_due()
             if nxt is None:
@@ -736,6 +739,7 @@ class Worker:
                     stuck_seconds=_stuck_seconds(ex, real_now),
                     health_events=() if events is None else events.for_task(t),
                     gauges=_gauges(ex.obj),
+                    worker_started=self.started_at,
                     **_progress(ex.obj),
                 )
             )

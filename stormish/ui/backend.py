@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..cluster.api import Kill, Rebalance
+from ..cluster.decide import wait_seconds
 from ..errors import StormishError
 from ..runtime.status import TopologyStatus
 
@@ -36,7 +37,8 @@ class Backend(Protocol):
     `rebalancing`, ...: what `runtime.status.shown_status` reads); a row may carry
     `message_timeout` (seconds), the default wait of a kill or a rebalance.
     `act(name, verb, wait, workers)`: `wait` in seconds for a kill or a rebalance (None:
-    the topology's message timeout, as `storm kill` waits), `workers` for a rebalance."""
+    the topology's message timeout, as `storm kill` waits), `workers` for a rebalance
+    (None: the number it has, spread again, as Storm's rebalance without -n)."""
 
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
@@ -121,6 +123,8 @@ class LocalBackend:
         self, name: str, verb: str, wait: float | None = None, workers: int | None = None
     ) -> None:
         self._check(name)
+        if wait is not None:  # as nimbus checks it (the REST layer did, for its paths)
+            wait = wait_seconds(verb, name, wait)
         if verb == "kill":
             self._kill(self.message_timeout() if wait is None else wait)
         elif verb in ("activate", "deactivate"):
@@ -192,16 +196,19 @@ class ClusterBackend:
     def act(
         self, name: str, verb: str, wait: float | None = None, workers: int | None = None
     ) -> None:
-        self._known(name)
+        rows = self._known(name)
         if verb == "kill":
             self._call("kill", Kill(name, wait))
         elif verb == "rebalance":
-            if workers is None:
-                raise StormishError("a rebalance needs the number of workers")
+            if workers is None:  # Storm's: the number it has, spread again
+                workers = int(next(r for r in rows if r["name"] == name)["workers"])
             self._call("rebalance", Rebalance(name, workers, wait))
         else:
             self._call(verb, name)
 
-    def _known(self, name: str) -> None:
-        if not any(r["name"] == name for r in self.topologies()):
+    def _known(self, name: str) -> list[dict[str, Any]]:
+        """Nimbus's list rows; NotFound when `name` is not among them."""
+        rows = self.topologies()
+        if not any(r["name"] == name for r in rows):
             raise NotFound(name)
+        return rows

@@ -15,7 +15,8 @@ GET  /api/v1/topology/{id}/events               edge health events, oldest first
                                                  (topology.edge.health.events)
 POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{wait}
      (Storm's: a wait in seconds, the topology's message timeout without one; a
-     rebalance's workers in its JSON body, {"rebalanceOptions": {"numWorkers": N}})
+     rebalance's workers in its JSON body, {"rebalanceOptions": {"numWorkers": N}};
+     no body, or no numWorkers: the workers it has, spread again, as Storm's UI)
 
 Routes come from one table (`ROUTES`: method, path pattern, view). A path no route
 matches, or a topology or component that does not exist (`NotFound`), is a 404; any other
@@ -62,6 +63,7 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 
+from ..cluster.decide import MAX_WAIT_SECS
 from ..errors import StormishError
 from ..runtime.bp_root import backpressure_roots, congested
 from ..runtime.health import merged
@@ -569,15 +571,17 @@ def _match(pattern: str, parts: list[str]) -> list[str] | None:
     return args
 
 
-def _number(name: str, text: str, wanted: str, above: float = -1.0) -> float:
-    """`text` as a finite number greater than `above`; otherwise a ValueError (a 400)
-    naming the parameter: `float()` takes 'inf', 'nan' and '1e400' (inf), which would
-    reach a `round()` or an `int()` and fail there as a 500."""
+def _number(
+    name: str, text: str, wanted: str, above: float = -1.0, most: float = math.inf
+) -> float:
+    """`text` as a finite number greater than `above` and at most `most`; otherwise a
+    ValueError (a 400) naming the parameter: `float()` takes 'inf', 'nan' and '1e400'
+    (inf), which would reach a `round()` or an `int()` and fail there as a 500."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value <= above:
+    if not math.isfinite(value) or value <= above or value > most:
         raise ValueError(f"{name} {text!r}: {wanted}")
     return value
 
@@ -589,32 +593,47 @@ def _series_window(query: dict[str, str]) -> float:
 
 
 def _path_number(verb: str, text: str) -> float:
-    """The number after a verb: a kill's or a rebalance's wait (seconds >= 0)."""
+    """The number after a verb: a kill's or a rebalance's wait (seconds from 0 to
+    Storm's largest, an i32)."""
     what = f"{verb} wait" if verb in ("kill", "rebalance") else f"{verb} argument"
-    return _number(what, text, "seconds >= 0, a finite number")
+    return _number(
+        what, text, f"seconds from 0 to {MAX_WAIT_SECS}, a finite number", most=MAX_WAIT_SECS
+    )
 
 
 REBALANCE_BODY = '{"rebalanceOptions": {"numWorkers": N}}'
 
 
-def _rebalance_workers(body: bytes) -> int:
+def _rebalance_workers(body: bytes) -> int | None:
     """Storm's rebalance body: the workers in `rebalanceOptions.numWorkers` (a whole
-    number > 0). Anything else is a 400 saying what is needed, so that a script that
-    puts the workers in the path (read as the wait) learns it at once."""
+    number > 0). No body, or one without `numWorkers` (Storm's UI sends none): None,
+    the topology's number of workers, spread again, as Storm rebalances then. What is
+    there and is not that is a 400 saying what is needed, so that a script that puts
+    the workers in the path (read as the wait) learns it at once."""
     need = (
-        f"a rebalance needs a JSON body {REBALANCE_BODY} "
+        f"a rebalance's JSON body is {REBALANCE_BODY}, or none "
         "(Storm's; the number in the path is the wait in seconds)"
     )
+    if not body.strip():
+        return None
     try:
-        options = json.loads(body or b"null")
+        options = json.loads(body)
     except ValueError:
         raise ValueError(f"{need}: the body is not JSON") from None
-    options = options.get("rebalanceOptions") if isinstance(options, dict) else None
-    if not isinstance(options, dict) or "numWorkers" not in options:
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise ValueError(need)
+    options = options.get("rebalanceOptions")
+    if options is None:
+        return None
+    if not isinstance(options, dict):
         raise ValueError(need)
     if set(options) - {"numWorkers"}:
         extra = ", ".join(sorted(set(options) - {"numWorkers"}))
         raise ValueError(f"rebalanceOptions {extra}: not supported (only numWorkers)")
+    if "numWorkers" not in options:
+        return None
     n = options["numWorkers"]
     whole = isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n)
     if not whole or n != int(n) or n < 1:

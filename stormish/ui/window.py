@@ -44,15 +44,31 @@ def task_sums(t: TaskStats) -> tuple[float, ...]:
     )
 
 
-def restarted(now: tuple[float, ...], before: tuple[float, ...]) -> bool:
-    """A count that went down: the task's worker restarted and its counters with it."""
+def restarted(
+    now: tuple[float, ...], before: tuple[float, ...], now_run: Any = None, before_run: Any = None
+) -> bool:
+    """The task's worker restarted, and its counters with it: another incarnation
+    (`incarnation`, when both samples carry one), or a count that went down. Counts
+    alone miss a restart after which every count passed its old value by the next
+    sample (the window then lost what the task did before it)."""
+    if now_run is not None and before_run is not None and now_run != before_run:
+        return True
     return any(n < b for n, b in zip(now[:_COUNTED], before[:_COUNTED], strict=True))
+
+
+def incarnation(t: TaskStats) -> Any:
+    """What tells one process of the task's worker from the next (its start time), or
+    None when the statistics carry none (made by hand, or by an older worker): a restart
+    is then told by its counts alone."""
+    return getattr(t, "worker_started", None) or None
 
 
 def baseline(t: TaskStats, before: TaskStats | None) -> TaskStats | None:
     """`before`, a task's earlier sample, unless the task restarted since (then its
     counts since are all it did in between: None, as for a task new since)."""
-    if before is None or restarted(task_sums(t), task_sums(before)):
+    if before is None or restarted(
+        task_sums(t), task_sums(before), incarnation(t), incarnation(before)
+    ):
         return None
     return before
 
@@ -75,17 +91,19 @@ class History:
         self.samples: deque[Sample] = deque()
         self.lock = threading.Lock()
         self._last: dict[int, tuple[str, tuple[float, ...]]] = {}  # task: component, sums
+        self._run: dict[int, Any] = {}  # task: its worker's incarnation (None: not known)
         self._offset: dict[int, tuple[float, ...]] = {}  # task: counted before restarts
 
     def add(self, now: float, stats: TopologyStatistics) -> Sample:
         with self.lock:
             for tid, t in stats.tasks.items():
-                raw = task_sums(t)
+                raw, run = task_sums(t), incarnation(t)
                 seen = self._last.get(tid)
-                if seen is not None and restarted(raw, seen[1]):
+                if seen is not None and restarted(raw, seen[1], run, self._run.get(tid)):
                     off = self._offset.get(tid, (0.0,) * len(SUMS))
                     self._offset[tid] = tuple(o + b for o, b in zip(off, seen[1], strict=True))
                 self._last[tid] = (t.component, raw)
+                self._run[tid] = run
             sample = Sample(now, stats, self._component_sums())
             self.samples.append(sample)
             while self.samples and now - self.samples[0].t > KEEP + SLACK:

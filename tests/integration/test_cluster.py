@@ -758,6 +758,22 @@ def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(
     finally:
         ui.terminate()
         assert ui.wait(30) == 0
+    # Storm's UI rebalances with no body: onto the workers it has, spread again (it was a
+    # 400); a wait that is not seconds up to Storm's i32 is a 400
+    assert post(api + "/topology/webbed/kill/inf")[0] == 400
+    assert post(api + "/topology/webbed/rebalance/1e300")[0] == 400
+
+    def pids() -> set:
+        row = next(r for r in c.call("list") if r["name"] == "webbed")
+        return {w.get("pid") for w in row["worker_status"]} if row["status"] == "running" else set()
+
+    poll_for(lambda: None not in pids() and len(pids()) == 2, 60, 0.2, "the workers' pids")
+    old = pids()
+    assert post(api + "/topology/webbed/rebalance/0")[0] == 200
+    poll_for(lambda: len(pids()) == 2 and not pids() & old and None not in pids(), 90, 0.2,
+             "the rebalanced workers running")  # fmt: skip
+    row = next(r for r in c.call("list") if r["name"] == "webbed")
+    assert (row["workers"], row["active"]) == (2, False)
     assert post(api + "/topology/webbed/kill/0")[0] == 200
     c.wait_status("webbed", "killed")
     assert get(api + "/topology/ghost")[0] == 404

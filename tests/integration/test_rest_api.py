@@ -205,9 +205,12 @@ def test_the_api_is_loopback_only_and_a_post_needs_the_ui_header(run_with_ui):
     code, body = post(api + "/topology/restful/kill/0", header=False)  # a cross-site form
     assert code == 403 and "X-Stormish-UI" in body["error"]
     assert proc.poll() is None
-    # Storm's path: the wait in the path, the workers in the body; without them a 400
-    code, body = post(api + "/topology/restful/rebalance/3")
+    # Storm's path: the wait in the path, the workers in the body (without them: the
+    # number it has, as Storm's UI); a body that is not Storm's is a 400
+    code, body = post(api + "/topology/restful/rebalance/3", body=[1])
     assert code == 400 and "rebalanceOptions" in body["error"], body
+    code, body = post(api + "/topology/restful/rebalance/3")
+    assert code == 409 and "needs a cluster" in body["error"], body
     code, body = post(
         api + "/topology/restful/rebalance/3", body={"rebalanceOptions": {"numWorkers": 1}}
     )

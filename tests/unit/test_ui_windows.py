@@ -257,7 +257,7 @@ def test_rebalance_takes_the_wait_in_the_path_and_the_workers_in_the_body():
     assert code == 200 and answer["topologyOperation"] == "rebalance"
     assert ask(app, "POST", "/api/v1/topology/wc/rebalance", body)[0] == 200
     assert backend.acts == [("rebalance", 7.0, 3), ("rebalance", None, 3)]
-    for bad in (b"", b"{}", b"not json", b'{"rebalanceOptions": {}}'):
+    for bad in (b"not json", b"[3]", b'{"rebalanceOptions": 3}'):
         code, answer = ask(app, "POST", "/api/v1/topology/wc/rebalance/7", bad)
         assert code == 400 and "rebalanceOptions" in answer["error"], answer
         assert "numWorkers" in answer["error"]
@@ -265,6 +265,10 @@ def test_rebalance_takes_the_wait_in_the_path_and_the_workers_in_the_body():
     code, answer = ask(app, "POST", "/api/v1/topology/wc/rebalance/7", odd)
     assert code == 400 and "executors" in answer["error"]
     assert len(backend.acts) == 2
+    # no body, or none of Storm's numWorkers (its UI sends none): the workers it has
+    for none in (b"", b"{}", b'{"rebalanceOptions": {}}'):
+        assert ask(app, "POST", "/api/v1/topology/wc/rebalance/7", none)[0] == 200
+    assert backend.acts[2:] == [("rebalance", 7.0, None)] * 3
 
 
 class Client:
