@@ -298,8 +298,10 @@ class Custom:
 
 
 def _positional(method: Any) -> int:
-    """How many positional arguments `method` takes (bound: self not counted); -1 when
-    its signature cannot be read."""
+    """How many positional arguments `method` requires (bound: self not counted; one
+    with a default is not required); -1 when its signature cannot be read. Counting
+    every positional one took `choose_tasks(self, values, extra=None)` for Storm's
+    `(task_id, values)` and called it with the task id as its values."""
     import inspect
 
     try:
@@ -307,7 +309,7 @@ def _positional(method: Any) -> int:
     except (TypeError, ValueError):
         return -1
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in params if p.kind in kinds)
+    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
 
 
 class Lanes(Fields):
