@@ -29,7 +29,10 @@ message's tuples are then dropped, counted `bulk_missing`, and their trees repla
 the bulk socket full the sender waits for room (the peer is held, as for a shared-memory
 segment) for at most `STALL`, then sends the buffers on the CURVE link as before; with
 no connection to the peer's bulk socket (ZMQ_IMMEDIATE) it sends them there at once.
-Without keys (loopback links in the clear) there is nothing to gain: no bulk socket.
+A message whose sealed buffers are more than a receiver keeps ahead of the sender's key
+(`PRE_KEY_BYTES`: one tuple's buffers past 64 MiB) takes the CURVE link too: coming
+before the key, it could not be told from a forged one (`fits`). Without keys (loopback
+links in the clear) there is nothing to gain: no bulk socket.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ HWM = 4  # bulk messages queued a way (each up to link.MESSAGE_BYTES of buffers)
 STASH = 64  # bulk messages kept per sender ahead of the messages that name them
 SEALED_MESSAGE_BYTES = 16 * 1024 * 1024  # link.MESSAGE_BYTES: what one message holds
 MAX_FRAME = 1 << 31  # a sealed buffer larger than this takes the link (bulk refuses it)
+# what a receiver keeps of one sender ahead of its key (its HELLO on its way): a bulk
+# message larger than this could not be told from a forged one then, so the sender
+# sends such a message (one tuple's buffers past 64 MiB) inside the CURVE link instead
+PRE_KEY_BYTES = HWM * SEALED_MESSAGE_BYTES
+HEADER_ROOM = 64  # a bulk message's first frame (`frames.bulk_header`, 18 bytes)
 
 
 class BulkError(Exception):
@@ -139,6 +147,20 @@ class Recycler:
                 self._free_bytes += n
 
 
+def fits(sizes: Iterable[int]) -> bool:
+    """A message's buffers (their sizes) may go sealed on the bulk socket: none is
+    `MAX_FRAME` or more, and sealed they are no more than `PRE_KEY_BYTES`, what the
+    receiver keeps when they come before the sender's key. A larger one was taken for
+    forged there and its tuple lost until its tree replayed (found by a review); it
+    takes the CURVE link, in order as everything else on it."""
+    total = HEADER_ROOM
+    for n in sizes:
+        if n >= MAX_FRAME:
+            return False
+        total += n + TAG
+    return total <= PRE_KEY_BYTES
+
+
 def has_room(sock: zmq.Socket) -> bool:
     """A message could be queued on `sock` now (its HWM not reached, a connection up)."""
     return bool(int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLOUT)
@@ -197,7 +219,7 @@ class Sender:
         while it has no room (the caller holds the peer and asks again)."""
         entry = self._sock.get(peer)
         buffers = frames[2:]
-        if entry is None or any(memoryview(b).nbytes >= MAX_FRAME for b in buffers):
+        if entry is None or not fits(memoryview(b).nbytes for b in buffers):
             return frames
         s = entry[1]
         if not has_room(s):
@@ -269,7 +291,7 @@ class Receiver:
         # what comes before a sender's key is kept only for one of them, and bounded in
         # bytes (a count let a process without keys park 512 MiB here, counted nowhere)
         self.peers = frozenset(peers) - {index}
-        self.sealed_bytes = sealed_bytes or HWM * SEALED_MESSAGE_BYTES
+        self.sealed_bytes = sealed_bytes or PRE_KEY_BYTES
         self.pull = ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.RCVHWM, HWM)
@@ -352,7 +374,7 @@ class Receiver:
             held -= sum(map(len, old))
             self.overrun += 1
         if size > self.sealed_bytes:
-            self.forged += 1  # larger than a real sender sends ahead of its HELLO
+            self.forged += 1  # larger than a real sender seals at all (`fits`)
         else:
             waiting.append((first, parts[1:]))
             held += size

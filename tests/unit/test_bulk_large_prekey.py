@@ -1,0 +1,125 @@
+"""A bulk message larger than a receiver keeps ahead of its sender's key
+(transport/bulk.py `PRE_KEY_BYTES`): found by a review, confirmed here. One tuple with a
+buffer past 64 MiB made such a message; read before the sender's HELLO (its key) it was
+counted forged and dropped, its tuple lost until its tree replayed. Such a message now
+takes the CURVE link; what may go sealed still opens when it came before the key, and the
+bound on what a process without keys can park is unchanged."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+
+from stormish.transport import bulk
+from stormish.transport import frames as fr
+
+pytestmark = pytest.mark.timeout(60)
+
+SENDER, RECEIVER, OTHER = 3, 5, 7
+
+
+def message(arrays: list[Any]) -> list:
+    return fr.encode_tuples(SENDER, 1, [(9, 1, "default", [(a,) for a in arrays], None)])
+
+
+def connected(out: bulk.Sender, frames: list, tuples: int) -> list:
+    deadline = time.monotonic() + 10
+    while True:
+        sealed = out.seal(RECEIVER, frames, tuples)
+        if sealed is not None:
+            return sealed
+        assert time.monotonic() < deadline, "no bulk connection"
+        out._sock[RECEIVER][1].poll(100, zmq.POLLOUT)
+
+
+@pytest.fixture
+def pair(monkeypatch):
+    """A sender and a receiver (keys not exchanged yet) with a 1 MiB pre-key budget."""
+    monkeypatch.setattr(bulk, "PRE_KEY_BYTES", 1 << 20, raising=False)
+    ctx = zmq.Context()
+    out = bulk.Sender(ctx, SENDER, 64 * 1024)
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, peers=(SENDER, OTHER), sealed_bytes=1 << 20)
+    out.want(RECEIVER, into.address)
+    out.apply()
+    try:
+        yield out, into
+    finally:
+        out.close()
+        into.close()
+        ctx.term()
+
+
+def arrive_before_the_key(out: bulk.Sender, into: bulk.Receiver, arrays: list[Any]) -> Any:
+    """Send a message; the receiver reads its sealed part (if any) before the sender's
+    HELLO, then gets the key; the message that names the buffers is decoded then."""
+    frames = connected(out, message(arrays), len(arrays))
+    msg = fr.decode(frames)
+    if isinstance(msg.body, fr.BulkTuples):
+        assert into.pull.poll(10_000)
+        assert into.read()
+    into.keyed(SENDER, out.announce())
+    return msg
+
+
+def test_a_message_past_the_pre_key_budget_is_not_lost(pair):
+    out, into = pair
+    big = np.arange((1 << 20) // 8 + 1, dtype=np.float64)  # sealed: just past 1 MiB
+    msg = arrive_before_the_key(out, into, [big])
+    assert into.forged == 0
+    if isinstance(msg.body, fr.BulkTuples):  # sealed: it must open
+        opened = into.open(SENDER, msg.body.first, msg.body.count, wait=0.5)
+        got = np.frombuffer(opened[0])
+    else:  # inside the CURVE link, whole
+        ((_, _, _, rows, _),) = msg.body  # TUPLES: its batches, loaded
+        got = rows[0][0]
+    assert np.array_equal(got, big)
+
+
+def test_a_message_within_the_budget_goes_sealed_and_opens_after_the_key(pair):
+    out, into = pair
+    arrays = [np.full(8192 * 7, i, dtype=np.float64) for i in range(2)]  # 2 x 448 KiB
+    msg = arrive_before_the_key(out, into, arrays)
+    assert isinstance(msg.body, fr.BulkTuples)
+    opened = into.open(SENDER, msg.body.first, msg.body.count, wait=0.5)
+    assert [np.frombuffer(b)[0] for b in opened] == [0.0, 1.0]
+    assert into.forged == into.missing == 0
+
+
+def test_what_fits_is_what_a_receiver_keeps_ahead_of_a_key():
+    """At the real sizes: the receiver's default budget is the sender's bound, and the
+    header frame is within the room kept for it."""
+    assert bulk.PRE_KEY_BYTES == bulk.HWM * bulk.SEALED_MESSAGE_BYTES == 64 << 20
+    room = bulk.PRE_KEY_BYTES - bulk.HEADER_ROOM
+    assert bulk.fits([room - bulk.TAG]) and not bulk.fits([room - bulk.TAG + 1])
+    assert bulk.fits([1000] * 4) and not bulk.fits([bulk.MAX_FRAME])
+    assert len(fr.bulk_header(2**32 - 1, 2**64 - 1)) <= bulk.HEADER_ROOM
+    ctx = zmq.Context()
+    try:
+        into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, peers=(SENDER,))
+        assert into.sealed_bytes == bulk.PRE_KEY_BYTES
+        into.close()
+    finally:
+        ctx.term()
+
+
+def test_one_tuple_past_64_mib_takes_the_link_at_the_real_sizes():
+    ctx = zmq.Context()
+    out = bulk.Sender(ctx, SENDER, 64 * 1024)
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, peers=(SENDER,))
+    try:
+        out.want(RECEIVER, into.address)
+        out.apply()
+        big = np.zeros((64 << 20) // 8 + 1, dtype=np.float64)
+        frames = message([big])
+        assert connected(out, frames, 1) is frames  # not sealed: inside the CURVE link
+        assert out.messages == 0
+        small = message([np.zeros(8192)])
+        assert isinstance(fr.decode(connected(out, small, 1)).body, fr.BulkTuples)
+    finally:
+        out.close()
+        into.close()
+        ctx.term()
