@@ -10,9 +10,11 @@ fields grouping must agree between workers.
 from __future__ import annotations
 
 import itertools
+import numbers
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ..errors import TopologyError
@@ -43,7 +45,28 @@ def stable_hash(v: Any) -> int:
         return h
     if v is None:
         return 0
-    return stable_hash(repr(v))
+    return stable_hash(_as_builtin(v))
+
+
+def _as_builtin(v: Any) -> Any:
+    """A value equal to `v` of a type hashed above, so that equal keys hash equal
+    whatever their type (a fields grouping sends them to one task, as Python's own dicts
+    and Storm's equals/hashCode group them): numpy's integers and floats, Decimal,
+    Fraction; anything else by its repr."""
+    if type(v).__name__ in ("bool", "bool_"):  # numpy's bool: no __index__ in numpy 2
+        return int(bool(v))
+    index = getattr(type(v), "__index__", None)
+    if index is not None:
+        try:
+            return int(index(v))  # numpy's integers (not int subclasses), int-likes
+        except (TypeError, ValueError, OverflowError):
+            pass
+    # Decimal is no numbers.Real; a float equal to the value stands for it
+    if isinstance(v, numbers.Real) or (isinstance(v, Decimal) and v.is_finite()):
+        f = float(v)
+        if f == v:
+            return f
+    return repr(v)
 
 
 class Shuffle:

@@ -95,6 +95,31 @@ def test_stable_hash_is_non_negative():
         assert stable_hash(v) >= 0
 
 
+def test_equal_keys_of_other_numeric_types_hash_equal():
+    """A fields grouping sends equal keys to one task, as Storm's equals/hashCode and
+    Python's dicts group them (found by a review: numpy's int64 and Decimal hashed by
+    their repr, so a key emitted as 5 by one task and np.int64(5) by another was
+    counted in two places)."""
+    np = pytest.importorskip("numpy")
+    from decimal import Decimal
+    from fractions import Fraction
+
+    pairs = [
+        (5, np.int64(5)),
+        (5, np.uint8(5)),
+        (-3, np.int32(-3)),
+        (5, Decimal(5)),
+        (5, Fraction(10, 2)),
+        (0.5, Fraction(1, 2)),
+        (0.5, np.float32(0.5)),
+        (0.5, Decimal("0.5")),
+        (True, np.True_),
+        (("k", 5), ("k", np.int64(5))),
+    ]
+    for a, b in pairs:
+        assert a == b and stable_hash(a) == stable_hash(b), (a, b)
+
+
 def test_equal_keys_hash_equal():
     """The routing cache is a dict: keys equal in Python must route alike."""
     assert stable_hash(1.0) == stable_hash(1)
