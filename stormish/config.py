@@ -20,6 +20,7 @@ refused per component; a `nimbus` or `supervisor` key configures that daemon
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ BATCH_DEFAULT = 512  # what an unset producer batch is, in a queue of 1024 tuple
 LOADAWARE_OFF = "topology.disable.loadaware.messaging"
 LOCALITY_HIGHER = "topology.localityaware.higher.bound"
 LOCALITY_LOWER = "topology.localityaware.lower.bound"
+ENABLE_TIMEOUTS = "topology.enable.message.timeouts"
+SCHEDULER = "topology.worker.scheduler"
+OWN_THREAD = "topology.executor.own.thread"
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,12 @@ def _num(
             return None
         if isinstance(v, bool) or not isinstance(v, int | float):
             return f"must be a number, got {v!r}"
-        if not math.isfinite(v):  # NaN passes every comparison; inf never comes
+        if isinstance(v, int):  # an int is finite, but one past a float's range breaks
+            try:  # every reader's float(): say so here, without printing 400 digits
+                float(v)
+            except OverflowError:
+                return f"must be a finite number, got an integer of {len(str(abs(v)))} digits"
+        elif not math.isfinite(v):  # NaN passes every comparison; inf never comes
             return f"must be a finite number, got {v!r}"
         if v < lo or (strict and v == lo):
             return f"must be {'>' if strict else '>='} {lo}, got {v}"
@@ -100,6 +109,62 @@ def _bool(v: Any) -> str | None:
 
 def _str(v: Any) -> str | None:
     return None if v is None or isinstance(v, str) else f"must be a string, got {v!r}"
+
+
+def _dir(v: Any) -> str | None:
+    """A directory: None (the default place) or a non-empty path. "" would mean the
+    working directory to one reader and "unset" to another: refused as meaningless."""
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        return f"must be a directory path (a string) or None, got {v!r}"
+    if not v.strip():
+        return f"must be a directory path, not an empty string (None: {_UNSET_DIR})"
+    if "\0" in v:
+        return f"must be a directory path, got {v!r} (a NUL character)"
+    return None
+
+
+_UNSET_DIR = "leave it unset for the default place"
+
+
+def znode_problem(root: Any) -> str | None:
+    """Why `root` is not a ZooKeeper root for a cluster (an absolute znode path below /,
+    without a trailing /), or None. Shared with cluster/ha.py's --zk-root check, so the
+    flag and the config key obey one rule; each error names its own source."""
+    if not isinstance(root, str) or not root:
+        return f"must be an absolute znode path below / (such as /stormish), got {root!r}"
+    if not root.startswith("/") or root == "/" or root.endswith("/") or "//" in root:
+        return (
+            f"must be an absolute znode path below / (such as /stormish), without a "
+            f"trailing /, got {root!r}"
+        )
+    return None
+
+
+def _spark_master(v: Any) -> str | None:
+    """Spark's master forms, checked at submit: a bad one used to surface only in a
+    worker, when a SparkSpout/SparkSink opened (spark/session.py's check_master, which
+    uses the same rule)."""
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        return f"must be a string, got {v!r}"
+    if not SPARK_MASTER.match(v):
+        return f"{v!r} {SPARK_MASTER_FORMS}"
+    return None
+
+
+# what Spark's SparkContext accepts (SparkContext.createTaskScheduler), and Connect's sc://;
+# here (not in spark/session.py, which uses it) so that config stays below the connectors
+SPARK_MASTER = re.compile(
+    r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+"
+    r"|mesos://.+|sc://.+)$"
+)
+SPARK_MASTER_FORMS = (
+    "is not a Spark master: use local, local[N], local[*], spark://host:port, "
+    "sc://host:port (Spark Connect), yarn or k8s://..."
+)
 
 
 def _redis_url(v: Any) -> str | None:
@@ -141,7 +206,10 @@ def _wait_keys(use: str, l1: int, l2: int, l3: int) -> list[Key]:
             _int(0),
             "time.sleep(0) yields (GIL handed over) before level 3 (Storm: 1000 for bolts "
             "and backpressure; 0 here: yields were measured to cost a third of a core per "
-            "worker and double p99 latency)",
+            "worker and double p99 latency). Read only by an executor on a thread of its "
+            "own (topology.worker.scheduler threads, topology.executor.own.thread, or moved "
+            "there as blocking): under the default cooperative scheduler the shared "
+            "scheduler thread never yields, and a value set there does nothing (warned)",
         ),
         Key(
             f"{p}.progressive.level3.sleep.millis",
@@ -354,6 +422,16 @@ KEYS: dict[str, Key] = {
             "topology",
         ),
         Key(
+            ENABLE_TIMEOUTS,
+            True,
+            _bool,
+            "false: tuple trees never time out (Storm's key, meant for tests: a debugger "
+            "or a slow test machine never fails a tree by its age); a reliable spout's "
+            "trees then end only by ack or fail, and the acker drops no entry by age, so "
+            "a lost tuple holds its tree (and a topology.max.spout.pending slot) for good",
+            "topology",
+        ),
+        Key(
             "topology.acker.executors",
             None,
             _int(0, optional=True),
@@ -382,7 +460,7 @@ KEYS: dict[str, Key] = {
         Key(
             "topology.state.dir",
             None,
-            _str,
+            _dir,
             "the embedded state provider's directory (a SQLite file per task, kept after "
             "the run); None: the worker's data directory (the local cluster's, kept across "
             "worker restarts for the run; a supervisor's state directory)",
@@ -572,7 +650,7 @@ KEYS: dict[str, Key] = {
         Key(
             "nimbus.zookeeper.root",
             "/stormish",
-            _str,
+            znode_problem,
             "the znode under which a cluster's nimbus keep their election and state (one "
             "per cluster on a shared ensemble). The default of `stormish nimbus --zk-root`",
             "nimbus",
@@ -616,7 +694,7 @@ KEYS: dict[str, Key] = {
         Key(
             "stormish.local.log.dir",
             None,
-            _str,
+            _dir,
             "keep the output of local-mode worker processes (`stormish run -w N --log-dir`) "
             "in this directory, a file per topology and worker (TOPOLOGY-worker-N.log, as a "
             "supervisor's --log-dir) with a line per start, rolled past "
@@ -642,7 +720,7 @@ KEYS: dict[str, Key] = {
         Key(
             "stormish.spark.master",
             None,
-            _str,
+            _spark_master,
             "the Spark master SparkSpout/SparkSink use: local[N] (default local[*]), "
             "spark://host:port, or sc://host:port (Spark Connect)",
         ),
@@ -660,6 +738,125 @@ def _scalar(v: Any) -> str | None:
 PREFIXES: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "stormish.spark.conf.": (_scalar, "passed to the SparkSession builder without the prefix"),
 }
+
+
+# Storm's own keys in stormish's namespaces that stormish does not declare (Storm 0.9 to
+# 2.x: Config.java and DaemonConfig.java), so that a Flux file or a streamparse topology
+# written for Storm runs with them set aside and named, while a key that is neither
+# stormish's nor Storm's (a typo: `topology.workerz`) is refused as in the Python API.
+_STORM_KEYS = """
+    nimbus.admins nimbus.admins.groups nimbus.assignments.service.thread.queue.size
+    nimbus.assignments.service.threads nimbus.authorizer
+    nimbus.autocredential.plugins.classes nimbus.blobstore.class
+    nimbus.blobstore.expiration.secs nimbus.childopts nimbus.cleanup.inbox.freq.secs
+    nimbus.code.sync.freq.secs nimbus.credential.renewers.classes
+    nimbus.credential.renewers.freq.secs nimbus.daemon.user nimbus.daemon.users
+    nimbus.executors.perTopology nimbus.file.copy.expiration.secs nimbus.groups nimbus.host
+    nimbus.impersonation.acl nimbus.impersonation.authorizer
+    nimbus.inbox.jar.expiration.secs nimbus.local.assignments.backend.class
+    nimbus.monitor.freq.secs nimbus.queue.size nimbus.reassign
+    nimbus.scheduler.strategy.class.whitelist nimbus.seeds nimbus.slots.perTopology
+    nimbus.supervisor.timeout.secs nimbus.supervisor.users nimbus.task.launch.secs
+    nimbus.thrift.client.use.tls nimbus.thrift.max_buffer_size nimbus.thrift.port
+    nimbus.thrift.threads nimbus.thrift.tls.client.auth.required
+    nimbus.thrift.tls.client.cert.path nimbus.thrift.tls.client.key.path
+    nimbus.thrift.tls.client.keystore.password nimbus.thrift.tls.client.keystore.path
+    nimbus.thrift.tls.client.truststore.password nimbus.thrift.tls.client.truststore.path
+    nimbus.thrift.tls.max_buffer_size nimbus.thrift.tls.port
+    nimbus.thrift.tls.server.keystore.password nimbus.thrift.tls.server.keystore.path
+    nimbus.thrift.tls.server.only nimbus.thrift.tls.server.truststore.password
+    nimbus.thrift.tls.server.truststore.path nimbus.thrift.tls.threads
+    nimbus.thrift.tls.transport nimbus.thrift.transport
+    nimbus.topology.action.notifier.plugin.class nimbus.topology.blobstore.deletion.delay.ms
+    nimbus.topology.validator nimbus.users nimbus.worker.heartbeats.recovery.strategy.class
+    supervisor.authorizer supervisor.blobstore.class
+    supervisor.blobstore.download.max_retries supervisor.blobstore.download.thread.count
+    supervisor.childopts supervisor.cpu.capacity supervisor.enable
+    supervisor.heartbeat.frequency.secs supervisor.localizer.cache.target.size.mb
+    supervisor.localizer.cleanup.interval.ms supervisor.localizer.update.blob.interval.secs
+    supervisor.memory.capacity.mb supervisor.monitor.frequency.secs supervisor.numa.meta
+    supervisor.queue.size supervisor.resources.map supervisor.run.worker.as.user
+    supervisor.scheduler.meta supervisor.slots.ports supervisor.thrift.client.use.tls
+    supervisor.thrift.max_buffer_size supervisor.thrift.port
+    supervisor.thrift.socket.timeout.ms supervisor.thrift.threads
+    supervisor.thrift.tls.client.auth.required supervisor.thrift.tls.client.cert.path
+    supervisor.thrift.tls.client.key.path supervisor.thrift.tls.client.keystore.password
+    supervisor.thrift.tls.client.keystore.path
+    supervisor.thrift.tls.client.truststore.password
+    supervisor.thrift.tls.client.truststore.path
+    supervisor.thrift.tls.server.keystore.password
+    supervisor.thrift.tls.server.keystore.path
+    supervisor.thrift.tls.server.truststore.password
+    supervisor.thrift.tls.server.truststore.path supervisor.thrift.transport
+    supervisor.worker.default.version supervisor.worker.heartbeats.max.timeout.secs
+    supervisor.worker.launcher supervisor.worker.shutdown.sleep.secs
+    supervisor.worker.start.timeout.secs supervisor.worker.version.classpath.map
+    supervisor.worker.version.logwriter.map supervisor.worker.version.main.map
+    topology.acker.cpu.pcore.percent topology.acker.resources.offheap.memory.mb
+    topology.acker.resources.onheap.memory.mb topology.auto-credentials
+    topology.auto.task.hooks topology.backpressure.enable topology.blobstore.map
+    topology.bolts.late.tuple.stream topology.bolts.message.id.field.name
+    topology.bolts.outgoing.overflow.buffer.enable topology.bolts.tuple.timestamp.field.name
+    topology.bolts.tuple.timestamp.max.lag.ms topology.bolts.watermark.event.interval.ms
+    topology.bolts.window.length.count topology.bolts.window.length.duration.ms
+    topology.bolts.window.sliding.interval.count
+    topology.bolts.window.sliding.interval.duration.ms
+    topology.builtin.metrics.bucket.size.secs topology.classpath
+    topology.classpath.beginning topology.component.cpu.pcore.percent
+    topology.component.resources.map topology.component.resources.offheap.memory.mb
+    topology.component.resources.onheap.memory.mb topology.disruptor.batch.size
+    topology.disruptor.batch.timeout.millis topology.disruptor.wait.strategy
+    topology.disruptor.wait.timeout.millis topology.enable.send.iconnection.metrics
+    topology.enable.v2.metrics.tick topology.environment
+    topology.error.throttle.interval.secs topology.event.logger.register
+    topology.eventlogger.executors topology.eventlogger.max.retained.files
+    topology.eventlogger.rotation.size.mb topology.executor.send.buffer.size
+    topology.fall.back.on.java.serialization topology.groups topology.isolate.machines
+    topology.kryo.decorators topology.kryo.factory topology.kryo.register
+    topology.logging.config topology.logging.sensitivity
+    topology.max.error.report.per.interval topology.max.task.parallelism
+    topology.metrics.consumer.cpu.pcore.percent topology.metrics.consumer.register
+    topology.metrics.reporters topology.multilang.log.handler topology.multilang.serializer
+    topology.name topology.priority topology.producer.batch.dynamic
+    topology.ras.acker.executors.per.worker topology.ras.constraint.max.state.search
+    topology.ras.constraint.max.time.secs topology.ras.constraints
+    topology.ras.one.component.per.worker topology.ras.one.executor.per.worker
+    topology.ras.order.executors.by.proximity.needs topology.readonly.groups
+    topology.readonly.users topology.receiver.buffer.size topology.scheduler.favored.nodes
+    topology.scheduler.strategy topology.scheduler.unfavored.nodes
+    topology.serialized.message.size.metrics topology.skip.missing.kryo.registrations
+    topology.sleep.spout.wait.strategy.time.ms topology.spout.recvq.skips
+    topology.spread.components topology.state.kryo.register topology.state.provider.config
+    topology.state.synchronization.timeout.secs topology.stats.ewma.enable
+    topology.stats.ewma.smoothing.factor topology.stats.sample.rate
+    topology.submitter.principal topology.submitter.user topology.tasks
+    topology.testing.always.try.serialize topology.transactional.id
+    topology.transfer.batch.size topology.trident.batch.emit.interval.millis
+    topology.trident.windowing.cache.tuple.limit topology.tuple.compression.enable
+    topology.tuple.compression.max.decompressed.bytes topology.tuple.compression.threshold
+    topology.tuple.serializer topology.upstream.feedback.enable
+    topology.upstream.feedback.freq.secs topology.users
+    topology.v2.metrics.tick.interval.seconds topology.version topology.worker.childopts
+    topology.worker.gc.childopts topology.worker.logwriter.childopts
+    topology.worker.max.heap.size.mb topology.worker.metrics
+    topology.worker.nimbus.thrift.client.use.tls topology.worker.receiver.thread.count
+    topology.worker.shared.thread.pool.size topology.worker.timeout.secs
+    worker.blob.update.poll.interval.secs worker.childopts worker.gc.childopts
+    worker.heap.memory.mb worker.heartbeat.frequency.secs worker.log.level.reset.poll.secs
+    worker.max.timeout.secs worker.metrics worker.profiler.childopts worker.profiler.command
+    worker.profiler.enabled
+"""
+STORM_KEYS = frozenset(_STORM_KEYS.split())
+STORM_SET = {
+    "topology.name": "set by stormish from the topology's name (Topology(name), a "
+    "Flux file's `name`), as Storm sets it from the submitted name; it cannot be set"
+}
+
+
+def is_storm_only(name: str) -> bool:
+    """A key Storm has and stormish does not use (a Flux or streamparse topology's is
+    ignored with a warning; the Python API refuses it, saying whose it is)."""
+    return name in STORM_KEYS and name not in KEYS
 
 
 def defaults() -> dict[str, Any]:
@@ -691,10 +888,17 @@ def _check_undeclared(name: str, value: Any, place: str, level: str | None) -> N
             if problem:
                 raise ConfigError(f"config key {name!r}{place} {problem}")
             return
-    close = _close_key(name)
+    storm = is_storm_only(name)
+    close = None if storm else _close_key(name)
     ours = name.split(".", 1)[0] in NAMESPACES
     if ours or close or level in ("nimbus", "supervisor"):
         hint = f"; did you mean {close!r}?" if close else ""
+        if storm:
+            hint = "; " + STORM_SET.get(
+                name,
+                "it is Storm's, and stormish does not use it (a Flux file or a streamparse "
+                "topology may keep it: there it is ignored with a warning)",
+            )
         if level in ("nimbus", "supervisor"):
             hint += f"; `stormish {level}` reads only " + ", ".join(
                 k.name for k in KEYS.values() if k.scope == level
@@ -705,13 +909,17 @@ def _check_undeclared(name: str, value: Any, place: str, level: str | None) -> N
 def _close_key(name: str) -> str | None:
     import difflib
 
-    if name.split(".", 1)[0] in NAMESPACES:
-        last = name.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.8) or [
-            k for k in KEYS if k.rsplit(".", 1)[-1] == last
-        ]
-    else:  # an application's key: refused only when it is a near miss of one of ours
-        close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    # the same segments in another order (`topology.spout.max.pending`) before spelling:
+    # difflib alone would rank `topology.shellbolt.max.pending` above the right key
+    ours = name.split(".", 1)[0] in NAMESPACES
+    segments = sorted(name.split("."))
+    for k in KEYS:
+        if ours and sorted(k.split(".")) == segments:
+            return k
+    # only a real near miss: a key sharing just its last segment (`...window.length.count`
+    # -> a backpressure `...level1.count`) was a misleading hint, so none is given then
+    cutoff = 0.8 if ours else 0.85
+    close = difflib.get_close_matches(name, KEYS, n=1, cutoff=cutoff)
     return close[0] if close else None
 
 
@@ -749,7 +957,60 @@ def resolve(
             check_value(k, v, where, level)
             conf[k] = v
     _check_batch(conf, where)
+    _check_locality(conf, where)
     return conf
+
+
+def split_storm(
+    conf: Mapping[str, Any], where: str = "", level: str = "topology"
+) -> tuple[dict[str, Any], list[str]]:
+    """A Storm topology's config (a Flux file's, a streamparse topology's) as stormish
+    takes it: Storm's keys that stormish does not use are set aside and returned (to be
+    named in a warning, not refused: the file was written for Storm); every other key is
+    checked as the Python API checks it at `level` (a typo of a declared key, a key in
+    stormish's namespaces that is neither stormish's nor Storm's, or a bad value is a
+    ConfigError naming the key and `where`)."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for k, v in conf.items():
+        if isinstance(k, str) and is_storm_only(k):
+            dropped.append(k)
+            continue
+        check_value(k, v, where, level)
+        kept[k] = v
+    return kept, sorted(dropped)
+
+
+def advice(conf: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> list[str]:
+    """Settings that are valid but do nothing as configured, for a warning at submit:
+    `conf` is the resolved topology config, `own` a component's own keys (its resolved
+    config then being `conf` with them). Today: a progressive wait's level 2 (yields),
+    which only an executor on a thread of its own reads (runtime/wait.py spin_count: the
+    cooperative scheduler's shared thread has nobody in the worker to yield to)."""
+    merged = {**conf, **(own or {})}
+    if merged.get(SCHEDULER) != "cooperative" or merged.get(OWN_THREAD):
+        return []
+    out = []
+    for use in ("backpressure", "spout", "bolt"):
+        name = f"topology.{use}.wait.progressive.level2.count"
+        value = merged.get(name) if own is None or name in own else None
+        if value:  # 0 (the default) and 0 set are the same: nothing yields
+            out.append(
+                f"config key {name!r} is {value}, which does nothing under the "
+                f"cooperative scheduler ({SCHEDULER!r}): only an executor on a thread of "
+                f"its own yields ({SCHEDULER!r} 'threads', or {OWN_THREAD!r} true)"
+            )
+    return out
+    for use in ("backpressure", "spout", "bolt"):
+        name = f"topology.{use}.wait.progressive.level2.count"
+        set_here = (own or conf).get(name)
+        if set_here and (own is None or name in own):
+            out.append(
+                f"config key {name!r} is {set_here}, which does nothing under the "
+                f"cooperative scheduler ({SCHEDULER!r}): only an executor on a thread of "
+                f"its own yields ({SCHEDULER!r} 'threads', or {OWN_THREAD!r})"
+            )
+    return out
 
 
 def for_component(
@@ -772,6 +1033,19 @@ def batch_size(conf: Mapping[str, Any]) -> int:
     if batch is not None:
         return int(batch)
     return max(1, min(BATCH_DEFAULT, conf[QUEUE] // 2))
+
+
+def _check_locality(conf: Mapping[str, Any], where: str) -> None:
+    """The locality-aware shuffle widens above the higher bound and narrows below the
+    lower one; a lower bound above the higher one would widen and narrow on the same
+    load, flapping between scopes on every check (no hysteresis at all)."""
+    low, high = conf[LOCALITY_LOWER], conf[LOCALITY_HIGHER]
+    if low > high:
+        place = f" (in {where})" if where else ""
+        raise ConfigError(
+            f"config key {LOCALITY_LOWER!r} ({low}){place} must be at most "
+            f"{LOCALITY_HIGHER!r} ({high}): the gap between them is the hysteresis"
+        )
 
 
 def _check_batch(conf: Mapping[str, Any], where: str) -> None:

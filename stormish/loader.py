@@ -170,18 +170,20 @@ def _local_modules(directory: Path, imported: list[str]) -> list[LocalModule]:
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """A wait-strategy profile: a JSON object of config keys: a path to such a file,
-    `workers/profiles/NAME.json` where stormish runs (users' own), or one that ships
-    with stormish (stormish/profiles/)."""
+    """A wait-strategy profile: `{"config": {...}}` (a `"description"` beside it allowed,
+    nothing else), or an object of stormish's config keys (a misspelt wrapper, `"confg"`,
+    used to apply nothing without a word): a path to such a file,
+    `workers/profiles/NAME.json` where stormish runs (users' own), or one that ships with
+    stormish (stormish/profiles/)."""
     candidates = [Path(name)] if name.endswith(".json") else []
     candidates += [d / f"{name}.json" for d in PROFILE_DIRS]
     for c in candidates:
         if c.is_file():
-            return _read_config(c, "profile")
+            return _read_config(c, "profile", wrapped=True)
     shipped = _shipped_profiles()
     if name in shipped:
         with importlib.resources.as_file(shipped[name]) as path:
-            return _read_config(Path(path), "profile")
+            return _read_config(Path(path), "profile", wrapped=True)
     known = sorted(
         {p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.json")} | set(shipped)
     )
@@ -202,18 +204,54 @@ def load_config_file(path: str | Path, level: str | None = None) -> dict[str, An
     return _read_config(p, "config file", level)
 
 
-def _read_config(path: Path, what: str, level: str | None = None) -> dict[str, Any]:
+WRAPPER = "config"  # a profile's keys are inside {"config": {...}}
+BESIDE_WRAPPER = ("description",)  # what may stand beside it
+
+
+def _read_config(
+    path: Path, what: str, level: str | None = None, wrapped: bool = False
+) -> dict[str, Any]:
+    """The config keys of a JSON file, each checked. `wrapped` (a profile): the keys must
+    be inside `{"config": {...}}`; else (a daemon's config file) a plain object of keys
+    also does. Where the wrapper is, nothing but a description may stand beside it: a
+    key there would be silently ignored."""
     from . import config
 
     try:
         data = json.loads(path.read_text())
     except ValueError as exc:
         raise ConfigError(f"{what} {str(path)!r} is not valid JSON: {exc}") from exc
-    conf = data.get("config", data) if isinstance(data, dict) else data
+    place = f"{what} {str(path)!r}"
+    shape = f'{{"{WRAPPER}": {{...config keys...}}}} (a "description" beside it allowed)'
+    if not isinstance(data, dict):
+        raise ConfigError(f"{place} must hold a JSON object of config keys")
+    if wrapped and WRAPPER not in data:
+        # a plain object of stormish's own keys (the older form) is a profile too; any
+        # other key (an application's, a misspelt wrapper) would be read by nobody
+        strange = [
+            k for k in data if k not in BESIDE_WRAPPER and k not in config.KEYS
+            and not any(k.startswith(p) for p in config.PREFIXES)
+        ]  # fmt: skip
+        if strange:
+            raise ConfigError(
+                f"{place} must be {shape} or an object of stormish's config keys; "
+                f"{strange[0]!r} is neither"
+            )
+        data = {k: v for k, v in data.items() if k not in BESIDE_WRAPPER}
+    if WRAPPER in data:
+        other = [k for k in data if k != WRAPPER and k not in BESIDE_WRAPPER]
+        if other:
+            raise ConfigError(
+                f"{place}: key {other[0]!r} beside {WRAPPER!r} is not read; the file must "
+                f"be {shape}"
+            )
+        conf = data[WRAPPER]
+    else:
+        conf = data
     if not isinstance(conf, dict):
-        raise ConfigError(f"{what} {str(path)!r} must hold a JSON object of config keys")
+        raise ConfigError(f"{place}: {WRAPPER!r} must be a JSON object of config keys")
     for k, v in conf.items():
-        config.check_value(k, v, f"{what} {str(path)!r}", level)
+        config.check_value(k, v, place, level)
     return conf
 
 

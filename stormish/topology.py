@@ -23,6 +23,8 @@ from .names import check_name
 from .sources import in_package
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
 
+NAME_KEY = "topology.name"  # Storm's: the topology's name, in every component's conf
+
 GROUPINGS = (
     "shuffle",
     "fields",
@@ -294,7 +296,13 @@ class Topology:
         if not is_spout:
             _check_settle(name, obj)
             _check_holds_work(name, obj)
-        comp_conf = dict(obj.component_config or {})
+        own = obj.component_config or {}
+        if not isinstance(own, Mapping):
+            raise ConfigError(
+                f"{self._where(name)}: component_config must be a mapping of config keys "
+                f"to values (a dict), got {type(own).__name__} {own!r:.80}"
+            )
+        comp_conf = dict(own)
         for k, v in comp_conf.items():
             _config.check_value(k, v, self._where(name), "component")
         spec = ComponentSpec(name, obj, parallelism, is_spout, config=comp_conf)
@@ -346,12 +354,21 @@ class Topology:
             for sub in spec.subscriptions:
                 self._check_source_stream(spec.name, sub)
         where = f"topology {self.name!r}"
-        conf = _config.resolve(self.config, extra_config, where=where, level="topology")
+        extra = dict(extra_config or {})
+        if extra.get(NAME_KEY) == self.name:  # a resolved conf given again (nimbus's lint)
+            del extra[NAME_KEY]
+        conf = _config.resolve(self.config, extra, where=where, level="topology")
+        # Storm's topology.name: in the conf every open()/prepare() receives (set here,
+        # never by the user: check_value refuses it in any layer)
+        conf[NAME_KEY] = self.name
         check_config_picklable(conf, where)
         owns = {
             name: _config.for_component(conf, spec.config, where=self._where(name))
             for name, spec in self.components.items()
         }
+        _warn(_config.advice(conf), where)
+        for name, spec in self.components.items():
+            _warn(_config.advice(conf, spec.config), self._where(name))
         queues = {}
         for spec in self.components.values():
             own = owns[spec.name]
@@ -465,6 +482,21 @@ class Topology:
     def __repr__(self) -> str:
         parts = ", ".join(f"{c.name}x{c.parallelism}" for c in self.components.values())
         return f"Topology({self.name!r}: {parts})"
+
+
+def _warn(lines: list[str], where: str) -> None:
+    """Log each of `lines` once per process: validate runs more than once per submit
+    (the CLI's early check, then the run), and one warning is enough."""
+    import logging
+
+    for line in lines:
+        text = f"{where}: {line}"
+        if text not in _WARNED:
+            _WARNED.add(text)
+            logging.getLogger("stormish.config").warning("%s", text)
+
+
+_WARNED: set[str] = set()
 
 
 def consumers_of(

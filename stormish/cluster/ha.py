@@ -57,13 +57,16 @@ def digest_credential(secret: bytes) -> str:
     return f"{DIGEST_USER}:{mac[:40]}"
 
 
-def check_root(root: str) -> str:
-    if not root.startswith("/") or root == "/" or root.endswith("/") or "//" in root:
-        raise ConfigError(
-            f"--zk-root {root!r}: an absolute znode path below / (such as /stormish), "
-            "without a trailing /"
-        )
-    return root
+def check_root(root: Any, source: str = "--zk-root") -> str:
+    """`root` if it is a cluster's znode (config.znode_problem, the rule the config key
+    `nimbus.zookeeper.root` is checked by too); else a ConfigError naming `source`, the
+    flag or the key it came from. None (a config file's null) is refused, not crashed on."""
+    from ..config import znode_problem
+
+    problem = znode_problem(root)
+    if problem:
+        raise ConfigError(f"{source} {problem}")
+    return str(root)
 
 
 def zk_client(cfg: HaConfig) -> Any:

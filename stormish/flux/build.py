@@ -11,6 +11,7 @@ from typing import Any
 
 from ..component import Bolt, Spout
 from ..errors import StormishError, TopologyFileError
+from ..streamparse.spec import say_dropped
 from ..topology import Topology
 from .objects import configure, import_class, make, setup_ops
 from .parse import Node
@@ -27,9 +28,7 @@ GROUPINGS = {
 
 
 def build(top: Node, path: Path, multilang: bool = False) -> Topology:
-    from ..streamparse.spec import storm_config
-
-    config, dropped = storm_config(dict(top.get("config") or {}))
+    config, dropped = _storm_config(top, "config", {}, "topology")
     name = top.get("name")
     if name is None:  # no name: the file's (a topologySource keeps its own)
         name = path.stem
@@ -52,18 +51,44 @@ def build(top: Node, path: Path, multilang: bool = False) -> Topology:
         topology = _from_source(top, config, beans)
     else:
         topology = _wire(top, name, config, beans, path, multilang)
-    _say_dropped(dropped, str(path))
+    say_dropped(dropped, str(path), "stormish.flux")
     topology.storm_only_config = dropped  # type: ignore[attr-defined]
     return topology
 
 
-def _say_dropped(dropped: list[str], where: str) -> None:
-    if dropped:
-        import logging
+def _storm_config(
+    node: Node, key: str, extra: dict[str, Any], level: str
+) -> tuple[dict[str, Any], list[str]]:
+    """`node[key]` (a config mapping) over `extra` (a shell component's
+    addComponentConfig), as stormish takes a Storm config (streamparse.spec.storm_config):
+    Storm's keys stormish does not use set aside, every other key checked where it is
+    written, so that a typo (`topology.tick.tuple.freq.sec`) is an error naming the file,
+    the line and the key it is close to, not a setting silently dropped."""
+    from .. import config as _config
 
-        logging.getLogger("stormish.flux").warning(
-            "%s: Storm config keys stormish does not use, ignored: %s", where, ", ".join(dropped)
+    written = node.get(key)
+    if written is not None and not isinstance(written, Node):
+        raise TopologyFileError(
+            f"{node.at(key)}: {key!r} must be a mapping of config keys to values, got "
+            f"{type(written).__name__}"
         )
+    where = f"{level} config"
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for k, v in extra.items():  # no line of its own: the component's
+        if _config.is_storm_only(k):
+            dropped.append(k)
+        else:
+            _guard(node, "className", lambda k=k, v=v: _config.check_value(k, v, where, level))
+            kept[k] = v
+    if isinstance(written, Node):
+        for k, v in written.items():
+            if isinstance(k, str) and _config.is_storm_only(k):
+                dropped.append(k)
+                continue
+            _guard(written, k, lambda k=k, v=v: _config.check_value(k, v, where, level))
+            kept[k] = v
+    return kept, sorted(set(dropped))
 
 
 def _ident(node: Node, kind: str, seen: Any) -> str:
@@ -78,7 +103,6 @@ def _ident(node: Node, kind: str, seen: Any) -> str:
 def _wire(top: Node, name: str, config: dict, beans: dict, path: Path, multilang: bool) -> Topology:
     if not top.get("spouts"):
         raise TopologyFileError(f"{top.at()}: a Flux topology needs 'spouts' (or a topologySource)")
-    _check_keys(top.get("config"), config, "topology")
     topology = _guard(top, "name", lambda: Topology(name, config=config))
     declarers: dict[str, Any] = {}
     for kind in ("spout", "bolt"):
@@ -158,10 +182,8 @@ def _vertex(
     tasks = node.get("numTasks") or node.get("parallelism", 1)  # a task per executor here
     setter: Any = topology.set_spout if kind == "spout" else topology.set_bolt
     declarer = _guard(node, "parallelism", lambda: setter(ident, obj, tasks))
-    from ..streamparse.spec import storm_config
-
-    conf, _ = storm_config({**extra, **dict(node.get("config") or {})})
-    _check_keys(node.get("config"), conf, "component")
+    conf, dropped = _storm_config(node, "config", extra, "component")
+    say_dropped(dropped, f"{node.at()}: {kind} {ident!r}", "stormish.flux")
     for k, v in conf.items():
         _guard(node, "config", lambda k=k, v=v: declarer.add_configuration(k, v))
     return declarer
@@ -229,18 +251,6 @@ def _from_source(top: Node, config: dict, beans: dict) -> Topology:
 
         topology.name = _guard(top, "name", lambda: check_name(name, "topology name"))
     return topology
-
-
-def _check_keys(node: Any, conf: dict[str, Any], level: str) -> None:
-    """Each config key checked where it is written: the error names its line."""
-    from .. import config as _config
-
-    if not isinstance(node, Node):
-        return
-    where = f"{level} config"
-    for k in node:
-        if k in conf:
-            _guard(node, k, lambda k=k: _config.check_value(k, conf[k], where, level))
 
 
 def _guard(node: Node, key: str, fn: Any) -> Any:

@@ -9,6 +9,7 @@ stormish.testing.MemoryLog) in tests. docs/connectors.md says how each guarantee
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -94,8 +95,15 @@ class KafkaSpout(Spout):
             ("commit_interval_secs", commit_interval_secs),
             ("revoke_timeout_secs", revoke_timeout_secs),
         ):
-            if not isinstance(f, int | float) or f < 0:
-                raise ValueError(f"KafkaSpout {name} must be a number >= 0, got {f!r}")
+            # bools are ints to Python, and NaN passes every comparison (a NaN commit
+            # interval committed on every tick, an infinite one never)
+            if (
+                isinstance(f, bool)
+                or not isinstance(f, int | float)
+                or not math.isfinite(f)
+                or f < 0
+            ):
+                raise ValueError(f"KafkaSpout {name} must be a finite number >= 0, got {f!r}")
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"KafkaSpout retry must be a stormish.kafka.Retry, got {retry!r}")
         if not commit_offsets and processing_guarantee != AT_LEAST_ONCE:

@@ -468,7 +468,21 @@ def _log_place(conf: Mapping[str, Any], name: str) -> tuple[str, bool, tuple[int
     backups = conf["stormish.local.log.backups"]
     where = conf["stormish.local.log.dir"]
     if where:
-        private_dir(where)  # 0700 when made here (its files are 0600)
+        from ..errors import ConfigError
+
+        try:
+            private_dir(where)  # 0700 when made here (its files are 0600)
+        except OSError as exc:  # a file there, no permission: the key, not a traceback
+            why = (
+                "it is there and is not a directory"
+                if isinstance(exc, FileExistsError | NotADirectoryError)
+                else str(exc.strerror or exc)
+            )
+            raise ConfigError(
+                f"config key 'stormish.local.log.dir' ({where!r}) of topology {name!r}: "
+                f"cannot keep the workers' logs there: {why}"
+                + (f" ({exc.filename})" if exc.filename and exc.filename != where else "")
+            ) from None
         return os.path.abspath(where), False, (max_bytes, backups)
     return tempfile.mkdtemp(prefix=f"stormish-{name}-"), True, (max_bytes, min(backups, 1))
 

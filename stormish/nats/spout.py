@@ -14,6 +14,7 @@ consumer is created with the same MaxAckPending, so the server holds it too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,13 +56,16 @@ class JetStreamSpout(Spout):
         _positive_int("batch", batch)
         if max_deliver is not None:
             _positive_int("max_deliver", max_deliver)
-        if not isinstance(ack_wait_secs, (int, float)) or ack_wait_secs <= 0:
-            raise ValueError(f"JetStreamSpout ack_wait_secs= must be > 0, got {ack_wait_secs!r}")
-        if nak_delay_secs is not None and (
-            not isinstance(nak_delay_secs, (int, float)) or nak_delay_secs < 0
-        ):
+        # bools are ints to Python, NaN passes every comparison, and an infinite wait
+        # is no wait the server can be told (it takes nanoseconds as an integer)
+        if not _finite(ack_wait_secs) or ack_wait_secs <= 0:
             raise ValueError(
-                f"JetStreamSpout nak_delay_secs= must be >= 0 or None, got {nak_delay_secs!r}"
+                f"JetStreamSpout ack_wait_secs= must be a finite number > 0, got {ack_wait_secs!r}"
+            )
+        if nak_delay_secs is not None and (not _finite(nak_delay_secs) or nak_delay_secs < 0):
+            raise ValueError(
+                "JetStreamSpout nak_delay_secs= must be a finite number >= 0 or None, got "
+                f"{nak_delay_secs!r}"
             )
         self.servers = servers
         self.stream, self.subject, self.durable = stream, subject, durable
@@ -140,6 +144,11 @@ class JetStreamSpout(Spout):
     def _flush(self) -> None:
         ops, self.ops = self.ops, []
         self.source.settle(ops)
+
+
+def _finite(value: Any) -> bool:
+    """A real number of seconds: not a bool (an int to Python), not NaN or infinite."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
 def _positive_int(name: str, value: Any) -> None:

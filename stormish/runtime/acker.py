@@ -104,10 +104,13 @@ class AckerLedger:
         """`task`: the spout task the failed tuple's edge announces (0: none). A fail
         whose spout task is not known yet (an announced tree whose first tuple is still
         held unacked, by a window say, when a tuple below it fails) is told at once all
-        the same, as Storm's acker tells it: to every spout task (`EVERY_SPOUT`), the one
-        that holds the root failing it. Its entry goes, as Storm drops a failed tree's:
-        the acks that come later make a new one, which cannot complete (the failed
-        tuple's edge is never acked) and expires."""
+        the same: to every spout task (`EVERY_SPOUT`), the one that holds the root
+        failing it. Storm's acker keeps such a fail until the tree's init names its
+        spout, but a Storm spout sends that init as it emits, so the spout hears at once
+        there too; an announced tree has no init until its first tuple is acked, which
+        a window may hold for its whole length. Its entry goes, as Storm drops a failed
+        tree's: the acks that come later make a new one, which cannot complete (the
+        failed tuple's edge is never acked) and expires."""
         e = self._entry(root)
         if not e[2]:  # the first fail's reason is the one the spout hears
             e[2] = why or True
@@ -173,10 +176,15 @@ class AckerBolt(Bolt):
     completes in one executed batch goes to each spout task as one list."""
 
     spout_tasks: tuple[int, ...] = ()  # the topology's, set by build_plan
+    rotates = True  # entries expire by age (prepare reads topology.enable.message.timeouts)
 
     def prepare(self, conf: Any, context: Any) -> None:
         self.ledger = AckerLedger()
         self.expired = 0
+        # Storm's topology.enable.message.timeouts false: the acker drops no entry by
+        # age (Storm sends its acker no tick then); the worker's timer still ticks it,
+        # and the tick is ignored
+        self.rotates = bool(conf.get("topology.enable.message.timeouts", True))
 
     def execute_raw(self, stream: str, values: list[Any], emit_direct: Any) -> None:
         ledger = self.ledger
@@ -203,7 +211,8 @@ class AckerBolt(Bolt):
             for root, why, task in values:
                 self._tell(ledger.fail(root, why, task), done, emit_direct)
         elif stream == TICK_STREAM:
-            self.expired += ledger.rotate()
+            if self.rotates:
+                self.expired += ledger.rotate()
         elif stream == ACK_RESET:
             for root, task in values:
                 to = ledger.reset(root, task)

@@ -133,11 +133,18 @@ class InFlight:
         self.older_n = sum(map(len, self.older))
         if self.trees:
             self.trees -= sum(1 for e in dead.values() if e.__class__ is Tree)
+        self.trim_stamps(now, keep_stamps)
+        return dead
+
+    def trim_stamps(self, now: float, keep_stamps: float) -> None:
+        """Drop the stamps older than `keep_stamps` seconds, the newest always kept. With
+        message timeouts off (`topology.enable.message.timeouts` false) nothing rotates,
+        and this alone keeps the stamps bounded; a tree older than every stamp kept is
+        counted from the oldest (its latency under-stated, never lost)."""
         times = self.stamp_times
         cut = bisect_left(times, now - keep_stamps)
         if cut and cut < len(times):  # the newest stamp always stays
             del times[:cut], self.stamp_roots[:cut]
-        return dead
 
     def stamp(self, next_root: int, now: float) -> None:
         """Roots from `next_root` on are emitted from `now` on."""

@@ -55,6 +55,10 @@ class SpoutExecutor(Executor):
             # call (a len() of the in-flight map) would cost the default bound ~40%
             self.max_pending = None
         self.timeout = float(self.conf["topology.message.timeout.secs"])
+        # Storm's topology.enable.message.timeouts false (for tests): trees never expire
+        # here; rotation only trims the complete-latency stamps (Storm sends such a
+        # spout no tick, so its pending map never rotates)
+        self.timeouts = bool(self.conf.get("topology.enable.message.timeouts", True))
         col = self.collector
         self.inflight = InFlight(3, col.acks.root_step if isinstance(col, SpoutCollector) else 1)
         self.finished = False
@@ -211,7 +215,10 @@ class SpoutExecutor(Executor):
         if outside is not None and outside():  # a multilang child's messages
             self.idle = 0
         if t >= self.next_rotate:
-            self._expire(inflight.rotate(t, 2.0 * self.timeout + 1.0))
+            if self.timeouts:
+                self._expire(inflight.rotate(t, 2.0 * self.timeout + 1.0))
+            else:
+                inflight.trim_stamps(t, 2.0 * self.timeout + 1.0)
             self.next_rotate = t + self.rotate_every
         if t >= self.next_flush:
             col.flush_all()

@@ -20,11 +20,12 @@ Config keys read (from the topology config handed to `open`/`prepare`, or any ma
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from ..config import SPARK_MASTER, SPARK_MASTER_FORMS
 
 MASTER_KEY = "stormish.spark.master"
 CONF_PREFIX = "stormish.spark.conf."
@@ -41,21 +42,18 @@ DEFAULTS: dict[str, str] = {
 LOG_LEVEL = "ERROR"
 
 _lock = threading.Lock()
-# what Spark's SparkContext accepts (SparkContext.createTaskScheduler), and Connect's sc://
-MASTER = re.compile(
-    r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[.+\]|yarn|spark://.+|k8s://.+"
-    r"|mesos://.+|sc://.+)$"
-)
+# what Spark's SparkContext accepts (SparkContext.createTaskScheduler), and Connect's sc://:
+# the rule the config key is checked by at submit (config.py), and here again at open
+MASTER = SPARK_MASTER
 
 
 def check_master(master: str) -> str:
     """`master` when Spark would take it; else a ValueError naming the key (Spark's own
-    answer is a JVM that exits, reported as JAVA_GATEWAY_EXITED)."""
+    answer is a JVM that exits, reported as JAVA_GATEWAY_EXITED). A topology's
+    `stormish.spark.master` was checked at submit already; a conf handed to
+    `session(conf)` directly comes here unchecked."""
     if not MASTER.match(master):
-        raise ValueError(
-            f"{MASTER_KEY} {master!r} is not a Spark master: use local, local[N], "
-            "local[*], spark://host:port, sc://host:port (Spark Connect), yarn or k8s://..."
-        )
+        raise ValueError(f"{MASTER_KEY} {master!r} {SPARK_MASTER_FORMS}")
     return master
 
 

@@ -35,6 +35,7 @@ distinct rows with null keys are all written, and a replayed one is still recogn
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -82,10 +83,19 @@ class SparkSink(Bolt):
                 f"SparkSink mode must be 'append' (each micro-batch adds to "
                 f"the output; clear the path first to replace it), got {mode!r}"
             )
-        if not isinstance(batch_rows, int) or batch_rows < 1:
+        # bools are ints to Python; NaN passes every comparison (a batch never cut by
+        # time) and an infinite time is no time bound either
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ValueError(f"SparkSink batch_rows must be an integer >= 1, got {batch_rows!r}")
-        if not isinstance(batch_seconds, int | float) or batch_seconds <= 0:
-            raise ValueError(f"SparkSink batch_seconds must be > 0, got {batch_seconds!r}")
+        if (
+            isinstance(batch_seconds, bool)
+            or not isinstance(batch_seconds, int | float)
+            or not math.isfinite(batch_seconds)
+            or batch_seconds <= 0
+        ):
+            raise ValueError(
+                f"SparkSink batch_seconds must be a finite number > 0, got {batch_seconds!r}"
+            )
         _check_format(format)
         if sink_id is not None and not (
             isinstance(sink_id, str) and re.match(r"^[A-Za-z0-9_.\-]+$", sink_id)

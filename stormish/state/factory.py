@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import ConfigError
 from ..plugins import DATA_ENV
 from .kv import KeyValueState, Store
 
@@ -33,7 +35,19 @@ def open_store(namespace: str, conf: Mapping[str, Any], topology: str) -> Store:
         if not data:
             return SqliteStore(":memory:")
         directory = os.path.join(data, "state")
-    return SqliteStore(db_path(directory, topology, namespace))
+        return SqliteStore(db_path(directory, topology, namespace))
+    try:
+        return SqliteStore(db_path(directory, topology, namespace))
+    except (OSError, sqlite3.Error) as exc:
+        # a file where the directory should be, no permission: each stateful task said
+        # NotADirectoryError on a path, never which setting made it
+        why = getattr(exc, "strerror", None) or str(exc)
+        path = getattr(exc, "filename", None)
+        raise ConfigError(
+            f"config key 'topology.state.dir' ({directory!r}) of topology {topology!r}: "
+            f"the embedded state of {namespace!r} cannot be kept there: {why}"
+            + (f" ({path})" if path else "")
+        ) from None
 
 
 def open_state(conf: Mapping[str, Any], context: Any) -> KeyValueState:

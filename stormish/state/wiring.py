@@ -98,7 +98,8 @@ def _check(
             f"bolt(s) {stateful} need acking: checkpoints are acked tuple trees"
         )
     interval, timeout = conf[INTERVAL], conf["topology.message.timeout.secs"]
-    if max(interval, 100) >= timeout * 1000:
+    timeouts = conf.get("topology.enable.message.timeouts", True)  # off: none expire
+    if timeouts and max(interval, 100) >= timeout * 1000:
         raise ConfigError(
             f"config key {INTERVAL!r} ({interval} ms) must be below "
             f"'topology.message.timeout.secs' ({timeout} s) in topology {name!r}: a stateful "

@@ -15,6 +15,7 @@ from ..topology import Topology
 
 STREAMPARSE_RUN = "streamparse_run"
 TICK_KEY = "topology.tick.tuple.freq.secs"
+LOGGER = "stormish.streamparse"
 
 
 def find_topology_class(module: Any) -> type | None:
@@ -31,15 +32,13 @@ def build(topo_cls: Any, path: Path, multilang: bool = False) -> Topology:
     """The stormish topology of `topo_cls`, named after its file as `sparse run` names it;
     errors name the file and the component."""
     where = f"topology file {str(path)!r}"
-    conf, dropped = storm_config(dict(topo_cls.config or {}))
+    try:
+        conf, dropped = storm_config(_mapping(topo_cls.config, "config"), "topology config")
+    except StormishError as exc:
+        raise TopologyFileError(f"{where}: {exc}") from exc
     topology = Topology(path.stem, config=conf)
     topology.storm_only_config = dropped  # type: ignore[attr-defined]
-    if dropped:
-        import logging
-
-        logging.getLogger("stormish.streamparse").warning(
-            "%s: Storm config keys stormish does not use, ignored: %s", where, ", ".join(dropped)
-        )
+    say_dropped(dropped, where, LOGGER)
     outputs = {s.name: _streams(s) for s in topo_cls.specs}
     for spec in sorted(topo_cls.specs, key=lambda s: not _is_spout(s)):
         try:
@@ -49,17 +48,44 @@ def build(topo_cls: Any, path: Path, multilang: bool = False) -> Topology:
     return topology
 
 
-def storm_config(conf: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Storm's topology config as stormish takes it: the keys stormish declares (checked)
-    and the application's own keys pass; Storm's keys stormish has no use for
-    (`topology.worker.childopts`, say) are set aside and named, not refused."""
-    kept, dropped = {}, []
-    for k, v in conf.items():
-        if k.split(".", 1)[0] in _config.NAMESPACES and k not in _config.KEYS:
-            dropped.append(k)
-        else:
-            kept[k] = v
-    return kept, sorted(dropped)
+def storm_config(
+    conf: Mapping[str, Any], where: str = "", level: str = "topology"
+) -> tuple[dict[str, Any], list[str]]:
+    """Storm's topology (or, `level` "component", a component's) config as stormish takes
+    it: the keys stormish declares and the application's own keys pass, checked as the
+    Python API checks them; Storm's keys stormish has no use for
+    (`topology.worker.childopts`, say) are set aside and named, not refused: the file was
+    written for Storm. A key that is neither (a typo, `topology.workerz`) is a
+    ConfigError naming it and `where`, with the key it is close to (config.split_storm)."""
+    return _config.split_storm(conf, where, level)
+
+
+def say_dropped(dropped: list[str], where: str, logger: str) -> None:
+    """The warning for Storm's keys set aside (storm_config): named, so that a key
+    someone expected to act is not lost without a word."""
+    if dropped:
+        import logging
+
+        logging.getLogger(logger).warning(
+            "%s: Storm config keys stormish does not use, ignored: %s", where, ", ".join(dropped)
+        )
+
+
+def _mapping(conf: Any, what: str) -> dict[str, Any]:
+    """A spec's config as a dict (streamparse allows a JSON string); anything else is an
+    error naming it, not a bare ValueError out of dict()."""
+    if isinstance(conf, str):
+        try:
+            conf = json.loads(conf or "{}")
+        except ValueError as exc:
+            raise TopologyError(f"{what} is not valid JSON: {exc}") from None
+    if conf is None:
+        return {}
+    if not isinstance(conf, Mapping):
+        raise TopologyError(
+            f"{what} must be a mapping of config keys to values, got {type(conf).__name__}"
+        )
+    return dict(conf)
 
 
 def declared_outputs(cls: type) -> dict[str, tuple[str, ...]]:
@@ -111,21 +137,14 @@ def _add(
         declarer = topology.set_bolt(spec.name, comp, par)
         for gsid, grouping in (spec.inputs or {}).items():
             _subscribe(declarer, gsid.componentId, gsid.streamId, grouping)
-    own = _component_config(spec)
-    for k, v in own.items():
-        if k.split(".", 1)[0] in _config.NAMESPACES and k not in _config.KEYS:
-            continue  # Storm's, of no use here (storm_config)
+    own = _mapping(spec.config, "config")
+    kept, dropped = storm_config(own, "component config", "component")
+    say_dropped(dropped, f"topology file {str(path)!r}: component {spec.name!r}", LOGGER)
+    for k, v in kept.items():
         declarer.add_configuration(k, v)
     secs = getattr(comp, "batch_every", None)
     if secs is not None and TICK_KEY not in own and TICK_KEY not in topology.config:
         declarer.set_tick_frequency(secs)  # a TicklessBatchingBolt's timer (adapter.py)
-
-
-def _component_config(spec: Any) -> dict[str, Any]:
-    conf = spec.config
-    if isinstance(conf, str):
-        conf = json.loads(conf or "{}")
-    return dict(conf or {})
 
 
 def _component(spec: Any, streams: dict, sources: dict, path: Path, multilang: bool) -> Any:

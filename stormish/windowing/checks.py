@@ -66,7 +66,8 @@ def check_window(bolt: WindowedBolt, name: str, conf: Mapping[str, Any]) -> None
         )
     if conf.get(ACKERS) == 0:
         return  # acking off: nothing times out, nothing waits for acks
-    _check_timeout(bolt, where, conf)
+    if conf.get("topology.enable.message.timeouts", True):  # off: no tree times out
+        _check_timeout(bolt, where, conf)
     _check_pending(bolt, where, conf)
 
 
