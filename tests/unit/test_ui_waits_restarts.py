@@ -20,6 +20,8 @@ from stormish.ui.backend import ClusterBackend, LocalBackend
 from stormish.ui.rest import RestApp
 from stormish.ui.window import History, baseline, window
 
+from .test_ui_windows import Running
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -110,20 +112,6 @@ def test_the_cluster_backend_rebalances_onto_the_number_listed_without_one() -> 
     backend.act("wc", "rebalance", None, 2)
     sent = [p for v, p in client.calls if v != "list"]
     assert sent == [Rebalance("wc", 4, 7.0), Rebalance("wc", 2, None)]
-
-
-class Running:
-    class plan:  # noqa: N801 (stands in for the Plan attribute)
-        workers = 1
-        conf = {"topology.message.timeout.secs": 30}
-
-    name, status, error = "wc", "running", None
-
-    def __init__(self) -> None:
-        self.activity: list[bool] = []
-
-    def set_active(self, active: bool) -> None:
-        self.activity.append(active)
 
 
 @pytest.mark.parametrize("wait", [math.inf, math.nan, -1.0, 2.0**31, True])
