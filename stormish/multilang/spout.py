@@ -7,8 +7,12 @@ deactivate), each ended by the child's `sync`; an emit with an `id` starts a tup
 Storm's nextTuple blocks until the child's sync. Here `next_tuple` sends `next` when
 none is outstanding and waits for its sync only a moment (`NEXT_WAIT`): a child that
 takes longer (one that sleeps when it has nothing) does not hold the spout's loop, which
-goes on draining acks and fails and hands the sync over when it comes. Acks and fails
-of trees a previous child emitted (before a restart) are not sent to the new one.
+goes on draining acks and fails and hands the sync over when it comes. As in Storm, one
+command is outstanding at a time: an ack or fail that comes meanwhile waits for the
+sync (a sync names no command, and a child that answers out of order, storm.js whose
+nextTuple answers from a timer, would have had an ack's sync taken for its `next`'s and
+a second `next` sent while the first ran). Acks and fails of trees a previous child
+emitted (before a restart) are not sent to the new one.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ class ShellSpout(ShellMixin, Spout):
     """Arguments as ShellBolt's."""
 
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
-        self._sent: deque[str] = deque()  # commands awaiting their sync, in order
-        self._next_out = False
+        self._sent: deque[str] = deque()  # the command awaiting its sync (one at most)
+        self._queued: deque[tuple[str, Any]] = deque()  # commands behind it, in order
+        self._next_out = False  # a `next` outstanding or queued
         # per message id the current child emitted: its trees not yet acked or failed
         # (Storm sends one ack per tree, and two emits may share an id); keyed by
         # `_key(id)`, as an id may be a JSON array or object
@@ -92,16 +97,26 @@ class ShellSpout(ShellMixin, Spout):
         self._send(self._wait_room(), command, msg_id)
 
     def _send(self, child: Child, command: str, msg_id: Any) -> None:
-        if not self._sent:
-            child.last_read = time.monotonic()  # the wait for an answer starts now
+        if self._sent:  # one command outstanding at a time (module doc)
+            self._queued.append((command, msg_id))
+            return
+        child.last_read = time.monotonic()  # the wait for an answer starts now
         child.offer({"command": command, "id": msg_id})
         self._sent.append(command)
+
+    def _send_queued(self) -> None:
+        """The command queued behind the one whose sync just came."""
+        child = self.child
+        if self._queued and child is not None and not self._sent:
+            command, msg_id = self._queued.popleft()
+            self._send(child, command, msg_id)
 
     def _expecting(self) -> bool:
         return bool(self._sent)
 
     def _lost(self) -> None:
         self._sent.clear()
+        self._queued.clear()  # acks and fails of the gone child's trees, activate: redone
         self._next_out = False
         self._live.clear()  # their trees complete or time out; the new child never knew them
 
@@ -116,6 +131,7 @@ class ShellSpout(ShellMixin, Spout):
             # only while a command is outstanding, so the next command takes that one.
             if self._sent and self._sent.popleft() == "next":
                 self._next_out = False
+            self._send_queued()
             return True
         if cmd == "emit":
             msg_id = msg.get("id")

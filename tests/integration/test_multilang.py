@@ -352,6 +352,41 @@ def test_ticks_reach_the_child_on_storms_tick_stream():
     assert seen[:3] == [f"tick{i} 0.2 __system -1" for i in (1, 2, 3)]  # as Storm's ticks
 
 
+class Overlaps(Bolt):
+    """Collects how many `next`s the child had running as each tuple began, and acks."""
+
+    def prepare(self, conf, context):
+        self.seen = Counter()
+
+    def execute(self, tup):
+        self.seen[tup.values[1]] += 1
+        self.ack(tup)
+
+    def result(self):
+        return dict(self.seen)
+
+
+def test_a_spout_child_that_answers_acks_before_its_next_gets_one_command_at_a_time():
+    """As storm.js answers: nextTuple's sync comes from a timer, an ack's at once. Storm's
+    ShellSpout sends one command at a time; the ack's sync was taken for the `next`'s and
+    a second `next` sent while the first ran (found by a hunt with Storm's
+    randomsentence.js: two nextTuple calls at once, twice the rate its timer allows)."""
+    n = 200
+    t = Topology("mlasync")
+    t.set_spout("sentences", ShellSpout([PY, str(HERE / "async_spout.py"), str(n)], ["n", "over"]))
+    t.set_bolt("sink", Overlaps()).shuffle_grouping("sentences")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(
+            lambda: spout_stat(cluster, "mlasync", "acked") >= n,
+            timeout=60, interval=0.05, what="every tuple acked",
+        )  # fmt: skip
+        cluster.kill("mlasync")
+        results = cluster._get("mlasync").results()
+    (seen,) = results["sink"]
+    assert seen == {0: n}  # never a next while another ran
+
+
 @pytest.mark.parametrize(("mode", "says"), [("exit", "exit code 4"), ("hang", "sent nothing")])
 def test_a_spout_child_that_fails_is_restarted(tmp_path, mode, says):
     n = 100
