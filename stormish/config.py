@@ -846,7 +846,11 @@ _STORM_KEYS = """
     worker.max.timeout.secs worker.metrics worker.profiler.childopts worker.profiler.command
     worker.profiler.enabled
 """
-STORM_KEYS = frozenset(_STORM_KEYS.split())
+# keys streamparse's CLI writes into every topology's config in stormish's namespaces
+# (cli/common.py: `topology.python.path`, "for information purposes only"; cli/submit.py:
+# `topology.original_name`): the Flux file `sparse run` writes carries them
+STREAMPARSE_KEYS = frozenset({"topology.python.path", "topology.original_name"})
+STORM_KEYS = frozenset(_STORM_KEYS.split()) | STREAMPARSE_KEYS
 STORM_SET = {
     "topology.name": "set by stormish from the topology's name (Topology(name), a "
     "Flux file's `name`), as Storm sets it from the submitted name; it cannot be set"
@@ -894,9 +898,10 @@ def _check_undeclared(name: str, value: Any, place: str, level: str | None) -> N
     if ours or close or level in ("nimbus", "supervisor"):
         hint = f"; did you mean {close!r}?" if close else ""
         if storm:
+            whose = "streamparse's" if name in STREAMPARSE_KEYS else "Storm's"
             hint = "; " + STORM_SET.get(
                 name,
-                "it is Storm's, and stormish does not use it (a Flux file or a streamparse "
+                f"it is {whose}, and stormish does not use it (a Flux file or a streamparse "
                 "topology may keep it: there it is ignored with a warning)",
             )
         if level in ("nimbus", "supervisor"):

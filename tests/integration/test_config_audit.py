@@ -101,6 +101,22 @@ def test_flux_sets_storms_own_keys_aside_with_a_warning(tmp_path: Path, caplog):
     assert "bolt 'b': Storm config keys stormish does not use, ignored: " in caplog.text
 
 
+def test_the_keys_streamparse_writes_into_a_flux_file_are_set_aside(tmp_path: Path, caplog):
+    """`sparse run` writes topology.python.path into every Flux file it makes ("for
+    information purposes only", streamparse's cli/common.py): found by a hunt running
+    that file as it is, refused as an unknown key."""
+    path = _flux(
+        tmp_path,
+        topology="  topology.python.path: /venvs/wc/bin/python\n  topology.original_name: wc",
+    )
+    with caplog.at_level(logging.WARNING, "stormish.flux"):
+        topology = _load(path)
+    assert sorted(topology.storm_only_config) == [  # type: ignore[attr-defined]
+        "topology.original_name",
+        "topology.python.path",
+    ]
+
+
 def test_flux_config_that_is_not_a_mapping_names_the_line(tmp_path: Path):
     path = _flux(tmp_path)
     path.write_text(path.read_text().replace("    config:\n      app.key: 1", "    config: 3"))
