@@ -35,7 +35,7 @@ from .acker import AckerBolt
 from .batcher import Batcher
 from .emitters import BasicCollector, UntrackedCollector
 from .execution import Execution, choose
-from .execution.accounting import Accounts, basic_refusals, settle_calls
+from .execution.accounting import BASIC_SETTLES, Accounts, basic_refusals, settle_calls
 from .execution.per_tuple import PerTuple
 from .execution.screen import Screen
 from .executor import HELD, IDLE, WORK, Executor, noop
@@ -112,7 +112,8 @@ class BoltExecutor(Executor):
         for name, call in settle_calls(self.counts, col.acks if col.acking else None).items():
             setattr(obj, name, call)
         if isinstance(obj, BasicBolt):
-            for name, call in basic_refusals(self.component).items():
+            why = getattr(obj, "settles_itself", None) or BASIC_SETTLES
+            for name, call in basic_refusals(self.component, why).items():
                 setattr(obj, name, call)
         obj.reset_timeout = col.acks.reset if col.acking else noop
         obj.emit_direct = col.emit_direct

@@ -135,6 +135,15 @@ class PystormAutoBolt(PystormBolt, BasicBolt):
     (anchor each emit to the input, ack it on return, fail it on an exception): so the
     runtime does them, on its fast path, and the adapter only calls `process`."""
 
+    # what an ack or fail by hand is told (the engine's BasicBolt refusal, in pystorm's
+    # words; under Storm the ShellBolt ends the worker on the second ack or fail)
+    settles_itself = (
+        "pystorm's auto_ack acks the tuple when process() returns and auto_fail fails it "
+        "when process() raises; set auto_ack = False (and auto_fail = False) on the class "
+        "to ack and fail by hand (Storm's ShellBolt ends the worker: 'Acked a non-existent "
+        "or already acked/failed id')"
+    )
+
     def execute(self, tup: Any) -> None:
         info = self._cache.get(tup.source)
         if info is None:

@@ -241,3 +241,35 @@ def test_a_shell_components_script_is_one_argument_as_storm_passes_it(tmp_path: 
     )
     topology, _ = load_topology_file(_project(tmp_path, HEAD + body))
     assert topology.components["shell"].obj.command == ["node", "my scripts/split.js"]
+
+
+HAND_FAIL = """from streamparse import Bolt
+
+
+class HandFail(Bolt):
+    def process(self, tup):
+        self.fail(tup)
+"""
+
+
+def test_a_pystorm_bolt_that_fails_by_hand_with_auto_ack_on_is_told_in_pystorms_words(
+    tmp_path: Path,
+) -> None:
+    """pystorm's auto_ack acks after process(); a fail by hand then is a second settle
+    (Storm's ShellBolt: "Acked a non-existent or already acked/failed id"). In process,
+    the refusal spoke of stormish's BasicBolt and FailedException (found by a hunt)."""
+    from stormish import WorkerError
+
+    body = (
+        "    from bolts.handfail import HandFail\n    hand = HandFail.spec(inputs=[word_spout])\n"
+    )
+    path = _project(tmp_path, HEAD + body)
+    (tmp_path / "src" / "bolts" / "handfail.py").write_text(HAND_FAIL)
+    topology, _ = load_topology_file(path)
+    with LocalCluster() as cluster:
+        cluster.submit(topology)
+        with pytest.raises(WorkerError) as caught:
+            cluster.wait_complete(topology.name, timeout=30)
+    text = str(caught.value)
+    assert "BasicBolt 'hand' called fail(): pystorm's auto_ack acks the tuple" in text
+    assert "set auto_ack = False" in text and "handfail.py" in text

@@ -103,19 +103,21 @@ class Accounts:
             raise
 
 
-def basic_refusals(component: str) -> dict[str, Callable[..., None]]:
-    """A BasicBolt's ack, fail, ack_batch and fail_batch: each refuses. The engine acks
-    the tuple when `execute` returns and fails it when it raises (Storm's BasicBolt has
-    no ack or fail); a fail by hand was followed by that ack, and the spout heard the
-    ack."""
+BASIC_SETTLES = (
+    "a BasicBolt's tuple is acked when execute returns and failed when it raises (raise "
+    "FailedException to fail it on purpose); subclass Bolt to ack and fail by hand"
+)
+
+
+def basic_refusals(component: str, why: str = BASIC_SETTLES) -> dict[str, Callable[..., None]]:
+    """A BasicBolt's ack, fail, ack_batch and fail_batch: each refuses, saying `why` (an
+    adapter says it in its own API's words). The engine acks the tuple when `execute`
+    returns and fails it when it raises (Storm's BasicBolt has no ack or fail); a fail
+    by hand was followed by that ack, and the spout heard the ack."""
 
     def refuse(name: str) -> Callable[..., None]:
         def refused(*args: Any, **kwargs: Any) -> None:
-            raise TopologyError(
-                f"BasicBolt {component!r} called {name}(): a BasicBolt's tuple is acked when "
-                f"execute returns and failed when it raises (raise FailedException to fail "
-                f"it on purpose); subclass Bolt to ack and fail by hand"
-            )
+            raise TopologyError(f"BasicBolt {component!r} called {name}(): {why}")
 
         refused.__name__ = name
         return refused
