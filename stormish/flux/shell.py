@@ -42,8 +42,10 @@ class FluxShell:
         self.config[str(key)] = value
 
     def component(self, flux_file: Path) -> Any:
-        """The multilang component: run in the Flux file's directory (where Storm runs a
-        shell component: the topology's resources), with that directory and the working
+        """The multilang component: run where Storm runs a shell component, the
+        topology's resources: the `resources/` directory beside the Flux file when there
+        is one (a topology jar's layout: Storm's flux-examples keep their scripts there),
+        else the Flux file's directory; that directory, the Flux file's and the working
         directory on the child's PYTHONPATH (as `className`s are resolved)."""
         try:
             from ..multilang import ShellBolt, ShellSpout
@@ -52,10 +54,12 @@ class FluxShell:
                 f"{' '.join(self.command)!r} runs as a multilang subprocess, and this "
                 "stormish has no stormish.multilang"
             ) from exc
-        here = str(flux_file.resolve().parent)
-        path = os.pathsep.join(p for p in (here, os.getcwd(), os.environ.get("PYTHONPATH")) if p)
+        here = flux_file.resolve().parent
+        run_in = here / "resources" if (here / "resources").is_dir() else here
+        dirs = dict.fromkeys((str(run_in), str(here), os.getcwd(), os.environ.get("PYTHONPATH")))
+        path = os.pathsep.join(p for p in dirs if p)
         cls = ShellSpout if self.is_spout else ShellBolt
-        return cls(self.command, streams=self.streams, cwd=here, env={"PYTHONPATH": path})
+        return cls(self.command, streams=self.streams, cwd=str(run_in), env={"PYTHONPATH": path})
 
 
 class FluxShellSpout(FluxShell):

@@ -245,6 +245,31 @@ def test_multilang_yaml_shell_components() -> None:
 
 
 @pytest.mark.timeout(90)
+def test_shell_scripts_in_a_resources_directory_run_there_as_in_a_topology_jar(tmp_path) -> None:
+    """Storm runs a shell component in the topology jar's resources, where flux-examples
+    keep their scripts (the YAML at the jar's root): found by a hunt running them as
+    they are, the child ran beside the YAML and could not open its script."""
+    import shutil
+
+    from stormish.testing import LocalCluster, poll_for
+
+    shutil.copy(HERE / "multilang.yaml", tmp_path)
+    shutil.copy(HERE / "flux_words.py", tmp_path)  # a className: beside the YAML, as in a jar
+    (tmp_path / "resources").mkdir()
+    for script in ("randomsentence.py", "splitsentence.py"):
+        shutil.copy(HERE / script, tmp_path / "resources")
+    topology = load_topology_file(tmp_path / "multilang.yaml")[0]
+    with LocalCluster() as cluster:
+        cluster.submit(topology)
+        stats = lambda: cluster.statistics(topology.name).components  # noqa: E731
+        poll_for(lambda: stats()["sentence-spout"].acked == 50, 60, 0.05, "50 sentences acked")
+        cluster.kill(topology.name)
+        results = cluster._get(topology.name).results()
+    words = ["the", "cow", "jumped", "over", "the", "moon"]
+    assert results["count"] == [{w: 50 * words.count(w) for w in words}]
+
+
+@pytest.mark.timeout(90)
 def test_kafka_spout_yaml_reads_a_real_broker_and_counts_exactly(kafka, tmp_path) -> None:
     """flux-examples' kafka_spout.yaml (KafkaSpoutConfig$Builder with properties and
     setProp, a record translator, FluxShellBolt, a word counter) against the test

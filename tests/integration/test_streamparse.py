@@ -261,10 +261,11 @@ def test_a_pystorm_bolt_that_fails_by_hand_with_auto_ack_on_is_told_in_pystorms_
     from stormish import WorkerError
 
     body = (
-        "    from bolts.handfail import HandFail\n    hand = HandFail.spec(inputs=[word_spout])\n"
+        "    from handfail_bolt import HandFail\n    hand = HandFail.spec(inputs=[word_spout])\n"
     )
     path = _project(tmp_path, HEAD + body)
-    (tmp_path / "src" / "bolts" / "handfail.py").write_text(HAND_FAIL)
+    # a module of its own name: `bolts` may be another project's, imported by a test before
+    (tmp_path / "src" / "handfail_bolt.py").write_text(HAND_FAIL)
     topology, _ = load_topology_file(path)
     with LocalCluster() as cluster:
         cluster.submit(topology)
@@ -272,4 +273,4 @@ def test_a_pystorm_bolt_that_fails_by_hand_with_auto_ack_on_is_told_in_pystorms_
             cluster.wait_complete(topology.name, timeout=30)
     text = str(caught.value)
     assert "BasicBolt 'hand' called fail(): pystorm's auto_ack acks the tuple" in text
-    assert "set auto_ack = False" in text and "handfail.py" in text
+    assert "set auto_ack = False" in text and "handfail_bolt.py" in text
