@@ -78,9 +78,16 @@ def connect(nimbus: str | None, keys: str | None) -> NimbusClient:
     )
     # several nimbus (HA, `--nimbus a,b,c`): the first that answers; a follower forwards
     # to the leader, so any live one will do
+    # (a read that the chosen one stops answering is asked of the next ones; a write only
+    # if it never left: NimbusClient's `others`)
     specs = [s.strip() for s in nimbus.split(",") if s.strip()]
     for n, spec in enumerate(specs):
-        client = guard(lambda spec=spec: NimbusClient(spec, security_for(keys)))
+        client = guard(
+            lambda spec=spec, n=n: NimbusClient(
+                spec, security_for(keys), others=specs[n + 1 :], connect_timeout=within,
+                tell=lambda note: click.echo(note, err=True),
+            )
+        )  # fmt: skip
         try:
             if n < len(specs) - 1:
                 try:
@@ -151,6 +158,12 @@ def list_cmd(as_json: bool, nimbus: str | None, keys: str | None) -> None:
             click.echo(f"  slot port {port} failed: {why}")
     if not rows:
         click.echo("no topologies")
+    if any(r.get("from_zookeeper") for r in rows):
+        click.echo(
+            "the leader does not answer (it may have died: a new one is elected within "
+            "nimbus.leader.failover.secs): topologies as it last wrote them to ZooKeeper; "
+            "statistics and errors are unavailable while it is unreachable"
+        )
     for r in rows:
         slots = ", ".join(f"{i}@{s}" for i, s in r["slots"].items()) or "-"
         line = f"{r['name']:<20}{shown_status(r):<12}{r['workers']:>3} workers  {slots}"
@@ -169,7 +182,9 @@ def _errors(nimbus: str | None, keys: str | None, rows: list[dict[str, Any]]) ->
     method, file and line (from the statistics nimbus gathers from the workers)."""
     from .runtime.error_report import summary
 
-    out = {}
+    out: dict[str, Any] = {}
+    if not rows or any(r.get("from_zookeeper") for r in rows):
+        return out  # the leader does not answer: no statistics (list_cmd says so)
     client = connect(nimbus, keys)
     try:
         for r in rows:

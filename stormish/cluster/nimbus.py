@@ -35,6 +35,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
@@ -135,6 +137,9 @@ class Nimbus:
         self._outbeaten: dict[str, int] = {}
         self.store: Store | ZkStore
         self.leadership: Leadership | None = None
+        self._leader_seen: tuple[Any, Any] | None = None  # who led at the last turn
+        self._submitting: dict[str, _PendingSubmit] = {}  # HA: submits awaiting replication
+        self._replicated: queue.Queue[tuple[str, _PendingSubmit, str | None]] = queue.Queue()
         self.leading = ha is None  # a single nimbus always leads
         if ha is None:
             self.store = Store(data_dir)
@@ -178,7 +183,8 @@ class Nimbus:
         self.store = ZkStore(self.zk, ha.root, ha.nimbus_id, data, self._fence,
                              ha.min_replicas, ha.replication_wait,
                              op_timeout=max(0.5, ha.failover / 4))  # fmt: skip
-        self.forwarder = Forwarder(self.security, self._read_zookeeper)
+        self.forwarder = Forwarder(self.security, self._leader_info, ha.nimbus_id, ha.failover,
+                                   self._read_zookeeper)  # fmt: skip
         log.info(f"nimbus {ha.nimbus_id}: on ZooKeeper {ha.hosts}{ha.root}, API {self.me['api']}")
 
     def _fence(self) -> tuple[str | None, int | None]:
@@ -191,7 +197,13 @@ class Nimbus:
     def _follow_election(self) -> None:
         assert self.leadership is not None
         acting = self.leadership.acting()
+        leader = self._leader_info()
+        seen = None if leader is None else (leader.get("id"), leader.get("api"))
+        if seen != self._leader_seen:  # what waits to be forwarded is not sent (ask again)
+            self._leader_seen = seen
+            self.forwarder.new_term()
         if acting and not self.leading:
+            self.forwarder.new_term()  # a forward still queued must not leave this nimbus
             self._take_over()
         elif not acting and self.leading:
             self._drop_leadership()
@@ -220,6 +232,12 @@ class Nimbus:
         self.leading = False
         self.deployments.clear()
         self.supervisors.clear()
+        for name, p in list(self._submitting.items()):
+            p.cancel.set()
+            self._reply(p.ident, p.req_id, False,
+                        f"nimbus {self.me['id']} stopped leading while topology {name!r}'s "
+                        "code waited for its replication: not submitted; try again")  # fmt: skip
+        self._submitting.clear()
         log.warning(f"nimbus {self.me['id']}: not leading: forwarding requests to the leader")
 
     def _leader_info(self) -> dict[str, Any] | None:
@@ -247,12 +265,102 @@ class Nimbus:
         leader = self._leader_info()
         if verb == "heartbeat":
             return {"wanted": None, "logs": [], "leader": None if leader is None else leader["api"]}
-        self.forwarder.forward((ident, req_id), leader, verb, payload)
+        self.forwarder.forward((ident, req_id), verb, payload)
         return _FORWARDED
 
     def _send_forwarded(self) -> None:
         for (ident, req_id), ok, value in self.forwarder.done():
-            self.api.send_multipart([ident, *ct.reply(req_id, value, ok=ok)])
+            self._reply(ident, req_id, ok, value)
+
+    def _reply(self, ident: bytes, req_id: int, ok: bool, value: Any) -> None:
+        self.api.send_multipart([ident, *ct.reply(req_id, value, ok=ok)])
+
+    # -- HA: a submit waits for its code's replication off the loop -----------------------
+    def _begin_submit(self, ident: bytes, req_id: int, req: api.Submit) -> None:
+        """The code is put in ZooKeeper and held here now; the wait for other nimbus to
+        hold it (topology.min.replication.count) runs on a thread of its own, the loop
+        serving meanwhile (worker restarts, kills, list: found frozen 60 s by a fault
+        hunt); `_finish_submits` answers once it is over (Storm too waits in its Thrift
+        handler's thread, not its timer's)."""
+        assert isinstance(self.store, ZkStore)
+        topology, extra = req.topology, req.conf
+        if not isinstance(topology, Topology):
+            raise StormishError(f"submit expects a Topology, got {type(topology).__name__}")
+        name = topology.name
+        if name in self._submitting:
+            raise StormishError(
+                f"topology {name!r} is being submitted already (its code waits for its "
+                "replication): that submit's answer says how it went"
+            )
+        old = self.deployments.get(name)
+        if old is not None and old.status not in ENDED:
+            raise StormishError(f"topology {name!r} is already running on this nimbus")
+        conf = topology.validate(extra)
+        self.store.forget(name)
+        cid = self.store.stage_topology(name, topology, conf)
+        p = _PendingSubmit(ident, req_id, topology, conf, bool(req.active), cid)
+        self._submitting[name] = p
+        threading.Thread(
+            target=self._await_replicas, args=(name, p), name=f"nimbus-replication-{name}",
+            daemon=True,
+        ).start()  # fmt: skip
+
+    def _await_replicas(self, name: str, p: _PendingSubmit) -> None:
+        assert isinstance(self.store, ZkStore)
+        error = None
+        try:
+            self.store.await_replicas(name, p.cid, self._answers, p.cancel)
+        except StormishError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - told to the client
+            error = f"{type(exc).__name__}: {exc}"
+        self._replicated.put((name, p, error))
+
+    def _answers(self, contender: dict[str, Any]) -> bool:
+        """Whether another nimbus answers (`leader`, from its memory) within a second: one
+        that does not is not waited for to hold a submit's code."""
+        from .client import NimbusClient
+
+        try:
+            client = NimbusClient(str(contender["api"]), self.security, timeout=1.0)
+        except StormishError:
+            return False
+        try:
+            client.call("leader", timeout=1.0)
+            return True
+        except StormishError:
+            return False
+        finally:
+            client.close()
+
+    def _finish_submits(self) -> None:
+        while True:
+            try:
+                name, p, error = self._replicated.get_nowait()
+            except queue.Empty:
+                return
+            if self._submitting.get(name) is not p:
+                continue  # answered already (this nimbus stopped leading)
+            del self._submitting[name]
+            assert isinstance(self.store, ZkStore)
+            if error is not None:
+                log.warning(f"nimbus: refused the submit of {name!r}: {error}")
+                try:
+                    self.store.unstage(name, p.cid)
+                except StormishError as exc:
+                    log.info(f"nimbus: {name}: its code is left for later: {exc}")
+                self._reply(p.ident, p.req_id, False, error)
+                continue
+            try:
+                self._deploy(p.topology, p.conf, p.active)
+            except LostLeadership as exc:
+                self._lost(exc)
+                self._reply(p.ident, p.req_id, False,
+                            f"{exc}: ask again (another nimbus leads now)")  # fmt: skip
+            except StormishError as exc:
+                self._reply(p.ident, p.req_id, False, str(exc))
+            else:
+                self._reply(p.ident, p.req_id, True, name)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -263,6 +371,7 @@ class Nimbus:
                 except LostLeadership as exc:  # ZooKeeper went away while taking over
                     self._lost(exc)
                 self._send_forwarded()
+                self._finish_submits()
             if self.api.poll(50):
                 for _ in range(100):
                     try:
@@ -292,6 +401,8 @@ class Nimbus:
         if self.ui is not None:
             self.ui.close()
         if self.leadership is not None:
+            for p in self._submitting.values():  # their threads give up
+                p.cancel.set()
             self.forwarder.close()
             if isinstance(self.store, ZkStore):
                 self.store.close()
@@ -366,7 +477,7 @@ class Nimbus:
 
     def _ask_leader(self, verb: str, payload: Any = None) -> Any:
         assert self.forwarder is not None  # a follower is one of several (HA)
-        return self.forwarder.ask(self._leader_info(), verb, payload, METRICS_ASK)
+        return self.forwarder.ask(verb, payload, METRICS_ASK)
 
     def _cluster_metrics(self) -> list[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -422,6 +533,9 @@ class Nimbus:
                 if answer is _FORWARDED:
                     return
                 out = ct.reply(req_id, answer)
+            elif verb == "submit" and isinstance(self.store, ZkStore):
+                self._begin_submit(ident, req_id, msg)  # answered once replicated
+                return
             else:
                 out = ct.reply(req_id, getattr(self, f"api_{verb}")(msg))
         except LostLeadership as exc:
@@ -584,13 +698,18 @@ class Nimbus:
         if old is not None and old.status not in ENDED:
             raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
         conf = topology.validate(extra)
+        self.store.forget(topology.name)
+        self.store.save_topology(topology.name, topology, conf)
+        return self._deploy(topology, conf, bool(active))
+
+    def _deploy(self, topology: Topology, conf: dict[str, Any], active: bool) -> str:
+        """A submitted topology (its code saved) placed and its state saved."""
+        old = self.deployments.get(topology.name)
         d = Deployment(self, topology, conf)
         d.active = active
         # a new epoch: supervisors may still hold the previous one's finished workers,
         # which must not stand for the new ones (also when `kill` removed it)
         d.epoch += max(old.epoch if old is not None else 0, self.removed_epochs.pop(d.name, 0))
-        self.store.forget(d.name)
-        self.store.save_topology(d.name, topology, conf)
         self.deployments[d.name] = d
         self._place(d)
         self._save(d)
@@ -1018,6 +1137,19 @@ def _worker_reports(raw: Any) -> dict[str, dict[str, Any]]:
 
 
 _FORWARDED = object()  # an answer that the leader gives, later
+
+
+@dataclass
+class _PendingSubmit:
+    """An HA submit whose code waits for its replication (answered when it is over)."""
+
+    ident: bytes
+    req_id: int
+    topology: Topology
+    conf: dict[str, Any]
+    active: bool
+    cid: str
+    cancel: threading.Event = field(default_factory=threading.Event)
 
 
 def _compact(workers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

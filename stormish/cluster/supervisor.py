@@ -123,6 +123,49 @@ def port_taken(host: str, port: int) -> str | None:
     return None
 
 
+STATE_PREFIX = "stormish-supervisor-"
+OWNER_FILE = "owner-pid"  # in a state directory: "pid start-time" of its supervisor
+
+
+def _own_state_dir(sid: str) -> str:
+    """A fresh state directory for supervisor `sid` (heartbeat and control files); the
+    ones earlier supervisors of this id left when killed -9 (close() removes its own)
+    go first, each only once its owner (pid and start time, in OWNER_FILE) is dead: a
+    live supervisor's is never touched, nor one without the file (found leaking, one
+    directory per kill, by a fault hunt)."""
+    import glob
+
+    base = tempfile.gettempdir()
+    for old in glob.glob(os.path.join(base, glob.escape(f"{STATE_PREFIX}{sid}-") + "*")):
+        if _owner_dead(old):
+            log.info(f"supervisor {sid}: removing {old}, left by a supervisor that died")
+            shutil.rmtree(old, ignore_errors=True)
+    path = tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{sid}-")
+    me = psutil.Process()
+    with open(os.path.join(path, OWNER_FILE), "w") as fh:
+        fh.write(f"{me.pid} {me.create_time()!r}\n")
+    return path
+
+
+def _owner_dead(path: str) -> bool:
+    """Whether the supervisor that made state directory `path` is dead (False when it
+    is not known: no owner file, not ours)."""
+    try:
+        if os.stat(path).st_uid != os.getuid():
+            return False
+        with open(os.path.join(path, OWNER_FILE)) as fh:
+            pid_text, started_text = fh.read().split()
+        pid, started = int(pid_text), float(started_text)
+    except (OSError, ValueError):
+        return False
+    try:
+        return abs(psutil.Process(pid).create_time() - started) > 0.01  # a pid reused
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
 @dataclass
 class Slot:
     """One worker this supervisor runs (or ran) for nimbus."""
@@ -212,7 +255,9 @@ class Supervisor:
             self.log_level = log_level
             self.log_max_bytes, self.log_backups = log_max_bytes, log_backups
             self._own_state = state_dir is None  # heartbeat files: ours to remove at close
-            self.state_dir = state_dir or tempfile.mkdtemp(prefix=f"stormish-supervisor-{self.id}-")
+            if state_dir is None:
+                state_dir = _own_state_dir(self.id)
+            self.state_dir = state_dir
             self.ctx = zmq.Context()
             self.sock = self.ctx.socket(zmq.DEALER)
             self.sock.setsockopt(zmq.LINGER, 0)

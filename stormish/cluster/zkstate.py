@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -44,11 +45,13 @@ import cloudpickle
 from .. import pickling
 from ..errors import StormishError
 from ..names import check_name
+from ..runtime.status import ENDED
 
 log = logging.getLogger("stormish.nimbus")
 
 PIECE = 512 * 1024  # bytes per blob znode (ZooKeeper's default jute.maxbuffer is 1 MB)
 HOLD_TRIES = 8  # tries to hold new code (about 15 s in all) before giving up on it
+PROBE_EVERY = 1.0  # a submit asks a nimbus that holds not its code whether it answers
 
 
 class LostLeadership(StormishError):
@@ -101,10 +104,22 @@ class ZkStore:
     # -- the Store interface ------------------------------------------------------------------
     def save_topology(self, name: str, topology: Any, conf: dict[str, Any]) -> None:
         """Put the code in place and wait for its replication; the topology exists once
-        its first state is saved (`save_state`)."""
+        its first state is saved (`save_state`). Nimbus's loop does the two apart
+        (`stage_topology`, then `await_replicas` on a thread of its own)."""
+        cid = self.stage_topology(name, topology, conf)
+        try:
+            self.await_replicas(name, cid)
+        except StormishError:
+            self.unstage(name, cid)
+            raise
+
+    def stage_topology(self, name: str, topology: Any, conf: dict[str, Any]) -> str:
+        """Put the code in place and hold it here; its id (each submit's own: the code of
+        a topology replaced or ended is removed, `drop_code`, with no other submit's
+        holders to lose)."""
         check_name(name, "topology name")
         data = pickling.dumps((topology, conf))
-        cid = f"{name}-{hashlib.sha256(data).hexdigest()[:20]}"
+        cid = f"{name}-{hashlib.sha256(data).hexdigest()[:20]}-{secrets.token_hex(4)}"
         if self._exists(f"{self.root}/code/{cid}") is None:
             pieces = [data[i : i + PIECE] for i in range(0, len(data), PIECE)] or [b""]
             self._ensure(f"{self.root}/blobs/{cid}")
@@ -119,7 +134,13 @@ class ZkStore:
             self._create(f"{self.root}/code/{cid}", json.dumps(meta).encode())
         self._hold(cid)
         self._staged[name] = cid
-        self._wait_replicas(name, cid)
+        return cid
+
+    def unstage(self, name: str, cid: str) -> None:
+        """A submit refused: its code goes."""
+        if self._staged.get(name) == cid:
+            del self._staged[name]
+        self.drop_code(cid)
 
     def save_state(self, name: str, state: dict[str, Any]) -> None:
         path = f"{self.root}/topologies/{check_name(name, 'topology name')}"
@@ -152,10 +173,18 @@ class ZkStore:
         self._staged.pop(name, None)
 
     def save_final(self, name: str, final: dict[str, Any]) -> None:
+        """An ended topology's statistics; its code is no longer needed (a new leader
+        restores no ended topology): it goes."""
         self._fenced_put(f"{self.root}/final/{check_name(name, 'topology name')}", final)
+        cid = self._code_of(name)
+        if cid is not None:
+            self.drop_code(cid)
 
     def forget(self, name: str) -> None:
+        """A topology removed (or replaced by a new submit): its state, statistics and
+        code go."""
         check_name(name, "topology name")
+        cid = self._code_of(name)
         for path in (f"{self.root}/topologies/{name}", f"{self.root}/final/{name}"):
             if self._exists(path) is not None:
                 node, _ = self.fence()
@@ -167,6 +196,57 @@ class ZkStore:
                 self._commit(tx, f"removing {name!r}")
             self._written.pop(path, None)
         self._slots.pop(name, None)
+        if cid is not None:
+            self.drop_code(cid)
+
+    def _code_of(self, name: str) -> str | None:
+        """The code id of topology `name`'s state (None: no state)."""
+        path = f"{self.root}/topologies/{name}"
+        data = self._written.get(path)
+        if data is None:
+            if self._exists(path) is None:
+                return None
+            data = self._get(path)
+        try:
+            return str(json.loads(data)["code"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def drop_code(self, cid: str) -> None:
+        """Remove code `cid` (its holders, its pieces, this nimbus's copy) in one fenced
+        transaction, each call bounded; one that fails (another nimbus fetching it just
+        then, ZooKeeper away) leaves it to the collection at the next takeover."""
+        if cid in self._staged.values():
+            return
+        with self._lock:
+            self._held.discard(cid)
+        self._remove_local(cid)
+        node, _ = self.fence()
+        if node is None:
+            return
+        code, blobs = f"{self.root}/code/{cid}", f"{self.root}/blobs/{cid}"
+        try:
+            tx = self.zk.transaction()
+            tx.check(node, -1)
+            if self._exists(code) is not None:
+                if self._exists(f"{code}/holders") is not None:
+                    for h in self._children(f"{code}/holders"):
+                        tx.delete(f"{code}/holders/{h}")
+                    tx.delete(f"{code}/holders")
+                tx.delete(code)
+            if self._exists(blobs) is not None:
+                for piece in self._children(blobs):
+                    tx.delete(f"{blobs}/{piece}")
+                tx.delete(blobs)
+            self._commit(tx, f"removing code {cid}")
+        except StormishError as exc:
+            log.info(f"nimbus {self.id}: code {cid} left for later: {exc}")
+
+    def _remove_local(self, cid: str) -> None:
+        try:
+            os.unlink(os.path.join(self.blob_dir, f"{cid}.pkl"))
+        except OSError:
+            pass
 
     def load_all(self) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
         """(name, topology, conf, state) of every topology in ZooKeeper; what this
@@ -175,19 +255,28 @@ class ZkStore:
         self._slots.clear()
         self._staged.clear()
         out = []
+        used: set[str] = set()
+        codes = self._children(f"{self.root}/code")  # what the collection may remove
         for name in sorted(self._children(f"{self.root}/topologies")):
             try:
                 state = self._read_state(name)
+                path = f"{self.root}/topologies/{name}"
+                if state.get("status") in ENDED:  # kept for list; its code is gone
+                    self._written[path] = json.dumps(state, sort_keys=True).encode()
+                    continue
+                used.add(str(state["code"]))
                 topology, conf = self._load_code(state["code"])
             except (OSError, ValueError, KeyError, EOFError, StormishError) as exc:
                 log.warning(f"nimbus: skipping topology {name!r} in ZooKeeper: {exc}")
                 continue
-            path = f"{self.root}/topologies/{name}"
             self._written[path] = json.dumps(state, sort_keys=True).encode()
             self._slots[name] = state.get("slots")
             state.pop("code", None)
             out.append((name, topology, conf, state))
-        threading.Thread(target=self._collect_garbage, name="nimbus-code-gc", daemon=True).start()
+        unused = [cid for cid in codes if cid not in used]
+        threading.Thread(
+            target=self._collect_garbage, args=(unused,), name="nimbus-code-gc", daemon=True
+        ).start()
         return out
 
     # -- supervisors, as the leader knows them ------------------------------------------------
@@ -347,11 +436,16 @@ class ZkStore:
             self._held.add(cid)
 
     def _on_code(self, children: list[str]) -> None:
-        """Every nimbus replicates new code as it appears (kazoo's watch thread)."""
+        """Every nimbus replicates new code as it appears (kazoo's watch thread); the
+        copy of code removed from ZooKeeper goes."""
         for cid in children:
             if cid not in self._held:
                 self._try_hold(cid, 0)
-        self._held &= set(children)
+        with self._lock:
+            gone = self._held - set(children)
+            self._held -= gone
+        for cid in gone:
+            self._remove_local(cid)
 
     def _try_hold(self, cid: str, attempt: int) -> None:
         """Hold `cid`; a failure (ZooKeeper slow, a module not importable yet) is tried
@@ -376,20 +470,74 @@ class ZkStore:
     def close(self) -> None:
         self._closed = True
 
-    def needed_replicas(self) -> int:
+    def needed_replicas(
+        self,
+        holders: list[str] | tuple[str, ...] = (),
+        answers: Callable[[dict[str, Any]], bool] | None = None,
+        asked: dict[str, tuple[float, bool]] | None = None,
+    ) -> int:
+        """topology.min.replication.count when set; else 2 when another nimbus is live,
+        1 when this one is alone. Live: in the election (its session not expired) and,
+        when `answers` is given, holding the code or answering it (asked at most once
+        per PROBE_EVERY seconds, remembered in `asked`): a nimbus killed -9 keeps its
+        election znode until its session expires, and must not hold a submit up."""
         if self.min_replicas is not None:
             return self.min_replicas
-        return 2 if len(self._children(f"{self.root}/leader")) >= 2 else 1
+        asked = {} if asked is None else asked
+        live = 1
+        for who in self._contenders():
+            nid = str(who.get("id"))
+            if nid == self.id:
+                continue
+            if nid in holders or answers is None:
+                live += 1
+                continue
+            at, ok = asked.get(nid, (-1e9, False))
+            if time.monotonic() - at >= PROBE_EVERY:
+                ok = answers(who)
+                asked[nid] = (time.monotonic(), ok)
+            live += 1 if ok else 0
+        return 2 if live >= 2 else 1
 
-    def _wait_replicas(self, name: str, cid: str) -> None:
+    def _contenders(self) -> list[dict[str, Any]]:
+        """The nimbus in the election (their identities: id, api, control)."""
+        out = []
+        base = f"{self.root}/leader"
+        for child in self._children(base):
+            try:
+                who = json.loads(self._get(f"{base}/{child}"))
+            except (ValueError, StormishError):
+                continue  # gone meanwhile, or not a contender's
+            except Exception:  # noqa: BLE001 - kazoo's NoNodeError: gone meanwhile
+                continue
+            if isinstance(who, dict) and "api" in who:
+                out.append(who)
+        return out
+
+    def await_replicas(
+        self,
+        name: str,
+        cid: str,
+        answers: Callable[[dict[str, Any]], bool] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        """Wait until enough nimbus hold code `cid` (`needed_replicas`, counted again at
+        each look), for at most `replication_wait` seconds; then refuse the submit. Not
+        on nimbus's loop: it waits (nimbus runs it on a thread of its own)."""
         deadline = time.monotonic() + self.replication_wait
         holders: list[str] = []
-        need = self.needed_replicas()
-        while time.monotonic() < deadline:
+        asked: dict[str, tuple[float, bool]] = {}
+        need = 1
+        stop = cancel or threading.Event()
+        while True:
             holders = self._children(f"{self.root}/code/{cid}/holders")
+            need = self.needed_replicas(holders, answers, asked)
             if len(holders) >= need:
                 return
-            time.sleep(0.02)  # the other nimbuses fetch it meanwhile
+            if time.monotonic() >= deadline:
+                break
+            if stop.wait(0.05):  # the other nimbuses fetch it meanwhile
+                raise StormishError(f"topology {name!r}: its submit was given up")
         raise StormishError(
             f"topology {name!r}: its code is held by {len(holders)} nimbus "
             f"({', '.join(sorted(holders)) or 'none'}) after {self.replication_wait:g}s, "
@@ -397,14 +545,16 @@ class ZkStore:
             "topology.max.replication.wait.time.sec, or start the other nimbus)"
         )
 
-    def _collect_garbage(self) -> None:
-        """Code no topology uses (a submit interrupted, a topology removed) goes (on a
-        thread of its own, after a takeover: kazoo's recursive delete is not bounded)."""
-        used = {json.loads(d)["code"] for d in list(self._written.values()) if b'"code"' in d}
+    def _collect_garbage(self, unused: list[str]) -> None:
+        """Code no topology uses (a submit interrupted, a topology removed by an older
+        leader) goes (on a thread of its own, after a takeover: kazoo's recursive delete
+        is not bounded). Only what was there at the takeover: a submit made since is not
+        touched."""
         try:
-            for cid in self.zk.get_children(f"{self.root}/code"):
-                if cid not in used:
-                    self.zk.delete(f"{self.root}/code/{cid}", recursive=True)
-                    self.zk.delete(f"{self.root}/blobs/{cid}", recursive=True)
+            for cid in unused:
+                if cid in self._staged.values():
+                    continue
+                self.zk.delete(f"{self.root}/code/{cid}", recursive=True)
+                self.zk.delete(f"{self.root}/blobs/{cid}", recursive=True)
         except Exception as exc:  # noqa: BLE001 - the next takeover collects it
             log.info(f"nimbus {self.id}: unused code not collected: {exc}")
