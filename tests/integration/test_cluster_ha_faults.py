@@ -4,7 +4,7 @@ of a small HA cluster on the test session's ZooKeeper: a forward never outlives 
 client's wait nor is delivered later, a client turns to the next nimbus only when that
 is safe, a supervisor killed -9 leaves no state directory for good, and the code of an
 ended topology leaves ZooKeeper. The kill -9 cases are in
-tests/faults/test_nimbus_ha_faults2.py."""
+tests/faults/test_nimbus_ha_failover.py."""
 
 from __future__ import annotations
 

@@ -260,9 +260,7 @@ def test_a_pystorm_bolt_that_fails_by_hand_with_auto_ack_on_is_told_in_pystorms_
     the refusal spoke of stormish's BasicBolt and FailedException (found by a hunt)."""
     from stormish import WorkerError
 
-    body = (
-        "    from handfail_bolt import HandFail\n    hand = HandFail.spec(inputs=[word_spout])\n"
-    )
+    body = "    from handfail_bolt import HandFail\n    hand = HandFail.spec(inputs=[word_spout])\n"
     path = _project(tmp_path, HEAD + body)
     # a module of its own name: `bolts` may be another project's, imported by a test before
     (tmp_path / "src" / "handfail_bolt.py").write_text(HAND_FAIL)
