@@ -82,7 +82,11 @@ class Lane:
     revoking: bool = False
     end: int | None = None  # stop_at_end: the high watermark seen at start
     high: int | None = None  # the latest high watermark (lag)
+    # the last position committed synchronously (or read as committed at assignment);
+    # an async commit only moves `last_sent`: its failure is never reported, so the
+    # next sync commit (revoke, deactivate, stop_at_end, close) sends the position again
     last_commit: int | None = None
+    last_sent: int | None = None
 
     def position(self) -> int | None:
         """The next offset a restart should read: the completed prefix (at_least_once) or
@@ -135,6 +139,10 @@ class SpoutCore:
         # tree, id (topic, partition, first, epoch, last); acked, each of its offsets
         # completes; failed, each is replayed on its own (a one-record tree)
         self.per_tree = records_per_tree if self.tracking else 1
+        # take()'s round robin: the lanes in a fixed order (None: rebuilt after an
+        # assignment or a release) and where the next call starts in it
+        self._order: list[tuple[TP, Lane]] | None = None
+        self._rr = 0
 
     # -- assignment ----------------------------------------------------------------------------
     def assigned(self, starts: dict[TP, int | str]) -> None:
@@ -149,7 +157,8 @@ class SpoutCore:
             if old is not None:
                 self.by_epoch.pop(old.epoch, None)
             lane = self.lanes[tp] = Lane(self._epoch, start=pos, from_end=start == "latest")
-            lane.last_commit = pos
+            self._order = None
+            lane.last_commit = lane.last_sent = pos
             self.by_epoch[lane.epoch] = lane
 
     def revoking(self, tps: Iterable[TP]) -> None:
@@ -180,6 +189,7 @@ class SpoutCore:
             lane = self.lanes.pop(tp, None)
             if lane is None:
                 continue
+            self._order = None
             self.by_epoch.pop(lane.epoch, None)
             self.buffered -= len(lane.buffer)
             pos = lane.position()
@@ -228,7 +238,7 @@ class SpoutCore:
         if self.guarantee == AT_MOST_ONCE and touched:
             commit = {tp: self.lanes[tp].fetched for tp in touched}
             for tp, pos in commit.items():
-                self.lanes[tp].last_commit = pos
+                self.lanes[tp].last_commit = self.lanes[tp].last_sent = pos
             out.append(Commit(commit, sync=True))  # type: ignore[arg-type]
         if self.tracking:
             full = tuple(tp for tp in touched if self._over(self.lanes[tp]))
@@ -246,16 +256,57 @@ class SpoutCore:
         """Up to `limit` records to emit now, each with its message id (None where the
         guarantee does not track): per lane, replays that are due first, then new
         records, in offset order (as storm-kafka-client, a replay waiting out its
-        backoff does not hold the later records of its partition back)."""
+        backoff does not hold the later records of its partition back).
+
+        Lanes are served round robin: a first pass gives each lane at most its fair
+        share of `limit` (a second pass then fills what the lanes with nothing to give
+        left over), and the next call starts at the first lane the limit cut short (or
+        after the last that emitted). Walking them in a fixed order starved every lane but the first
+        under max.spout.pending, or behind a backlog: with a few places free a call,
+        the first lane with records took them all, for as long as it had any."""
         out: list[tuple[Record, Any]] = []
-        for tp, lane in self.lanes.items():
+        if limit <= 0:
+            return out
+        order = self._order
+        if order is None:
+            order = self._order = list(self.lanes.items())
+        n = len(order)
+        if n == 0:
+            return out
+        start = self._rr % n
+        share = -(-limit // n)  # at least 1
+        last, cut = -1, -1  # the last lane that emitted; the first the limit cut short
+        for k in range(n):
+            i = (start + k) % n
             if len(out) >= limit:
+                cut = i
                 break
+            tp, lane = order[i]
             if lane.revoking:
                 continue
+            before = len(out)
+            cap = before + share
+            if cap > limit:
+                cap = limit
             if lane.due:
-                self._take_due(tp, lane, now, limit, out)
-            self._take_new(tp, lane, limit, out)
+                self._take_due(tp, lane, now, cap, out)
+            self._take_new(tp, lane, cap, out)
+            if len(out) > before:
+                last = i
+                if len(out) >= limit and len(out) - before < share:
+                    cut = i  # its share was cut: it starts the next call
+                    break
+        if len(out) < limit and share < limit:
+            for k in range(n):  # what the lanes with too little left: in the same order
+                if len(out) >= limit:
+                    break
+                tp, lane = order[(start + k) % n]
+                if lane.revoking:
+                    continue
+                if lane.due:
+                    self._take_due(tp, lane, now, limit, out)
+                self._take_new(tp, lane, limit, out)
+        self._rr = cut if cut >= 0 else last + 1 if last >= 0 else start + 1
         return out
 
     def _take_due(self, tp: TP, lane: Lane, now: float, limit: int, out: list) -> None:
@@ -418,8 +469,16 @@ class SpoutCore:
         out = {}
         for tp, lane in self.lanes.items():
             pos = lane.position()
-            if pos is not None and pos != lane.last_commit:
-                out[tp] = lane.last_commit = pos
+            if pos is None:
+                continue
+            if sync:
+                # every position not yet committed synchronously, even one an async
+                # commit sent: its outcome is never known here (a failed async commit
+                # was lost for good before, even by the commit at close)
+                if pos != lane.last_commit:
+                    out[tp] = lane.last_commit = lane.last_sent = pos
+            elif pos != lane.last_sent and pos != lane.last_commit:
+                out[tp] = lane.last_sent = pos
         return Commit(out, sync) if out else None
 
     # -- progress ------------------------------------------------------------------------------

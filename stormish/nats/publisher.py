@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from . import loop as loops
-from .client import OPEN_TIMEOUT, import_nats, server_list
+from .client import OPEN_TIMEOUT, ConnectionLog, connect, import_nats, server_list
 
 log = logging.getLogger("stormish.nats")
 SWEEP_SECS = 0.25
@@ -57,9 +57,15 @@ class NatsPublisher:
         self._tasks = [self.loop.submit(self._run()), self.loop.submit(self._sweep())]
 
     async def _open(self) -> None:
-        nats = import_nats()
+        sink = self.sink
         self.wake = asyncio.Event()
-        self.nc = await nats.connect(server_list(self.sink.servers), connect_timeout=5)
+        self.conn = ConnectionLog(
+            "JetStreamSink",
+            server_list(sink.servers),
+            getattr(sink, "reconnect_attempts", None),
+            getattr(sink, "reconnect_wait_secs", 2.0),
+        )
+        self.nc = await connect(self.conn)
         # the sink bounds what is in flight itself; nats-py's own stall limit sits above it
         self.js = self.nc.jetstream(publish_async_max_pending=self.sink.max_in_flight + 1)
 
@@ -78,6 +84,14 @@ class NatsPublisher:
             out.append(done.popleft())
         self.in_flight -= len(out)
         return out
+
+    def closed(self) -> ConnectionError | None:
+        """The error to end the sink with once the connection is closed for good (no
+        reconnect within `reconnect_attempts`); None while it is open or reconnecting."""
+        nc = getattr(self, "nc", None)
+        if nc is None or not nc.is_closed or self.conn.closing:
+            return None
+        return self.conn.closed_error()
 
     def wait(self, timeout: float) -> None:
         """Block until an outcome comes back (cleanup only: a turn never waits)."""
@@ -160,7 +174,9 @@ class NatsPublisher:
     async def _close(self, timeout: float) -> None:
         for t in self._tasks:
             t.cancel()
-        await self.nc.flush()
+        self.conn.closing = True
+        if self.nc.is_connected:
+            await self.nc.flush()
         await self.nc.close()
 
 

@@ -44,6 +44,8 @@ class JetStreamSink(Bolt):
         headers_field: str | None = None,
         max_in_flight: int = 1000,
         publish_timeout_secs: float = 5.0,
+        reconnect_attempts: int | None = None,
+        reconnect_wait_secs: float = 2.0,
     ):
         if (subject is None) == (subject_field is None):
             raise ValueError("JetStreamSink needs exactly one of subject= or subject_field=")
@@ -59,6 +61,11 @@ class JetStreamSink(Bolt):
             raise ValueError(
                 f"JetStreamSink publish_timeout_secs= must be > 0, got {publish_timeout_secs!r}"
             )
+        from .client import check_reconnect
+
+        check_reconnect("JetStreamSink", reconnect_attempts, reconnect_wait_secs)
+        self.reconnect_attempts = reconnect_attempts
+        self.reconnect_wait_secs = float(reconnect_wait_secs)
         self.servers = servers
         self.subject, self.subject_field = subject, subject_field
         self.value_field, self.headers_field = value_field, headers_field
@@ -106,6 +113,10 @@ class JetStreamSink(Bolt):
         out = self.out
         if out.done:
             self._settle()
+            closed = getattr(out, "closed", None)
+            error = closed() if closed is not None else None
+            if error is not None:  # no reconnect within reconnect_attempts: the task ends
+                raise error
         if self.held:
             self._release()
         return out.in_flight >= self.max_in_flight

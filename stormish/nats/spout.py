@@ -46,6 +46,9 @@ class JetStreamSpout(Spout):
         nak_delay_secs: float | None = 1.0,
         max_deliver: int | None = None,
         stop_at_end: bool = False,
+        reconnect_attempts: int | None = None,
+        reconnect_wait_secs: float = 2.0,
+        missing_stream_timeout_secs: float | None = 60.0,
     ):
         for name, value in (("stream", stream), ("subject", subject), ("durable", durable)):
             if not isinstance(value, str) or not value:
@@ -67,6 +70,19 @@ class JetStreamSpout(Spout):
                 "JetStreamSpout nak_delay_secs= must be a finite number >= 0 or None, got "
                 f"{nak_delay_secs!r}"
             )
+        from .client import check_reconnect
+
+        check_reconnect("JetStreamSpout", reconnect_attempts, reconnect_wait_secs)
+        if missing_stream_timeout_secs is not None and (
+            not _finite(missing_stream_timeout_secs) or missing_stream_timeout_secs < 0
+        ):
+            raise ValueError(
+                "JetStreamSpout missing_stream_timeout_secs= must be a finite number >= 0 or "
+                f"None (wait for ever), got {missing_stream_timeout_secs!r}"
+            )
+        self.reconnect_attempts = reconnect_attempts
+        self.reconnect_wait_secs = float(reconnect_wait_secs)
+        self.missing_stream_timeout_secs = missing_stream_timeout_secs
         self.servers = servers
         self.stream, self.subject, self.durable = stream, subject, durable
         self.max_ack_pending, self.batch = max_ack_pending, batch

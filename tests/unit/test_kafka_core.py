@@ -334,3 +334,30 @@ def test_an_ack_of_an_earlier_assignment_of_the_partition_is_ignored():
     assert committed(core) == {}
     core.ack(new[0])
     assert committed(core) == {TP: 1}
+
+
+def test_the_sync_commit_resends_a_position_only_an_async_commit_carried():
+    # an async commit's failure is never reported back: the position it carried is not
+    # known to be committed, so the next sync commit (close, deactivate, a revoke) sends
+    # it again instead of skipping it as "already committed"
+    core = SpoutCore(commit_interval=30.0)
+    core.assigned({TP: 0, ("t", 1): 4})
+    core.polled(records(3) + records(2, start=4, tp=("t", 1)))
+    for mid in emitted(core).values():
+        core.ack(mid)
+    assert core.tick(30.0) == Commit({TP: 3, ("t", 1): 6}, sync=False)
+    assert core.tick(60.0) is None  # the periodic one does not repeat itself
+    assert core.commit_now(sync=True) == Commit({TP: 3, ("t", 1): 6}, sync=True)
+    assert core.commit_now(sync=True) is None  # committed synchronously: done
+    assert core.tick(90.0) is None
+
+
+def test_a_revoke_commits_a_position_only_an_async_commit_carried():
+    core = SpoutCore(commit_interval=1.0)
+    core.assigned({TP: 0})
+    core.polled(records(2))
+    for mid in emitted(core).values():
+        core.ack(mid)
+    assert core.tick(1.0) == Commit({TP: 2}, sync=False)
+    core.revoking([TP])
+    assert core.release([TP]) == Commit({TP: 2}, sync=True)
