@@ -242,3 +242,14 @@ def cluster(request, tmp_path, watch):
     if call_failed(request.node):
         for name in ("nimbus.log", "s0.log", "s1.log"):
             print(f"--- {name}\n{c.log(name)[-3000:]}")
+
+
+@pytest.fixture
+def zk(watch):
+    """Debian's ZooKeeper on 127.0.0.1, one per test (tests/zk_server.py)."""
+    from zk_server import ZooKeeper
+
+    z = ZooKeeper()
+    watch.sample()
+    yield z
+    z.close()

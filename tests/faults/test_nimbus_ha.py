@@ -36,14 +36,6 @@ FAILOVER = 4.0
 
 
 @pytest.fixture
-def zk(watch):
-    z = ZooKeeper()
-    watch.sample()
-    yield z
-    z.close()
-
-
-@pytest.fixture
 def ha(request, tmp_path, zk, watch):
     c = HaCluster(str(tmp_path), zk.hosts, failover=FAILOVER)
     watch.sample()

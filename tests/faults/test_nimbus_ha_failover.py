@@ -22,7 +22,6 @@ from contextlib import closing
 import pytest
 from integration.ha_cluster import HaCluster
 from integration.test_cluster_ha import run_gated, small_wordcount
-from zk_server import ZooKeeper
 
 from stormish.cluster.api import Kill
 from stormish.errors import StormishError
@@ -33,14 +32,6 @@ from .conftest import call_failed
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
 
 FAILOVER = 4.0
-
-
-@pytest.fixture
-def zk(watch):
-    z = ZooKeeper()
-    watch.sample()
-    yield z
-    z.close()
 
 
 def _cluster(request, tmp_path, zk, watch, **kw):

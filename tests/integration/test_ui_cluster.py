@@ -69,10 +69,17 @@ def test_nimbus_ui_shows_lists_status_and_takes_storms_rebalance_and_kill(ui_clu
     assert get(api + "/topology/calm")[1]["status"] == "INACTIVE"
     assert post(api + "/topology/calm/activate")[0] == 200
     assert row()["status"] == "RUNNING"
-    # Storm's rebalance: the wait in the path, the workers in the body
-    code, body = post(api + "/topology/calm/rebalance/1")
+    # Storm's rebalance: the wait in the path, the workers in the body; none there (as
+    # Storm's UI sends it): the workers it has, spread again; a bad number refused
+    code, body = post(
+        api + "/topology/calm/rebalance/1", body={"rebalanceOptions": {"numWorkers": 0}}
+    )
     assert code == 400 and "numWorkers" in body["error"], body
-    assert row()["workersTotal"] == 2
+    assert post(api + "/topology/calm/rebalance/5")[0] == 200
+    assert row()["status"] == "REBALANCING"  # for the 5 s its spouts are off
+    poll_for(
+        lambda: (row()["status"], row()["workersTotal"]) == ("RUNNING", 2), 60, 0.2, "2 workers"
+    )
     code, _ = post(api + "/topology/calm/rebalance/1", body={"rebalanceOptions": {"numWorkers": 1}})
     assert code == 200
     poll_for(
