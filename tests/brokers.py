@@ -90,12 +90,19 @@ def _process(argv: list[str], port: int, name: str, cwd: str, address: str) -> I
             )
         yield Broker(address, port, proc.pid, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate a server a test started, kill it if it lingers, reap it."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 @contextmanager

@@ -23,3 +23,19 @@ def no_leaks():
     conns = {(c.laddr, c.raddr, c.status) for c in me.net_connections("all")}
     leaked = [c for c in conns - before_conns if c[2] != psutil.CONN_TIME_WAIT]
     assert not leaked, f"sockets left open: {leaked}"
+
+
+@pytest.fixture
+def ha(tmp_path, zookeeper_server):
+    """Two nimbuses on ZooKeeper and a supervisor (ha_cluster.py); their logs printed."""
+    from .ha_cluster import HaCluster
+    from .harness import no_process_left
+
+    with no_process_left():
+        c = HaCluster(str(tmp_path), zookeeper_server.hosts)
+        try:
+            yield c
+        finally:
+            c.close()
+            for name in c.logs():
+                print(f"--- {name}\n{c.log(name)[-3000:]}")

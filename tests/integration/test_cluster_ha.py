@@ -33,18 +33,6 @@ def small_wordcount(name: str) -> Topology:
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def ha(tmp_path, zookeeper_server):
-    with no_process_left():
-        c = HaCluster(str(tmp_path), zookeeper_server.hosts)
-        try:
-            yield c
-        finally:
-            c.close()
-            for name in c.logs():
-                print(f"--- {name}\n{c.log(name)[-3000:]}")
-
-
 def test_one_nimbus_leads_and_a_follower_forwards_reads_and_writes(ha):
     assert ha.leader() == 0
     who = ha.call(1, "leader")

@@ -28,7 +28,6 @@ from stormish.transport import control as ct
 from stormish.transport.security import security_for
 
 from .ha_cluster import HaCluster
-from .harness import no_process_left
 from .test_cluster import free_ports
 from .test_cluster_ha import small_wordcount
 
@@ -211,16 +210,6 @@ def test_a_nimbus_that_took_a_request_and_stays_silent_is_not_blamed_on_the_keys
         assert "leader" in fake[0].got  # the probe asks what nimbus answers from memory
 
 
-@pytest.fixture
-def cluster(tmp_path, zookeeper_server):
-    with no_process_left():
-        c = HaCluster(str(tmp_path), zookeeper_server.hosts)
-        try:
-            yield c
-        finally:
-            c.close()
-
-
 def _zk_children(c: HaCluster, path: str) -> list[str]:
     from kazoo.client import KazooClient
 
@@ -237,22 +226,22 @@ def _zk_children(c: HaCluster, path: str) -> list[str]:
         zk.close()
 
 
-def test_code_leaves_zookeeper_when_its_topology_ends_or_is_replaced(cluster):
+def test_code_leaves_zookeeper_when_its_topology_ends_or_is_replaced(ha):
     """It stayed under code/ until a leadership change."""
-    assert cluster.call(0, "submit", (small_wordcount("wc"), {})) == "wc"
-    assert [c for c in _zk_children(cluster, "code") if c.startswith("wc-")]
-    cluster.wait_status(0, "wc", "complete")
-    poll_for(lambda: not _zk_children(cluster, "code"), 20, 0.1, "wc's code removed")
-    assert not _zk_children(cluster, "blobs")
-    assert cluster.status(1, "wc") == "complete"  # still listed, through the follower
+    assert ha.call(0, "submit", (small_wordcount("wc"), {})) == "wc"
+    assert [c for c in _zk_children(ha, "code") if c.startswith("wc-")]
+    ha.wait_status(0, "wc", "complete")
+    poll_for(lambda: not _zk_children(ha, "code"), 20, 0.1, "wc's code removed")
+    assert not _zk_children(ha, "blobs")
+    assert ha.status(1, "wc") == "complete"  # still listed, through the follower
     # submitted again under its name (through the follower): only the new code is there
-    assert cluster.call(1, "submit", (small_wordcount("wc"), {})) == "wc"
-    assert len(_zk_children(cluster, "code")) == 1
-    cluster.wait_status(0, "wc", "complete")
-    poll_for(lambda: not _zk_children(cluster, "code"), 20, 0.1, "the new code removed")
+    assert ha.call(1, "submit", (small_wordcount("wc"), {})) == "wc"
+    assert len(_zk_children(ha, "code")) == 1
+    ha.wait_status(0, "wc", "complete")
+    poll_for(lambda: not _zk_children(ha, "code"), 20, 0.1, "the new code removed")
     # the blob copies in each nimbus's data directory go too
     for i in (0, 1):
-        blobs = os.path.join(cluster.tmp, f"n{i}-data", "blobs")
+        blobs = os.path.join(ha.tmp, f"n{i}-data", "blobs")
         poll_for(lambda b=blobs: not glob.glob(os.path.join(b, "wc-*.pkl")), 20, 0.1, blobs)
 
 
@@ -260,7 +249,7 @@ def _state_dirs(sid: str) -> list[str]:
     return glob.glob(os.path.join(tempfile.gettempdir(), f"stormish-supervisor-{sid}-*"))
 
 
-def test_a_supervisor_killed_9_leaves_no_state_directory_for_good(cluster, tmp_path):
+def test_a_supervisor_killed_9_leaves_no_state_directory_for_good(ha, tmp_path):
     """Its next start (same id) removes what it left; a live one's is not touched, nor
     one whose owner is unknown."""
     from stormish.cluster.supervisor import OWNER_FILE
@@ -276,15 +265,15 @@ def test_a_supervisor_killed_9_leaves_no_state_directory_for_good(cluster, tmp_p
                 continue
         return out
 
-    old = cluster.supervisors[0]
+    old = ha.supervisors[0]
     mine = poll_for(lambda: owned_by(old.pid), 20, 0.05, "s0's state directory")
     unknown = tempfile.mkdtemp(prefix="stormish-supervisor-s0-", dir=tempfile.gettempdir())
     try:
         old.send_signal(signal.SIGKILL)
         old.wait(30)
         assert all(os.path.isdir(d) for d in mine)  # left behind, until ...
-        cluster.supervisors[0] = cluster.start_supervisor(0)
-        new = poll_for(lambda: owned_by(cluster.supervisors[0].pid), 20, 0.05, "the new one's")
+        ha.supervisors[0] = ha.start_supervisor(0)
+        new = poll_for(lambda: owned_by(ha.supervisors[0].pid), 20, 0.05, "the new one's")
         poll_for(lambda: not any(os.path.exists(d) for d in mine), 20, 0.05, "the old removed")
         assert all(os.path.isdir(d) for d in new) and os.path.isdir(unknown)
     finally:

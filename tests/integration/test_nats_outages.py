@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from brokers import free_port, nats_server_path
+from brokers import free_port, nats_server_path, stop_process
 
 from stormish import BasicBolt, LocalCluster, Topology
 from stormish.errors import WorkerError
@@ -216,13 +216,7 @@ def _own_server(tmp: Path) -> Iterator[tuple[str, object]]:
         yield f"nats://127.0.0.1:{port}", Control()
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
+            stop_process(p)
 
 
 def test_an_outage_longer_than_the_old_reconnect_window_is_ridden_out(tmp_path, caplog):
