@@ -36,7 +36,13 @@ class Host(Protocol):
 
 # Requests to a worker: nimbus's one loop must not stall long on a dead host's workers.
 ASK_TIMEOUT = 5.0
-SILENT_RETRY = 2.0  # a worker that let a quiescence ask time out is asked again this late
+# A look (quiescence, stats) waits less: a worker that misses it is "not quiet" and shows
+# its last statistics, and nimbus's loop (supervisors' heartbeats, the API, requests a
+# follower forwards within their own bounds) goes on. A worker is taken as alive until
+# its beats (a thread of its own, going on while a starved loop answers late) have been
+# missing nimbus's worker timeout.
+LOOK_TIMEOUT = 1.5
+SILENT_RETRY = 2.0  # a worker that let a look time out is asked again this late
 
 
 class ClusterWorker:
@@ -55,7 +61,8 @@ class ClusterWorker:
         self.given_up: int | None = None
         self.answers = WorkerAnswers(index)
         self.stopped = False
-        self.silent_at: float | None = None  # when it last let a quiescence ask time out
+        self.silent_at: float | None = None  # when it last let a look time out
+        self.last_stats: tuple[list, dict] = ([], {})  # its last answer to `stats`
 
     @property
     def pid(self) -> int | None:
@@ -86,6 +93,7 @@ class ClusterWorker:
         self.answers.reset()
         self.stopped = False
         self.silent_at = None
+        self.last_stats = ([], {})
 
     # -- the WorkerView protocol (local/running.py) ----------------------------------------
     def failure(self) -> str | None:
@@ -99,10 +107,10 @@ class ClusterWorker:
         CI run: a worker a test had stopped failed the whole topology at this ask.)"""
         if not self.answers.ended and not self.alive():
             return dict(NOT_QUIET)
-        if self.silent_at is not None and time.monotonic() - self.silent_at < SILENT_RETRY:
+        if self._silent_lately():
             return dict(NOT_QUIET)
         try:
-            got = self.answers.quiescence(self.ask)
+            got = self.answers.quiescence(self._look)
         except WorkerTimeout:
             self.silent_at = time.monotonic()
             return dict(NOT_QUIET)
@@ -114,14 +122,32 @@ class ClusterWorker:
         return got
 
     def stats_snapshot(self) -> tuple[list, dict]:
+        """A live worker that does not answer within LOOK_TIMEOUT shows its last
+        statistics, as Storm's UI shows a worker's last heartbeat: `stats` waited 5 s on
+        each hung worker, nimbus's whole loop with it (a loaded CI run: a follower's
+        forwarded stats, 5 s at most, was refused)."""
         if not self.answers.ended and not self.alive():
             return [], {}  # gone: its supervisor restarts it; its counters went with it
+        if self._silent_lately():
+            return self.last_stats
         try:
-            return self.answers.stats(self.ask)
+            got = self.answers.stats(self._look)
+        except WorkerTimeout:
+            self.silent_at = time.monotonic()
+            return self.last_stats
         except WorkerError:
             if self.alive():
                 raise
             return [], {}
+        self.silent_at = None
+        self.last_stats = got
+        return got
+
+    def _look(self, verb: str, payload: Any = None, timeout: float = LOOK_TIMEOUT) -> Any:
+        return self.ask(verb, payload, min(timeout, LOOK_TIMEOUT))
+
+    def _silent_lately(self) -> bool:
+        return self.silent_at is not None and time.monotonic() - self.silent_at < SILENT_RETRY
 
     def end_of_input(self) -> int:
         if not self.alive() or self.answers.ended:

@@ -119,8 +119,9 @@ class Forwarder:
     "ask again"; each forward has a socket of its own, closed with LINGER 0 when its
     bound passes, so nothing of it is delivered later (a leader restarted on its old
     address got a kill its client was told had failed: found by a fault hunt). A
-    leader that did not answer one forward is silent for `SILENT_FOR` seconds: every
-    request is answered at once meanwhile (reads from ZooKeeper)."""
+    leader that completed no handshake, or let a forward's whole bound pass, is silent
+    for `SILENT_FOR` seconds: every request is answered at once meanwhile (reads from
+    ZooKeeper). One that missed a read's short READ_TIMEOUT is only late."""
 
     def __init__(
         self,
@@ -250,8 +251,12 @@ class Forwarder:
             if leader is not None and not self._is_silent(leader):
                 try:
                     return self._call(leader, verb, payload, deadline, READ_TIMEOUT)
-                except NoAnswer:
-                    self._mark_silent(leader)
+                except NoAnswer as exc:
+                    # READ_TIMEOUT is short because ZooKeeper can answer instead: a leader
+                    # that completed the handshake and is late is busy, not gone, and the
+                    # writes and stats after this read still go to it
+                    if not exc.handshake:
+                        self._mark_silent(leader)
             return self.read_zookeeper(verb)
         if leader is None:
             raise StormishError(

@@ -13,12 +13,14 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from contextlib import closing
 
 import psutil
 import pytest
 
 from stormish import BasicBolt, Spout, StormishError, Topology
+from stormish.cluster import deployment as deployment_mod
 from stormish.cluster.client import NimbusClient
 from stormish.local.forkserver import SERVER_NAME
 from stormish.local.workers import _child_env
@@ -338,6 +340,54 @@ def test_a_hung_worker_is_killed_and_restarted_after_the_worker_timeout(quick_cl
     logs = c.log("s0.log") + c.log("s1.log")
     assert "silent for" in logs and "(worker timeout 2s); restarting it" in logs
     assert not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.faults  # SIGSTOP timing: in CI's faults run, out of the default suite
+def test_stats_of_a_silent_worker_are_its_last_and_do_not_stall_nimbus(cluster):
+    """A worker that stops answering (SIGSTOP) is alive to nimbus until its beats have
+    been missing nimbus's worker timeout (3 s): `stats` answers within the look's bound
+    (LOOK_TIMEOUT) with that worker's last numbers, at once while it stays silent, and
+    nimbus answers other requests meanwhile. Before, each stats waited on it until it
+    was taken as gone, nimbus's whole loop with it (5 s a worker at most), and its tasks
+    vanished: a follower's forwarded stats, bounded at 5 s, was refused (a loaded CI
+    run). The stop lands at any phase of the worker's beats: a try whose look outlasted
+    its last beat is made again."""
+    c = cluster
+    c.call("submit", (_endless("hung-stats"), {}))
+    c.wait_status("hung-stats", "running")
+    poll_for(lambda: executed(c.call("stats", "hung-stats"), "null") > 0, 30, 0.1, "flow")
+    poll_for(lambda: len(c.workers()) == 2, 30, 0.1, "two workers")
+    victim = c.workers()[0]
+    index = int(victim.cmdline()[victim.cmdline().index("--index") + 1])
+
+    def tasks(st) -> set[int]:
+        return {t for t, s in st.tasks.items() if s.worker == index}
+
+    known = tasks(c.call("stats", "hung-stats"))
+    assert known
+    tries = []
+    for _ in range(3):
+        victim.suspend()
+        try:
+            t0 = time.monotonic()
+            first = c.call("stats", "hung-stats")
+            took = time.monotonic() - t0
+            c.call("stats", "hung-stats")  # at once: it is not asked again so soon
+            rows = c.call("list")
+            took_again = time.monotonic() - t0 - took
+        finally:
+            victim.resume()
+        tries.append((round(took, 2), sorted(tasks(first)), round(took_again, 2)))
+        if tasks(first) == known:
+            break
+        poll_for(lambda: tasks(c.call("stats", "hung-stats")) == known, 30, 0.2, "back")
+    assert tasks(first) == known, f"its tasks vanished (took, tasks, again): {tries}"
+    assert took < deployment_mod.LOOK_TIMEOUT + 1.0, f"stats took {took:.1f}s"
+    assert took_again < 1.0, f"stats and list again took {took_again:.1f}s"
+    assert any(r["name"] == "hung-stats" and r["status"] == "running" for r in rows)
+    before = executed(c.call("stats", "hung-stats"), "null")
+    poll_for(lambda: executed(c.call("stats", "hung-stats"), "null") > before, 30, 0.1, "on")
+    c.call("kill", ("hung-stats", 0))
 
 
 def test_workers_keep_running_while_nimbus_restarts(cluster):

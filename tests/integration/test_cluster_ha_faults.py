@@ -36,11 +36,12 @@ pytestmark = pytest.mark.timeout(120)
 
 class FakeNimbus:
     """A ROUTER on 127.0.0.1:port (no keys) that records each request; `answer` True
-    replies to each (the verb as the answer), False keeps silent; `drop_after` closes
-    the socket once a request came (a nimbus that died holding it)."""
+    replies to each (the verb as the answer), `slow` seconds after it came (a busy
+    leader), False keeps silent; `drop_after` closes the socket once a request came (a
+    nimbus that died holding it)."""
 
-    def __init__(self, port: int, answer: bool = True, drop_after: bool = False):
-        self.port, self.answer, self.drop_after = port, answer, drop_after
+    def __init__(self, port: int, answer: bool = True, drop_after: bool = False, slow: float = 0.0):
+        self.port, self.answer, self.drop_after, self.slow = port, answer, drop_after, slow
         self.got: list[str] = []
         self.ctx = zmq.Context()
         self._stop = threading.Event()
@@ -64,6 +65,7 @@ class FakeNimbus:
                 if self.drop_after:
                     return
                 if self.answer:
+                    self._stop.wait(self.slow)  # a busy leader's loop: not a synchronisation
                     sock.send_multipart([ident, *ct.reply(req_id, verb)])
         finally:
             sock.close(0)
@@ -151,6 +153,26 @@ def test_a_forward_to_a_silent_leader_is_bounded_below_the_clients_wait(fake, mo
         assert not ok and "statistics are unavailable while the leader n0" in value
         assert time.monotonic() - t1 < 1.0
         assert fake[0].got == ["kill"]
+    finally:
+        fw.close()
+
+
+def test_a_read_a_busy_leader_answers_late_does_not_silence_it_for_writes(fake):
+    """A read waits READ_TIMEOUT (1 s) for the leader, then is answered from ZooKeeper;
+    a leader that completed the handshake and answers late is busy, not dead: the next
+    request still goes to it (a loaded CI run: one late `list` had every stats and
+    submit of the next 5 s refused with "the leader does not answer")."""
+    (port,) = free_ports(1)
+    fake.append(FakeNimbus(port, slow=ha.READ_TIMEOUT + 0.5))
+    fw = ha.Forwarder(security_for(None), lambda: leader_at(port), "n1", 4.0, lambda v: [v])
+    try:
+        fw.forward("l", "list", None)
+        assert forwarded(fw, 5)[1:] == (True, ["list"])  # from "ZooKeeper"
+        fw.forward("s", "stats", "cl")
+        assert forwarded(fw, 10)[1:] == (True, "stats")  # from the leader, late
+        fw.forward("k", "kill", Kill("cl", 1.0))
+        assert forwarded(fw, 10)[1:] == (True, "kill")
+        assert fake[0].got == ["list", "stats", "kill"]
     finally:
         fw.close()
 
