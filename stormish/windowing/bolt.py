@@ -24,7 +24,7 @@ from typing import Any
 from ..component import Bolt
 from ..errors import TopologyError
 from ..tuple import END_OF_INPUT, Tuple
-from .checks import TICK, check_read_field, check_window
+from .checks import TICK, check_read_field, check_window, window_advice
 from .manager import WindowManager
 from .session import SessionManager
 from .spec import Count, Duration, Expired, Output, Size, Window, as_size, to_ms
@@ -61,6 +61,7 @@ class WindowedBolt(Bolt):
     watermark_interval: Duration = Duration(seconds=1)
     late_tuple_stream: str | None = None
     _inputs: tuple[tuple[str, str], ...] | None = None  # recorded at submit
+    _inputs_of: dict[str, tuple[tuple[str, str], ...]] | None = None  # by component
     # the engine gives it a last tick (END_OF_INPUT) when a finite run's input has ended
     closes_at_end_of_input = True
 
@@ -155,13 +156,35 @@ class WindowedBolt(Bolt):
     ) -> None:
         """Called by Topology.validate (at submit) with this component's resolved config
         and its input streams (and their fields): the checks only a whole topology
-        allows, and the input streams the watermark waits for."""
+        allows, and the input streams the watermark waits for (per component: one bolt
+        object given to two components waited, in both, for the last one's inputs)."""
+        where = f"windowed bolt {name!r}"
+        cls = type(self)
+        if cls.execute is not WindowedBolt.execute and (
+            cls.execute_window is WindowedBolt.execute_window
+        ):
+            raise TopologyError(
+                f"{where} defines execute(), which is Storm's IWindowedBolt.execute"
+                "(TupleWindow): here a window comes to execute_window(window); rename it "
+                "(execute is the engine's, which fills the windows)"
+            )
+        late = self.late_tuple_stream
+        if late is not None and late in Bolt.declared_streams(self):
+            raise TopologyError(
+                f"{where}: its late tuple stream {late!r} is also one of its declared "
+                "streams (outputs): name the late stream apart (Storm refuses it too: "
+                f"fields for {late!r} already set)"
+            )
         check_window(self, name, conf)
+        from ..topology import _warn
+
+        _warn(window_advice(self, conf), where)
         read = (("timestamp field", self.timestamp_field), ("session key", self.session_key))
         for what, f in read:
             if isinstance(f, str) and fields:
                 check_read_field(f"windowed bolt {name!r}", what, f, fields)
         self._inputs = tuple(sorted(set(inputs)))
+        self._inputs_of = {**(self._inputs_of or {}), name: self._inputs}
 
     # -- running ----------------------------------------------------------------------------
     def _engine_prepare(self, conf: Mapping[str, Any], context: Any) -> None:
@@ -177,7 +200,8 @@ class WindowedBolt(Bolt):
         self._ms_warned = False
         self._windows = self._make_windows()
         grace = self.session_grace.ms if self.session_gap and self.session_grace else 0
-        self._watermarks = WatermarkGenerator(self.lag.ms, self._inputs, grace)
+        inputs = (self._inputs_of or {}).get(self._component, self._inputs)
+        self._watermarks = WatermarkGenerator(self.lag.ms, inputs, grace)
         self._anchors: list[Tuple] | None = None
         # the tuples of open sessions have their timeouts reset every third of the
         # message timeout (Storm's resetTimeout): a session has no bound on its length
@@ -196,8 +220,11 @@ class WindowedBolt(Bolt):
 
     def _bind_anchored_emits(self) -> None:
         """Emits without anchors inside execute_window are anchored to the window's
-        tuples (Storm's WindowedOutputCollector); elsewhere they are left as given."""
+        tuples (Storm's WindowedOutputCollector), `emit_tasks` too (Storm's emit that
+        returns the task ids: its results were lost unreplayed); elsewhere they are
+        left as given."""
         emit, emit_many, emit_direct = self.emit, self.emit_many, self.emit_direct
+        emit_tasks = self.emit_tasks
         self._emit_raw = emit
 
         def anchored_emit(values, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
@@ -210,8 +237,12 @@ class WindowedBolt(Bolt):
             a = self._anchors if anchors is None else anchors
             emit_direct(task, values, stream, a, msg_id)
 
+        def anchored_emit_tasks(values, stream="default", anchors=None, msg_id=None):  # type: ignore[no-untyped-def]
+            a = self._anchors if anchors is None else anchors
+            return emit_tasks(values, stream, a, msg_id)
+
         self.emit, self.emit_many = anchored_emit, anchored_emit_many
-        self.emit_direct = anchored_emit_direct
+        self.emit_direct, self.emit_tasks = anchored_emit_direct, anchored_emit_tasks
 
     def execute(self, tup: Tuple) -> None:
         windows = self._windows

@@ -71,7 +71,29 @@ def check_window(bolt: WindowedBolt, name: str, conf: Mapping[str, Any]) -> None
     _check_pending(bolt, where, conf)
 
 
-def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
+def window_advice(bolt: WindowedBolt, conf: Mapping[str, Any]) -> list[str]:
+    """Valid but likely wrong, for a warning at submit: a time window holds every tuple
+    of its length unacked, so `topology.max.spout.pending` (1000 by default here, none
+    in Storm) caps what a window holds per spout task, and in event time a window that
+    needs more stops the watermark (and the run) for good: nothing later is emitted."""
+    pending = conf.get(PENDING)
+    timed = bolt.session_gap is not None or isinstance(bolt.window_length, Duration)
+    if pending is None or not timed or conf.get(ACKERS) == 0:
+        return []
+    held = "a session" if bolt.session_gap is not None else "a time window"
+    then = (
+        "an event-time window that needs more never closes: the watermark stops"
+        if bolt.timestamp_field is not None
+        else "each window holds at most that many"
+    )
+    return [
+        f"{held} holds its tuples unacked, and config key {PENDING!r} ({pending}) caps "
+        f"the tuples in flight per spout task: {then}. Set it to None (Storm's "
+        "default) or above the tuples a window holds"
+    ]
+
+
+def _held_for(bolt: WindowedBolt, conf: Mapping[str, Any]) -> tuple[list[str], float]:
     """The parts of how long a tuple may stay unacked, named, and their sum in seconds."""
     lag = bolt.lag.secs if bolt.timestamp_field is not None else 0.0
     if bolt.session_gap is not None:
@@ -87,7 +109,9 @@ def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
         ]
         parts.append(("lag", lag))
     if bolt.timestamp_field is not None or bolt.session_gap is not None:
-        tick = bolt.tick_seconds()  # windows are evaluated (sessions closed) only then
+        # windows are evaluated (sessions closed) only at a tick: the configured one (a
+        # set_tick_frequency after the window), else the window's own
+        tick = conf.get(TICK) or bolt.tick_seconds()
         if tick:
             parts.append(("watermark interval", tick))
     names = [f"{label} {secs:g}" for label, secs in parts]
@@ -95,7 +119,7 @@ def _held_for(bolt: WindowedBolt) -> tuple[list[str], float]:
 
 
 def _check_timeout(bolt: WindowedBolt, where: str, conf: Mapping[str, Any]) -> None:
-    names, held = _held_for(bolt)
+    names, held = _held_for(bolt, conf)
     timeout = conf[TIMEOUT]
     if held > 0 and timeout <= held:
         raise ConfigError(

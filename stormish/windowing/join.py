@@ -97,20 +97,35 @@ def hash_join(
         table: dict[Any, list[Tuple]] = {}
         for t in tuples:
             if stream_of(t) == step.stream:
-                k = step.key.lookup(t, stream_of)
+                k = _hashable(step.key.lookup(t, stream_of))
                 table.setdefault(k, []).append(t)
         joined = []
         for rec in probe:
             k = _first_value(step.prior, rec, stream_of)  # type: ignore[arg-type]
             if k is None:
                 continue  # a record without a key joins nothing, even leftwards (Storm)
-            matches = table.get(k)
+            matches = table.get(_hashable(k))
             if matches:
                 joined += [rec + [m] for m in matches]
             elif step.kind == LEFT:
                 joined.append(rec)
         probe = joined
     return [([_first_value(s, rec, stream_of) for s in selected], rec) for rec in probe]
+
+
+def _hashable(key: Any) -> Any:
+    """A key as a dict takes it, equal keys alike: a list (a composite key, `[region,
+    id]`) as a tuple, a dict or set by its items, as Java's HashMap takes a List by value
+    (Storm's JoinBolt). It failed every window (unhashable type), replayed for good."""
+    if isinstance(key, list | tuple):
+        return tuple(_hashable(k) for k in key)
+    if isinstance(key, dict):
+        return ("__dict__", frozenset((k, _hashable(v)) for k, v in key.items()))
+    if isinstance(key, set):
+        return frozenset(key)
+    if isinstance(key, bytearray):
+        return bytes(key)
+    return key
 
 
 class JoinBolt(WindowedBolt):
