@@ -34,6 +34,7 @@ notice) makes the receiver ask that peer to say HELLO again, once per connection
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -53,7 +54,17 @@ from .security import CONNECTION, LOOPBACK, Security, host_of
 from .tracker import BackpressureTracker, Broadcast, Greeting, RemoteBackpressure, Verdict
 from .wakeup import FdWakeup
 
+_log = logging.getLogger("stormish.link")
+
 POLL_MS = 5
+# dropped tuples are logged at the first drop of a reason, then at most this often (s)
+DROP_SAY_EVERY = 10.0
+DROP_WHY = {
+    "overflow_limit": ": the receiving task's overflowQ is at topology.executor.overflow.limit",
+    "unknown_task": ": no such task in this worker",
+    "bulk_missing": ": a large payload's shared memory was gone",
+    "unsendable": ": no connection to the receiving worker",
+}
 RECV_BURST = 64  # messages received in one go before the timer and sending get a turn
 # What may be in flight on one link, past the point where a backpressure status can stop
 # it: a few messages queued on each side (a message holds up to about MESSAGE_TUPLES
@@ -156,6 +167,7 @@ class WorkerLink:
         # limit) or the emitting one (a peer gone); the task's statistics show them
         self.task_dropped: dict[int, dict[str, int]] = {}
         self._drop_lock = threading.Lock()  # the receive and transfer threads both drop
+        self._drop_said: dict[str, float] = {}  # reason -> when its total was last logged
         self.malformed = 0
         # an injected filter (fault tests: stormish.testing.LoseStatuses): a backpressure
         # status it answers True for is withheld, counted in lost_status
@@ -576,6 +588,18 @@ class WorkerLink:
             for task, k in (tasks or {}).items():
                 mine = self.task_dropped.setdefault(task, {})
                 mine[reason] = mine.get(reason, 0) + k
+            now = time.monotonic()
+            said = self._drop_said.get(reason)
+            if said is not None and now - said < DROP_SAY_EVERY:
+                return
+            self._drop_said[reason] = now
+            total = self.dropped[reason]
+        # Storm's WorkerState.dropMessage warns of every drop; here the first, then the
+        # running total at most every DROP_SAY_EVERY seconds (drops come per batch)
+        _log.warning(
+            "dropped %d tuple(s) arriving from other workers (%s%s); %d so far",
+            n, reason, DROP_WHY.get(reason, ""), total,
+        )  # fmt: skip
 
     def task_drops(self, task: int) -> dict[str, int]:
         with self._drop_lock:
