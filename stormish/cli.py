@@ -94,7 +94,11 @@ def _run_options(f: Any) -> Any:
         help="wait-strategy profile: low-latency, balanced, low-cpu or a file",
     )(f)
     f = click.option(
-        "--time", "seconds", type=float, default=None, help="stop after this many seconds"
+        "--time",
+        "seconds",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="stop after this many seconds",
     )(f)
     f = click.option(
         "--stats-json",
@@ -324,9 +328,13 @@ def submit(
             err=True,
         )
         load = _load_options(multilang, props, env_filter)
-        code = _run_local(
-            topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json, load=load
-        )
+        from .logs import tagged_streams
+
+        with tagged_streams():  # as `run`: a component's prints carry its tag (README)
+            code = _run_local(
+                topology_file, pairs, profile, seconds, stats_json, workers, as_json=as_json,
+                load=load,
+            )  # fmt: skip
         sys.exit(code)
     from .loader import load_topology_module, ship_local_modules
 
@@ -591,7 +599,12 @@ def _run_local_inner(
         try:
             after_run(stats)
         except Exception as exc:
-            click.echo(f"error: after_run: {type(exc).__name__}: {exc}", err=True)
+            import traceback
+
+            from .loader import _user_traceback
+
+            where = _user_traceback(traceback.extract_tb(exc.__traceback__))
+            click.echo(f"error: after_run: {type(exc).__name__}: {exc}{where}", err=True)
             return 1
     return code
 

@@ -114,8 +114,18 @@ class TaggedOutput(io.TextIOBase):
 
     def __init__(self, raw: TextIO):
         self.raw = raw
-        self._at_start = True
+        self._at_start = True  # the raw stream's last write ended a line
+        self._last: str | None = None  # the tag of the last write (None: untagged)
         self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        """What else a text stream has (`buffer`, `reconfigure`, `line_buffering`,
+        `name`, ...) is the raw stream's: a bolt writing bytes to sys.stdout.buffer, or
+        a module calling sys.stdout.reconfigure, failed with an AttributeError blamed on
+        the user's line (bytes written so are not tagged)."""
+        if name.startswith("__") or name in ("raw", "_at_start", "_last", "_lock"):
+            raise AttributeError(name)
+        return getattr(self.raw, name)
 
     def writable(self) -> bool:
         return True
@@ -127,6 +137,12 @@ class TaggedOutput(io.TextIOBase):
             return 0
         tag = current_tag()
         with self._lock:
+            if not self._at_start and tag != self._last:
+                # another task's (or the summary's) line must not run on from a line
+                # left open (a print with end=""): it starts on a line of its own
+                self.raw.write("\n")
+                self._at_start = True
+            self._last = tag
             if tag is None:
                 self.raw.write(s)
             else:

@@ -293,6 +293,7 @@ class Topology:
                 raise TopologyError(
                     f"component {name!r}: stream {stream!r} is reserved (starts with '__')"
                 )
+        _check_not_generators(name, obj, is_spout)
         if not is_spout:
             _check_settle(name, obj)
             _check_holds_work(name, obj)
@@ -340,7 +341,7 @@ class Topology:
             raise TopologyError(
                 f"component {bolt!r}: {sub.grouping} grouping on {sub.source!r} stream "
                 f"{sub.stream!r} names unknown field(s) {missing}; the stream's fields are "
-                f"{list(streams[sub.stream])}"
+                f"{list(streams[sub.stream])}{at}"
             )
 
     # -- whole-graph checks ---------------------------------------------------------------
@@ -482,6 +483,39 @@ class Topology:
     def __repr__(self) -> str:
         parts = ", ".join(f"{c.name}x{c.parallelism}" for c in self.components.values())
         return f"Topology({self.name!r}: {parts})"
+
+
+def _check_not_generators(name: str, obj: Component, is_spout: bool) -> None:
+    """A `yield` (or `async def`) in execute or next_tuple makes a function whose body
+    never runs when the engine calls it: plain Python users write `yield [w]` for an
+    emit, and every tuple vanished while the run said "complete". Storm's void methods
+    cannot make the mistake."""
+    import inspect
+
+    methods = ("next_tuple",) if is_spout else ("execute", "execute_batch")
+    for method in methods:
+        fn = getattr(type(obj), method, None)
+        if fn is None:
+            continue
+        kind = (
+            "a generator (it yields)"
+            if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+            else "a coroutine (async def)"
+            if inspect.iscoroutinefunction(fn)
+            else None
+        )
+        if kind is None:
+            continue
+        try:
+            file, line = inspect.getsourcefile(fn), inspect.getsourcelines(fn)[1]
+            at = f" (at {file}:{line})"
+        except (OSError, TypeError):
+            at = ""
+        raise TopologyError(
+            f"component {name!r}: {type(obj).__name__}.{method} is {kind}, so its body "
+            f"never runs when the engine calls it: emit with self.emit([...]) instead of "
+            f"yield or return{at}"
+        )
 
 
 def _warn(lines: list[str], where: str) -> None:
