@@ -545,6 +545,12 @@ def _run_local_inner(
     try:
         conf = _overrides(pairs, profile, workers)
         topology, after_run = load_topology_file(path, **load)
+        # the file's directory stays on the path for the run: a worker spawned (not
+        # forked: the default off Linux) imports its helper modules from there, as the
+        # file did (`from helpers import shout` failed in every spawned worker)
+        here = os.path.dirname(os.path.abspath(path))
+        if path.endswith(".py") and here not in sys.path:
+            sys.path.append(here)
         if FAIL_FAST not in conf and FAIL_FAST not in topology.config:
             conf[FAIL_FAST] = True  # a run from the terminal stops at its first error
         cluster = LocalCluster(config=conf)

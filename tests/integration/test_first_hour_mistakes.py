@@ -161,3 +161,31 @@ def test_prints_carry_their_tag_on_lines_of_their_own_with_submit_too(tmp_path):
         assert len(lines) == 3, (verb, out.stdout)
         assert all(ln.startswith("[p:") and ln.count("cleanup") == 1 for ln in lines), lines
         assert any(ln.startswith("topology 'prints': complete") for ln in out.stdout.splitlines())
+
+
+def test_a_helper_module_beside_the_file_is_importable_by_spawned_workers(tmp_path):
+    """topology.worker.start=spawn (the default off Linux): a spawned worker gets this
+    process's sys.path, and the file's directory had left it once the file was loaded
+    (ModuleNotFoundError: No module named 'helpers' in every worker)."""
+    (tmp_path / "helpers_of_mine.py").write_text("def shout(s):\n    return s.upper()\n")
+    topo = write(
+        tmp_path,
+        """
+from helpers_of_mine import shout
+
+class Shout(BasicBolt):
+    outputs = ["loud"]
+    def execute(self, tup):
+        self.emit([shout(tup["sentence"])])
+
+topology = Topology("helpers")
+topology.set_spout("sentences", Sentences())
+topology.set_bolt("shout", Shout(), parallelism=2).shuffle_grouping("sentences")
+""",
+    )
+    out = stormish("run", str(topo), "-w", "2", "--json", "-c", "topology.worker.start=spawn",
+                   cwd=Path("/"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    import json
+
+    assert json.loads(out.stdout)["components"]["shout"]["emitted"] == 6
