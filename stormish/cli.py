@@ -506,6 +506,7 @@ class _Stop(threading.Event):
     stopped) no longer holds Ctrl-C for a request's timeout, and the run is killed."""
 
     running: Any = None
+    path_added: str | None = None  # the topology file's directory, on sys.path for the run
 
     def set(self) -> None:
         super().set()
@@ -551,12 +552,14 @@ def _run_local_inner(
         here = os.path.dirname(os.path.abspath(path))
         if path.endswith(".py") and here not in sys.path:
             sys.path.append(here)
+            stop.path_added = here  # taken off again once the run is over
         if FAIL_FAST not in conf and FAIL_FAST not in topology.config:
             conf[FAIL_FAST] = True  # a run from the terminal stops at its first error
         cluster = LocalCluster(config=conf)
         cluster.submit(topology)
     except StormishError as exc:
         signal.signal(signal.SIGINT, old)
+        _unpath(stop)
         click.echo(f"error: {exc}", err=True)
         return 2
     _warn_unfed(topology, cluster._get(topology.name).plan.conf)
@@ -594,6 +597,7 @@ def _run_local_inner(
             server.close()
         stats = running.kill(0.0) if not running.ended else running.statistics()
         cluster.shutdown()
+        _unpath(stop)
     if as_json:
         sys.stdout = json_to
     _summary(stats, reason["why"], shown=SHOWN, as_json=as_json)
@@ -613,6 +617,14 @@ def _run_local_inner(
             click.echo(f"error: after_run: {type(exc).__name__}: {exc}{where}", err=True)
             return 1
     return code
+
+
+def _unpath(stop: _Stop) -> None:
+    """The topology file's directory leaves sys.path with the run (a caller in this
+    process, such as a test's CliRunner, runs other files after it)."""
+    here = stop.path_added
+    if here is not None and here in sys.path:
+        sys.path.remove(here)
 
 
 def _serve_metrics(running: RunningTopology, host: str, port: int) -> HttpServer:
