@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from brokers import stop_process  # tests/ is on sys.path (pytest rootdir-relative modules)
 
 from stormish.testing import poll_for
 
@@ -48,9 +49,4 @@ def redis_server() -> Iterator[str]:
             raise RuntimeError(f"redis-server exited with {proc.returncode} on port {port}")
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)

@@ -60,8 +60,8 @@ class WindowedBolt(Bolt):
     lag: Duration = Duration()
     watermark_interval: Duration = Duration(seconds=1)
     late_tuple_stream: str | None = None
-    _inputs: tuple[tuple[str, str], ...] | None = None  # recorded at submit
-    _inputs_of: dict[str, tuple[tuple[str, str], ...]] | None = None  # by component
+    # each component's input streams, recorded at submit (one object may serve several)
+    _inputs_of: dict[str, tuple[tuple[str, str], ...]] | None = None
     # the engine gives it a last tick (END_OF_INPUT) when a finite run's input has ended
     closes_at_end_of_input = True
 
@@ -183,8 +183,7 @@ class WindowedBolt(Bolt):
         for what, f in read:
             if isinstance(f, str) and fields:
                 check_read_field(f"windowed bolt {name!r}", what, f, fields)
-        self._inputs = tuple(sorted(set(inputs)))
-        self._inputs_of = {**(self._inputs_of or {}), name: self._inputs}
+        self._inputs_of = {**(self._inputs_of or {}), name: tuple(sorted(set(inputs)))}
 
     # -- running ----------------------------------------------------------------------------
     def _engine_prepare(self, conf: Mapping[str, Any], context: Any) -> None:
@@ -200,7 +199,7 @@ class WindowedBolt(Bolt):
         self._ms_warned = False
         self._windows = self._make_windows()
         grace = self.session_grace.ms if self.session_gap and self.session_grace else 0
-        inputs = (self._inputs_of or {}).get(self._component, self._inputs)
+        inputs = (self._inputs_of or {}).get(self._component)
         self._watermarks = WatermarkGenerator(self.lag.ms, inputs, grace)
         self._anchors: list[Tuple] | None = None
         # the tuples of open sessions have their timeouts reset every third of the

@@ -150,7 +150,8 @@ def test_a_time_window_under_a_spout_pending_cap_is_warned_of(caplog):
     t = Topology("window-pending-warned")
     t.set_spout("src", Src())
     w = Late().with_tumbling_window(Duration(seconds=5)).with_timestamp_field("n")
-    t.set_bolt("win", w).global_grouping("src")
+    # a name of its own: a warning is logged once per process (topology._warn)
+    t.set_bolt("pending-warned", w).global_grouping("src")
     with caplog.at_level(logging.WARNING, logger="stormish.config"):
         t.validate()
     assert "'topology.max.spout.pending' (1000) caps" in caplog.text
