@@ -122,6 +122,7 @@ class WorkerServer:
             link.credits = worker.credits
             worker.credits.reports.wake = link.transfer.wake
         link.on_epoch = lambda n: worker.advance_epoch(to=n)  # a peer's spout advanced it
+        link.on_cycle = worker.remote_cycle  # a peer's cycle executor congested: spouts pause
         link.on_unsendable = worker.unsendable  # a value that does not pickle fails its task
         link.on_fatal = worker.engine_failed  # a link thread that raised fails the worker
         worker.link = link

@@ -25,6 +25,7 @@ from .. import pickling
 from ..clock import SYSTEM_CLOCK, Clock, ComponentClock
 from ..component import BasicBolt
 from ..plugins import DATA_ENV, RESTART_ENV
+from ..transport.remote import CycleTarget, RemoteTarget
 from ..transport.wakeup import FdWakeup, Wakeup
 from ..tuple import DEAD_LETTER_STREAM, END_OF_INPUT, TICK_STREAM
 from . import wait
@@ -108,7 +109,12 @@ class Worker:
         self._link_wakeup: FdWakeup | None = None  # the scheduler's, while it serves the link
         self.failed: list[Executor] = []
         self._failed_event = threading.Event()
+        # cycle congestion (cycle_congestion): this worker's congested cycle tasks, and
+        # whether another worker announced one of its own (remote_cycle); the spouts
+        # feeding a cycle read `cycle_congested`, set under the lock from both
         self._congested: set[int] = set()
+        self._remote_congested = False
+        self._cycle_lock = threading.Lock()
         self.cycle_congested = False
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
@@ -125,6 +131,7 @@ class Worker:
         )
         self.edge_stats: list[EdgeStats] = self._wire_edges()
         self.credits = self._wire_credits()
+        self.cycle_targets = self._wire_cycles()
         self._wire_fanout()
         # previous_tick edges: the epoch this worker is in (topology.epoch.millis, a
         # spout's advance_epoch here or in another worker)
@@ -349,7 +356,12 @@ class Worker:
         return stuck
 
     def link_stats(self) -> dict[str, Any]:
-        return {} if self.link is None else {f"worker-{self.index}": self.link.statistics()}
+        if self.link is None:
+            return {}
+        stats = self.link.statistics()
+        # tuples this worker's cycle executors sent past a flag (CycleTarget)
+        stats["cycle_past_flag"] = sum(c.past_flag for c in self.cycle_targets)
+        return {f"worker-{self.index}": stats}
 
     def set_active(self, active: bool) -> None:
         """Asked from a control thread; each spout activates on its own thread. Called
@@ -414,6 +426,39 @@ class Worker:
                 c = SenderCredit(ob.target, dest, w, ex.task, ob.stream, first, out.reports)
                 ob.target = c
                 out.outbound[(dest, ex.task)] = c
+        return out
+
+    def _wire_cycles(self) -> list[CycleTarget]:
+        """Each outbox of a bolt on a cycle into a task of another worker on the same
+        cycle (the destination reaches the sender back) sends past the task's
+        backpressure flag once the sender's pendingEmitQ holds its whole drain budget
+        (`CycleTarget`: why a cycle across workers needs it). Only plain remote targets:
+        an edge with a policy (credits, latching) keeps its own rules."""
+        plan = self.plan
+        if not plan.on_cycle or plan.workers < 2:
+            return []
+        succ: dict[str, set[str]] = {n: set() for n in plan.components}
+        for spec in plan.components.values():
+            for sub in spec.subscriptions:
+                if sub.source in succ and not sub.source.startswith("__"):
+                    succ[sub.source].add(spec.name)
+        reach: dict[str, set[str]] = {}
+        out: list[CycleTarget] = []
+        for ex in self.executors.values():
+            if not ex.on_cycle or ex.is_spout:
+                continue
+            col = ex.collector
+            for ob in col.outboxes:
+                target = ob.target
+                if target.__class__ is not RemoteTarget:
+                    continue
+                dest = plan.task_component[ob.task]
+                if dest not in reach:
+                    reach[dest] = _reaches(succ, dest)
+                if ex.component not in reach[dest]:
+                    continue  # not within the cycle: Storm's backpressure
+                ob.target = CycleTarget(target, col.parked, ex.budget)
+                out.append(ob.target)
         return out
 
     def _wire_latching(self) -> None:
@@ -558,11 +603,30 @@ class Worker:
         self._failed_event.set()
 
     def cycle_congestion(self, task: int, congested: bool) -> None:
-        if congested:
-            self._congested.add(task)
-        else:
-            self._congested.discard(task)
-        self.cycle_congested = bool(self._congested)
+        """A cycle executor here holds more than half its drain budget, or no longer
+        (asked on each of its parked turns: only a change costs anything). The spouts
+        feeding a cycle pause while any cycle executor of any worker is congested: a
+        change is announced to the other workers (`WorkerLink.announce_cycle`), where the
+        cycle's spouts may run (a cycle across workers: its spout's worker never saw the
+        congestion of the cycle executor in the other)."""
+        if congested == (task in self._congested):
+            return
+        with self._cycle_lock:
+            if congested:
+                self._congested.add(task)
+            else:
+                self._congested.discard(task)
+            self.cycle_congested = bool(self._congested) or self._remote_congested
+            link = self.link
+            if link is not None:  # under the lock: announced in the order of the changes
+                link.announce_cycle(sorted(self._congested))
+
+    def remote_cycle(self, congested: bool) -> None:
+        """Whether another worker announced a congested cycle executor (the link's
+        thread, on a change)."""
+        with self._cycle_lock:
+            self._remote_congested = congested
+            self.cycle_congested = bool(self._congested) or congested
 
     # -- ticks -------------------------------------------------------------------------------
     def _tick_freqs(self) -> dict[int, float]:
@@ -757,6 +821,18 @@ class Worker:
 
     def errors(self) -> list[ErrorReport]:
         return [e for ex in self.executors.values() for e in ex.errors]
+
+
+def _reaches(succ: Mapping[str, set[str]], start: str) -> set[str]:
+    """The components `start` reaches along the topology's edges."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for n in succ[todo.pop()]:
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
 
 
 def _stuck_note(ex: Executor) -> str:

@@ -189,6 +189,17 @@ class WorkerLink:
         # no such edge, nothing paid
         self.credits: Any = None
         self._incs: dict[int, str] = {}  # each peer's incarnation, from its HELLO
+        # cycle congestion (Worker.cycle_congestion): the congested cycle tasks of this
+        # worker as last announced, and as last re-sent by the timer; each peer's, as it
+        # announced them; `on_cycle(bool)`: the worker's remote_cycle, told whenever
+        # whether any peer has one changes (None: not attached)
+        self._cycle_mine: list[int] = []
+        self._cycle_resent: list[int] = []
+        self._cycle_peers: dict[int, list[int]] = {}
+        self._cycle_any = False
+        self._cycle_lock = threading.Lock()  # the receive and transfer threads both change them
+        self.on_cycle: Any = None
+        self.cycle_sent = self.cycle_received = 0
         self.credits_ignored = 0
         self.credit_syncs = 0  # connections on which credits started over or were re-sent
         self._next_totals = 0.0
@@ -335,6 +346,7 @@ class WorkerLink:
             self._drain_hint = False
             self._next_check = now + self.check_every
             self._timer()
+            self._resend_cycle()
             if self.bulk_in is not None:
                 self.bulk_in.idle(now)
             if credits is not None and now >= self._next_totals:
@@ -462,9 +474,13 @@ class WorkerLink:
     def _on_control(self, peer: int, body: dict) -> None:
         """A peer's spout advanced the epoch (previous_tick edges): ours follows. Or a
         peer granted credit on `fail` edges into it (runtime/credits.py). Or the peer maps
-        our shared-memory segments (`shm`)."""
+        our shared-memory segments (`shm`). Or the peer's congested cycle tasks
+        (`cycle`)."""
         if "credits" in body:
             self._on_credits(peer, body)
+            return
+        if "cycle" in body:
+            self._on_cycle(peer, body)
             return
         if "shm" in body:
             if self.pool is not None and body["shm"] == self.pool.prefix and peer in self._peers:
@@ -505,6 +521,68 @@ class WorkerLink:
         if by_peer:
             self.transfer.wake()
 
+    # -- cycle congestion across workers ---------------------------------------------------
+    # The spouts feeding a cycle pause while a cycle executor holds more than half its
+    # drain budget (runtime/bolt_executor.py). The executor and the spout may be in
+    # different workers: each worker announces its congested cycle tasks to every peer,
+    # whole (never a change: the last message is the state, and a peer's control backlog
+    # at its bound drops the oldest), on every change, again each backpressure check
+    # while the set is not empty and once after it emptied (two announcements racing
+    # from two threads settle at the next check), and on every new connection. A peer's
+    # set counts in its incarnation only: a HELLO from a new one forgets it.
+
+    def announce_cycle(self, tasks: list[int]) -> None:
+        """This worker's congested cycle tasks changed (any thread): tell every peer."""
+        self._cycle_mine = tasks
+        self._send_cycle(list(self._peers), tasks)
+
+    def _send_cycle(self, peers: list[int], tasks: list[int]) -> None:
+        body = {"cycle": tasks, "from": self.incarnation}
+        for peer in peers:
+            self._control.append((peer, fr.encode_control(self.index, 0, body)))
+            self.cycle_sent += 1
+        if peers:
+            self.transfer.wake()
+
+    def _resend_cycle(self) -> None:
+        """The backpressure-check timer: the set again while it is, or just was, not
+        empty."""
+        mine = self._cycle_mine
+        if mine or self._cycle_resent:
+            self._cycle_resent = mine
+            self._send_cycle(list(self._peers), mine)
+
+    def _on_cycle(self, peer: int, body: dict) -> None:
+        tasks, frm = body.get("cycle"), body.get("from")
+        if (
+            peer not in self._peers
+            or type(tasks) is not list
+            or not all(type(t) is int for t in tasks)
+            or type(frm) is not str
+        ):
+            self.malformed += 1
+            return
+        if frm != self._incs.get(peer):  # a former incarnation's, or before its HELLO
+            return
+        self.cycle_received += 1
+        with self._cycle_lock:
+            self._cycle_peers[peer] = tasks
+            self._cycle_changed()
+
+    def _forget_cycle(self, peer: int) -> None:
+        """Peer `peer` restarted or moved: what its former incarnation announced is void."""
+        with self._cycle_lock:
+            if self._cycle_peers.pop(peer, None):
+                self._cycle_changed()
+
+    def _cycle_changed(self) -> None:
+        """Under `_cycle_lock`: the worker hears when whether any peer has one changes."""
+        any_ = any(self._cycle_peers.values())
+        if any_ != self._cycle_any:
+            self._cycle_any = any_
+            if self.on_cycle is not None:
+                self.on_cycle(any_)
+
     def broadcast_control(self, payload: dict) -> None:
         """A small message to every peer, behind the statuses (any thread)."""
         for peer in list(self._peers):
@@ -542,6 +620,8 @@ class WorkerLink:
             return
         if greeting is Greeting.RESTARTED:  # its old flags were released
             self.reconnects += 1
+        if greeting is not Greeting.KNOWN:  # a new incarnation: its old cycle set too
+            self._forget_cycle(peer)
         if not info.get("reply"):  # our HELLO first: it binds the status that follows
             self._control.append((peer, self._hello(reply=True)))
         self._run(self.tracker.peer_connected(peer))
@@ -551,6 +631,8 @@ class WorkerLink:
             rows = self.credits.hello(peer, inc, new, greeting is Greeting.RESTARTED)
             self._send_credits({peer: rows})
             self.credit_syncs += 1
+        if self._cycle_mine:  # as the status: our congested cycle tasks
+            self._send_cycle([peer], self._cycle_mine)
         if self.latched is not None:  # as the status: what latched edges sent it last
             for item in self.latched(peer):
                 self.transfer.put_force(peer, item, 1)
@@ -642,6 +724,7 @@ class WorkerLink:
             w, addr = self._new_peers.popleft()
             if w in out.boxes:  # it moved: its old flags mean nothing now
                 self.remote.forget_worker(w)
+                self._forget_cycle(w)
                 self._shm_peers.discard(w)
                 if self.pool is not None:
                     self.pool.forget(w)
@@ -934,6 +1017,9 @@ class WorkerLink:
             "peers_down": sorted(self._out.down),
             "peers": self._out.statistics(),
             "status_backlog_dropped": self._out.control_dropped,
+            "cycle_sent": self.cycle_sent,
+            "cycle_received": self.cycle_received,
+            "cycle_congested_peers": sorted(p for p, t in self._cycle_peers.items() if t),
             "credits_ignored": self.credits_ignored,
             "credit_syncs": self.credit_syncs,
             "shm": self._shm_statistics(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import Any
 
 from .frames import Batch, pack, pack_metas
 from .wakeup import Wakeup
@@ -119,6 +120,10 @@ class RemoteTarget:
     def try_publish(self, batch: Batch, n: int) -> bool:
         if self.task in self.flagged or self.worker in self.held:
             return False
+        return self._put(batch, n)
+
+    def _put(self, batch: Batch, n: int) -> bool:
+        """Into the transfer queue, whatever the task's flag (refused only when full)."""
         src, stream, values, metas = batch
         transfer = self.transfer
         if not transfer.has_room():  # refused below: not worth packing
@@ -133,3 +138,54 @@ class RemoteTarget:
     def load(self) -> float:
         w = self.worker
         return 1.0 if self.task in self.flagged or w in self.held or w in self.down else 0.0
+
+
+class CycleTarget(RemoteTarget):
+    """A task of another worker on the same cycle of the topology graph as the sending
+    task, as that task's outbox target (one per sender and destination).
+
+    Why it exists: a cycle ping -> pong -> ping across two workers deadlocked for good.
+    With some fan-out on the cycle, the tuples inside it outgrow both executors' drain
+    budgets (no spout pause can prevent that: the tuples are already in the cycle and
+    multiply). Then ping's pendingEmitQ holds its whole budget, parked on pong's flag;
+    pong's holds its whole budget, parked on ping's flag; neither consumes (the budget is
+    spent), so neither overflowQ drains and neither flag ever clears: the wait cycle
+    closes across the workers, and pausing spouts frees nothing.
+
+    So once the sender's pendingEmitQ holds its whole `topology.cycle.drain.budget`,
+    the task's backpressure flag no longer refuses: the batch goes to the transfer queue
+    and lands in the task's overflowQ, which never blocks the receiving worker. The
+    sender's pendingEmitQ shrinks below its budget, it consumes again, its own overflowQ
+    drains and its flag clears, which frees the other side. The transfer queue and a
+    peer's full outbox (`held`) still refuse: they clear by themselves (the transfer
+    thread and the peer's receive thread never wait on an executor). Emit order holds:
+    the pendingEmitQ flushes in order and the overflowQ keeps arrival order.
+
+    What a cycle holds then sits in the receivers' overflowQs instead of the senders'
+    pendingEmitQs: bounded by what the spouts injected times the cycle's fan-out, which
+    `topology.max.spout.pending` bounds; `topology.executor.overflow.limit` still drops
+    past its limit (DESIGN 4). Edges that are not within a cycle never get one: their
+    backpressure stays Storm's. `past_flag` counts the tuples sent past the flag.
+    """
+
+    __slots__ = ("parked", "budget", "past_flag")
+
+    def __init__(self, target: RemoteTarget, parked: Any, budget: int):
+        super().__init__(
+            target.task, target.worker, target.transfer, target.flagged, target.held, target.down
+        )
+        self.parked = parked  # the sender's PendingEmits (runtime/pending.py): its count
+        self.budget = budget
+        self.past_flag = 0
+
+    def try_publish(self, batch: Batch, n: int) -> bool:
+        if self.worker in self.held:
+            return False
+        if self.task in self.flagged:
+            if self.parked.count < self.budget:  # room in the budget: Storm's rule
+                return False
+            if not self._put(batch, n):
+                return False
+            self.past_flag += n
+            return True
+        return self._put(batch, n)
