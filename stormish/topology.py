@@ -19,6 +19,7 @@ from . import pickling
 from .component import DEFAULT_STREAM, Bolt, Component, Spout
 from .edges import EdgeOptions, EdgePolicy, make_policy, policies_from_config
 from .errors import ConfigError, TopologyError
+from .methods import check_defined, check_methods, def_at, warn_returned_values
 from .names import check_name
 from .sources import in_package
 from .tuple import DEAD_LETTER_FIELDS, DEAD_LETTER_STREAM
@@ -293,10 +294,11 @@ class Topology:
                 raise TopologyError(
                     f"component {name!r}: stream {stream!r} is reserved (starts with '__')"
                 )
-        _check_not_generators(name, obj, is_spout)
         if not is_spout:
             _check_settle(name, obj)
             _check_holds_work(name, obj)
+        check_methods(name, obj, is_spout)
+        warn_returned_values(name, obj, is_spout)
         own = obj.component_config or {}
         if not isinstance(own, Mapping):
             raise ConfigError(
@@ -377,6 +379,8 @@ class Topology:
             check_config_picklable(spec.config, self._where(spec.name))
             _check_in_topology(spec, self._as_fed(spec.name, own, owns), self.components)
             check_picklable(spec.name, spec.obj)
+        for spec in self.components.values():
+            check_defined(spec.name, spec.obj, spec.is_spout)
         self._check_edge_batches(conf, queues)
         self.edge_policies(conf)
         return conf
@@ -485,39 +489,6 @@ class Topology:
         return f"Topology({self.name!r}: {parts})"
 
 
-def _check_not_generators(name: str, obj: Component, is_spout: bool) -> None:
-    """A `yield` (or `async def`) in execute or next_tuple makes a function whose body
-    never runs when the engine calls it: plain Python users write `yield [w]` for an
-    emit, and every tuple vanished while the run said "complete". Storm's void methods
-    cannot make the mistake."""
-    import inspect
-
-    methods = ("next_tuple",) if is_spout else ("execute", "execute_batch")
-    for method in methods:
-        fn = getattr(type(obj), method, None)
-        if fn is None:
-            continue
-        kind = (
-            "a generator (it yields)"
-            if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
-            else "a coroutine (async def)"
-            if inspect.iscoroutinefunction(fn)
-            else None
-        )
-        if kind is None:
-            continue
-        try:
-            file, line = inspect.getsourcefile(fn), inspect.getsourcelines(fn)[1]
-            at = f" (at {file}:{line})"
-        except (OSError, TypeError):
-            at = ""
-        raise TopologyError(
-            f"component {name!r}: {type(obj).__name__}.{method} is {kind}, so its body "
-            f"never runs when the engine calls it: emit with self.emit([...]) instead of "
-            f"yield or return{at}"
-        )
-
-
 def _warn(lines: list[str], where: str) -> None:
     """Log each of `lines` once per process: validate runs more than once per submit
     (the CLI's early check, then the run), and one warning is enough."""
@@ -598,9 +569,26 @@ def check_picklable(name: str, obj: Any) -> None:
                 f"({type(value).__name__}) fails with {type(exc).__name__}: {exc}. Create it "
                 "in open()/prepare() instead of __init__"
             ) from exc
+    found = pickling.unpicklable_global(obj)
+    if found is not None:
+        raise TopologyError(_unpicklable_global(name, obj, found)) from found.error
     raise TopologyError(
         f"component {name!r} cannot be pickled: {type(top_error).__name__}: {top_error}"
     ) from top_error
+
+
+def _unpicklable_global(name: str, obj: Any, found: pickling.Unpicklable) -> str:
+    first, *through = found.path
+    via = "".join(f", through {f.__qualname__}{def_at(f)}," for f in through)
+    kind = type(found.value)
+    made_in = "open()" if isinstance(obj, Spout) else "prepare()"
+    return (
+        f"component {name!r} cannot be pickled: {first.__qualname__}{def_at(first)}{via} "
+        f"uses the module-level global {found.name!r} ({kind.__module__}.{kind.__qualname__}), "
+        f"which fails with {type(found.error).__name__}: {found.error}. A component goes to "
+        f"each worker pickled, with the globals its code uses: create it in {made_in} "
+        f"(self.{found.name.lower()} = ...), where each task makes its own"
+    )
 
 
 def _check_holds_work(name: str, bolt: Any) -> None:

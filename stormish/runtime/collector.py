@@ -91,8 +91,13 @@ class Collector:
 
     # -- checks and routing ------------------------------------------------------------------
     def _route(self, stream: str, values: Sequence[Any]) -> Route:
-        route = self.routes.get(stream)
+        try:
+            route = self.routes.get(stream)
+        except TypeError:  # unhashable: emit(tup, [w]), Storm's order (a try costs nothing)
+            route = None
         if route is None or route.system:
+            if stream.__class__ is not str:
+                raise TypeError(self._misordered(stream, values))
             raise TopologyError(
                 f"component {self.component!r} emitted on undeclared stream {stream!r}; it "
                 f"declares {sorted(s for s in self.routes if not s.startswith('__'))}"
@@ -116,9 +121,12 @@ class Collector:
 
     def _route_rows(self, stream: str, rows: Sequence[Sequence[Any]]) -> Route:
         """Every row is checked before any is emitted."""
-        route = self.routes.get(stream)
+        try:
+            route = self.routes.get(stream)
+        except TypeError:  # unhashable: emit_many(tup, rows), Storm's order
+            route = None
         if route is None or route.system:
-            return self._route(stream, ())  # raises: undeclared stream
+            return self._route(stream, rows)  # raises: undeclared stream
         if rows and rows[0].__class__ in NOT_ROWS:  # emit_many(words): the first tells
             raise TopologyError(
                 f"component {self.component!r} emit_many rows are {type(rows[0]).__name__}s "
@@ -136,6 +144,27 @@ class Collector:
         if stream != self.last_stream:
             self._switch_stream(stream)
         return route
+
+    def _misordered(self, stream: Any, values: Any) -> str:
+        """An emit whose stream is not a name: Storm's Java argument order, an anchor or
+        message id given where stormish takes the stream (`emit(tup, [w])`, a spout's
+        `emit([w], msg_id)`). Said on the error path only."""
+        spout = self.plan.components[self.component].is_spout
+        storm, ours = (
+            ("emit(values, msgId)", "self.emit(values, msg_id=...)")
+            if spout
+            else ("emit(anchor, values)", "self.emit(values, anchors=[tup])")
+        )
+        kinds = ["Tuple" if isinstance(values, Tuple) else type(values).__name__]
+        kinds.append(type(stream).__name__)
+        given = [("an " if k[0] in "aeiouAEIOU" else "a ") + k for k in kinds]
+        return (
+            f"component {self.component!r}: emit's first argument is the values (a list, "
+            f"one per field) and its second the stream name; it was given {given[0]}, "
+            f"then {given[1]} ({stream!r:.40}). emit(values, stream='default', anchors=None, "
+            f"msg_id=None): Storm's {storm} is {ours} here"
+            + ("" if spout else " (a BasicBolt anchors to its input by itself)")
+        )
 
     def _direct(self, task: int, stream: str, values: Sequence[Any]) -> Outbox:
         route = self._route(stream, values)

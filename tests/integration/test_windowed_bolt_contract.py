@@ -108,6 +108,9 @@ class StormStyle(WindowedBolt):
 class Src(Spout):
     outputs = ["n"]
 
+    def next_tuple(self):
+        pass
+
 
 def test_storms_execute_of_a_window_is_refused_and_named():
     t = Topology("window-storm-execute")
