@@ -26,13 +26,13 @@ FLOORS = {
     "schema": CORE, "settle": CORE, "failure": CORE, "clock": CORE, "edges": CORE,
     "names": CORE, "offsets": CORE, "pickling": CORE, "private": CORE, "logs": CORE,
     "statusline": CORE, "summary_table": CORE, "plugins": CORE, "rowcodec": CORE,
-    "sources": CORE, "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
+    "sources": CORE, "methods": CORE, "_speedups": CORE,  # rowcodec's compiled twin (C; optional)
     "_acking": CORE,  # runtime/fastack's compiled part (C; optional)
     "transport": TRANSPORT,
     "runtime": RUNTIME,
     "local": LOCAL,
     # the programs
-    "__init__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP, "cluster": TOP, "ui": TOP,
+    "__init__": TOP, "__main__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP, "cluster": TOP, "ui": TOP,
     "httpd": TOP, "metrics": TOP, "lint": TOP, "loader": TOP, "testing": TOP,
     # built on the component API: connectors, windowing, other languages, loaders
     # state is a plug-in the runtime does not name (it registers in stormish.plugins)
