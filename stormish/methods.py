@@ -15,7 +15,6 @@ engine's to get right, and a signature that cannot be read (a builtin) is let be
 from __future__ import annotations
 
 import ast
-import difflib
 import inspect
 import logging
 import textwrap
@@ -232,6 +231,8 @@ def _near(method: str, names: Sequence[str]) -> str | None:
     for n in names:
         if n.replace("_", "").lower() == flat or (method == "execute" and n == "process"):
             return n
+    import difflib  # on the error path only: 2 ms of every command's start otherwise
+
     close = difflib.get_close_matches(method, names, n=1, cutoff=0.75)
     return close[0] if close else None
 
