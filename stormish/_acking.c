@@ -736,6 +736,13 @@ execute stops the loop: returned with its row's index and tuple, for the caller'
 failure path, which calls again from the next row. Anything else raised (KeyboardInterrupt)
 propagates. `metas` None: every row is a Tuple (acking off).
 
+`pending`, `stop` (optional): the collector's pendingEmitQ (a deque) and what says
+whether the loop stops for it. Before each row, when `pending` is not empty (its length
+read through the type's slot: all an unparked row pays) and `stop()` is true, the loop
+returns that row's index, an int: Storm's bolt stops consuming at the tuple after which
+its emits parked (BoltExecutor's tillNoPendingEmits, checked by JCQueue.consume before
+each element), and the caller puts the rest back at the head of its input.
+
 A tuple nothing kept once its execute returned (only this loop and the collector's
 `current` refer to it: the classes have no weakref slot, so nothing else can) is the next
 row's tuple, its slots rewritten: a tuple a row fewer to allocate and free. Whatever its
@@ -785,10 +792,23 @@ static PyObject *
 run_basic(PyObject *self, PyObject *args)
 {
     PyObject *values, *metas, *source, *execute, *col, *anchored;
+    PyObject *pending = Py_None, *stop = Py_None;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!OnOOOO!:run_basic", &PyList_Type, &values, &metas,
-                          &start, &source, &execute, &col, &PyList_Type, &anchored))
+    if (!PyArg_ParseTuple(args, "O!OnOOOO!|OO:run_basic", &PyList_Type, &values, &metas,
+                          &start, &source, &execute, &col, &PyList_Type, &anchored,
+                          &pending, &stop))
         return NULL;
+    if (pending != Py_None && !PyCallable_Check(stop)) {
+        PyErr_SetString(PyExc_TypeError, "run_basic: stop must be callable with pending");
+        return NULL;
+    }
+    /* a deque's length, read through its slot: what a row pays when nothing parks */
+    lenfunc plen = NULL;
+    PyTypeObject *ptype = Py_TYPE(pending);
+    if (pending != Py_None && ptype->tp_as_sequence != NULL &&
+        (ptype->tp_as_number == NULL || ptype->tp_as_number->nb_bool == NULL) &&
+        (ptype->tp_as_mapping == NULL || ptype->tp_as_mapping->mp_length == NULL))
+        plen = ptype->tp_as_sequence->sq_length;
     if (t_plain == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "run_basic: set_tuple_types was not called");
         return NULL;
@@ -817,6 +837,22 @@ run_basic(PyObject *self, PyObject *args)
             (metas != Py_None && PyList_GET_SIZE(metas) != n)) {
             PyErr_SetString(PyExc_RuntimeError, "run_basic: the batch changed while it ran");
             goto done;
+        }
+        if (pending != Py_None) {  /* emits parked: this row waits, and the rest */
+            Py_ssize_t parked = plen != NULL ? plen(pending) : PyObject_IsTrue(pending);
+            if (parked < 0)
+                goto done;
+            if (parked) {
+                PyObject *r = PyObject_CallNoArgs(stop);
+                int stops = r == NULL ? -1 : PyObject_IsTrue(r);
+                Py_XDECREF(r);
+                if (stops < 0)
+                    goto done;
+                if (stops) {
+                    out = PyLong_FromSsize_t(i);
+                    goto done;
+                }
+            }
         }
         /* owned: m's __bool__ and execute are Python code, and m is used after execute */
         PyObject *v = Py_NewRef(PyList_GET_ITEM(values, i));
@@ -1222,7 +1258,8 @@ static PyMethodDef methods[] = {
     {"set_tuple_types", set_tuple_types, METH_VARARGS,
      "set_tuple_types(Tuple, TrackedTuple): where run_basic writes a tuple's slots"},
     {"run_basic", run_basic, METH_VARARGS,
-     "run_basic(values, metas, start, source, execute, col, anchored) -> None or (i, t, exc)"},
+     "run_basic(values, metas, start, source, execute, col, anchored[, pending, stop]) -> None, "
+     "the next row's index (stopped: emits parked) or (i, t, exc)"},
     {"pop_many", pop_many, METH_VARARGS,
      "pop_many(head, roots) -> (entries, missing): head.pop(root, None) for each root"},
     {"ack_run", ack_run, METH_VARARGS,
@@ -1261,7 +1298,8 @@ PyInit__acking(void)
         PyModule_AddObjectRef(m, "AnchoredEmitter", (PyObject *)&AnchoredEmitterType) < 0 ||
         PyModule_AddObjectRef(m, "RootTable", (PyObject *)&RootTableType) < 0 ||
         /* root metas (ack_folder.py): TreeEmitter's `compact`, expand_roots */
-        PyModule_AddIntConstant(m, "ROOT_METAS", 1) < 0) {
+        PyModule_AddIntConstant(m, "ROOT_METAS", 1) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_STOPS", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -31,8 +31,10 @@ def run_basic(
     execute: Any,
     col: Any,
     anchored: list[Any],
+    pending: Any = None,
+    stop: Any = None,
     /,
-) -> tuple[int, Any, Exception] | None: ...
+) -> int | tuple[int, Any, Exception] | None: ...
 def pop_many(head: dict[int, Any], roots: list[int], /) -> tuple[list[Any], int]: ...
 
 class AnchoredEmitter:

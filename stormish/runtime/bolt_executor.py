@@ -8,14 +8,22 @@ waits to be emitted, takes input, hands each batch to the chosen execution, and 
 Bolt loop: flush the pendingEmitQ first (stopping at the first refusal); while anything
 remains parked, read no new input and idle under the backpressure wait strategy, except
 on a cycle (below); otherwise consume up to the queue's budget, execute it, and idle under
-the bolt wait strategy when there is nothing. A bolt that defines `Bolt.on_turn` is
-called first in every turn that is not parked, and is parked as under backpressure while
-it returns True (a client's queue is full: stormish.kafka.KafkaSink).
+the bolt wait strategy when there is nothing. Execution stops at the first tuple after
+which emits parked, as Storm's (BoltExecutor consumes with the exit condition
+tillNoPendingEmits, which JCQueue.consume checks before each tuple): the rest of the take
+goes back to the head of the queue (`ReceiveQueue.put_back`), in order, for a turn after
+the pendingEmitQ has flushed. What a bolt parks is so one tuple's emits beyond what it
+had, not a whole take's: a 1:1000 fan-out into a slow sink parked 463k tuples (670 MB).
+
+A bolt that defines `Bolt.on_turn` is called first in every turn that is not parked, and
+is parked as under backpressure while it returns True (a client's queue is full:
+stormish.kafka.KafkaSink).
 
 Cycles (beyond Storm, whose STORM-3637 topologies deadlock): an executor on a cycle of
 the topology graph keeps consuming input while parked, as long as its pendingEmitQ holds
 fewer than `topology.cycle.drain.budget` tuples; a parked executor that stops draining is
-what closes the wait cycle. While such an executor holds more than half its budget, the
+what closes the wait cycle (checked before each tuple too: such a drain stops at the
+tuple that filled the budget). While such an executor holds more than half its budget, the
 spouts upstream of the cycle stop calling `next_tuple`, so a cycle under sustained
 overload is not fed faster than it drains. The cycle then always moves: every executor
 on it either consumes (freeing room for its upstream) or has room in its budget, and the
@@ -36,6 +44,7 @@ from .batcher import Batcher
 from .emitters import BasicCollector, UntrackedCollector
 from .execution import Execution, choose
 from .execution.accounting import BASIC_SETTLES, Accounts, basic_refusals, settle_calls
+from .execution.base import rows_part
 from .execution.per_tuple import PerTuple
 from .execution.screen import Screen
 from .executor import HELD, IDLE, WORK, Executor, noop
@@ -102,7 +111,15 @@ class BoltExecutor(Executor):
         self._holds_work = None if holds is Bolt.holds_work else self.obj.holds_work
         self.holding = False  # Bolt.holds_work's last answer (Worker.quiescence reads it)
         self._holds_seen = 0  # what it had executed when it was asked
+        # parked emits stop the input at this many tuples: 1 (any), or the cycle drain
+        # budget while an executor on a cycle drains parked (step sets it each turn)
+        self.park_limit = 1
         self._bind()
+
+    def stops(self) -> bool:
+        """Whether what the pendingEmitQ holds stops executing input (called only when it
+        is not empty): always, except while draining on a cycle, below its budget."""
+        return self.collector.parked.count >= self.park_limit
 
     def _bind(self) -> None:
         obj, col = self.obj, self.collector
@@ -178,6 +195,7 @@ class BoltExecutor(Executor):
         self.turns += 1
         col = self.collector
         now = self.clock.now
+        limit = 1  # parked emits stop the input at once, unless a cycle drains (below)
         if col.pending and not col.flush_pending():
             t = now()
             self._enter_bp(t)
@@ -187,6 +205,7 @@ class BoltExecutor(Executor):
                 self.worker.cycle_congestion(self.task, col.pending_count * 2 > self.budget)
             if not drain:
                 return HELD
+            limit = self.budget  # and stops at the tuple that fills the budget
         elif self._on_turn is not None and self._turn_held():
             self._enter_bp(now())  # the bolt holds its input back (Bolt.on_turn)
             return HELD
@@ -197,6 +216,7 @@ class BoltExecutor(Executor):
             # what was emitted while parked may sit in partial outboxes: the next idle
             # spell must begin with a flush, or with no more input it sat for ever
             self.idle = 0
+        self.park_limit = limit
         q = self.queue
         outside = self.outside
         if outside is not None and outside():  # a multilang child's messages
@@ -230,14 +250,17 @@ class BoltExecutor(Executor):
             t1 = now()
             end = t1 + TURN_SECONDS
             takes = TURN_TAKES  # a bound on a fake clock too, where time stands still
+            stops = self.stops
+            parked = False
             while True:
-                for batch in batches:  # time per batch, as executed counts: they move together
+                # time per batch, as executed counts: they move together
+                for k, batch in enumerate(batches):
                     t0 = t1
                     stale = counts.dropped_stale
-                    execute(batch)
+                    left = execute(batch)
                     t1 = now()
                     counts.exec_seconds += t1 - t0
-                    n = len(batch[2])
+                    n = len(batch[2]) if left is None else left  # rows executed
                     if n:
                         hist[bisect_right(bounds, (t1 - t0) / n)] += n
                         if process is not None:  # per batch, never per tuple
@@ -250,12 +273,17 @@ class BoltExecutor(Executor):
                                 and batch[1] != TICK_STREAM
                                 and (batch[3] is not None or not tracked_only),
                             )
+                    # emits parked: the rest of the take waits at the head of the queue
+                    if left is not None or (col.pending and k + 1 < len(batches) and stops()):
+                        self._put_back(batches, k, left)
+                        parked = True
+                        break
                 # Another take while the turn lasts: a take is bounded (what a task holds
                 # unseen stays bounded), a turn by time. With one take a turn, a bolt fed
                 # 8 tuples for each its upstream takes (a split) got an eighth of the
                 # throughput it needed and its queue filled (backpressure, overflow).
                 takes -= 1
-                if t1 >= end or not takes or col.pending or not self.running:
+                if parked or t1 >= end or not takes or col.pending or not self.running:
                     break
                 batches = q.consume()
                 if self.edges and batches is not None:
@@ -271,6 +299,18 @@ class BoltExecutor(Executor):
             col.flush_all()
             self.next_flush = now() + self.flush_every
         return IDLE
+
+    def _put_back(self, batches: list, k: int, left: int | None) -> None:
+        """Batch k of a take stopped at row `left` (None: it ran whole) because emits
+        parked: its rest and the batches after it go back to the head of the queue, not
+        counted as arrived at an edge yet (they are when taken again)."""
+        rest = batches[k + 1 :]
+        if left is not None:
+            rest.insert(0, rows_part(batches[k], left))
+        if rest:
+            if self.edges:
+                self.screen.returned(rest)
+            self.queue.put_back(rest)
 
     def _screen(self, batches: list | None) -> list | None:
         """Edges with a policy (execution/screen.py); with concurrent lanes, the batches

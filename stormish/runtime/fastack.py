@@ -12,10 +12,11 @@ tuple (tests/unit/test_fastack.py compares them on the same input).
 - `fold_runs(metas, acks, announced, done, start)`: ack_folder.fold_runs over
   `metas[start:]` up to the first meta that is not None or (int, int) pairs; returns
   that index, the Python loop takes the rest.
-- `run_basic(values, metas, start, source, execute, col, anchored)`: a BasicBolt's
-  per-tuple loop (execution/per_tuple.py) from row `start`: None when every row ran, or
-  (index, tuple, exception) of the row whose execute raised, for the caller's failure
-  path, which calls again from the next row.
+- `run_basic(values, metas, start, source, execute, col, anchored, pending, stop)`: a
+  BasicBolt's per-tuple loop (execution/per_tuple.py) from row `start`: None when every
+  row ran, the next row's index when a row's emits parked (`pending` not empty and
+  `stop()`), or (index, tuple, exception) of the row whose execute raised, for the
+  caller's failure path, which calls again from the next row.
 - `expand_roots(metas, announce)`: ack_folder.expand_roots (root metas written out).
 - `ack_run(values, start, cur, old, done)`: the acker's ACK_ACK loop (acker.py) up to
   the first message it leaves to Python; returns that index.
@@ -45,7 +46,7 @@ COMPILED = _compiled is not None
 TreeEmitter: Callable[..., Callable[..., None]] | None = None
 AnchoredEmitter: Callable[..., Callable[..., None]] | None = None
 fold_runs: Callable[[list, dict, int, Any, int], int] | None = None
-run_basic: Callable[..., tuple[int, Any, Exception] | None] | None = None
+run_basic: Callable[..., int | tuple[int, Any, Exception] | None] | None = None
 pop_many: Callable[[Any, list], tuple[list, int]] | None = None
 expand_roots: Callable[[list, int], list | None] | None = None
 RootTable: Callable[..., Any] | None = None
@@ -66,5 +67,7 @@ if _compiled is not None:
     except (AttributeError, TypeError):  # older, or the tuple classes changed shape
         pass
     else:
-        run_basic = getattr(_compiled, "run_basic", None)
+        # one built before it stopped where emits park takes two arguments less
+        if hasattr(_compiled, "RUN_STOPS"):
+            run_basic = getattr(_compiled, "run_basic", None)
         AnchoredEmitter = getattr(_compiled, "AnchoredEmitter", None)

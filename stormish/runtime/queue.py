@@ -310,6 +310,23 @@ class ReceiveQueue:
             return unpack(out)
         return out
 
+    def put_back(self, batches: list[Batch]) -> None:
+        """What the consumer took and did not execute goes back to the head of the queue,
+        in order: its emits parked after some row, and Storm's consume stops there
+        (JCQueue.consume checks the bolt's exit condition before each element), leaving
+        the rest in the queue. `batches` is the end of a take, its first batch possibly
+        a remainder. Ahead of everything, whatever part it came from (queue, overflowQ,
+        an edge's channel): everything of the same upstream not taken is behind it. It
+        counts in `size` (and so in the load and refusals that producers see) and is
+        no longer `taken`."""
+        n = 0
+        for b in batches:
+            n += len(b[2])
+        with self._lock:
+            self._q.extendleft(reversed(batches))
+            self.size += n
+            self.taken -= n
+
     def _take(self) -> list[Batch]:
         """Whole batches up to the budget, queue before overflow (order); under the lock."""
         budget, q, ov = self.budget, self._q, self.overflow

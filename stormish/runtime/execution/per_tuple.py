@@ -39,27 +39,38 @@ class PerTuple(Execution):
             else frozenset(t for t, c in plan.task_component.items() if plan.components[c].is_spout)
         )
 
-    def run(self, batch: Batch) -> None:
+    def run(self, batch: Batch) -> int | None:
+        """The batch's rows, each executed once; None, or the index of the first row not
+        executed: emits parked (checked before each row, as Storm's JCQueue.consume checks
+        its exit condition before each tuple; Execution), and the loop puts the rest back."""
         src_task, stream, values, metas = batch
         if values.__class__ is not list:
-            self._stamped(batch)
-            return
+            return self._stamped(batch)
         source = self.source(src_task, stream)
         if self.late:
             source = source.late_twin()
         execute = self.obj.execute
         new = _new
+        pending, stop = self.pending, self.stop
+        n = len(values)  # the rows executed: all, unless emits parked
         if metas is None:
             if self.basic and not self.collector.acking:
                 if run_basic is not None:  # the loop below, compiled (fastack)
                     i = 0
-                    while stopped := run_basic(values, None, i, source, execute, None, []):
+                    args: tuple = (source, execute, None, [], pending, stop)
+                    while stopped := run_basic(values, None, i, *args):
+                        if isinstance(stopped, int):  # emits parked before row `stopped`
+                            n = stopped
+                            break
                         at, _, err = stopped
                         self.on_error(_engine_called(err), None, at)
                         i = at + 1
                 else:
                     rows = iter(values)
                     for v in rows:
+                        if pending and stop():
+                            n -= length_hint(rows) + 1
+                            break
                         t = new(Tuple)
                         t.values = v
                         t.source = source
@@ -67,11 +78,14 @@ class PerTuple(Execution):
                             execute(t)
                         except Exception as exc:  # noqa: BLE001 - the tuple fails, the worker lives
                             self.on_error(exc, None, len(values) - length_hint(rows) - 1)
-                self.counts.acked += len(values)
+                self.counts.acked += n
             else:
                 col = self.collector
                 rows = iter(values)
                 for v in rows:
+                    if pending and stop():
+                        n -= length_hint(rows) + 1
+                        break
                     t = new(Tuple)
                     t.values = v
                     t.source = source
@@ -96,7 +110,12 @@ class PerTuple(Execution):
             start = 0  # metas[start:] are not folded yet
             if run_basic is not None and metas.__class__ is list:  # compiled (fastack)
                 # a failed row's index + 1 is where the loop goes on and the fold starts
-                while stopped := run_basic(values, metas, start, source, execute, col, anchored):
+                while stopped := run_basic(
+                    values, metas, start, source, execute, col, anchored, pending, stop
+                ):
+                    if isinstance(stopped, int):  # emits parked before row `stopped`
+                        n = stopped
+                        break
                     at, bad, err = stopped
                     err = _engine_called(err)
                     _fold(metas[start:at], anchored, folder.acks, done, announced)
@@ -107,6 +126,9 @@ class PerTuple(Execution):
             else:
                 rows = iter(values)
                 for v, m in zip(rows, metas, strict=True):
+                    if pending and stop():
+                        n -= length_hint(rows) + 1
+                        break
                     if m:
                         t = new(TrackedTuple)
                         t.meta = m
@@ -129,17 +151,21 @@ class PerTuple(Execution):
                     val = t.ack_val
                     if val:
                         anchored.append((m, val))
-            _fold(metas[start:] if start else metas, anchored, folder.acks, done, announced)
+            whole = start == 0 and n == len(values)
+            _fold(metas if whole else metas[start:n], anchored, folder.acks, done, announced)
             if done:
                 folder.done(src_task, done)
             if len(folder.acks) >= folder.batch_size:
                 folder.flush()
             counts = self.counts
-            counts.acked += len(values) - failed
+            counts.acked += n - failed
             counts.failed += failed
         else:
             rows = iter(values)
             for v, m in zip(rows, metas, strict=True):
+                if pending and stop():
+                    n -= length_hint(rows) + 1
+                    break
                 if m:
                     t = new(TrackedTuple)
                     t.meta = m
@@ -152,9 +178,10 @@ class PerTuple(Execution):
                     execute(t)
                 except Exception as exc:  # noqa: BLE001
                     self.on_error(exc, t, len(values) - length_hint(rows) - 1)
-        self.accounts.executed(src_task, stream, len(values))
+        self.accounts.executed(src_task, stream, n)
+        return None if n == len(values) else n
 
-    def _stamped(self, batch: Batch) -> None:
+    def _stamped(self, batch: Batch) -> int | None:
         src_task, stream, values, metas = batch
         n, i = len(values), 0
         judge = self.screen.judge
@@ -162,13 +189,19 @@ class PerTuple(Execution):
             j = min(n, i + STAMPED_STEP)
             late = judge(src_task, stream, values, metas, i, j)
             if late is None:
-                return
+                return None
             self.late = late
             try:
-                self.run((src_task, stream, values[i:j], None if metas is None else metas[i:j]))
+                k = self.run((src_task, stream, values[i:j], None if metas is None else metas[i:j]))
             finally:
                 self.late = False
+            if k is not None:  # emits parked: rows i + k: go back, judged again then
+                self.screen.unjudged(src_task, stream, j - i - k, late)
+                return i + k
             i = j
+            if i < n and self.pending and self.stop():
+                return i
+        return None
 
 
 def _engine_called(exc: Exception) -> Exception:

@@ -55,6 +55,28 @@ class Screen:
                 if b[2].__class__ is not StampedRows:
                     st.executed += n
 
+    def returned(self, batches: list) -> None:
+        """Batches taken and put back unexecuted (the bolt's emits parked: BoltExecutor):
+        `arrived` undone, as they are counted again when they are taken again."""
+        edges = self.edges
+        for b in batches:
+            e = edges.get((b[0], b[1]))
+            if e is not None:
+                st = e[0]
+                n = len(b[2])
+                if not st.policy.channel:
+                    st.arrived -= n
+                if b[2].__class__ is not StampedRows:
+                    st.executed -= n
+
+    def unjudged(self, src_task: int, stream: str, k: int, late: bool) -> None:
+        """`judge` counted k rows that were not executed after all (the rows before them
+        parked emits): they go back and are judged again when they run."""
+        st = self.edges[(src_task, stream)][0]
+        st.executed -= k
+        if late:
+            st.deadline_missed -= k
+
     def judge(
         self, src_task: int, stream: str, values: Any, metas: Any, i: int = 0, j: int = -1
     ) -> bool | None:

@@ -2,16 +2,37 @@
 API): the rows go in a `TupleBatch`, whose tuples are made only if the bolt iterates
 them. A BasicBolt's batch is acked when the call returns and failed, whole, when it
 raises; a Bolt settles its own. An edge that checks an age judges the batch once.
+
+A call is the bolt's whole batch: the loop can only stop between calls when emits park
+(execution/base.py). So a batch larger than the queue's take (`budget`: a producer batch
+may be up to half the queue, a take an eighth) runs a take's worth a call, and the loop
+stops between them: what parks is at most one call's emits, the budget times the fan-out
+(Storm parks one tuple's; a per-tuple bolt here too). A batch of a barrier edge
+(mode="barrier") is formed to run whole, and does.
 """
 
 from __future__ import annotations
 
 from ...tuple import TupleBatch
-from .base import Batch, Execution, error_text
+from .base import Batch, Execution, error_text, rows_part
 
 
 class UserBatch(Execution):
-    def run(self, batch: Batch) -> None:
+    def run(self, batch: Batch) -> int | None:
+        values = batch[2]
+        size = self.ex.queue.budget
+        n = len(values)
+        if n <= size or (batch[0], batch[1]) in self.ex.barrier_keys:
+            self._call(batch)
+            return None
+        for i in range(0, n, size):
+            j = i + size
+            self._call(rows_part(batch, i, j))
+            if j < n and self.pending and self.stop():
+                return j
+        return None
+
+    def _call(self, batch: Batch) -> None:
         src_task, stream, values, metas = batch
         col = self.collector
         source = self.source(src_task, stream)
