@@ -24,10 +24,14 @@ the topology graph keeps consuming input while parked, as long as its pendingEmi
 fewer than `topology.cycle.drain.budget` tuples; a parked executor that stops draining is
 what closes the wait cycle (checked before each tuple too: such a drain stops at the
 tuple that filled the budget). While such an executor holds more than half its budget, the
-spouts upstream of the cycle stop calling `next_tuple`, so a cycle under sustained
-overload is not fed faster than it drains. The cycle then always moves: every executor
-on it either consumes (freeing room for its upstream) or has room in its budget, and the
-tuples the cycle holds are bounded by what the spouts injected, which
+spouts upstream of the cycle stop calling `next_tuple`, in every worker (the congestion
+is announced to the others: Worker.cycle_congestion), so a cycle under sustained
+overload is not fed faster than it drains. The budget alone does not keep a cycle that
+multiplies its tuples (fan-out on the cycle) moving: the tuples already inside can
+outgrow every executor's budget, each then parked on the next. Across workers, a cycle
+executor whose budget is full sends past the remote flag of a task on its cycle, into
+that task's overflowQ, which never blocks (transport/remote.py CycleTarget); what the
+cycle holds is bounded by what the spouts injected times its fan-out, which
 `topology.max.spout.pending` bounds.
 """
 
