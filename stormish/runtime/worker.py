@@ -724,8 +724,8 @@ class Worker:
         dropped = sum(st.lost() for st in self.edge_stats)
         if self.link is not None:
             # what the run's own workers sent and this link dropped; tuples for a task no
-            # worker has never came from one of them (a buggy peer) and are no part of it
-            dropped += sum(n for why, n in self.link.dropped.items() if why != "unknown_task")
+            # worker has, or from a stranger (transport/link.py), are no part of it
+            dropped += self.link.run_drops()
             if self.link.busy():
                 idle = False
         return {

@@ -79,11 +79,13 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class ShmTuples:
-    """The pickle of a TUPLES message and the references (`shm.Reader.views`) of its
-    out-of-band buffers in the sender's shared-memory segments."""
+    """The pickle of a TUPLES message, the references (`shm.Reader.views`) of its
+    out-of-band buffers in the sender's shared-memory segments, and its row count (what
+    a receiver that drops it unread counts)."""
 
     pickle: Any
     refs: Any
+    tuples: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,11 +323,14 @@ def _may_hold_large_bytes(data: bytes) -> bool:
     return False
 
 
-def as_shm(frames: list[Frame], refs: bytes) -> list[Frame]:
+_SHM_TUPLES = struct.Struct("!I")  # after the references: the message's row count
+
+
+def as_shm(frames: list[Frame], refs: bytes, tuples: int = 0) -> list[Frame]:
     """The TUPLES message `frames` (from `encode_tuples`) with its out-of-band buffers
-    replaced by `refs`, their places in shared memory."""
+    replaced by `refs`, their places in shared memory, and its row count."""
     _, _, _, sender, seq = HEADER.unpack(frames[0])
-    return [_header(Kind.SHM_TUPLES, sender, seq), frames[1], refs]
+    return [_header(Kind.SHM_TUPLES, sender, seq), frames[1], refs + _SHM_TUPLES.pack(tuples)]
 
 
 _BULK_REFS = struct.Struct("!QII")  # first counter, buffers, tuples
@@ -535,7 +540,12 @@ def _is_batch(batch: Any) -> bool:
 
 
 def _decode_shm(kind: Kind, _sender: int, frames: Sequence[Any]) -> ShmTuples:
-    return ShmTuples(frames[1], frames[2])
+    refs = frames[2]
+    size = len(refs)
+    if size < _SHM_TUPLES.size:
+        raise _fail(kind, f"references: {size} bytes, at least {_SHM_TUPLES.size}")
+    (tuples,) = _SHM_TUPLES.unpack_from(refs, size - _SHM_TUPLES.size)
+    return ShmTuples(frames[1], refs[: size - _SHM_TUPLES.size], tuples)
 
 
 def _decode_bulk(kind: Kind, _sender: int, frames: Sequence[Any]) -> BulkTuples:

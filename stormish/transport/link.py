@@ -30,6 +30,25 @@ sends its status, so a restarted peer, whose push sockets reconnect silently on 
 side, still hears every worker's status, and hears it after the HELLO that lets it count.
 A status refused because its connection is not bound (a reconnect the sender did not
 notice) makes the receiver ask that peer to say HELLO again, once per connection.
+
+Tuples are bound the same way (under CURVE: `_bind_tuples`). A TUPLES, SHM_TUPLES or
+BULK_TUPLES message is placed only when it comes on a connection that a HELLO of this
+topology, from the incarnation we know for the sender index it names, bound to that
+index (one dict lookup a message, never per tuple). Every topology of a cluster holds
+the cluster's keys, so without this a stale worker (of a killed or rebalanced topology,
+of an earlier assignment on the same ports) or a worker of another topology placed
+tuples in our tasks. On a connection whose HELLO named another topology they are
+dropped, counted (`foreign`). On one no HELLO bound yet (ZeroMQ reconnected a peer's
+PUSH socket silently: the sender goes on without a new HELLO) they are held, in order,
+and the peer is asked for a HELLO (once per connection, as for a status); its HELLO on
+that connection delivers them, one naming another topology drops them (`foreign`).
+What is held is bounded (HOLD_MESSAGES, HOLD_BYTES, in all): past it tuples are dropped,
+counted once their connection's HELLO comes (`unbound_limit`: with acking their trees
+replay, without it they are lost); what no HELLO claims within `hold_secs` is dropped
+as a stranger's (`unbound`, outside the run's completion balance, as `foreign` and
+`unknown_task` are: `run_drops`). Without keys there is no
+connection id (every message looks alike; anyone on the host may send anything): tuples
+are not bound, as before (docs/security.md).
 """
 
 from __future__ import annotations
@@ -64,7 +83,21 @@ DROP_WHY = {
     "unknown_task": ": no such task in this worker",
     "bulk_missing": ": a large payload's shared memory was gone",
     "unsendable": ": no connection to the receiving worker",
+    "foreign": ": their connection's HELLO named another topology (a stale or foreign worker)",
+    "unbound": ": no HELLO of this topology bound their connection in time (asked for one)",
+    "unbound_limit": ": they came before their connection's HELLO, past what is held for that",
 }
+# Tuples held for connections no HELLO bound yet (a reconnect its sender did not notice):
+# in all at most this many messages and bytes (what a busy peer sends in the round trip
+# of our ask and its HELLO, with room), each for at most HOLD_SECS
+# (`WorkerLink.hold_secs`), past which no HELLO is coming for it: dropped
+HOLD_MESSAGES = 64
+HOLD_BYTES = 64 * 1024 * 1024
+HOLD_SECS = 5.0
+# drops of tuples that no worker of this run sent (`WorkerLink.run_drops`)
+STRANGERS = frozenset({"unknown_task", "foreign", "unbound"})
+BOUND_PER_PEER = 4  # connections of one incarnation kept bound (the newest; a reconnect
+# leaves the former one dead, but what it carried may still be read after the new HELLO)
 RECV_BURST = 64  # messages received in one go before the timer and sending get a turn
 # What may be in flight on one link, past the point where a backpressure status can stop
 # it: a few messages queued on each side (a message holds up to about MESSAGE_TUPLES
@@ -83,6 +116,11 @@ MESSAGE_BYTES = 16 * 1024 * 1024
 MESSAGE_TUPLES = 2048  # a message holds whole batches up to about this many tuples (1,024:
 # the batch word count across 2 workers 6% slower, ~2,300 messages a way instead of
 # ~1,150, each a wake-up of both sides' ZeroMQ threads and a pre-emption of a busy one)
+
+
+# what came on a connection not bound yet: (arrived, message, bytes, tuples, sender); the
+# message None: its tuples were past the bound (dropped, their count kept in its place)
+_Held = tuple[float, "fr.Message | None", int, int, int]
 
 
 class WorkerLink:
@@ -189,6 +227,18 @@ class WorkerLink:
         # no such edge, nothing paid
         self.credits: Any = None
         self._incs: dict[int, str] = {}  # each peer's incarnation, from its HELLO
+        # tuples count only on a connection bound by a HELLO of this topology (under
+        # CURVE: without keys no connection has a name): connection -> the peer index
+        # whose current incarnation bound it; connections whose HELLO was foreign; what
+        # came on connections not bound yet: connection -> `_Held` entries, in order.
+        # The receive side (one owner at a time) alone touches them.
+        self._bind_tuples = self.security.name == "curve"
+        self._bound: dict[Any, int] = {}
+        self._foreign_conns: dict[Any, None] = {}  # an ordered set, bounded
+        self._held: dict[Any, deque[_Held]] = {}
+        self._held_messages = self._held_bytes = 0
+        self.hold_secs = HOLD_SECS
+        self.rebound = 0  # messages delivered once a HELLO bound their connection
         # cycle congestion (Worker.cycle_congestion): the congested cycle tasks of this
         # worker as last announced, and as last re-sent by the timer; each peer's, as it
         # announced them; `on_cycle(bool)`: the worker's remote_cycle, told whenever
@@ -347,6 +397,8 @@ class WorkerLink:
             self._next_check = now + self.check_every
             self._timer()
             self._resend_cycle()
+            if self._held:
+                self._expire_held(now)
             if self.bulk_in is not None:
                 self.bulk_in.idle(now)
             if credits is not None and now >= self._next_totals:
@@ -361,18 +413,21 @@ class WorkerLink:
 
     def _on_message(self, parts: list, first: Any = None) -> None:
         """One received message; `first`, its first zmq.Frame, says which connection it
-        came on (read for HELLO and status only: tuples are not bound to a connection)."""
+        came on (read for HELLO, status and, under CURVE, tuples: `_bind_tuples`)."""
         try:
             msg = fr.decode(parts)
         except fr.FrameError:
             self.malformed += 1
             return
-        if msg.kind == fr.Kind.TUPLES:
-            self._received(msg.body, sum(len(p) for p in parts))
-        elif msg.kind == fr.Kind.SHM_TUPLES:
-            self._on_shm(msg.sender, msg.body)
-        elif msg.kind == fr.Kind.BULK_TUPLES:
-            self._on_bulk(msg.sender, msg.body)
+        kind = msg.kind
+        if kind == fr.Kind.TUPLES or kind == fr.Kind.SHM_TUPLES or kind == fr.Kind.BULK_TUPLES:
+            size = sum(len(p) for p in parts)
+            if self._bind_tuples:
+                connection = _connection(first)
+                if self._bound.get(connection) != msg.sender:
+                    self._unbound(msg, connection, size)
+                    return
+            self._tuples(msg, size)
         elif msg.kind == fr.Kind.SHM_RELEASE:
             self._on_release(msg.sender, msg.body)
         elif msg.kind == fr.Kind.BP_STATUS:
@@ -381,6 +436,115 @@ class WorkerLink:
             self._on_hello(msg.sender, msg.body, _connection(first))
         elif msg.kind == fr.Kind.CONTROL:
             self._on_control(msg.sender, msg.body)
+
+    def _tuples(self, msg: fr.Message, size: int) -> None:
+        """A TUPLES, SHM_TUPLES or BULK_TUPLES message that counts, into its tasks."""
+        if msg.kind == fr.Kind.TUPLES:
+            self._received(msg.body, size)
+        elif msg.kind == fr.Kind.SHM_TUPLES:
+            self._on_shm(msg.sender, msg.body)
+        else:
+            self._on_bulk(msg.sender, msg.body)
+
+    def _unbound(self, msg: fr.Message, connection: Any, size: int) -> None:
+        """Tuples on a connection that no HELLO of this topology bound to their sender:
+        dropped if its HELLO was foreign; else held (bounded) until a HELLO binds it,
+        and the peer they name is asked for one (once per connection, as for a status:
+        `RemoteBackpressure.ask_hello`). Never unpacked here: shared memory and sealed
+        buffers are looked up only once the connection counts (a foreign worker's
+        segment numbers name none of ours). Past the bound only their count is kept,
+        in its place: dropped either way, counted once it is known whether a worker of
+        this run sent them (`unbound_limit`: its HELLO came) or not (`_expire_held`,
+        `_refuse`)."""
+        n = _count(msg)
+        if connection in self._foreign_conns:
+            self._drop("foreign", n)
+            return
+        held = self._held.get(connection)
+        if held is None:
+            held = self._held[connection] = deque()
+        peer = msg.sender
+        if self._held_messages >= HOLD_MESSAGES or self._held_bytes + size > HOLD_BYTES:
+            if held and held[-1][1] is None:  # the count of what went before it grows
+                at, _, _, k, _ = held[-1]
+                held[-1] = (at, None, 0, k + n, peer)
+            else:
+                held.append((time.monotonic(), None, 0, n, peer))
+        else:
+            held.append((time.monotonic(), msg, size, n, peer))
+            self._held_messages += 1
+            self._held_bytes += size
+        if peer in self._peers and self.remote.ask_hello(peer, connection):
+            self._control.append((peer, self._hello(reply=False, again=True)))
+            self.transfer.wake()
+
+    def _bind(self, peer: int, connection: Any, greeting: Greeting) -> None:
+        """A HELLO of this topology from `peer` came on `connection`: its tuples count
+        there from now on, and what was held for that connection is placed, in order.
+        A new incarnation's HELLO unbinds its predecessor's connections."""
+        bound = self._bound
+        mine = [c for c, p in bound.items() if p == peer and c != connection]
+        if greeting is not Greeting.RECONNECTED:
+            for c in mine:
+                del bound[c]
+        elif len(mine) >= BOUND_PER_PEER:
+            for c in mine[: len(mine) - BOUND_PER_PEER + 1]:
+                del bound[c]
+        bound[connection] = peer
+        self._foreign_conns.pop(connection, None)
+        for _, msg, size, n, sender in self._unhold(connection):
+            if sender != peer:  # another worker's index on this worker's connection
+                self._drop("unbound", n)
+            elif msg is None:  # sent by this run's worker, past the bound
+                self._drop("unbound_limit", n)
+            else:
+                self.rebound += 1
+                self._tuples(msg, size)
+
+    def _refuse(self, connection: Any) -> None:
+        """A HELLO that named another topology (or this worker) came on `connection`:
+        what it carries counts no more, and what was held for it is dropped."""
+        self._bound.pop(connection, None)
+        foreign = self._foreign_conns
+        foreign[connection] = None
+        if len(foreign) > 1024:  # each handshake names a new one: keep the newest
+            del foreign[next(iter(foreign))]
+        for _, _, _, n, _ in self._unhold(connection):
+            self._drop("foreign", n)
+
+    def _unhold(self, connection: Any) -> list[_Held]:
+        """What was held for `connection`, in order, held no more."""
+        held = self._held.pop(connection, None)
+        if not held:
+            return []
+        for _, msg, size, _, _ in held:
+            if msg is not None:
+                self._held_messages -= 1
+                self._held_bytes -= size
+        return list(held)
+
+    def _expire_held(self, now: float) -> None:
+        """The timer: tuples held longer than `hold_secs` for a connection still not
+        bound are dropped, counted (`unbound`: no HELLO of this run's workers claimed
+        them); the next that comes on it asks again."""
+        limit = now - self.hold_secs
+        for connection, held in list(self._held.items()):
+            while held and held[0][0] <= limit:
+                _, msg, size, n, peer = held.popleft()
+                if msg is not None:
+                    self._held_messages -= 1
+                    self._held_bytes -= size
+                self._drop("unbound", n)
+                self.remote.unask(peer, connection)
+            if not held:
+                del self._held[connection]
+
+    def run_drops(self) -> int:
+        """Tuples dropped here that a worker of this run sent (the completion balance:
+        the sender counted them as transferred); not those of a task no worker has, nor
+        a stranger's (a foreign HELLO's connection, or one no HELLO bound in time)."""
+        with self._drop_lock:
+            return sum(n for why, n in self.dropped.items() if why not in STRANGERS)
 
     def _on_shm(self, peer: int, body: fr.ShmTuples) -> None:
         """Tuples whose large buffers are in the peer's segments: views of them, each
@@ -607,6 +771,8 @@ class WorkerLink:
         info = hello.worker_port_info
         if hello.topology_id != self.topology or peer == self.index:
             self.foreign += 1
+            if self._bind_tuples:
+                self._refuse(connection)
             return
         inc, first_id = info.get("incarnation"), info.get("status_base")
         if type(inc) is not str or type(first_id) is not int or not 0 <= first_id < 2**64:
@@ -616,6 +782,11 @@ class WorkerLink:
         if greeting is not Greeting.KNOWN:
             self._on_shm_hello(peer, info.get("shm"), greeting is Greeting.RESTARTED)
             self._on_bulk_hello(peer, info.get("bulk"))
+        # after the segments and the key its held tuples need
+        if self._bind_tuples and (
+            greeting is not Greeting.KNOWN or self._bound.get(connection) != peer
+        ):
+            self._bind(peer, connection, greeting)
         if greeting is Greeting.KNOWN and not info.get("again"):
             return
         if greeting is Greeting.RESTARTED:  # its old flags were released
@@ -870,7 +1041,7 @@ class WorkerLink:
                 n = sum(len(b[3]) for b in part)
             placed: list | None = frames
             if self.shm_mode == "on" or peer in self._shm_peers:
-                placed = self._to_shm(peer, frames)
+                placed = self._to_shm(peer, frames, n)
             if placed is frames and self.bulk_out is not None:
                 try:
                     placed = self.bulk_out.seal(peer, frames, n)
@@ -908,7 +1079,7 @@ class WorkerLink:
         if self.on_unsendable is not None:
             self.on_unsendable(task, stream, index, error)
 
-    def _to_shm(self, peer: int, frames: list) -> list | None:
+    def _to_shm(self, peer: int, frames: list, tuples: int) -> list | None:
         pool = self.pool
         assert pool is not None
         try:
@@ -926,7 +1097,7 @@ class WorkerLink:
         self._starved_at.pop(peer, None)
         self.shm_messages += 1
         self.shm_bytes += sum(memoryview(f).nbytes for f in frames[2:])
-        return fr.as_shm(frames, refs)
+        return fr.as_shm(frames, refs, tuples)
 
     def _send_releases(self) -> None:
         """Segments our executors are done with, one message per peer and prefix."""
@@ -1009,6 +1180,8 @@ class WorkerLink:
             "peer_reconnects": self.reconnects,
             "status_lost_by_test_hook": self.lost_status,
             "foreign_hellos": self.foreign,
+            "tuples_held": {"messages": self._held_messages, "bytes": self._held_bytes},
+            "tuples_rebound": self.rebound,
             "dropped": dict(self.dropped),
             "malformed": self.malformed,
             "packed_malformed": fr.Packed.malformed,
@@ -1121,6 +1294,13 @@ def _connection(frame: Any) -> str | None:
         return frame.get(CONNECTION)
     except zmq.ZMQError:
         return None
+
+
+def _count(msg: fr.Message) -> int:
+    """The tuples a TUPLES, SHM_TUPLES or BULK_TUPLES message carries (read unpacked)."""
+    if msg.kind == fr.Kind.TUPLES:
+        return sum(len(b[3]) for b in msg.body)
+    return cast(int, msg.body.tuples)
 
 
 def _head(batch: fr.Batch, k: int) -> fr.Batch:

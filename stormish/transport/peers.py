@@ -30,6 +30,12 @@ waited for, bounded, where Storm's Netty client drops what it cannot deliver):
   would stop their traffic to healthy peers too), but load-aware shuffles steer away
   (the peer's tasks report load 1.0). Control messages wait, at most `CONTROL_BACKLOG`
   (a status supersedes the ones before it);
+- back up after down (ZeroMQ reconnected the socket: the peer restarted, or the
+  network blipped): our HELLO again, ahead of what was held. The receiver counts tuples
+  only on a connection a HELLO bound (link.py): a reconnect is a new connection, and
+  without it what was held for the peer (up to `down_tuples`) waited at the receiver
+  for a HELLO it had to ask for, within its bound. Only what ZeroMQ had taken before
+  the connection broke (a few messages) comes before it;
 - a new address for a worker (its tasks moved, `Peers.open`): the old socket is closed
   with linger 0 and every tuple still in its outbox is dropped, counted (`peer_moved`);
   a fresh outbox starts connecting with our HELLO first.
@@ -307,6 +313,8 @@ class Peers:
         self._sock: dict[int, zmq.Socket] = {}
         self._monitor: dict[int, zmq.Socket] = {}
         self._by_monitor: dict[zmq.Socket, int] = {}
+        self._hellos: dict[int, list] = {}  # each peer's HELLO, sent again on a reconnect
+        self.hellos_again: dict[int, int] = {}
         self.sent_messages: dict[int, int] = {}
         self.sent_tuples: dict[int, int] = {}
         self.control_dropped = 0
@@ -330,6 +338,7 @@ class Peers:
         box = PeerQueue(w, self.hold_at, self.down_tuples, self.down_secs, self.down_bytes)
         self.boxes[w] = box
         box.put_control(hello)
+        self._hellos[w] = hello
         self._mirror(box)
         self._events_due = True
 
@@ -361,6 +370,10 @@ class Peers:
                     break
                 box = self.boxes[w]
                 if event == zmq.EVENT_CONNECTED:
+                    hello = self._hellos[w]
+                    if box.state == DOWN and not (box.control and box.control[0] is hello):
+                        box.control.appendleft(hello)  # a reconnect: a new connection
+                        self.hellos_again[w] = self.hellos_again.get(w, 0) + 1
                     box.connected()
                 elif event == zmq.EVENT_DISCONNECTED:
                     self._dropped("peer_lost", box.disconnected(now))
@@ -483,6 +496,7 @@ class Peers:
                 "held_while_down": box.held_while_down,
                 "messages_sent": self.sent_messages.get(w, 0),
                 "tuples_sent": self.sent_tuples.get(w, 0),
+                "hellos_again": self.hellos_again.get(w, 0),
             }
             for w, box in sorted(self.boxes.items())
         }

@@ -335,6 +335,11 @@ class RemoteBackpressure:
         self._asked.add((worker, connection))
         return True
 
+    def unask(self, worker: int, connection: Hashable) -> None:
+        """What `worker`'s connection carried waited for a HELLO in vain: the next
+        refusal on it asks again (`ask_hello`)."""
+        self._asked.discard((worker, connection))
+
     def forget_worker(self, worker_id: int) -> None:
         """`worker_id` disconnected: release its flags (its epoch stays: a new
         incarnation's HELLO starts the next one)."""

@@ -6,8 +6,9 @@ made while the run is held half way, then released: the run must complete exactl
   code-running pickle, its injected rows and its forged backpressure status never reach
   a decoder (`malformed` stays 0);
 - a peer with the run's keys (a buggy worker) gets in, and sends junk: every frame is
-  counted (`malformed`, `foreign_hellos`, `dropped.unknown_task`, `status_refused`)
-  and dropped, and nothing of it reaches a task.
+  counted (`malformed`, `foreign_hellos`, `dropped.unbound`, `status_refused`)
+  and dropped, and nothing of it reaches a task (tuples on a connection no HELLO of
+  the run bound are held for a HELLO, then dropped: transport/link.py).
 
 The attacks use `attack` and `Evil` of tests/integration/test_hostile_peer.py.
 """
@@ -175,12 +176,13 @@ def test_a_keyed_peer_sending_tuples_for_no_task_does_not_stop_completion(watch,
         stray = fr.encode_tuples(w.up, 2, [(9999, w.src, "default", [[-1], [-2]], None)])
         assert attack(w.address[w.down], stray, security=keys)
         down = f"worker-{w.down}"
+        # no HELLO bound its connection: held, then dropped as a stranger's (link.py)
         poll_for(
-            lambda: c.statistics("notask").links[down]["dropped"].get("unknown_task", 0) == 2,
+            lambda: c.statistics("notask").links[down]["dropped"].get("unbound", 0) == 2,
             30, 0.05, "the stray tuples dropped",
         )  # fmt: skip
         open(go, "w").close()
-        watch.figures["dropped"] = {"unknown_task": 2}
+        watch.figures["dropped"] = {"unbound": 2}
         # a clean run completes within a second of its release (the test above)
         c.wait_complete("notask", timeout=COMPLETES_WITHIN)
     a = audit(ledger, IDS)

@@ -54,8 +54,9 @@ def test_a_tuples_message_round_trips_through_a_segment(pool):
     blob = b"\x07" * BIG
     frames = fr.encode_tuples(0, 1, [(2, 1, "default", [(blob, "small")], None)])
     assert len(frames) == 3
-    msg = fr.decode(fr.as_shm(frames, pool.place(1, frames[2:])))
+    msg = fr.decode(fr.as_shm(frames, pool.place(1, frames[2:]), 1))
     assert msg.kind == fr.Kind.SHM_TUPLES
+    assert msg.body.tuples == 1  # what a receiver that drops it unread counts
     batches = fr.load_tuples(msg.body.pickle, reader.views(0, msg.body.refs, released.append))
     assert batches == [(2, 1, "default", [(blob, "small")], None)]
     assert released == [0]  # bytes are copied out: the segment is free at once
