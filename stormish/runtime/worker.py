@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cloudpickle
 
@@ -40,6 +40,7 @@ from .credits import (
     initial_credits,
     share_of,
 )
+from .cycle_target import LocalCycleTarget
 from .emitters import make_collector
 from .error_report import ErrorReport, engine_failure
 from .executor import Executor
@@ -359,7 +360,7 @@ class Worker:
         if self.link is None:
             return {}
         stats = self.link.statistics()
-        # tuples this worker's cycle executors sent past a flag (CycleTarget)
+        # tuples this worker's cycle executors placed past a flag or a full queue (cycle targets)
         stats["cycle_past_flag"] = sum(c.past_flag for c in self.cycle_targets)
         return {f"worker-{self.index}": stats}
 
@@ -428,14 +429,16 @@ class Worker:
                 out.outbound[(dest, ex.task)] = c
         return out
 
-    def _wire_cycles(self) -> list[CycleTarget]:
-        """Each outbox of a bolt on a cycle into a task of another worker on the same
-        cycle (the destination reaches the sender back) sends past the task's
-        backpressure flag once the sender's pendingEmitQ holds its whole drain budget
-        (`CycleTarget`: why a cycle across workers needs it). Only plain remote targets:
-        an edge with a policy (credits, latching) keeps its own rules."""
+    def _wire_cycles(self) -> list[CycleTarget | LocalCycleTarget]:
+        """Each outbox of a bolt on a cycle into a task on the same cycle (the
+        destination reaches the sender back) places past the task's backpressure flag
+        (another worker's task: `CycleTarget`) or its full queue (this worker's:
+        `LocalCycleTarget`) once the sender's pendingEmitQ holds its whole drain budget:
+        why a cycle that multiplies its tuples needs it is in their docstrings. Only
+        plain targets: an edge with a policy (credits, latching, throttles, channels)
+        keeps its own rules."""
         plan = self.plan
-        if not plan.on_cycle or plan.workers < 2:
+        if not plan.on_cycle:
             return []
         succ: dict[str, set[str]] = {n: set() for n in plan.components}
         for spec in plan.components.values():
@@ -443,22 +446,27 @@ class Worker:
                 if sub.source in succ and not sub.source.startswith("__"):
                     succ[sub.source].add(spec.name)
         reach: dict[str, set[str]] = {}
-        out: list[CycleTarget] = []
+        out: list[CycleTarget | LocalCycleTarget] = []
         for ex in self.executors.values():
             if not ex.on_cycle or ex.is_spout:
                 continue
             col = ex.collector
             for ob in col.outboxes:
                 target = ob.target
-                if target.__class__ is not RemoteTarget:
+                if target.__class__ is not RemoteTarget and target.__class__ is not ReceiveQueue:
                     continue
                 dest = plan.task_component[ob.task]
                 if dest not in reach:
                     reach[dest] = _reaches(succ, dest)
                 if ex.component not in reach[dest]:
                     continue  # not within the cycle: Storm's backpressure
-                ob.target = CycleTarget(target, col.parked, ex.budget)
-                out.append(ob.target)
+                wrapped: CycleTarget | LocalCycleTarget
+                if type(target) is RemoteTarget:
+                    wrapped = CycleTarget(target, col.parked, ex.budget)
+                else:
+                    wrapped = LocalCycleTarget(cast(ReceiveQueue, target), col.parked, ex.budget)
+                ob.target = wrapped
+                out.append(wrapped)
         return out
 
     def _wire_latching(self) -> None:

@@ -1,4 +1,5 @@
-"""A cycle whose two bolts run in different worker processes, overloaded: it completes.
+"""A cycle that multiplies its tuples, overloaded, completes: its two bolts in different
+worker processes, or in one.
 
 ping -> pong -> ping, with ping doubling every tuple it passes on, so the cycle
 multiplies what the spout injects: the tuples inside it outgrow both executors' drain
@@ -9,6 +10,11 @@ cleared: the run stalled for good (both workers parked, ~3k of 80k tuples done).
 cycle executor with its budget spent sends past the flag into the other worker's
 overflowQ (transport/remote.py, CycleTarget), and the spouts feeding the cycle hear of
 the congestion of a cycle executor in another worker (WorkerLink.announce_cycle).
+
+Inside one worker the same shape, with more fan-out, stalled the same way on full
+local queues (both pendingEmitQs at their budget, each parked on the other's full
+queue); a cycle executor with its budget spent now places into the local task's
+overflowQ (runtime/cycle_target.py, LocalCycleTarget).
 
 No `topology.max.spout.pending` (None) and small receive queues: the shape that
 deadlocked; with acking off and on.
@@ -54,19 +60,23 @@ class Items(Spout):
 
 
 class Ping(BasicBolt):
-    """Doubles each tuple on its way round; counts the tuples that made HOPS hops."""
+    """Multiplies each tuple by `fan` on its way round; counts the tuples that made
+    `hops` hops."""
 
     outputs = ["id", "hops"]
+
+    def __init__(self, fan: int = FAN, hops: int = HOPS):
+        self.fan, self.hops = fan, hops
 
     def prepare(self, conf: Any, context: Any) -> None:
         self.done = 0
 
     def execute(self, tup: Any) -> None:
         i, hops = tup.values
-        if hops >= HOPS:
+        if hops >= self.hops:
             self.done += 1
             return
-        for _ in range(FAN):
+        for _ in range(self.fan):
             self.emit([i, hops + 1])
 
     def result(self) -> int:
@@ -81,7 +91,9 @@ class Pong(BasicBolt):
         self.emit([i, hops + 1])
 
 
-def cycle(name: str, acking: bool) -> Topology:
+def cycle(
+    name: str, acking: bool, items: int = ITEMS, fan: int = FAN, hops: int = HOPS
+) -> Topology:
     t = Topology(
         name,
         config={
@@ -91,8 +103,8 @@ def cycle(name: str, acking: bool) -> Topology:
             "topology.cycle.drain.budget": 1024,
         },
     )
-    t.set_spout("items", Items(ITEMS, acking))
-    t.set_bolt("ping", Ping()).shuffle_grouping("items").shuffle_grouping("pong")
+    t.set_spout("items", Items(items, acking))
+    t.set_bolt("ping", Ping(fan, hops)).shuffle_grouping("items").shuffle_grouping("pong")
     t.set_bolt("pong", Pong()).shuffle_grouping("ping")
     return t
 
@@ -133,3 +145,34 @@ def test_cycle_across_two_workers_completes_under_overload(acking: bool) -> None
             timeout=10,
             what="the cycle's congestion cleared in every worker",
         )
+
+
+def stalled(c: LocalCluster, name: str) -> str:
+    s = c.statistics(name)
+    held = {
+        f"{t.component}[{t.task}]@w{t.worker}": (t.pending_emits, t.overflow)
+        for t in s.tasks.values()
+    }
+    return f"the cycle stalled: (pendingEmitQ, overflowQ) per task {held}"
+
+
+@pytest.mark.parametrize("acking", [False, True], ids=["acking-off", "acking-on"])
+def test_a_multiplying_cycle_in_one_worker_completes_under_overload(acking: bool) -> None:
+    """Fan-out 4 over three rounds of ping: 2,000 items become 128,000 at hop 6. The old
+    code stalled at ~700 of ping's executes, both budgets (1,024) full."""
+    name = f"cycle1w-{'ack' if acking else 'noack'}"
+    items, fan, hops = 2_000, 4, 6
+    with LocalCluster(workers=1) as c:
+        c.submit(cycle(name, acking, items, fan, hops))
+        try:
+            final = c.wait_complete(name, timeout=COMPLETE_WITHIN)
+        except TimeoutError:
+            pytest.fail(stalled(c, name))
+        by = {t.component: t for t in final.tasks.values()}
+        assert c._get(name).results()["ping"] == [items * fan ** (hops // 2)]
+        assert by["ping"].executed == items * sum(fan**k for k in range(hops // 2 + 1))
+        assert by["pong"].executed == items * sum(fan**k for k in range(1, hops // 2 + 1))
+        if acking:
+            assert by["items"].acked == items and by["items"].failed == 0
+        # the budget was spent and got through: what it placed waited in overflowQs
+        assert max(t.overflow_high for t in final.tasks.values()) > 0
