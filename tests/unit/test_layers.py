@@ -32,7 +32,8 @@ FLOORS = {
     "runtime": RUNTIME,
     "local": LOCAL,
     # the programs
-    "__init__": TOP, "__main__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP, "cluster": TOP, "ui": TOP,
+    "__init__": TOP, "__main__": TOP, "cli": TOP, "cli_cluster": TOP, "monitor": TOP,
+    "cluster": TOP, "ui": TOP,
     "httpd": TOP, "metrics": TOP, "lint": TOP, "loader": TOP, "testing": TOP,
     # built on the component API: connectors, windowing, other languages, loaders
     # state is a plug-in the runtime does not name (it registers in stormish.plugins)
