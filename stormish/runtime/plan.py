@@ -146,24 +146,32 @@ def assign(plan: Plan, workers: int) -> dict[int, int]:
 
 def find_cycles(components: Mapping[str, ComponentSpec]) -> tuple[set[str], set[str]]:
     """Components on a cycle of the user graph, and the spouts upstream of one."""
-    succ: dict[str, set[str]] = {n: set() for n in components}
-    for spec in components.values():
-        for sub in spec.subscriptions:
-            if sub.source in succ and not sub.source.startswith("__"):
-                succ[sub.source].add(spec.name)
+    succ = successors(components)
     on_cycle: set[str] = set()
     for scc in _sccs(succ):
         if len(scc) > 1 or any(n in succ[n] for n in scc):
             on_cycle |= scc
     feeds: set[str] = set()
     for name, spec in components.items():
-        if spec.is_spout and _reaches(succ, name) & on_cycle:
+        if spec.is_spout and reaches(succ, name) & on_cycle:
             feeds.add(name)
     return on_cycle, feeds
 
 
-def _reaches(succ: Mapping[str, set[str]], start: str) -> set[str]:
-    seen, todo = set(), [start]
+def successors(components: Mapping[str, ComponentSpec]) -> dict[str, set[str]]:
+    """The user graph: each component's subscribers (system streams left out)."""
+    succ: dict[str, set[str]] = {n: set() for n in components}
+    for spec in components.values():
+        for sub in spec.subscriptions:
+            if sub.source in succ and not sub.source.startswith("__"):
+                succ[sub.source].add(spec.name)
+    return succ
+
+
+def reaches(succ: Mapping[str, set[str]], start: str) -> set[str]:
+    """The components `start` reaches along the graph's edges."""
+    seen: set[str] = set()
+    todo = [start]
     while todo:
         for n in succ[todo.pop()]:
             if n not in seen:

@@ -54,7 +54,7 @@ from .modes import (
     LatchWriter,
     latch_path,
 )
-from .plan import ACKER, Plan
+from .plan import ACKER, Plan, reaches, successors
 from .queue import ReceiveQueue
 from .scheduler import Scheduler, Watchdog
 from .spout_executor import SpoutExecutor
@@ -440,11 +440,7 @@ class Worker:
         plan = self.plan
         if not plan.on_cycle:
             return []
-        succ: dict[str, set[str]] = {n: set() for n in plan.components}
-        for spec in plan.components.values():
-            for sub in spec.subscriptions:
-                if sub.source in succ and not sub.source.startswith("__"):
-                    succ[sub.source].add(spec.name)
+        succ = successors(plan.components)
         reach: dict[str, set[str]] = {}
         out: list[CycleTarget | LocalCycleTarget] = []
         for ex in self.executors.values():
@@ -457,7 +453,7 @@ class Worker:
                     continue
                 dest = plan.task_component[ob.task]
                 if dest not in reach:
-                    reach[dest] = _reaches(succ, dest)
+                    reach[dest] = reaches(succ, dest)
                 if ex.component not in reach[dest]:
                     continue  # not within the cycle: Storm's backpressure
                 wrapped: CycleTarget | LocalCycleTarget
@@ -829,18 +825,6 @@ class Worker:
 
     def errors(self) -> list[ErrorReport]:
         return [e for ex in self.executors.values() for e in ex.errors]
-
-
-def _reaches(succ: Mapping[str, set[str]], start: str) -> set[str]:
-    """The components `start` reaches along the topology's edges."""
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for n in succ[todo.pop()]:
-            if n not in seen:
-                seen.add(n)
-                todo.append(n)
-    return seen
 
 
 def _stuck_note(ex: Executor) -> str:

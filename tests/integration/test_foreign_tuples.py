@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +40,7 @@ from stormish.transport.security import Curve, Security
 
 from .test_hostile_peer import N, attack, finish, started
 from .test_hostile_peer import topology as gated_topology
+from .test_link_limits import serve
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_leaks")]
 
@@ -51,17 +51,6 @@ def conf(**over: Any) -> dict:
     c = defaults()
     c.update({"topology.transport.shm": "off", "topology.transport.bulk": "off"}, **over)
     return c
-
-
-def serve(link: WorkerLink, until: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Serve the link by hand (receive, timer, send) until `until()` or fail."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        link.service()
-        if until():
-            return
-        time.sleep(0.001)
-    raise AssertionError("the link never got there")
 
 
 class FakePeer:

@@ -41,7 +41,7 @@ class Screen:
             self.counts.dead_lettered += len(rows)
         return bool(lost or rejected)
 
-    def arrived(self, batches: list) -> None:
+    def arrived(self, batches: list, sign: int = 1) -> None:
         """Count a turn's batches: a block edge's as they leave the queue (a channel
         counts its own), executed now unless their age is judged as they execute."""
         edges = self.edges
@@ -49,7 +49,7 @@ class Screen:
             e = edges.get((b[0], b[1]))
             if e is not None:
                 st = e[0]
-                n = len(b[2])
+                n = len(b[2]) * sign
                 if not st.policy.channel:
                     st.arrived += n
                 if b[2].__class__ is not StampedRows:
@@ -58,16 +58,7 @@ class Screen:
     def returned(self, batches: list) -> None:
         """Batches taken and put back unexecuted (the bolt's emits parked: BoltExecutor):
         `arrived` undone, as they are counted again when they are taken again."""
-        edges = self.edges
-        for b in batches:
-            e = edges.get((b[0], b[1]))
-            if e is not None:
-                st = e[0]
-                n = len(b[2])
-                if not st.policy.channel:
-                    st.arrived -= n
-                if b[2].__class__ is not StampedRows:
-                    st.executed -= n
+        self.arrived(batches, -1)
 
     def unjudged(self, src_task: int, stream: str, k: int, late: bool) -> None:
         """`judge` counted k rows that were not executed after all (the rows before them
