@@ -842,17 +842,38 @@ def daemon_security(
 
 def private_data_dir(data_dir: str) -> None:
     """Nimbus unpickles the topologies in its data directory when it restarts: a
-    directory others can write would let them plant code. Made 0700; an existing one
-    that others can write is refused, naming its mode."""
+    directory others can write would let them plant code. Made 0700 (whatever the
+    umask); an existing one, or its `topologies/` directory, that its group or others
+    can write, or that another user owns, is refused, naming its path."""
+    import os
+
+    if not os.path.isdir(data_dir):
+        os.makedirs(data_dir, mode=0o700, exist_ok=True)
+        os.chmod(data_dir, 0o700)  # makedirs' mode is masked by the umask
+    _private(data_dir, "nimbus data directory")
+    topologies = os.path.join(data_dir, "topologies")
+    if os.path.lexists(topologies):
+        _private(topologies, "nimbus topologies directory")
+
+
+def _private(path: str, what: str) -> None:
+    """Refuse `path` if its group or others can write it, or another user owns it."""
     import os
     import stat
 
-    os.makedirs(data_dir, mode=0o700, exist_ok=True)
-    mode = stat.S_IMODE(os.stat(data_dir).st_mode)
+    st = os.stat(path)
+    mode = stat.S_IMODE(st.st_mode)
+    me = os.geteuid()
+    fix = f"(chmod 700 {path}" + (")" if st.st_uid == me else f"; chown it to uid {me})")
     if mode & 0o022:
         raise StormishError(
-            f"nimbus data directory {data_dir!r} is mode {mode:04o}: others can write it, "
-            f"and nimbus loads topologies' code from it (chmod 700 {data_dir})"
+            f"{what} {path!r} is mode {mode:04o}: others can write it, "
+            f"and nimbus loads topologies' code from it {fix}"
+        )
+    if st.st_uid != os.geteuid():
+        raise StormishError(
+            f"{what} {path!r} is owned by uid {st.st_uid}, not this user ({me}): "
+            f"nimbus loads topologies' code from it {fix}"
         )
 
 

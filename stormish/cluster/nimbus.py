@@ -78,6 +78,12 @@ UI_URL_FILE = "ui-url"  # in the data directory: the web UI's URL with its token
 REPLACED_SILENCE = 3.0
 REPLACED_BEATS = 3  # ... and that one beat this many times since without it
 
+# a turn of the loop longer than this (nimbus stopped, swapped out, blocked on a worker):
+# the time nimbus did not look is not counted as its supervisors' silence
+PAUSED = 1.0
+SAVE_RETRY = 1.0  # a state that could not be saved (a full disk) is tried again this often
+SAVE_REMIND = 60.0  # ... and the error logged again this often while it fails
+
 
 @dataclass
 class SupervisorInfo:
@@ -141,6 +147,15 @@ class Nimbus:
         self._submitting: dict[str, _PendingSubmit] = {}  # HA: submits awaiting replication
         self._replicated: queue.Queue[tuple[str, _PendingSubmit, str | None]] = queue.Queue()
         self.leading = ha is None  # a single nimbus always leads
+        # stored topologies whose code no longer loads: listed as failed until killed
+        self.unloadable: dict[str, dict[str, Any]] = {}
+        # topologies whose state (and final statistics) could not be saved: retried
+        self._unsaved: dict[str, float] = {}  # name -> when the error is logged again
+        self._finals: dict[str, dict[str, Any]] = {}  # name -> final statistics to save
+        self._save_at = 0.0
+        self._looked = time.monotonic()  # the last turn of the loop
+        # topologies restored from the store, until a supervisor was heard on each worker
+        self._restored: set[str] = set()
         if ha is None:
             self.store = Store(data_dir)
             self._restore()
@@ -365,6 +380,7 @@ class Nimbus:
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
         while not self._stop:
+            drain = 100 if not self._credit_pause(time.monotonic()) else 1_000_000
             if self.leadership is not None:
                 try:
                     self._follow_election()
@@ -373,7 +389,7 @@ class Nimbus:
                 self._send_forwarded()
                 self._finish_submits()
             if self.api.poll(50):
-                for _ in range(100):
+                for _ in range(drain):  # after a pause: all that queued, before any tick
                     try:
                         frames = self.api.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
@@ -385,6 +401,20 @@ class Nimbus:
                     self.tick()
                 except LostLeadership as exc:
                     self._lost(exc)
+
+    def _credit_pause(self, now: float) -> bool:
+        """Whether nimbus itself did not look for more than PAUSED seconds since the last
+        turn (SIGSTOP, swapped out, a long ask): that time is not a supervisor's
+        silence, so each is credited with it (`heard` moves on by the gap) and what was
+        queued meanwhile is read before anything is judged."""
+        gap, self._looked = now - self._looked, now
+        if gap <= PAUSED:
+            return False
+        for info in self.supervisors.values():
+            info.heard = min(now, info.heard + gap)
+        if gap > 5 * PAUSED:
+            log.info(f"nimbus: did not look for {gap:.1f}s: supervisors' silence counts from now")
+        return True
 
     def _lost(self, exc: LostLeadership) -> None:
         assert self.leadership is not None
@@ -415,8 +445,22 @@ class Nimbus:
         self.control.close()
 
     def _restore(self) -> None:
+        self.unloadable.clear()
+        self._restored.clear()
         for name, topology, conf, state in self.store.load_all():
             if state.get("status") in ENDED:
+                continue
+            if topology is None:  # its code no longer loads: failed, its workers unwanted
+                why = str(state.get("unloadable"))
+                self.unloadable[name] = {
+                    "name": name, "status": TopologyStatus.FAILED, "workers": 0, "slots": {},
+                    "active": False, "error": why, "waiting": None, "killing": False,
+                    "rebalancing": False, "worker_status": [], "restarts": 0,
+                    "uptime_seconds": round(time.time() - float(state.get("submitted") or 0), 1),
+                }  # fmt: skip
+                # a topology submitted again under its name starts past its workers' epoch
+                self.removed_epochs[name] = int(state.get("epoch") or 0)
+                log.error(f"nimbus: stored topology {name!r} failed: {why} (kill removes it)")
                 continue
             workers = int(state.get("workers") or conf.get("topology.workers") or 1)
             if workers != int(conf.get("topology.workers") or 1):  # rebalanced
@@ -435,6 +479,7 @@ class Nimbus:
             d.slots = {int(i): (s[0], int(s[1])) for i, s in state.get("slots", {}).items()}
             d.note_hosts()
             self.deployments[name] = d
+            self._restored.add(name)
             log.info(f"nimbus: restored topology {name!r} ({d.status})")
 
     # -- metrics (on the HTTP server's thread: reads only) -----------------------------------
@@ -698,6 +743,7 @@ class Nimbus:
         if old is not None and old.status not in ENDED:
             raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
         conf = topology.validate(extra)
+        self.unloadable.pop(topology.name, None)  # replaced by this one
         self.store.forget(topology.name)
         self.store.save_topology(topology.name, topology, conf)
         return self._deploy(topology, conf, bool(active))
@@ -711,8 +757,15 @@ class Nimbus:
         # which must not stand for the new ones (also when `kill` removed it)
         d.epoch += max(old.epoch if old is not None else 0, self.removed_epochs.pop(d.name, 0))
         self.deployments[d.name] = d
+        self._restored.discard(d.name)
         self._place(d)
-        self._save(d)
+        try:  # a submit that cannot be saved is refused (a full disk), not half-taken
+            self.store.save_state(d.name, d.state())
+        except OSError as exc:
+            del self.deployments[d.name]
+            self.removed_epochs[d.name] = d.epoch
+            self.store.forget(d.name)
+            raise StormishError(f"topology {d.name!r} not submitted: saving it: {exc}") from exc
         return d.name
 
     def api_supervisors(self, _payload: None) -> list[dict[str, Any]]:
@@ -731,6 +784,7 @@ class Nimbus:
             row["worker_status"] = self.worker_status(d)
             row["restarts"] = sum(int(w.get("restarts", 0)) for w in row["worker_status"])
             out.append(row)
+        out += [dict(row) for name, row in self.unloadable.items() if name not in self.deployments]
         return out
 
     def api_kill(self, req: api.Kill) -> str | float:
@@ -744,6 +798,11 @@ class Nimbus:
         pick up: a worker that is alive but does not answer does not keep the kill from
         happening (it is told again later, `_tell_untold`)."""
         name = req.name
+        if name in self.unloadable and name not in self.deployments:  # its code did not load
+            del self.unloadable[name]
+            self.store.forget(name)
+            log.info(f"nimbus: {name}: removed (its stored code did not load)")
+            return TopologyStatus.FAILED
         d = self._get(name)
         if d.status in ENDED:
             del self.deployments[name]
@@ -953,7 +1012,54 @@ class Nimbus:
         d.waiting = why
 
     def _save(self, d: Deployment) -> None:
-        self.store.save_state(d.name, d.state())
+        """Save `d`'s state. One that cannot be written (a full disk, OSError) does not
+        stop nimbus: logged (once, then every SAVE_REMIND seconds) and tried again
+        every SAVE_RETRY seconds (`_retry_saves`) until it is written."""
+        try:
+            self.store.save_state(d.name, d.state())
+        except OSError as exc:
+            self._unsaved_error(d.name, exc)
+        else:
+            self._unsaved.pop(d.name, None)
+
+    def _save_final(self, name: str, final: dict[str, Any]) -> None:
+        self._finals[name] = final
+        try:
+            self.store.save_final(name, final)
+        except OSError as exc:
+            self._unsaved_error(name, exc)
+        else:
+            del self._finals[name]
+
+    def _unsaved_error(self, name: str, exc: OSError) -> None:
+        now = time.monotonic()
+        if name not in self._unsaved:
+            log.error(f"nimbus: {name}: cannot save its state ({exc}): trying again")
+            self._unsaved[name] = now + SAVE_REMIND
+        elif now >= self._unsaved[name]:
+            log.error(f"nimbus: {name}: its state is still not saved ({exc}): trying again")
+            self._unsaved[name] = now + SAVE_REMIND
+        self._save_at = now + SAVE_RETRY
+
+    def _retry_saves(self) -> None:
+        """Save again what could not be saved (every SAVE_RETRY seconds)."""
+        if not self._unsaved or time.monotonic() < self._save_at:
+            return
+        for name in list(self._unsaved):
+            d = self.deployments.get(name)
+            if d is None:  # removed meanwhile
+                del self._unsaved[name]
+                self._finals.pop(name, None)
+                continue
+            try:
+                self.store.save_state(name, d.state())
+                if name in self._finals:
+                    self.store.save_final(name, self._finals.pop(name))
+            except OSError as exc:
+                self._unsaved_error(name, exc)
+                continue
+            del self._unsaved[name]
+            log.warning(f"nimbus: {name}: its state is saved again")
 
     # -- stepping: decide (pure, cluster/decide.py), then act ------------------------------
     def view(self) -> dc.View:
@@ -983,6 +1089,9 @@ class Nimbus:
     def tick(self) -> None:
         """One step of every topology: what `decide` says, carried out. A worker's
         refusal (WorkerError) fails its topology, not nimbus."""
+        self._retry_saves()
+        if self._restored:
+            self._end_half_stopped()
         failed: set[str] = set()
         brought: dict[str, list[tuple[ClusterWorker, Any]]] = {}
         for action in dc.decide(self.view()):
@@ -999,6 +1108,38 @@ class Nimbus:
                 d.error = str(exc)
                 failed.add(d.name)
                 self._end(d, TopologyStatus.FAILED)
+
+    def _end_half_stopped(self) -> None:
+        """A restored running topology one of whose workers its supervisor reports
+        `finished` (it exited 0: only nimbus stops a worker so) was being ended by a
+        nimbus that died before it saved the end (an older nimbus, or a save that
+        failed): that worker is never restarted, so the end is finished here, not
+        left `running` for ever. Checked until every worker was adopted (or restarted)."""
+        for name in list(self._restored):
+            d = self.deployments.get(name)
+            if d is None or d.status != TopologyStatus.RUNNING:
+                self._restored.discard(name)
+                continue
+            reports = [
+                info.workers.get(f"{name}/{i}") if (info := self.supervisors.get(sid)) else None
+                for i, (sid, _) in d.slots.items()
+            ]
+            done = [
+                i
+                for i, r in zip(d.slots, reports, strict=True)
+                if r and r.get("state") == "finished"
+            ]
+            if done:
+                self._restored.discard(name)
+                status = TopologyStatus.KILLED if d.kill_at is not None else TopologyStatus.COMPLETE
+                d.error = (
+                    f"worker{'s' if len(done) > 1 else ''} {', '.join(map(str, done))} had "
+                    "finished (stopped by a nimbus that ended the topology before it restarted)"
+                )
+                log.warning(f"nimbus: {name}: {d.error}: ending it ({status})")
+                self._end(d, status)
+            elif all(w.worker_pid is not None for w in d.handles):
+                self._restored.discard(name)  # every worker adopted or brought up
 
     def _act(self, d: Deployment, a: dc.Action, brought: dict[str, list]) -> None:
         if isinstance(a, dc.Move):
@@ -1117,12 +1258,15 @@ class Nimbus:
         return True
 
     def _end(self, d: Deployment, status: TopologyStatus) -> None:
-        stats = d.running.finish(status)
+        """The end is saved before the workers are stopped (which takes as long as their
+        cleanups): a nimbus killed meanwhile restarts with the topology ended, its
+        workers no longer wanted, never with it `running` and its workers finished."""
         d.status = status
         d.slots = {}
         d.waiting = None  # an ended topology waits for nothing (list, monitor)
         self._save(d)
-        self.store.save_final(d.name, stats.to_dict())
+        stats = d.running.finish(status)
+        self._save_final(d.name, stats.to_dict())
         log.info(f"nimbus: {d.name}: {status}")
 
 

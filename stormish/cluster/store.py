@@ -33,7 +33,11 @@ log = logging.getLogger("stormish.nimbus")
 class Store:
     def __init__(self, data_dir: str):
         self.root = os.path.join(os.path.abspath(data_dir), "topologies")
-        os.makedirs(self.root, exist_ok=True)
+        # 0700 whatever the umask: a pickle another local user could plant here would
+        # be unpickled (run) by nimbus at its next start (`cli_cluster` refuses a
+        # root that others can write or that another user owns)
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        os.chmod(self.root, 0o700)
 
     def _dir(self, name: str) -> str:
         """The directory of topology `name`, a checked name strictly inside the root."""
@@ -43,7 +47,11 @@ class Store:
         d = self._dir(name)
         os.makedirs(d, mode=0o700, exist_ok=True)
         os.chmod(d, 0o700)  # whatever the umask
-        self._write(name, "topology.pkl", pickling.dumps((topology, conf)))
+        try:
+            self._write(name, "topology.pkl", pickling.dumps((topology, conf)))
+        except BaseException:  # a full disk: no half-stored topology for the next start
+            self.forget(name)
+            raise
 
     def save_state(self, name: str, state: dict[str, Any]) -> None:
         self._write(name, "state.json", json.dumps(state, sort_keys=True).encode())
@@ -66,17 +74,29 @@ class Store:
         return {}
 
     def load_all(self) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
-        """(name, topology, conf, state) of every stored topology that still runs."""
-        out = []
+        """(name, topology, conf, state) of every stored topology. One whose code no
+        longer loads (a module it imports was removed by an upgrade, a damaged file)
+        comes with topology None, conf {} and its state's `unloadable` saying why: it
+        must not keep nimbus, and every other topology, from starting."""
+        out: list[tuple[str, Any, dict[str, Any], dict[str, Any]]] = []
         for name in sorted(os.listdir(self.root)):
             try:
                 d = self._dir(name)
                 with open(os.path.join(d, "state.json")) as fh:
                     state = json.load(fh)
+                if not isinstance(state, dict):
+                    raise ValueError(f"state.json holds {type(state).__name__}, not a mapping")
+            except (OSError, ValueError, StormishError) as exc:
+                log.warning(f"nimbus: skipping stored topology {name!r}: {exc}")
+                continue
+            try:
                 with open(os.path.join(d, "topology.pkl"), "rb") as fh:
                     topology, conf = cloudpickle.load(fh)
-            except (OSError, ValueError, EOFError, StormishError) as exc:
-                log.warning(f"nimbus: skipping stored topology {name!r}: {exc}")
+                if not isinstance(conf, dict):
+                    raise TypeError(f"its config is a {type(conf).__name__}, not a mapping")
+            except Exception as exc:  # noqa: BLE001 - unpickling runs any code
+                why = f"its stored code no longer loads: {type(exc).__name__}: {exc}"
+                out.append((name, None, {}, dict(state, unloadable=why)))
                 continue
             out.append((name, topology, conf, state))
         return out
@@ -84,8 +104,15 @@ class Store:
     def _write(self, name: str, filename: str, data: bytes) -> None:
         d = self._dir(name)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{filename}.")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, os.path.join(d, filename))
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, os.path.join(d, filename))
+        except BaseException:  # a full disk: no half-written temp file left behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise

@@ -91,6 +91,7 @@ class ZkStore:
         self.op_timeout = op_timeout
         self.blob_dir = os.path.join(os.path.abspath(data_dir), "blobs")
         os.makedirs(self.blob_dir, mode=0o700, exist_ok=True)
+        os.chmod(self.blob_dir, 0o700)  # whatever the umask: nimbus unpickles what is here
         for sub in ("leader", "topologies", "code", "blobs", "final", "supervisors", "assignments"):
             client.ensure_path(f"{self.root}/{sub}")
         self._staged: dict[str, str] = {}  # name -> code id of a submit under way
@@ -265,10 +266,16 @@ class ZkStore:
                     self._written[path] = json.dumps(state, sort_keys=True).encode()
                     continue
                 used.add(str(state["code"]))
-                topology, conf = self._load_code(state["code"])
             except (OSError, ValueError, KeyError, EOFError, StormishError) as exc:
                 log.warning(f"nimbus: skipping topology {name!r} in ZooKeeper: {exc}")
                 continue
+            try:
+                topology, conf = self._load_code(state["code"])
+            except Exception as exc:  # noqa: BLE001 - unpickling runs any code
+                # listed failed (`Store.load_all`): it must not keep nimbus from leading
+                topology, conf = None, {}
+                why = f"{type(exc).__name__}: {exc}"
+                state["unloadable"] = f"its stored code no longer loads: {why}"
             self._written[path] = json.dumps(state, sort_keys=True).encode()
             self._slots[name] = state.get("slots")
             state.pop("code", None)
@@ -419,9 +426,16 @@ class ZkStore:
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise StormishError(f"code {cid} in ZooKeeper: its hash does not match its pieces")
         fd, tmp = tempfile.mkstemp(dir=self.blob_dir, prefix=f".{cid}.")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, os.path.join(self.blob_dir, f"{cid}.pkl"))
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, os.path.join(self.blob_dir, f"{cid}.pkl"))
+        except BaseException:  # a full disk: no half-written temp file left behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
     def _hold(self, cid: str) -> None:
         """This nimbus holds code `cid` (fetched, checked, loadable): say so."""
