@@ -1020,7 +1020,8 @@ class Nimbus:
         except OSError as exc:
             self._unsaved_error(d.name, exc)
         else:
-            self._unsaved.pop(d.name, None)
+            if d.name not in self._finals:  # its final statistics are still to be saved
+                self._unsaved.pop(d.name, None)
 
     def _save_final(self, name: str, final: dict[str, Any]) -> None:
         self._finals[name] = final

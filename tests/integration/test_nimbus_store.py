@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -81,6 +82,12 @@ def test_a_stored_topology_whose_code_no_longer_loads_is_listed_failed(tmp_path)
             assert "ModuleNotFoundError" in listed["uses-gone"]["error"]
             assert listed["garbled"]["status"] == "failed"
             assert "TypeError" in listed["garbled"]["error"]
+            shown = subprocess.run(
+                [sys.executable, "-m", "stormish.cli", "list", "--nimbus", f"127.0.0.1:{c.api}"],
+                env=c.env, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert shown.returncode == 0, shown.stderr
+            assert re.search(r"uses-gone +failed .*ModuleNotFoundError", shown.stdout)
             assert c.call("kill", ("uses-gone", 0)) == "failed"
             assert set(rows(c)) == {"good", "garbled"}
             assert not os.path.exists(os.path.join(c.data, "topologies", "uses-gone"))
