@@ -798,7 +798,8 @@ def supervisor(
         )
 
     sup = guard(lambda: _listening(make, "supervisor"))
-    _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}")
+    # refused by nimbus (its id is a live supervisor's): exit 2 with why, as Storm does
+    guard(lambda: _serve(sup, f"supervisor {sup.id} offering ports {sup.ports} to {nimbus_spec}"))
 
 
 def daemon_security(

@@ -94,6 +94,7 @@ class SupervisorInfo:
     running: dict[str, int] = field(default_factory=dict)
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # "topology/index" -> report
     failed: dict[int, str] = field(default_factory=dict)  # port -> why (another program has it)
+    nonce: str | None = None  # its process's (a restart has another): two with one id differ
 
 
 class Nimbus:
@@ -126,6 +127,7 @@ class Nimbus:
         security.server(self.api)
         self.api.bind(api_bind)
         self.control = ControlServer(control_bind, security)
+        self.control.admit = self._admit_hello  # a stale incarnation is told to stop
         host = advertise_host or _host(self.control.address)
         self.control_address = f"tcp://{host}:{self.control.address.rsplit(':', 1)[1]}"
         self.supervisors: dict[str, SupervisorInfo] = {}
@@ -139,6 +141,8 @@ class Nimbus:
         self.log_requests: dict[int, dict[str, Any]] = {}
         self._log_ids = itertools.count(1)
         self._shared: set[tuple[str, int]] = set()  # (host, port) offered twice: warned
+        self._retired: dict[str, set[str]] = {}  # id -> nonces of processes restarted since
+        self._refused: set[tuple[str, str]] = set()  # (id, nonce) refused: said once
         # a supervisor -> beats since its last of one offering its host and ports
         self._outbeaten: dict[str, int] = {}
         self.store: Store | ZkStore
@@ -597,6 +601,9 @@ class Nimbus:
         of worker logs `stormish logs` waits for (it sends them at once)."""
         sid = str(report["id"])
         info = self.supervisors.get(sid)
+        refused = self._duplicate(sid, info, str(report["host"]), report.get("nonce"))
+        if refused is not None:  # no word on workers: it is to exit, saying why
+            return {"wanted": None, "refused": refused}
         self._outbeaten.pop(sid, None)  # it beats: not replaced (_replaced_by)
         if info is None:
             log.info(f"nimbus: supervisor {sid} joined ({report['host']}, ports {report['ports']})")
@@ -613,9 +620,11 @@ class Nimbus:
         self.supervisors[sid] = SupervisorInfo(
             sid, str(report["host"]), [int(p) for p in report["ports"]], time.monotonic(),
             dict(report.get("running", {})), _worker_reports(report.get("workers")), failed,
+            None if report.get("nonce") is None else str(report["nonce"]),
         )  # fmt: skip
         if info is None or info.ports != self.supervisors[sid].ports:
             self._warn_shared_ports()
+            self._unoffered(sid)
         new = self.supervisors[sid]
         self.store.save_supervisor(sid, {"host": new.host, "ports": new.ports,
                                          "failed": {str(p): w for p, w in new.failed.items()},
@@ -625,6 +634,73 @@ class Nimbus:
             if req is not None:
                 req["pieces"][f"{piece['index']}@{sid}"] = dict(piece, supervisor=sid)
         return {"wanted": self.wanted(sid), "logs": self.log_asks.pop(sid, [])}
+
+    def _duplicate(
+        self, sid: str, info: SupervisorInfo | None, host: str, nonce: Any
+    ) -> str | None:
+        """Why a beat is refused (None: it is not): a supervisor process claiming the id
+        of a live one on another host (two cloned hosts ran every worker twice, each
+        adopted in turn: found by a bug hunt), or one whose id another process on its
+        host took over since (a restart there: the later process is the supervisor).
+        Storm refuses a duplicate supervisor id too. Said once per process, here and by
+        the refused supervisor, which exits."""
+        if nonce is None or info is None or info.nonce is None or info.nonce == str(nonce):
+            return None
+        nonce = str(nonce)
+        if nonce in self._retired.get(sid, ()):
+            why = (
+                f"supervisor id {sid!r}: another supervisor process on {info.host} took "
+                "this id over since (a restart, or a second one started with it): this one "
+                "is refused; give each supervisor its own --id"
+            )
+        elif info.host == host:  # restarted on its host: the old process, if it lives,
+            self._retired.setdefault(sid, set()).add(info.nonce)  # is refused next beat
+            return None
+        elif time.monotonic() - info.heard > self.supervisor_timeout:
+            return None  # the old one is gone (a host replaced under its id)
+        else:
+            why = (
+                f"supervisor id {sid!r} is taken by a live supervisor on {info.host}; "
+                f"this one on {host} is refused: give each supervisor its own --id"
+            )
+        if (sid, nonce) not in self._refused:
+            self._refused.add((sid, nonce))
+            log.error(f"nimbus: {why}")
+        return why
+
+    def _unoffered(self, sid: str) -> None:
+        """Workers on ports their supervisor offers no longer (restarted with other
+        --ports) let go of their slots, to be placed again."""
+        ports = set(self.supervisors[sid].ports)
+        for d in self.deployments.values():
+            gone = sorted(i for i, (s, p) in d.slots.items() if s == sid and p not in ports)
+            for i in gone:
+                log.warning(
+                    f"nimbus: {d.name}: worker {i}: supervisor {sid} offers port "
+                    f"{d.slots.pop(i)[1]} no longer: placing it again"
+                )
+            if gone:
+                self._save(d)
+
+    def _admit_hello(self, key: tuple[str | None, int], hello: Any) -> str | None:
+        """The fence (None: admitted): a running worker whose address is not its slot's
+        (topology, index) -> supervisor host and port is a stale incarnation (its
+        supervisor stalled past --task-timeout and the slot moved): it is neither
+        adopted nor let stand for the current one, and is told to stop. A slot is one
+        port on one host, which one process at a time can listen on, so at most one
+        incarnation is admitted. A worker not yet assigned says no address: its
+        supervisor started it for the slot nimbus gave it."""
+        name, index = key
+        address = hello.info.get("address")
+        d = self.deployments.get(name) if name is not None else None
+        slot = d.slots.get(index) if d is not None and d.status not in ENDED else None
+        info = self.supervisors.get(slot[0]) if slot is not None else None
+        if not address or slot is None or info is None:
+            return None
+        mine = f"tcp://{info.host}:{slot[1]}"
+        if address == mine:
+            return None
+        return f"it runs at {address}, its slot is supervisor {slot[0]}'s {mine}"
 
     def _replaced_by(self, sid: str, host: str, ports: list[int]) -> None:
         """A supervisor that beats offering the very ports of a silent one on its host is
@@ -721,12 +797,14 @@ class Nimbus:
         return out
 
     def wanted(self, sid: str) -> list[dict[str, Any]]:
+        info = self.supervisors.get(sid)
+        offered = set(info.ports) if info is not None else set()
         out = []
         for d in self.deployments.values():
             if d.status in ENDED:
                 continue
             for index, (s, port) in d.slots.items():
-                if s == sid:
+                if s == sid and port in offered:
                     out.append(
                         {"topology": d.name, "index": index, "port": port,
                          "control": self.control_address, "epoch": d.epoch}
@@ -965,6 +1043,12 @@ class Nimbus:
             lost = [i for i, (s, _) in d.slots.items() if s == sid]
             for i in lost:
                 del d.slots[i]
+                # its worker may run on (its supervisor stalled, not dead): told to stop
+                # now, before a replacement starts elsewhere, not only at its next hello
+                w = d.handles[i] if i < len(d.handles) else None
+                if w is not None and w.ident and d.status not in ENDED:
+                    self.control.fence((d.name, i), w.ident, w.worker_pid)
+                    log.info(f"nimbus: {d.name}: worker {i} (pid {w.worker_pid}) told to stop")
             if lost and d.status not in ENDED:
                 log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
                 self._save(d)

@@ -36,6 +36,7 @@ import contextlib
 import itertools
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -68,6 +69,10 @@ from .restarts import RestartPolicy, last_line
 log = logging.getLogger("stormish.supervisor")
 
 HEARTBEAT = 1.0
+# a loop this many heartbeats late woke from a stall (SIGSTOP, a paused VM, swap): what
+# nimbus said before it is stale, the workers it no longer assigns here are stopped at
+# its first answer
+STALL_BEATS = 3
 
 
 Key = tuple[str, int]  # (topology, worker index)
@@ -239,6 +244,9 @@ class Supervisor:
             self.forkserver = ForkServer()
         try:
             self.id = supervisor_id or f"{socket.gethostname()}-{os.getpid()}"
+            # this process's: nimbus tells two supervisors started with one id apart
+            self.nonce = secrets.token_hex(8)
+            self.refused: str | None = None  # nimbus refused this id: why
             self.ports = list(ports)
             self.host = host
             self.bind_host = bind_host or listen_address(host)  # the workers' links, the metrics
@@ -270,6 +278,7 @@ class Supervisor:
             self.sock.connect(self.nimbus)
             self.slots: dict[tuple[str, int], Slot] = {}
             self._ids = itertools.count(1)
+            self._floor = 0  # replies to beats sent before this id are stale (a stall)
             self._stop = False
             self._log_pieces: list[dict[str, Any]] = []  # answers to nimbus's log asks
             self.nimbus_heard: float | None = None
@@ -315,9 +324,15 @@ class Supervisor:
 
     # -- the loop ----------------------------------------------------------------------------
     def serve(self) -> None:
-        next_beat = 0.0
+        """Until stopped; a StormishError when nimbus refuses this supervisor (its id is
+        a live one's): its workers are stopped (`close`)."""
+        next_beat = last = 0.0
         while not self._stop:
             now = time.monotonic()
+            if last and now - last > STALL_BEATS * self.heartbeat:
+                self._woke(now - last)
+                next_beat = now
+            last = now
             if now >= next_beat:
                 self._send_heartbeat()
                 next_beat = now + self.heartbeat
@@ -325,6 +340,19 @@ class Supervisor:
                 self._on_reply(self.sock.recv_multipart())
             self._try_next_nimbus()
             self._watch()
+
+        if self.refused is not None:
+            raise StormishError(self.refused)
+
+    def _woke(self, stalled: float) -> None:
+        """After a stall nimbus may have given this supervisor's slots to another: what
+        it answered before is stale (dropped), and a beat goes at once; its answer
+        stops the workers no longer assigned here first thing (`reconcile`)."""
+        log.warning(
+            f"supervisor {self.id}: stalled for {stalled:.1f}s: asking nimbus which "
+            "workers are still ours"
+        )
+        self._floor = next(self._ids)
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         self._stop = True
@@ -381,6 +409,7 @@ class Supervisor:
         self._recheck_failed()
         return {
             "id": self.id,
+            "nonce": self.nonce,
             "host": self.host,
             "ports": self.ports,
             "running": running,
@@ -450,9 +479,11 @@ class Supervisor:
 
     def _on_reply(self, frames: list[bytes]) -> None:
         try:
-            ok, _, wanted = ct.decode_reply(frames)
+            ok, rid, wanted = ct.decode_reply(frames)
         except ct.ControlError as exc:
             log.warning(f"supervisor {self.id}: dropped a reply: {exc}")
+            return
+        if rid < self._floor:  # answered before a stall: what it wants may have moved
             return
         if not ok:
             log.warning(f"supervisor {self.id}: nimbus refused: {wanted}")
@@ -460,6 +491,11 @@ class Supervisor:
         self.nimbus_heard = time.monotonic()
         asks: list[LogAsk] = []
         if isinstance(wanted, dict):
+            if wanted.get("refused"):  # another live supervisor has this id
+                self.refused = f"supervisor {self.id}: nimbus refused it: {wanted['refused']}"
+                log.error(self.refused)
+                self._stop = True
+                return
             if wanted.get("leader"):  # a follower: the leader is elsewhere
                 self._use_nimbus(str(wanted["leader"]), "the nimbus that leads")
             wanted, asks = wanted["wanted"], wanted.get("logs") or []
@@ -473,6 +509,9 @@ class Supervisor:
     def reconcile(self, wanted: list[dict[str, Any]]) -> None:
         """Make the running workers what nimbus wants."""
         have = {k: (s.port, s.control, s.epoch) for k, s in self.slots.items()}
+        # a slot on a port not offered now (a nimbus that has not heard the new --ports
+        # yet) is not ours: its worker is not started (or is stopped)
+        wanted = [w for w in wanted if int(w["port"]) in self.ports]
         stop, start = changes(have, wanted)
         for key, address in moved(have, wanted).items():
             s = self.slots[key]

@@ -11,6 +11,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -28,6 +29,8 @@ LOOKS = frozenset({"quiescence", "stats"})
 # A worker that answers and then exits (stop) can be seen dead before its answer is read:
 # how long its answer is still looked for once it is seen dead (s).
 DEAD_LOOK = 0.2
+# what a fenced worker is given to stop in (s): it is to stop, not to drain
+FENCED_STOP = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,12 @@ class ControlServer:
         self.closed = False
         self._ids = itertools.count(1)
         self.hellos: dict[tuple[str | None, int], Hello] = {}
+        # the fence (nimbus's): None, or why a hello comes from an incarnation that is not
+        # its slot's current one (a stale worker: its supervisor stalled past the task
+        # timeout and its slot moved). Such a hello is not kept (it must not stand for
+        # the current incarnation) and its worker is told to stop at each of them.
+        self.admit: Callable[[tuple[str | None, int], Hello], str | None] | None = None
+        self.fenced: set[tuple[str | None, int, int]] = set()  # said once each
         # a worker's answer may carry code (a task's results) only on a keyed socket
         self.code_ok = getattr(security, "public", None) is not None
 
@@ -87,12 +96,44 @@ class ControlServer:
                     try:
                         _, _, info = ct.decode_request(rest)
                         hello = Hello(ident, int(info["pid"]), info, time.monotonic())
-                        self.hellos[(info.get("topology"), int(info["index"]))] = hello
+                        key = (info.get("topology"), int(info["index"]))
+                        if self.admit is None or self._admitted(key, hello):
+                            self.hellos[key] = hello
                     except (ct.ControlError, KeyError, TypeError, ValueError) as exc:
                         log.info("control: dropped a hello: %s", exc)
                     continue
                 out.append((ident, rest))
         return out
+
+    def _admitted(self, key: tuple[str | None, int], hello: Hello) -> bool:
+        """The fence: a stale incarnation is told to stop (no wait for its answer: a
+        late reply is dropped as any is) at once, at its first hello after it woke."""
+        assert self.admit is not None
+        why = self.admit(key, hello)
+        if why is None:
+            return True
+        self.fence(key, hello.ident, hello.pid)
+        if (*key, hello.pid) not in self.fenced:
+            self.fenced.add((*key, hello.pid))
+            log.warning(
+                "control: worker %s/%d pid %d is fenced (%s): told to stop",
+                key[0], key[1], hello.pid, why,
+            )  # fmt: skip
+        return False
+
+    def fence(self, key: tuple[str | None, int], ident: bytes, pid: int | None) -> None:
+        """Tell a worker incarnation that is not its slot's any longer to stop, without
+        waiting for its answer (a late reply is dropped as any is); its hello stands
+        for the slot no more. Nimbus does it as it moves a slot away (`_forget_supervisor`)
+        and at each hello of a stale incarnation (a worker told while it was stalled)."""
+        with self.lock:
+            if self.closed or not ident:
+                return
+            got = self.hellos.get(key)
+            if got is not None and got.pid == pid:  # known till now: gone from now on
+                del self.hellos[key]
+            req = ct.request("stop", next(self._ids), FENCED_STOP)
+            self.sock.send_multipart([ident, *req])
 
     def _beat(self, frames: list[bytes]) -> None:
         """A worker's beat (sent by a thread of its own, so it goes on while the worker
