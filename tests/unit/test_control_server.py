@@ -138,3 +138,35 @@ def test_a_beat_refreshes_its_workers_hello_only_and_garbage_is_dropped(server):
         main.close()
         beat.close()
         ctx.term()
+
+
+def test_a_fenced_hello_is_not_kept_and_its_worker_is_told_to_stop(server):
+    """The fence (nimbus's `admit`): a hello from an incarnation that is not its slot's
+    (its supervisor stalled and the slot moved) must not stand for the worker, and the
+    stale worker is told to stop, at once, at that very hello."""
+    server.admit = lambda key, hello: "not its slot" if hello.pid == 7 else None
+    ctx = zmq.Context()
+    socks = []
+    try:
+        for pid in (5, 7):  # the current incarnation, then the stale one
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.IDENTITY, f"w0-{pid}".encode())
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(server.address)
+            info = {"index": 0, "pid": pid, "topology": "t", "state": "running",
+                    "address": f"tcp://h:{pid}"}  # fmt: skip
+            sock.send_multipart(ct.request("hello", 0, info))
+            socks.append(sock)
+        for _ in range(200):  # both hellos read: the stale one answered with a stop
+            server.pump(50)
+            if ("t", 0) in server.hellos and socks[1].poll(0):
+                break
+        assert socks[1].poll(0)
+        verb, _, payload = ct.decode_request(socks[1].recv_multipart())
+        assert verb == "stop" and payload > 0
+        assert server.hellos[("t", 0)].pid == 5  # the stale hello did not replace it
+        assert not socks[0].poll(100)  # the current one is told nothing
+    finally:
+        for sock in socks:
+            sock.close()
+        ctx.term()
