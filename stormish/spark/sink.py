@@ -28,6 +28,19 @@ Writers: `format="parquet"` to a local path (a plain path or a `file:` URI) uses
 another scheme (`s3a://`, `hdfs://`: with `state_dir=`, a local directory for the log
 and ledger) goes through a SparkSession (SparkCommitter).
 
+Commit thread (the pyarrow writer): a batch is handed to one thread of the sink's task
+that runs its commits one after another (the Arrow table, the ledger check, the Parquet
+encode and write, the publish), while the task's thread goes on with the spout and the
+other executors: pyarrow encodes and writes outside the GIL. The rule above holds as with
+commits on the task's thread: commits run strictly in the order the batches were cut, so
+the ledger check of batch N+1 sees batch N; tuples are acked, or failed when their commit
+fails, only after it, on the task's thread (`Bolt.on_turn`, woken by the commit thread);
+while `commits_ahead` batches wait for their commit the sink takes no input (the engine's
+backpressure holds its upstream); a finite run is not over while a commit is pending
+(`Bolt.holds_work`; with acking on the trees say it too), and `cleanup()` waits for the
+queued commits and settles them. `commits_ahead=0` commits on the task's thread, as the
+Spark writer always does (py4j calls stay on the task's thread).
+
 Null keys: a row whose key field is None is keyed by its whole row (keys.py), so
 distinct rows with null keys are all written, and a replayed one is still recognised.
 """
@@ -38,7 +51,9 @@ import logging
 import math
 import os
 import re
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -56,7 +71,8 @@ log = logging.getLogger("stormish.spark.sink")
 class SparkSink(Bolt):
     """Write the tuples it receives to `path` (or `table`) exactly once. See the module
     docstring for the rule; `fields` names the output columns (default: the input
-    tuple's fields), `schema` pins their pyarrow types, `durable` fsyncs each batch."""
+    tuple's fields), `schema` pins their pyarrow types, `durable` fsyncs each batch,
+    `commits_ahead` bounds the batches waiting for the commit thread (0: none)."""
 
     def __init__(
         self,
@@ -75,6 +91,7 @@ class SparkSink(Bolt):
         durable: bool = False,
         spark_conf: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        commits_ahead: int = 2,
     ):
         if (path is None) == (table is None):
             raise ValueError("SparkSink needs exactly one of path= or table=")
@@ -95,6 +112,14 @@ class SparkSink(Bolt):
         ):
             raise ValueError(
                 f"SparkSink batch_seconds must be a finite number > 0, got {batch_seconds!r}"
+            )
+        if (
+            isinstance(commits_ahead, bool)
+            or not isinstance(commits_ahead, int)
+            or commits_ahead < 0
+        ):
+            raise ValueError(
+                f"SparkSink commits_ahead must be an integer >= 0, got {commits_ahead!r}"
             )
         _check_format(format)
         if sink_id is not None and not (
@@ -118,6 +143,7 @@ class SparkSink(Bolt):
         self.state_dir = None if state_dir is None else os.fspath(state_dir)
         self.options = dict(options or {})
         self.durable, self.spark_conf, self.clock = durable, dict(spark_conf or {}), clock
+        self.commits_ahead = commits_ahead
         # a tick every half period: a batch waits at most ~1.5 x batch_seconds
         self.component_config = {TICK_KEY: self.batch_seconds / 2}
 
@@ -157,9 +183,38 @@ class SparkSink(Bolt):
 
             _check_data_source(session({**conf, **self.spark_conf}), self.format, self.component)
         _warn_config(self, conf)
+        # batches handed to the commit thread and not yet settled (the task's thread only)
+        self._committing = 0
+        ahead = self.commits_ahead if self.writer == "arrow" else 0
+        # on_turn holds the input back from this many pending commits on (never: inline)
+        self._hold_at = ahead or math.inf
+        self._commits: CommitThread | None = None
+        if ahead:
+            task = getattr(context, "task_id", None)
+            name = f"spark-sink-commit[{self.component}{'' if task is None else f':{task}'}]"
+            self._commits = CommitThread(self._commit, getattr(context, "wake", None), name)
 
     def cleanup(self) -> None:
+        """Commit what is buffered, wait for every queued commit, settle them all."""
+        if not hasattr(self, "_rows"):
+            return  # prepare never ran
         self.flush()
+        commits = self._commits
+        if commits is not None:
+            commits.close()  # waits for the queued commits
+            self._settle()
+
+    def on_turn(self) -> bool:
+        """Ack (or fail) the batches the commit thread finished, in commit order; True
+        (take no input) while `commits_ahead` batches wait for their commit."""
+        if self._commits is not None and self._commits.done:
+            self._settle()
+        return self._committing >= self._hold_at
+
+    def holds_work(self) -> bool:
+        """A commit is pending: its tuples are acked (or failed) once it ends, so a
+        finite run with acking off is not over yet."""
+        return self._committing > 0
 
     # -- input --------------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
@@ -226,34 +281,59 @@ class SparkSink(Bolt):
 
     # -- commit -------------------------------------------------------------------------------
     def flush(self) -> None:
-        """Commit what is buffered; ack it after the commit, fail it if the commit fails."""
+        """Commit what is buffered (on the commit thread, or here with none); its tuples
+        are acked after the commit, failed if the commit fails."""
         rows, tuples, batches = self._rows, self._tuples, self._batches
         self._rows, self._tuples, self._batches, self._oldest = [], [], [], None
         if not rows:
             return
+        commits = self._commits
+        if commits is not None:
+            self._committing += 1
+            commits.submit(rows, tuples, batches)
+        else:
+            self._settle_one(tuples, batches, self._commit(rows))
+
+    def _commit(self, rows: list) -> BaseException | None:
+        """One batch's commit; what it raised, if it failed (the tuples fail, the spout
+        replays them). Runs on the commit thread, when there is one."""
         try:
             self._write(rows)
-        except Exception as exc:  # noqa: BLE001 - the tuples fail, the spout replays them
-            err = (
-                exc
-                if isinstance(exc, StormishError)
-                else SparkSinkError(
-                    f"{where(self.component)}commit to {self._target()} failed: {short(exc)}"
-                )
-            )
-            if err is not exc:
-                err.__cause__ = exc
-            self.failed_batches += 1
-            self.report_error(err)
+        except Exception as exc:  # noqa: BLE001 - reported and failed on the task's thread
+            return exc
+        return None
+
+    def _settle(self) -> None:
+        """Settle the commits the commit thread finished, in the order they ran."""
+        assert self._commits is not None
+        done = self._commits.done
+        while done:
+            tuples, batches, exc = done.popleft()
+            self._committing -= 1
+            self._settle_one(tuples, batches, exc)
+
+    def _settle_one(self, tuples: list, batches: list, exc: BaseException | None) -> None:
+        if exc is None:
             for t in tuples:
-                self.fail(t)
+                self.ack(t)
             for b in batches:
-                self.fail_batch(b)
+                self.ack_batch(b)
             return
+        err = (
+            exc
+            if isinstance(exc, StormishError)
+            else SparkSinkError(
+                f"{where(self.component)}commit to {self._target()} failed: {short(exc)}"
+            )
+        )
+        if err is not exc:
+            err.__cause__ = exc
+        self.failed_batches += 1
+        self.report_error(err)
         for t in tuples:
-            self.ack(t)
+            self.fail(t)
         for b in batches:
-            self.ack_batch(b)
+            self.fail_batch(b)
 
     def _write(self, rows: list) -> None:
         """Rows to one Arrow table (column by column), keys from its key column when that
@@ -330,7 +410,75 @@ class SparkSink(Bolt):
             "duplicates_dropped": self.duplicates,
             "failed_batches": self.failed_batches,
             "buffered": len(self._rows),
+            "committing": getattr(self, "_committing", 0),
         }
+
+
+class CommitThread:
+    """Runs a sink task's commits, one at a time, in the order they were submitted, on a
+    thread of its own; each result goes to `done` (tuples, batches, the error or None) and
+    the task is woken (`wake`) to settle it. The task's thread submits and settles; this
+    thread only commits."""
+
+    def __init__(
+        self,
+        commit: Callable[[list], BaseException | None],
+        wake: Callable[[], None] | None,
+        name: str,
+    ):
+        self._commit = commit
+        self._wake = wake
+        self._jobs: deque[tuple[list, list, list]] = deque()
+        self.done: deque[tuple[list, list, BaseException | None]] = deque()
+        self._cond = threading.Condition()
+        self._pending = 0  # submitted, not yet in done
+        self._closed = False
+        # a daemon: a worker that exits without cleanup() does not wait for it (what it
+        # had not published is replayed; a half-written staging file is cleaned later)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, rows: list, tuples: list, batches: list) -> None:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the sink's commit thread is closed")
+            self._jobs.append((rows, tuples, batches))
+            self._pending += 1
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        cond, jobs = self._cond, self._jobs
+        while True:
+            with cond:
+                while not jobs and not self._closed:
+                    cond.wait()
+                if not jobs:
+                    return
+                rows, tuples, batches = jobs.popleft()
+            try:
+                exc = self._commit(rows)
+            except BaseException as e:  # noqa: BLE001 - never leave a batch unsettled
+                exc = e
+            del rows
+            with cond:
+                self.done.append((tuples, batches, exc))
+                self._pending -= 1
+                cond.notify_all()
+            del tuples, batches
+            if self._wake is not None:
+                self._wake()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted commit has ended; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self) -> None:
+        """Run what is queued, then end the thread (a clean stop commits what it took)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
 
 
 def _is_end(values: Any) -> bool:

@@ -23,6 +23,7 @@ class Ctx:
 
 
 def make(path, fields, **kw):
+    kw.setdefault("commits_ahead", 0)  # settled at once (the thread: test_spark_sink.py)
     s = SparkSink(str(path), **kw)
     rec: dict = {"acked": [], "failed": [], "errors": []}
     s.ack = lambda t: rec["acked"].append(t.values)

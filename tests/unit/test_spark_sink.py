@@ -1,7 +1,11 @@
 """Unit tests of logic (pyarrow and the file system, no Spark, no engine): SparkSink's
 batching, ack-after-commit, fail-on-error and exactly-once rules, driven by calling its
 methods directly with the collector methods (`ack`, `fail`, `report_error`) replaced by
-recording functions on the instance and a settable clock."""
+recording functions on the instance and a settable clock. Every rule test runs twice:
+committing on the task's thread (`commits_ahead=0`) and on the commit thread, where each
+call is followed by what the runtime's next turn does (wait for the commit, `on_turn`).
+The commit thread's own behaviour (order, input going on, failures, cleanup), with a
+commit held by a gate: test_spark_sink_thread.py."""
 
 from __future__ import annotations
 
@@ -54,8 +58,41 @@ class Context:
     component_id = "out"
 
 
-def make(path, clock=None, **kw):
-    sink = SparkSink(path, clock=clock or Clock(), **kw)
+class Synced(SparkSink):
+    """After each call, what the runtime does next: wait for the commit thread, then
+    `on_turn` settles (the commit thread's results are otherwise settled later)."""
+
+    def execute(self, tup):
+        super().execute(tup)
+        self.sync()
+
+    def execute_batch(self, batch):
+        super().execute_batch(batch)
+        self.sync()
+
+    def flush(self):
+        super().flush()
+        self.sync()
+
+    def sync(self):
+        if self._commits is not None:
+            assert self._commits.wait(30)
+            self.on_turn()
+
+
+AHEAD = {"n": 2}
+
+
+@pytest.fixture(autouse=True, params=[0, 2], ids=["inline", "thread"])
+def commits_ahead(request):
+    """The rule tests, with commits on the task's thread and on the commit thread."""
+    AHEAD["n"] = request.param
+    return request.param
+
+
+def make(path, clock=None, cls=None, **kw):
+    kw.setdefault("commits_ahead", AHEAD["n"])
+    sink = (cls or Synced)(path, clock=clock or Clock(), **kw)
     rec = Recorder()
     sink.ack, sink.fail, sink.report_error = rec.ack, rec.fail, rec.report_error
     sink.ack_batch, sink.fail_batch = rec.ack_batch, rec.fail_batch
