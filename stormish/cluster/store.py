@@ -102,17 +102,23 @@ class Store:
         return out
 
     def _write(self, name: str, filename: str, data: bytes) -> None:
-        d = self._dir(name)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{filename}.")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+        write_atomic(self._dir(name), filename, data, durable=True)
+
+
+def write_atomic(directory: str, filename: str, data: bytes, durable: bool = False) -> None:
+    """`data` as `directory/filename`, whole or not at all (a temp file renamed into
+    place; `durable`: fsynced first). A full disk leaves no half-written temp file."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{filename}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, os.path.join(d, filename))
-        except BaseException:  # a full disk: no half-written temp file left behind
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        os.replace(tmp, os.path.join(directory, filename))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

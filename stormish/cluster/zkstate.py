@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from .. import pickling
 from ..errors import StormishError
 from ..names import check_name
 from ..runtime.status import ENDED
+from .store import write_atomic
 
 log = logging.getLogger("stormish.nimbus")
 
@@ -425,17 +425,7 @@ class ZkStore:
         )
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise StormishError(f"code {cid} in ZooKeeper: its hash does not match its pieces")
-        fd, tmp = tempfile.mkstemp(dir=self.blob_dir, prefix=f".{cid}.")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, os.path.join(self.blob_dir, f"{cid}.pkl"))
-        except BaseException:  # a full disk: no half-written temp file left behind
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(self.blob_dir, f"{cid}.pkl", data)
 
     def _hold(self, cid: str) -> None:
         """This nimbus holds code `cid` (fetched, checked, loadable): say so."""
