@@ -383,8 +383,10 @@ class Nimbus:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def serve(self) -> None:
+        paused = False
         while not self._stop:
-            drain = 100 if not self._credit_pause(time.monotonic()) else 1_000_000
+            paused = self._credit_pause(time.monotonic()) or paused
+            drain = 1_000_000 if paused else 100
             if self.leadership is not None:
                 try:
                     self._follow_election()
@@ -400,6 +402,12 @@ class Nimbus:
                         break
                     self._on_api(frames)
             self.control.pump(0)
+            # a stop inside this turn (in the poll above: where nimbus waits most) is
+            # credited before anything is judged, and what queued meanwhile read first
+            if self._credit_pause(time.monotonic()):
+                paused = True
+                continue
+            paused = False
             if self.leading:
                 try:
                     self.tick()

@@ -219,3 +219,38 @@ def test_a_pause_of_nimbus_is_not_its_supervisors_silence():
     assert s0.heard == pytest.approx(100.0 + gap)
     assert s1.heard == pytest.approx(90.0 + gap)
     assert fake._looked == 120.0
+
+
+def test_a_pause_inside_the_loops_poll_is_credited_before_the_tick(monkeypatch):
+    """The loop's own turn with a fake clock: nimbus is stopped while it waits in its
+    poll (where it spends most of its time), so the pause falls between the turn's
+    first look and its tick. The tick must see every supervisor credited, not silent
+    for the whole pause (a CI run lost both supervisors this way: 'supervisor s0 lost'
+    logged before 'did not look for 7.1s')."""
+    clock = [100.0]
+    monkeypatch.setattr(nimbus_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    timeout = 5.0
+    seen: list[float] = []
+
+    def poll(ms: int) -> int:
+        if not seen and clock[0] < 110.0:
+            clock[0] += 10.0  # SIGSTOP for 10 s, longer than the timeout
+        return 0
+
+    def tick() -> None:
+        seen.append(max(clock[0] - s.heard for s in fake.supervisors.values()))
+        fake._stop = True
+
+    fake = SimpleNamespace(
+        _stop=False,
+        _looked=100.0,
+        leadership=None,
+        leading=True,
+        supervisors={"s0": SupervisorInfo("s0", "h", [1], heard=99.0)},
+        api=SimpleNamespace(poll=poll),
+        control=SimpleNamespace(pump=lambda timeout: None),
+        tick=tick,
+    )
+    fake._credit_pause = lambda now: Nimbus._credit_pause(fake, now)  # type: ignore[arg-type]
+    Nimbus.serve(fake)  # type: ignore[arg-type]
+    assert seen and seen[0] < timeout, seen
