@@ -73,6 +73,17 @@ HEARTBEAT = 1.0
 # nimbus said before it is stale, the workers it no longer assigns here are stopped at
 # its first answer
 STALL_BEATS = 3
+# nimbus silent this many heartbeats is said (once, until it answers): a supervisor whose
+# beats go nowhere (nimbus down, a firewall) otherwise waits without a word
+SILENT_BEATS = 10
+# what the supervisor's connection to nimbus says of its handshakes: a keyed nimbus that
+# refuses this supervisor's keys (or one with other keys) is silent otherwise
+HANDSHAKE_EVENTS = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
 
 
 Key = tuple[str, int]  # (topology, worker index)
@@ -270,6 +281,8 @@ class Supervisor:
             self.sock = self.ctx.socket(zmq.DEALER)
             self.sock.setsockopt(zmq.LINGER, 0)
             security.client(self.sock)
+            self.monitor = self.sock.get_monitor_socket(HANDSHAKE_EVENTS)
+            self._said: str | None = None  # the trouble with nimbus said last, once
             # several nimbus (HA): the one that answers is used; a follower's answer names
             # the leader, which is used from then on; a silent one makes way for the next
             self.nimbuses = [nimbus] if isinstance(nimbus, str) else list(nimbus)
@@ -339,10 +352,39 @@ class Supervisor:
             if self.sock.poll(100):
                 self._on_reply(self.sock.recv_multipart())
             self._try_next_nimbus()
+            self._check_nimbus(now)
             self._watch()
 
         if self.refused is not None:
             raise StormishError(self.refused)
+
+    def _check_nimbus(self, now: float) -> None:
+        """Say why nimbus does not answer, once until it does: its handshake failed
+        (other keys: a supervisor's own pair is the cluster's, so a nimbus with the same
+        keys always lets it in), or it is silent (down, or out of reach). The workers
+        here run on meanwhile."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        keys = getattr(self.security, "keys_dir", None) or "(none: --insecure)"
+        while self.monitor.poll(0):
+            event = recv_monitor_message(self.monitor)
+            if event["event"] != zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._say(
+                    f"the handshake with nimbus at {self.nimbus} failed: it is not keyed with "
+                    f"the keys in --keys {keys} (a nimbus with other keys, a keyed nimbus "
+                    "and an --insecure supervisor, or the reverse), or it is not a nimbus"
+                )
+        heard = max(self.nimbus_heard or 0.0, self._switched)
+        if self._said is None and now - heard > SILENT_BEATS * self.heartbeat:
+            self._say(
+                f"no answer from nimbus at {self.nimbus} for {now - heard:.0f}s: is it "
+                "running, and reachable from this host? (the workers here run on)"
+            )
+
+    def _say(self, why: str) -> None:
+        if why != self._said:
+            log.warning(f"supervisor {self.id}: {why}")
+            self._said = why
 
     def _woke(self, stalled: float) -> None:
         """After a stall nimbus may have given this supervisor's slots to another: what
@@ -364,6 +406,8 @@ class Supervisor:
             self._terminate(s)
         if self._own_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.sock.disable_monitor()
+        self.monitor.close(0)
         self.sock.close(0)
         self.security.release(self.ctx)
         self.ctx.term()
@@ -489,6 +533,9 @@ class Supervisor:
             log.warning(f"supervisor {self.id}: nimbus refused: {wanted}")
             return
         self.nimbus_heard = time.monotonic()
+        if self._said is not None:
+            log.info(f"supervisor {self.id}: nimbus at {self.nimbus} answers")
+            self._said = None
         asks: list[LogAsk] = []
         if isinstance(wanted, dict):
             if wanted.get("refused"):  # another live supervisor has this id

@@ -201,14 +201,19 @@ class Curve:
         return cls(None, (public, secret))
 
     def check_bind(self, address: str) -> None:
-        """Any address: peers must hold a cluster key."""
-
-    def server(self, sock: zmq.Socket) -> None:
+        """Any address (peers must hold a cluster key), with the cluster's keys: a
+        client's pair cannot serve. Said where a process starts (a supervisor given a
+        client's directory joined nimbus, an authorised client, and every worker it
+        started then failed, restarted for ever)."""
         if self.server_public != self.public:
             raise ConfigError(
                 f"the keys in {self.keys_dir!r} are a client's (client.key_secret): a process "
-                "that listens needs the cluster's keys (cluster.key_secret)"
+                f"that listens ({address}) needs the cluster's keys (cluster.key_secret): "
+                "give it a copy of nimbus's DATA/keys directory"
             )
+
+    def server(self, sock: zmq.Socket) -> None:
+        self.check_bind("a ZeroMQ socket")
         self._authenticator(sock.context)
         sock.curve_secretkey = self.secret
         sock.curve_publickey = self.public
