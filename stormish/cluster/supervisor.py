@@ -194,8 +194,14 @@ class Slot:
     proc: subprocess.Popen | Forked | None = None
     restarts: int = 0
     finished: bool = False
-    started: float = 0.0
+    started: float = 0.0  # monotonic
     heartbeat_file: str = ""
+    # the heartbeat file's mtime as last seen, and when (monotonic) it was seen to change:
+    # silence is measured on this host's monotonic clock, not as wall clock minus mtime,
+    # which a clock step (NTP, a resumed VM) turns into every worker silent at once (a
+    # step forward past the worker timeout) or none for as long as the step (back)
+    beat_mtime: float | None = None
+    beat_seen: float = 0.0
     control_file: str = ""  # the controller's address, which the worker re-reads
     log: Any = field(default=None, repr=False)  # its RotatingFile, with --log-dir
     pump: Any = field(default=None, repr=False)  # the thread copying its output there
@@ -588,7 +594,7 @@ class Supervisor:
             if code is not None:  # a crashed worker's segments (one that stops removes its own)
                 shm.remove_for(s.proc.pid)
             if code is None:
-                silent = now - self._last_beat(s)
+                silent = mono - self._last_beat(s, mono)
                 if silent <= self.worker_timeout:
                     continue
                 why = f"silent for {silent:.1f}s (worker timeout {self.worker_timeout:g}s)"
@@ -633,7 +639,7 @@ class Supervisor:
         s.last_exit, s.last_exit_at = why, now
         self._close_log(s)  # all it wrote, before its last line is read
         s.last_words = last_line(s.log_path) if s.log_path else None
-        s.crashes = self.restart_policy.crashes_after(s.crashes, now - s.started)
+        s.crashes = self.restart_policy.crashes_after(s.crashes, mono - s.started)
         delay = self.restart_policy.delay(s.crashes)
         when = "at once" if delay == 0 else f"in {delay:g}s ({s.crashes} crashes in a row)"
         log.warning(
@@ -671,12 +677,17 @@ class Supervisor:
             )
             s.restart_at = time.monotonic() + delay
 
-    def _last_beat(self, s: Slot) -> float:
-        """When the worker last touched its heartbeat file (its start, before the first)."""
+    def _last_beat(self, s: Slot, mono: float) -> float:
+        """When (monotonic) the worker was last seen to touch its heartbeat file (its
+        start, before the first): a change of its mtime, whichever way the wall clock
+        moved, is a beat seen now."""
         try:
-            return max(os.stat(s.heartbeat_file).st_mtime, s.started)
+            mtime = os.stat(s.heartbeat_file).st_mtime
         except OSError:
-            return s.started
+            return s.beat_seen
+        if mtime != s.beat_mtime:
+            s.beat_mtime, s.beat_seen = mtime, mono
+        return s.beat_seen
 
     def _launch(self, s: Slot) -> None:
         s.heartbeat_file = os.path.join(self.state_dir, f"{s.topology}-{s.index}.heartbeat")
@@ -684,7 +695,8 @@ class Supervisor:
         _write_file(s.control_file, s.control)
         with contextlib.suppress(OSError):
             os.unlink(s.heartbeat_file)
-        s.started = time.time()
+        s.started = s.beat_seen = time.monotonic()
+        s.beat_mtime = None
         cmd = [
             sys.executable,
             "-m",
