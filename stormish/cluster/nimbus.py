@@ -151,8 +151,9 @@ class Nimbus:
         self._submitting: dict[str, _PendingSubmit] = {}  # HA: submits awaiting replication
         self._replicated: queue.Queue[tuple[str, _PendingSubmit, str | None]] = queue.Queue()
         self.leading = ha is None  # a single nimbus always leads
-        # stored topologies whose code no longer loads: listed as failed until killed
-        self.unloadable: dict[str, dict[str, Any]] = {}
+        # stored topologies that run no more (ended before a restart, or whose code no
+        # longer loads: failed), listed from their saved state until killed
+        self.stored_only: dict[str, dict[str, Any]] = {}
         # topologies whose state (and final statistics) could not be saved: retried
         self._unsaved: dict[str, float] = {}  # name -> when the error is logged again
         self._finals: dict[str, dict[str, Any]] = {}  # name -> final statistics to save
@@ -428,6 +429,18 @@ class Nimbus:
             log.info(f"nimbus: did not look for {gap:.1f}s: supervisors' silence counts from now")
         return True
 
+    def _list_stored(self, name: str, state: dict[str, Any], status: str, error: Any) -> None:
+        """A stored topology that runs no more (it ended, or its code no longer loads)
+        listed from its saved state; a topology submitted again under its name starts
+        past its workers' epoch (a supervisor may still report them)."""
+        self.stored_only[name] = {
+            "name": name, "status": status, "workers": int(state.get("workers") or 0),
+            "slots": {}, "active": False, "error": error, "waiting": None,
+            "killing": False, "rebalancing": False, "worker_status": [], "restarts": 0,
+            "uptime_seconds": round(time.time() - float(state.get("submitted") or 0), 1),
+        }  # fmt: skip
+        self.removed_epochs[name] = int(state.get("epoch") or 0)
+
     def _lost(self, exc: LostLeadership) -> None:
         assert self.leadership is not None
         self.leadership.step_down(str(exc))
@@ -457,21 +470,15 @@ class Nimbus:
         self.control.close()
 
     def _restore(self) -> None:
-        self.unloadable.clear()
+        self.stored_only.clear()
         self._restored.clear()
         for name, topology, conf, state in self.store.load_all():
-            if state.get("status") in ENDED:
-                continue
+            if state.get("status") in ENDED:  # listed as it ended (its error too), until
+                self._list_stored(name, state, str(state["status"]), state.get("error"))
+                continue  # a kill removes it, as before the restart
             if topology is None:  # its code no longer loads: failed, its workers unwanted
                 why = str(state.get("unloadable"))
-                self.unloadable[name] = {
-                    "name": name, "status": TopologyStatus.FAILED, "workers": 0, "slots": {},
-                    "active": False, "error": why, "waiting": None, "killing": False,
-                    "rebalancing": False, "worker_status": [], "restarts": 0,
-                    "uptime_seconds": round(time.time() - float(state.get("submitted") or 0), 1),
-                }  # fmt: skip
-                # a topology submitted again under its name starts past its workers' epoch
-                self.removed_epochs[name] = int(state.get("epoch") or 0)
+                self._list_stored(name, state, TopologyStatus.FAILED, why)
                 log.error(f"nimbus: stored topology {name!r} failed: {why} (kill removes it)")
                 continue
             workers = int(state.get("workers") or conf.get("topology.workers") or 1)
@@ -829,7 +836,7 @@ class Nimbus:
         if old is not None and old.status not in ENDED:
             raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
         conf = topology.validate(extra)
-        self.unloadable.pop(topology.name, None)  # replaced by this one
+        self.stored_only.pop(topology.name, None)  # replaced by this one
         self.store.forget(topology.name)
         self.store.save_topology(topology.name, topology, conf)
         return self._deploy(topology, conf, bool(active))
@@ -870,7 +877,7 @@ class Nimbus:
             row["worker_status"] = self.worker_status(d)
             row["restarts"] = sum(int(w.get("restarts", 0)) for w in row["worker_status"])
             out.append(row)
-        out += [dict(row) for name, row in self.unloadable.items() if name not in self.deployments]
+        out += [dict(row) for name, row in self.stored_only.items() if name not in self.deployments]
         return out
 
     def api_kill(self, req: api.Kill) -> str | float:
@@ -884,11 +891,11 @@ class Nimbus:
         pick up: a worker that is alive but does not answer does not keep the kill from
         happening (it is told again later, `_tell_untold`)."""
         name = req.name
-        if name in self.unloadable and name not in self.deployments:  # its code did not load
-            del self.unloadable[name]
+        if name in self.stored_only and name not in self.deployments:  # ended, or its code
+            row = self.stored_only.pop(name)  # did not load: listed from its saved state
             self.store.forget(name)
-            log.info(f"nimbus: {name}: removed (its stored code did not load)")
-            return TopologyStatus.FAILED
+            log.info(f"nimbus: {name}: removed (it was {row['status']})")
+            return str(row["status"])
         d = self._get(name)
         if d.status in ENDED:
             del self.deployments[name]
@@ -1019,6 +1026,12 @@ class Nimbus:
 
     def _get(self, name: str) -> Deployment:
         d = self.deployments.get(name)
+        if d is None and name in self.stored_only:
+            row = self.stored_only[name]
+            raise StormishError(
+                f"topology {name!r} is {row['status']}: it no longer ran when this nimbus "
+                "started, so there is nothing of it here but its listing (kill removes it)"
+            )
         if d is None:
             known = ", ".join(sorted(self.deployments)) or "none"
             raise StormishError(f"no topology {name!r} on this nimbus (known: {known})")

@@ -264,6 +264,8 @@ class ZkStore:
                 path = f"{self.root}/topologies/{name}"
                 if state.get("status") in ENDED:  # kept for list; its code is gone
                     self._written[path] = json.dumps(state, sort_keys=True).encode()
+                    state.pop("code", None)
+                    out.append((name, None, {}, state))
                     continue
                 used.add(str(state["code"]))
             except (OSError, ValueError, KeyError, EOFError, StormishError) as exc:
