@@ -255,7 +255,7 @@ class ZkStore:
         self._written.clear()
         self._slots.clear()
         self._staged.clear()
-        out = []
+        out: list[tuple[str, Any, dict[str, Any], dict[str, Any]]] = []
         used: set[str] = set()
         codes = self._children(f"{self.root}/code")  # what the collection may remove
         for name in sorted(self._children(f"{self.root}/topologies")):
