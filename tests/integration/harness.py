@@ -21,10 +21,12 @@ def no_process_left() -> Iterator[None]:
     """Every process started inside is gone at the end: one left is killed and named."""
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
-    yield
-    left = [p for p in me.children(recursive=True) if p.pid not in before]
-    for p in left:
-        p.kill()
+    try:
+        yield
+    finally:  # a failing test's processes too (its own error is the one reported)
+        left = [p for p in me.children(recursive=True) if p.pid not in before]
+        for p in left:
+            p.kill()
     assert not left, f"processes left running: {[p.pid for p in left]}"
 
 
@@ -34,7 +36,9 @@ def running(make: Callable[[], Cluster], logs: tuple[str, ...] = LOGS) -> Iterat
     logs printed (pytest shows them when the test failed), and no process left."""
     with no_process_left():
         c = make()
-        yield c
-        c.close()
-        for name in logs:
-            print(f"--- {name}\n{c.log(name)[-3000:]}")
+        try:
+            yield c
+        finally:  # also when the test failed inside `with running(...)`
+            c.close()
+            for name in logs:
+                print(f"--- {name}\n{c.log(name)[-3000:]}")
