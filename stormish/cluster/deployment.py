@@ -218,11 +218,23 @@ class Deployment:
         for key in [k for k in self.control.hellos if k[0] == self.name]:
             del self.control.hellos[key]
         self.plan = build_plan(self.topology, self.conf, AckerBolt())
-        self.blob = pickling.dumps((self.topology, self.conf, dict(self.plan.assignment)))
+        self._blob: tuple[int, bytes] | None = None
         self.handles = [ClusterWorker(self.name, i, self.nimbus) for i in range(self.plan.workers)]
         self.running = RunningTopology(self.topology, self.plan, self.handles)
         self.running.group = self
         self.completion = Completion(self.running)
+
+    @property
+    def blob(self) -> bytes:
+        """What a worker is assigned: the topology, its config, the task assignment and
+        the run's id, its epoch (final only once nimbus placed it past a removed
+        topology's epoch, or restored it: so made when first asked, per epoch). Every
+        worker of an epoch, restarted or adopted, names the same run."""
+        if self._blob is None or self._blob[0] != self.epoch:
+            run = f"e{self.epoch}"
+            assignment = dict(self.plan.assignment)
+            self._blob = (self.epoch, pickling.dumps((self.topology, self.conf, assignment, run)))
+        return self._blob[1]
 
     def note_hosts(self) -> None:
         """Remember where each worker runs: its logs stay there after it moved or ended."""

@@ -84,11 +84,11 @@ class WorkerServer:
         from ..runtime.acker import AckerBolt
         from ..runtime.plan import build_plan
         from ..runtime.worker import Worker
-        from ..transport.link import WorkerLink
+        from ..transport.link import WorkerLink, run_topology_id
 
         if self.worker is not None:
             raise RuntimeError(f"worker {self.index} already has a topology")
-        topology, conf, assignment = cloudpickle.loads(payload)
+        topology, conf, assignment, *run = cloudpickle.loads(payload)  # run: its id
         gctune.hold(conf["topology.worker.gc.threshold"])  # this process: kept until exit
         plan = build_plan(topology, conf, AckerBolt())
         if dict(plan.assignment) != dict(assignment):
@@ -99,7 +99,7 @@ class WorkerServer:
         try:
             link = WorkerLink(
                 self.index,
-                plan.name,
+                run_topology_id(plan.name, run[0] if run else None),
                 plan.assignment,
                 plan.conf,
                 host=plan.conf["stormish.local.host"],  # used when no --bind was given

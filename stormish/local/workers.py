@@ -16,6 +16,7 @@ worker died and why.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -495,7 +496,10 @@ class WorkerGroup:
         self.plan = plan
         self.nudge_fd: int | None = None  # the run's pipe (runtime/nudge.py), for each worker
         _check_local_host(conf.get("stormish.local.host", "127.0.0.1"), plan.name)
-        self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment)))
+        # the run's id: its workers' HELLOs name it, so a worker of another run of this
+        # topology (a leftover of an earlier one) places no tuple in this run's tasks
+        self.run_id = secrets.token_hex(8)
+        self.blob = pickling.dumps((topology, dict(conf), dict(plan.assignment), self.run_id))
         self.logdir, self.own_logdir, self.log_limits = _log_place(conf, plan.name)
         self.env = _child_env()
         # before any thread or ZeroMQ context: forked from this process if it has none

@@ -96,6 +96,16 @@ HOLD_BYTES = 64 * 1024 * 1024
 HOLD_SECS = 5.0
 # drops of tuples that no worker of this run sent (`WorkerLink.run_drops`)
 STRANGERS = frozenset({"unknown_task", "foreign", "unbound"})
+
+
+def run_topology_id(name: str, run: str | None) -> str:
+    """What a worker's HELLO names: its topology and the run of it (a local run's nonce,
+    a cluster topology's epoch: a submission or a rebalance). By name alone, a stale
+    worker of an earlier run of the same name (killed and submitted again, rebalanced)
+    passed for one of this run's and placed tuples in its tasks."""
+    return f"{name}#{run}" if run else name
+
+
 BOUND_PER_PEER = 4  # connections of one incarnation kept bound (the newest; a reconnect
 # leaves the former one dead, but what it carried may still be read after the new HELLO)
 RECV_BURST = 64  # messages received in one go before the timer and sending get a turn

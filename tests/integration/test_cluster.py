@@ -406,6 +406,26 @@ def test_workers_keep_running_while_nimbus_restarts(cluster):
     assert stats.components["s"].acked == len(SENTENCES)
 
 
+def test_a_worker_restarted_after_nimbus_restarted_links_with_its_adopted_peer(cluster):
+    """A worker's HELLO names its run (the topology's epoch): one restarted after nimbus
+    restarted is assigned by the restored deployment, and must name the run its adopted
+    peer names, or its tuples are dropped as a stale worker's (`foreign`) and the run
+    never completes."""
+    cluster.call("submit", (slow_wordcount("readopted"), {}))
+    cluster.wait_status("readopted", "running")
+    cluster.stop_nimbus()
+    cluster.start_nimbus()
+    poll_for(lambda: "readopted: worker 1 adopted" in cluster.log("nimbus.log"), 60, 0.1)
+    victim = max(cluster.workers(), key=lambda p: p.pid)
+    victim.kill()
+    poll_for(lambda: victim.pid not in {p.pid for p in cluster.workers()}, 30, 0.05)
+    cluster.wait_status("readopted", "complete", timeout=90)
+    stats = cluster.call("stats", "readopted")
+    assert stats.components["s"].acked == len(SENTENCES)
+    for name, link in stats.links.items():
+        assert not link["dropped"].get("foreign"), (name, link["dropped"])
+
+
 def test_kill_rebalance_and_clear_errors(cluster):
     endless = Topology("endless", config={"topology.workers": 2})
     endless.set_spout("s", CountingSpout(10**12, per_call=10))

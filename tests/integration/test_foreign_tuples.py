@@ -284,6 +284,41 @@ def test_a_worker_of_another_topology_puts_no_tuple_in_a_task(tmp_path):
     assert stats.links[down]["foreign_hellos"] == 1
 
 
+@pytest.mark.parametrize("earlier", [None, "e1"])
+def test_a_worker_of_an_earlier_run_of_the_same_name_puts_no_tuple_in_a_task(tmp_path, earlier):
+    """A stale worker of an earlier run of this topology (killed and submitted again,
+    rebalanced: same name, same keys, its peers' ports taken by this run's workers)
+    says HELLO under the topology's name: by name alone it passed for one of this run's
+    workers. A HELLO names the run too now (`run_topology_id`): a local run's nonce, a
+    cluster topology's epoch. `None`: the HELLO as a worker built it before runs were
+    named."""
+    go = str(tmp_path / "go")
+    with LocalCluster(workers=2) as c:
+        c.submit(gated_topology("victim", go))
+        w = started(c, "victim")
+        keys = c._get("victim").group.security
+        down = f"worker-{w['down']}"
+        info = {"incarnation": "stale", "status_base": 1, "reply": True}
+        if earlier is None:
+            named = "victim"
+        else:
+            from stormish.transport.link import run_topology_id
+
+            named = run_topology_id("victim", earlier)
+        hello = fr.encode_hello(w["up"], 0, named, info)
+        rows = fr.encode_tuples(w["up"], 1, [(w["sink"], w["src"], "default", [[-1], [-2]], None)])
+        assert attack(w["address"][w["down"]], hello, rows, security=keys)
+        poll_for(
+            lambda: c.statistics("victim").links[down]["dropped"].get("foreign", 0) == 2,
+            timeout=30,
+            what="the stale worker's tuples dropped",
+        )
+        stats, results = finish(c, "victim", go)
+    seen = results["sink"][0]
+    assert injected(seen) == [], "a worker of an earlier run placed tuples in a task"
+    assert stats.status == "complete" and sorted(seen) == list(range(N))
+
+
 def test_a_keyed_process_that_never_says_hello_puts_no_tuple_in_a_task(tmp_path):
     go = str(tmp_path / "go")
     with LocalCluster(workers=2) as c:
