@@ -270,7 +270,7 @@ class Collector:
         few ns."""
         fc, fidx, single = route.fcache, route.fidx, route.single
         assert fc is not None and single is not None
-        if route_str is not None and type(rows) is list:  # route_keyed comes with it
+        if route_str is not None and route.fboxes and type(rows) is list:  # with route_keyed
             # compiled: str keys by the grouping's hash (no dict, no SipHash of a fresh
             # word), from the first other key on by the cache, a miss by the grouping
             n, i = len(rows), route_str(rows, fidx, route.fboxes, 0)

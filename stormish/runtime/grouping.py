@@ -21,6 +21,7 @@ from ..errors import TopologyError
 from . import locality as loc
 
 _CACHE_MAX = 65536
+_STR_LANES = 4096  # Lanes.str_boxes: up to this many lanes, a tuple of an outbox per lane
 
 
 def stable_hash(v: Any) -> int:
@@ -182,6 +183,12 @@ class Fields:
 
     def _index(self, key: Any) -> int:
         return stable_hash(key) % self.n
+
+    def str_boxes(self) -> tuple[Any, ...]:
+        """The outbox of a str key by its CRC-32 (its stable hash) modulo this tuple's
+        length: what the compiled emit paths (rowcodec.route_str, Emitter) compute
+        instead of `pick`, so it must agree with `_index`. Empty: they take `pick`."""
+        return tuple(self.outboxes)
 
     def _miss(self, key: Any) -> Any:
         ob = self.outboxes[self._index(key)]
@@ -345,6 +352,17 @@ class Lanes(Fields):
 
     def _index(self, key: Any) -> int:
         return lane_of(key, self.lanes) % self.n
+
+    def str_boxes(self) -> tuple[Any, ...]:
+        """One outbox per lane (lane i's is task i mod n): a str key's CRC-32 modulo the
+        lanes is its lane. Handing the compiled paths the task outboxes instead sent a
+        str key to task crc32 % n, not its lane's, whenever they routed it (emit_many
+        of more than 16 rows, a one-stream component's emit with acking off), so one
+        key reached two tasks. Beyond _STR_LANES lanes the tuple is not worth its
+        size: they take `pick`."""
+        if self.lanes > _STR_LANES:
+            return ()
+        return tuple(self.outboxes[i % self.n] for i in range(self.lanes))
 
 
 def lane_of(key: Any, lanes: int) -> int:

@@ -83,7 +83,9 @@ class Route:
         self.only: Outbox | None = None
         self.fcache: dict[Any, Any] | None = None
         self.fidx = 0
-        self.fboxes: tuple[Outbox, ...] = ()  # that grouping's outboxes, in task order
+        # that grouping's outbox of a str key, by CRC-32 modulo the length (str_boxes);
+        # empty: the compiled paths route by the cache and the grouping
+        self.fboxes: tuple[Outbox, ...] = ()
         # no subscriber, and the component's dead letters have one: emits are dead letters
         self.orphan = False
         self.system = stream.startswith("__")
@@ -137,7 +139,7 @@ def build_routes(
             fg: g.Fields | None = getattr(route.single, "fields_grouping", None)
             if fg is not None and len(fg.indices) == 1:
                 route.fcache, route.fidx = fg.cache, fg.indices[0]
-                route.fboxes = tuple(fg.outboxes)
+                route.fboxes = fg.str_boxes()
         if route.pickers and route.direct and not route.system:
             # Storm refuses a regular emit on a stream any subscriber takes by direct
             # grouping ('Cannot do regular emit to direct stream'): with no pickers, every

@@ -107,6 +107,44 @@ def test_each_key_is_executed_in_order_on_one_task_and_every_tuple_once(workers)
     }
 
 
+class BulkLedger(Ledger):
+    """The ledger emitted by emit_many, unreliably, in calls of 7 rows and of 40 (the
+    collector's bulk path, 17 rows and more, and its row-at-a-time one)."""
+
+    def next_tuple(self):
+        if not self.todo:
+            self.finish()
+            return
+        self.calls = getattr(self, "calls", 0) + 1
+        n = 7 if self.calls % 2 else 40
+        rows = [self.todo.pop() for _ in range(min(n, len(self.todo)))]
+        self.emit_many(rows)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_key_keeps_its_lanes_task_when_emitted_in_bulk(workers):
+    """3 lanes on 2 tasks: lane i's task is i mod 2, not crc32 % 2 (a str key's task in
+    emit_many's bulk path was the latter: one account reached both tasks)."""
+    t = Topology("bulk-lanes", config={"topology.workers": workers, "topology.acker.executors": 0})
+    t.set_spout("src", BulkLedger(reliable=False))
+    t.set_bolt("apply", Apply(), parallelism=2).ordered_lanes("src", key=["account"], lanes=3)
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        cluster.wait_complete("bulk-lanes", timeout=90)
+        tasks = cluster._get("bulk-lanes").results()["apply"]
+    seen_on: dict = {}
+    for i, seen in enumerate(tasks):
+        by: dict = {}
+        for acct, seq in seen:
+            by.setdefault(acct, []).append(seq)
+            seen_on.setdefault(acct, set()).add(i)
+        for acct, seqs in by.items():
+            assert seqs == sorted(seqs), acct
+    assert {a: sorted(v) for a, v in seen_on.items()} == {
+        f"acct{a}": [lane_of(f"acct{a}", 3) % 2] for a in range(ACCOUNTS)
+    }
+
+
 class Hold(Bolt):
     """Never acks: every tuple it gets stays in flight."""
 
