@@ -155,6 +155,19 @@ def prepare_bolt(bolt: Any, conf: Mapping[str, Any], context: Any) -> None:
     bolt.prepare(conf, context)
 
 
+def bolt_hook(obj: Any, name: str) -> Callable[..., Any] | None:
+    """`obj`'s hook `name` (`Bolt.on_turn`, `Bolt.holds_work`) where its class overrides
+    Bolt's, else None: the executor calls only hooks a bolt defines. A shell that runs a
+    bolt for the engine (stormish.state's checkpoint shells) names it by `_engine_runs()`
+    and answers with that bolt's hooks: looking on the shell's class found Bolt's, and
+    a bolt that settles from `on_turn` never did once it fed a stateful bolt."""
+    runs = getattr(type(obj), "_engine_runs", None)
+    if runs is not None:
+        obj = runs(obj)
+    default = getattr(Bolt, name)
+    return None if getattr(type(obj), name, default) is default else getattr(obj, name)
+
+
 class Bolt(Component):
     """A processor with manual anchoring and acking.
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ..component import BasicBolt, Bolt, prepare_bolt
+from ..component import BasicBolt, bolt_hook, prepare_bolt
 from ..tuple import TICK_STREAM
 from . import wait
 from .acker import AckerBolt
@@ -109,10 +109,8 @@ class BoltExecutor(Executor):
         self.execution: Execution | None = None  # chosen in begin()
         self.pool: LanePool | None = None  # concurrent lanes (topology.lanes.concurrency)
         # Bolt.on_turn, where the bolt defines it: called before each turn takes input
-        on_turn = getattr(type(self.obj), "on_turn", Bolt.on_turn)
-        self._on_turn = None if on_turn is Bolt.on_turn else self.obj.on_turn
-        holds = getattr(type(self.obj), "holds_work", Bolt.holds_work)
-        self._holds_work = None if holds is Bolt.holds_work else self.obj.holds_work
+        self._on_turn = bolt_hook(self.obj, "on_turn")
+        self._holds_work = bolt_hook(self.obj, "holds_work")
         self.holding = False  # Bolt.holds_work's last answer (Worker.quiescence reads it)
         self._holds_seen = 0  # what it had executed when it was asked
         # parked emits stop the input at this many tuples: 1 (any), or the cycle drain

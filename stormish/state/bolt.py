@@ -123,6 +123,12 @@ class _Shell(Bolt):
     def cleanup(self) -> None:
         self.bolt.cleanup()
 
+    def _engine_runs(self) -> Bolt:
+        """The bolt this shell runs: its `on_turn` and `holds_work` are the executor's to
+        call (component.bolt_hook); what they emit and ack goes through the shell's
+        methods handed to it, as `execute`'s does."""
+        return self.bolt
+
     def held_tuples(self) -> int:
         """Tuples held behind a checkpoint being aligned (for tests and statistics)."""
         return sum(len(item) for _, item in self._held)

@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from stormish import BasicBolt, Bolt, LocalCluster, Spout, Topology, TopologyError
+from stormish import BasicBolt, Bolt, Spout, Topology, TopologyError
 from stormish.errors import WorkerError
 from stormish.runtime.grouping import PartialKey, Shuffle
 from stormish.testing import complete_topology
