@@ -64,6 +64,48 @@ def test_rollback_returns_to_the_last_commit(make):
     assert dict(s) == {"a": 1, "gone": 9}
 
 
+def test_storms_prepare_commit_rollback(make):
+    """Storm's InMemoryKeyValueStateTest.testPrepareCommitRollback, step by step: a
+    rollback with nothing committed empties the state; one after a commit returns to it,
+    deletes included; a prepare or a commit changes no value read; and a restart reads
+    the last commit (beyond Storm's in-memory state)."""
+    s = make()
+
+    def abc(state=s):
+        return [state.get("a"), state.get("b"), state.get("c")]
+
+    s.put("a", "1")
+    s.put("b", "2")
+    s.prepare_commit(1)
+    s.put("c", "3")
+    assert abc() == ["1", "2", "3"]
+    s.rollback()
+    assert abc() == [None, None, None]
+    s.put("a", "1")
+    s.put("b", "2")
+    s.prepare_commit(1)
+    s.commit(1)
+    s.put("c", "3")
+    assert abc() == ["1", "2", "3"]
+    s.rollback()
+    assert abc() == ["1", "2", None]
+    s.put("c", "3")
+    assert s.delete("b") == "2"
+    assert s.delete("c") == "3"
+    assert abc() == ["1", None, None]
+    s.prepare_commit(2)
+    assert abc() == ["1", None, None]
+    s.commit(2)
+    assert abc() == ["1", None, None]
+    s.put("b", "2")
+    s.prepare_commit(3)
+    s.put("c", "3")
+    assert abc() == ["1", "2", "3"]
+    s.rollback()
+    assert abc() == ["1", None, None]
+    assert abc(make()) == ["1", None, None]
+
+
 def test_a_prepared_transaction_is_invisible_after_a_restart_until_committed(make):
     s = make()
     s.put("a", 1)
