@@ -333,3 +333,89 @@ def test_a_basic_bolt_that_raises_fails_only_that_tuple():
         ("emit", "default", ("b",)),
         ("ack", 102),
     ]
+
+
+class Hooked(Counter):
+    """Records Storm's hooks and the state operations in the order they come."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def init_state(self, state):
+        self.log.append("init_state")
+        super().init_state(state)
+
+    def pre_prepare(self, txid):
+        self.log.append(("pre_prepare", txid))
+
+    def pre_commit(self, txid):
+        self.log.append(("pre_commit", txid))
+
+    def pre_rollback(self):
+        self.log.append("pre_rollback")
+
+
+@pytest.fixture
+def hooked(monkeypatch):
+    log: list = []
+
+    class Recording(KeyValueState):
+        def prepare_commit(self, txid, acks=()):
+            log.append(("prepare_commit", txid))
+            super().prepare_commit(txid, acks)
+
+        def commit(self, txid=None):
+            log.append(("commit", txid))
+            return super().commit(txid)
+
+        def rollback(self):
+            log.append("rollback")
+            super().rollback()
+
+    store = MemoryStore()
+    monkeypatch.setattr(shells, "open_state", lambda conf, ctx: Recording(store, "count-1"))
+    shell = wrap(Hooked(log), input_tasks=1)
+    col = Collector()
+    col.bind(shell)
+    shell.prepare({}, None)
+    return shell, col, log
+
+
+def test_storms_state_calls_before_initstate(hooked):
+    """StatefulBoltExecutorTest testCommit, testRollback, testCommitBeforeInitstate and
+    testPrepareAndRollbackBeforeInitstate: before INITSTATE a COMMIT is carried out
+    (pre_commit, then the state's commit; a restarted task rolls its prepared
+    transaction forward) and acked, a ROLLBACK too (pre_rollback, then rollback), and a
+    PREPARE is failed (the spout recovers) with no state call."""
+    shell, col, log = hooked
+    barrier(shell, COMMIT, 100, root=1, tasks=(1,))
+    assert log == [("pre_commit", 100), ("commit", 100)]
+    assert col.take()[-1] == ("ack", "1@1")
+    log.clear()
+    barrier(shell, PREPARE, 101, root=2, tasks=(1,))
+    assert log == [] and col.take() == [("fail", "2@1")]
+    barrier(shell, ROLLBACK, 101, root=3, tasks=(1,))
+    assert log == ["pre_rollback", "rollback"]
+    assert col.take()[-1] == ("ack", "3@1")
+
+
+def test_storms_hooks_come_before_their_state_calls(hooked):
+    """StatefulBoltExecutorTest testPrepareAndCommit: INITSTATE, a tuple, PREPARE, a
+    tuple, COMMIT: both tuples executed, the state committed once, each hook before
+    its state call."""
+    shell, col, log = hooked
+    barrier(shell, INITSTATE, 0, root=1, tasks=(1,))
+    shell.execute_batch(batch("default", 1, ("a",), root0=100))
+    barrier(shell, PREPARE, 100, root=2, tasks=(1,))
+    shell.execute_batch(batch("default", 1, ("a",), root0=200))
+    barrier(shell, COMMIT, 100, root=3, tasks=(1,))
+    assert log == [
+        "init_state",
+        ("pre_prepare", 100),
+        ("prepare_commit", 100),
+        ("pre_commit", 100),
+        ("commit", 100),
+    ]
+    assert dict(shell.bolt.counts) == {"a": 2}
+    # the first tuple's ack left with the commit; the second waits for the next one
+    assert ("committed", 100, [(100, 1)], 1) in col.take()
