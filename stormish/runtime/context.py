@@ -69,12 +69,44 @@ class TopologyContext:
         """stream -> {target component: (grouping, fields)} of this component's outputs."""
         return {k: dict(v) for k, v in self.targets.items()}
 
-    def get_component_output_fields(self, component: str, stream: str) -> tuple[str, ...]:
-        """The fields `component` declares on `stream`."""
+    def get_component_output_fields(
+        self, component: str | tuple[str, str], stream: str | None = None
+    ) -> tuple[str, ...]:
+        """The fields `component` declares on `stream`; or of a (component, stream) pair,
+        as Storm's overload of a GlobalStreamId (what a custom grouping's `prepare` is
+        given as its stream)."""
+        if stream is None:
+            if not isinstance(component, tuple):
+                raise TypeError(
+                    "get_component_output_fields(component, stream) or ((component, stream))"
+                )
+            component, stream = component
+        assert isinstance(component, str)
         return self.component_streams[component][stream]
 
     def __reduce__(self) -> Any:  # contexts are built per worker; never shipped
         raise TypeError("a TopologyContext belongs to one worker and is not picklable")
+
+
+def task_context(plan: Plan, task: int, clock: Any = None, wake: Any = None) -> TopologyContext:
+    """The context of task `task` of `plan` (its worker's index from the plan's
+    assignment): what its component's `open`/`prepare` gets, and what a custom grouping
+    of its output gets in Storm's `prepare(context, stream, target_tasks)`."""
+    name = plan.task_component[task]
+    tasks = tuple(plan.tasks[name])
+    return TopologyContext(
+        plan.name,
+        name,
+        task,
+        tasks.index(task),
+        tasks,
+        plan.assignment.get(task, 0),
+        dict(plan.streams[name]),
+        dict(plan.task_component),
+        clock,
+        *wiring(plan, name),
+        wake,
+    )
 
 
 def wiring(plan: Plan, name: str) -> tuple[dict, dict, dict]:

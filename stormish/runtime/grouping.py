@@ -266,6 +266,7 @@ class Custom:
         where: str,
         source_task: int = 0,
         stream: tuple[str, str] = ("", ""),
+        plan: Any = None,
     ):
         self.outboxes = list(outboxes)
         self.by_task = dict(zip(tasks, self.outboxes, strict=True))
@@ -274,8 +275,11 @@ class Custom:
             # Storm's CustomStreamGrouping signatures are taken as they are:
             # prepare(context, stream, target_tasks) and choose_tasks(task_id, values)
             if hasattr(fn, "prepare"):
-                if _positional(fn.prepare) >= 3:
-                    args: tuple[Any, ...] = (None, stream, list(tasks))
+                if _positional(fn.prepare) >= 3:  # Storm's context: the source task's
+                    from .context import task_context
+
+                    ctx = None if plan is None else task_context(plan, source_task)
+                    args: tuple[Any, ...] = (ctx, stream, list(tasks))
                 else:
                     args = (list(tasks),)
                 self._call(fn.prepare, args, "prepare(target_tasks)")

@@ -118,7 +118,17 @@ def build_routes(
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"
             picker = _picker(
-                sub, boxes, tasks, fields, local_tasks, route, where, shuffling, task, component
+                sub,
+                boxes,
+                tasks,
+                fields,
+                local_tasks,
+                route,
+                where,
+                shuffling,
+                task,
+                component,
+                plan,
             )
             if picker is None:  # direct grouping: only emit_direct reaches these tasks
                 route.direct.update(zip(tasks, boxes, strict=True))
@@ -169,6 +179,7 @@ def _picker(
     shuffling: dict[str, Any],
     source_task: int = 0,
     component: str = "",
+    plan: Plan | None = None,
 ) -> Callable[[Any], Any] | None:
     kind = sub.grouping
     if route.system and kind == "fields":
@@ -194,7 +205,7 @@ def _picker(
         return g.Global(boxes).pick
     if kind == "custom":
         stream = (component, route.stream)
-        return g.Custom(boxes, tasks, sub.custom, where, source_task, stream).pick
+        return g.Custom(boxes, tasks, sub.custom, where, source_task, stream, plan).pick
     if kind == "direct":
         return None
     raise TopologyError(f"unknown grouping {kind!r} for {where}")

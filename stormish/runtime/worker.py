@@ -32,7 +32,7 @@ from . import wait
 from .acker import AckerBolt, rotation_period
 from .bolt_executor import BoltExecutor
 from .channel import EdgeChannel, EdgeStats, LaneChannel, LanePolicy, Throttled
-from .context import TopologyContext, wiring
+from .context import task_context
 from .credits import (
     ReceiverCredits,
     SenderCredit,
@@ -243,19 +243,8 @@ class Worker:
             random.Random(hash((plan.name, task)) ^ random.getrandbits(64)),
             basic=isinstance(obj, BasicBolt),
         )
-        tasks = tuple(plan.tasks[name])
-        ctx = TopologyContext(
-            plan.name,
-            name,
-            task,
-            tasks.index(task),
-            tasks,
-            self.index,
-            dict(plan.streams[name]),
-            dict(plan.task_component),
-            ComponentClock(self.clock, self._stop),
-            *wiring(plan, name),
-            self.queues[task].wake,
+        ctx = task_context(
+            plan, task, ComponentClock(self.clock, self._stop), self.queues[task].wake
         )
         cls = SpoutExecutor if spec.is_spout else BoltExecutor
         ex = cls(plan, task, obj, self.queues[task], col, ctx, self)

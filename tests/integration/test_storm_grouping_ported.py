@@ -243,3 +243,28 @@ def test_emit_direct_to_a_task_expecting_a_regular_grouping_is_an_error():
     t.set_bolt("3", IdBolt()).shuffle_grouping("2")
     with pytest.raises((TopologyError, WorkerError), match="emit_direct to task"):
         complete_topology(t, mock_sources={"1": [[1]]}, timeout=30)
+
+
+class FirstFieldGrouping:
+    """A Storm grouping that reads its stream's fields from the context in `prepare`, as
+    Storm's own PartialKeyGrouping does (`context.getComponentOutputFields(stream)`):
+    the context was None, so such a grouping failed at its worker's start."""
+
+    def prepare(self, context, stream, target_tasks):
+        fields = context.get_component_output_fields(stream)
+        assert fields == context.get_component_output_fields(*stream)
+        self.at = fields.index("word")
+        self.tasks = sorted(target_tasks)
+        self.source = context.get_this_component_id()
+
+    def choose_tasks(self, task_id, values):
+        return [self.tasks[len(values[self.at]) % len(self.tasks)]]
+
+
+def test_a_custom_grouping_reads_its_streams_fields_from_the_context(workers):
+    t = Topology("context-grouping")
+    t.set_spout("1", WordSpout(), parallelism=2)
+    t.set_bolt("2", WordBytesCounter(), parallelism=3).custom_grouping("1", FirstFieldGrouping())
+    data = [[w] for w in (b"a", b"bb", b"ccc", b"a")]
+    results = complete_topology(t, mock_sources={"1": data}, workers=workers)
+    assert ms(results.read_tuples("2")) == ms([["a", 1], ["bb", 1], ["ccc", 1], ["a", 2]])
