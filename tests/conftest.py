@@ -14,6 +14,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest
 from brokers import Broker, kafka_broker, nats_server, nats_server_path, tansu_path
+from hypothesis import HealthCheck, settings
+
+# No per-example deadline (hypothesis's default is 200 ms): on a loaded 2-core CI machine
+# a scheduler's pause fails an example that takes 2 ms alone (DeadlineExceeded, or Flaky
+# when the replay is fast), which says nothing of the code. Every test is bounded by
+# pytest-timeout instead; `too_slow` is the same judgement about data generation.
+settings.register_profile("stormish", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "stormish"))
 
 
 @pytest.fixture(scope="session")
