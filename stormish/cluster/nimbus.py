@@ -49,7 +49,7 @@ from ..runtime.stats import TopologyStatistics
 from ..runtime.status import ENDED, TopologyStatus
 from ..topology import Topology
 from ..transport import control as ct
-from ..transport.control_server import ControlServer
+from ..transport.control_server import FENCED_STOP, ControlServer
 from ..transport.security import Security
 from . import api
 from . import decide as dc
@@ -81,6 +81,9 @@ REPLACED_BEATS = 3  # ... and that one beat this many times since without it
 # a turn of the loop longer than this (nimbus stopped, swapped out, blocked on a worker):
 # the time nimbus did not look is not counted as its supervisors' silence
 PAUSED = 1.0
+# a fenced worker that does not answer its stop (partitioned, or still stalled) is given
+# FENCED_STOP and this much more before its replacement starts anyway
+FENCE_GRACE = 1.0
 SAVE_RETRY = 1.0  # a state that could not be saved (a full disk) is tried again this often
 SAVE_REMIND = 60.0  # ... and the error logged again this often while it fails
 
@@ -157,6 +160,10 @@ class Nimbus:
         # topologies whose state (and final statistics) could not be saved: retried
         self._unsaved: dict[str, float] = {}  # name -> when the error is logged again
         self._finals: dict[str, dict[str, Any]] = {}  # name -> final statistics to save
+        # workers told to stop as their supervisor was lost (it may only be stalled, its
+        # workers running): (topology, index) -> (pid, until when its replacement waits
+        # for the stop's answer), so the two do not run side by side
+        self._fencing: dict[tuple[str, int], tuple[int | None, float]] = {}
         self._save_at = 0.0
         self._looked = time.monotonic()  # the last turn of the loop
         # topologies restored from the store, until a supervisor was heard on each worker
@@ -1069,6 +1076,8 @@ class Nimbus:
                 w = d.handles[i] if i < len(d.handles) else None
                 if w is not None and w.ident and d.status not in ENDED:
                     self.control.fence((d.name, i), w.ident, w.worker_pid)
+                    until = time.monotonic() + FENCED_STOP + FENCE_GRACE
+                    self._fencing[(d.name, i)] = (w.worker_pid, until)
                     log.info(f"nimbus: {d.name}: worker {i} (pid {w.worker_pid}) told to stop")
             if lost and d.status not in ENDED:
                 log.info(f"nimbus: {d.name}: workers {lost} to be placed elsewhere")
@@ -1084,11 +1093,37 @@ class Nimbus:
             )
         self._save(d)
 
+    def _stopping(self, name: str, index: int, now: float) -> bool:
+        """Whether worker `index`'s stale incarnation (fenced as its supervisor was
+        lost) may still run: it has neither answered its stop nor had its time."""
+        got = self._fencing.get((name, index))
+        if got is None:
+            return False
+        pid, until = got
+        if (name, index, pid) in self.control.fence_answered or now >= until:
+            del self._fencing[(name, index)]
+            self.control.fence_answered.discard((name, index, pid))
+            return False
+        return True
+
     def _place(self, d: Deployment) -> None:
         missing = [i for i in range(d.plan.workers) if i not in d.slots]
         if not missing:
             d.waiting = None
             return
+        # a replacement starts once its stale incarnation stopped (its answer), or had
+        # FENCED_STOP and a grace to: the stale spout emitted on for a moment beside
+        # the new one, and ids it emitted after the new one read its offsets ran twice
+        now = time.monotonic()
+        held = [i for i in missing if self._stopping(d.name, i, now)]
+        if held:
+            missing = [i for i in missing if i not in held]
+            why = f"workers {held}: waiting for their stale incarnations to stop"
+            if why != d.waiting:
+                log.info(f"nimbus: {d.name}: {why}")
+            d.waiting = why
+            if not missing:
+                return
         used = [s for dep in self.deployments.values() for s in dep.slots.values()]
         offered = {sid: info.ports for sid, info in self.supervisors.items()}
         hosts = {sid: info.host for sid, info in self.supervisors.items()}

@@ -77,6 +77,10 @@ class ControlServer:
         # the current incarnation) and its worker is told to stop at each of them.
         self.admit: Callable[[tuple[str | None, int], Hello], str | None] | None = None
         self.fenced: set[tuple[str | None, int, int]] = set()  # said once each
+        # the stop requests of fences (request id -> (topology, index, pid)), and the
+        # incarnations that answered theirs: stopped (nimbus places a replacement then)
+        self._fence_ids: dict[int, tuple[str | None, int, int | None]] = {}
+        self.fence_answered: set[tuple[str | None, int, int | None]] = set()
         # a worker's answer may carry code (a task's results) only on a keyed socket
         self.code_ok = getattr(security, "public", None) is not None
 
@@ -102,8 +106,19 @@ class ControlServer:
                     except (ct.ControlError, KeyError, TypeError, ValueError) as exc:
                         log.info("control: dropped a hello: %s", exc)
                     continue
+                if self._fence_ids:
+                    self._answered_fence(rest)
                 out.append((ident, rest))
         return out
+
+    def _answered_fence(self, frames: list[bytes]) -> None:
+        try:
+            _, rid, _ = ct.decode_reply(frames, self.code_ok)
+        except ct.ControlError:
+            return
+        who = self._fence_ids.pop(rid, None)
+        if who is not None:
+            self.fence_answered.add(who)
 
     def _admitted(self, key: tuple[str | None, int], hello: Hello) -> bool:
         """The fence: a stale incarnation is told to stop (no wait for its answer: a
@@ -132,8 +147,11 @@ class ControlServer:
             got = self.hellos.get(key)
             if got is not None and got.pid == pid:  # known till now: gone from now on
                 del self.hellos[key]
-            req = ct.request("stop", next(self._ids), FENCED_STOP)
-            self.sock.send_multipart([ident, *req])
+            req_id = next(self._ids)
+            self._fence_ids[req_id] = (*key, pid)
+            while len(self._fence_ids) > 1024:  # never answered (gone): the oldest go
+                del self._fence_ids[next(iter(self._fence_ids))]
+            self.sock.send_multipart([ident, *ct.request("stop", req_id, FENCED_STOP)])
 
     def _beat(self, frames: list[bytes]) -> None:
         """A worker's beat (sent by a thread of its own, so it goes on while the worker

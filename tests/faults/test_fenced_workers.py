@@ -25,7 +25,7 @@ from integration.test_cluster import Cluster, free_ports
 
 from stormish.testing import poll_for
 
-from .ledger import audit, deliveries, pipeline, sink_pids
+from .ledger import LedgerSpout, audit, deliveries, pipeline, sink_pids
 from .test_kill import worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
@@ -47,7 +47,8 @@ def test_a_stalled_supervisors_workers_are_fenced_not_run_twice(cluster, watch, 
     workers on the other supervisor; the stale ones, still running, are told to stop
     then (and at any later hello). Before: adopted in turn with their replacements, both
     running until SIGCONT: 3,024 of 6,000 ids sunk twice. Duplicates are only the
-    replays of the trees the move broke (at most max.spout.pending); the run is exact."""
+    replays of the trees the move broke (at most max.spout.pending, plus one call's
+    emits past it); the run is exact."""
     c = cluster
     poll_for(lambda: len(c.call("supervisors")) == 2, 30, 0.1, "two supervisors")
     c.call("submit", (pipeline("st", ledger, IDS, 0.004, **CONF), {}))
@@ -71,7 +72,11 @@ def test_a_stalled_supervisors_workers_are_fenced_not_run_twice(cluster, watch, 
     a = audit(ledger, IDS)
     watch.figures.update(a.figures())
     assert a.lost == 0 and a.never_acked == 0 and a.acked == IDS, a
-    assert a.duplicates <= PENDING, f"two incarnations ran side by side: {a}"
+    # the trees in flight as the slot moved: max.spout.pending is checked before each
+    # next_tuple (Storm's rule), and a call emits up to per_call (32) ids, so up to
+    # PENDING + 31 (a CI run failed on 512 <= 500 against this test's own old bound)
+    in_flight = PENDING + LedgerSpout(ledger, 1).per_call - 1
+    assert a.duplicates <= in_flight, f"two incarnations ran side by side: {a}"
     assert "told to stop" in c.log("nimbus.log")  # as its slot moved, or at its hello
     poll_for(lambda: "stalled for" in c.log(f"{name}.log"), 30, 0.05, "the stall noticed")
     assert sup.poll() is None  # it runs on: its id is its own

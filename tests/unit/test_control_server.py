@@ -170,3 +170,32 @@ def test_a_fenced_hello_is_not_kept_and_its_worker_is_told_to_stop(server):
         for sock in socks:
             sock.close()
         ctx.term()
+
+
+def test_a_fenced_workers_answer_to_its_stop_is_noted(server):
+    """Nimbus starts a fenced worker's replacement once the stale incarnation answered
+    its stop (it stopped), or its time ran out: the answer, otherwise dropped as a late
+    reply, is noted by (topology, index, pid); another reply is not taken for it."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, b"w0-9")
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(server.address)
+        info = {"index": 0, "pid": 9, "topology": "t", "state": "running", "address": None}
+        sock.send_multipart(ct.request("hello", 0, info))
+        server.wait_hello("t", 0, 9, lambda: True, 10)
+        server.fence(("t", 0), b"w0-9", 9)
+        assert sock.poll(10_000)
+        verb, req_id, _ = ct.decode_request(sock.recv_multipart())
+        assert verb == "stop"
+        sock.send_multipart(ct.answer(verb, req_id + 1000, {"stuck": []}))  # not its answer
+        sock.send_multipart(ct.answer(verb, req_id, {"stuck": []}))
+        for _ in range(200):
+            server.pump(50)
+            if server.fence_answered:
+                break
+        assert server.fence_answered == {("t", 0, 9)}
+    finally:
+        sock.close()
+        ctx.term()
