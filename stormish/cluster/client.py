@@ -92,6 +92,7 @@ class NimbusClient:
     def _open(self) -> None:
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)  # what took nimbus's port: control.py
         # queue a request only on a connection whose handshake completed, so a refused
         # handshake (a keyed nimbus, a client without its keys) is told apart
         self.sock.setsockopt(zmq.IMMEDIATE, 1)

@@ -126,6 +126,9 @@ class Nimbus:
         self.ctx = zmq.Context()
         self.api = self.ctx.socket(zmq.ROUTER)
         self.api.setsockopt(zmq.LINGER, 0)
+        # a frame is read whole before the handshake judges its sender: none past a
+        # piece (control.py), or a stranger makes nimbus hold whatever it announces
+        self.api.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)
         security.check_bind(api_bind)
         security.server(self.api)
         self.api.bind(api_bind)

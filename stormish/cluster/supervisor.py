@@ -286,6 +286,7 @@ class Supervisor:
             self.ctx = zmq.Context()
             self.sock = self.ctx.socket(zmq.DEALER)
             self.sock.setsockopt(zmq.LINGER, 0)
+            self.sock.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)  # no frame is larger: control.py
             security.client(self.sock)
             self.monitor = self.sock.get_monitor_socket(HANDSHAKE_EVENTS)
             self._said: str | None = None  # the trouble with nimbus said last, once

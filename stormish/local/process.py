@@ -242,6 +242,7 @@ def serve(
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, f"w{index}-{os.getpid()}".encode())
     sock.setsockopt(zmq.LINGER, 2000)
+    sock.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)  # no frame is larger (control.py)
     security.client(sock)
     sock.connect(control)
     server = WorkerServer(index, bind, advertise, security, nudge_fd)
@@ -363,6 +364,7 @@ class _Beats:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, 4)  # a beat that cannot go is of no use later
+        sock.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)
         try:
             security.client(sock)
             address = current[0]

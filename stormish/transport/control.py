@@ -8,6 +8,17 @@ id, payload]`, a reply `[status, id, payload]` with status `ok` or `error`; ids 
 caller drop a late reply to a request it gave up on. Nimbus's API (`cluster/api.py`)
 uses the same framing with its own verbs.
 
+No frame is larger than `PIECE` (1 MiB), and every socket of the channel and of nimbus's
+API refuses one larger (`ZMQ_MAXMSGSIZE`: `MAX_FRAME`): libzmq reads a frame whole before
+the CURVE handshake judges its sender, and a peer without keys that announced 500 MiB
+was buffered (four such connections took nimbus to 2 GiB). A payload or code frame past
+it (a large topology, a worker's statistics, a task's results) travels in pieces of at
+most `PIECE` bytes, and the id frame lists how many pieces each frame after it came in
+(8 bytes and a uint32 per frame); the receiver joins them before reading anything. An
+older peer refuses such a message (its id is not 8 bytes) rather than misreading it.
+Under keys only a peer that completed the handshake sends a message at all, so the
+pieces of one are a keyed peer's to hold, as a submit's code is.
+
 A payload is the safe format (`transport/wire.py`: JSON and a table of known records),
 so reading a message runs no code whoever sent it. Code travels in a fourth frame, a
 pickle, only where a verb needs it (`CODE`: the topology of `submit` and `assign`, the
@@ -31,6 +42,11 @@ from ..errors import StormishError
 from . import wire
 
 ID = struct.Struct("!Q")
+PIECE = 1 << 20  # the largest frame sent
+# ... and read (ZMQ_MAXMSGSIZE of every socket here): libzmq checks the frame on the wire,
+# where CURVE wraps it in a MESSAGE command (33 bytes more)
+MAX_FRAME = PIECE + 64
+_COUNT = struct.Struct("!I")  # after the id: the pieces of one frame that follows it
 VERBS = frozenset(
     {
         "hello",
@@ -69,25 +85,66 @@ class PayloadError(ControlError):
 
 def request(
     verb: str, req_id: int, payload: Any = None, verbs: frozenset[str] = VERBS
-) -> list[bytes]:
+) -> list[Any]:
     if verb not in verbs:
         raise ControlError(f"unknown control verb {verb!r}")
     if verb in CODE:
-        return [verb.encode(), ID.pack(req_id), _NONE, pickling.dumps(payload)]
-    return [verb.encode(), ID.pack(req_id), _safe(payload, verb)]
+        return _framed(verb.encode(), req_id, [_NONE, pickling.dumps(payload)])
+    return _framed(verb.encode(), req_id, [_safe(payload, verb)])
 
 
-def reply(req_id: int, payload: Any, ok: bool = True, code: Any = None) -> list[bytes]:
+def reply(req_id: int, payload: Any, ok: bool = True, code: Any = None) -> list[Any]:
     """`code`: a dict of fields that only a pickle can carry (a task's results), merged
     into the payload dict by a receiver that trusts its peer, dropped by one that does
     not."""
-    out = [OK if ok else ERROR, ID.pack(req_id), _safe(payload, "reply")]
+    body = [_safe(payload, "reply")]
     if code is not None:
-        out.append(pickling.dumps(code))
+        body.append(pickling.dumps(code))
+    return _framed(OK if ok else ERROR, req_id, body)
+
+
+def _framed(head: bytes, req_id: int, body: list[bytes]) -> list[Any]:
+    """`[head, id, *body]`, a frame of `body` past `PIECE` bytes cut in pieces (views,
+    not copies) and their counts after the id."""
+    if all(len(b) <= PIECE for b in body):
+        return [head, ID.pack(req_id), *body]
+    table: list[bytes] = [ID.pack(req_id)]
+    out: list[Any] = [head, b""]
+    for frame in body:
+        view = memoryview(frame)
+        pieces = [view[at : at + PIECE] for at in range(0, max(1, len(view)), PIECE)]
+        table.append(_COUNT.pack(len(pieces)))
+        out += pieces
+    out[1] = b"".join(table)
     return out
 
 
-def answer(verb: str, req_id: int, value: Any) -> list[bytes]:
+def _joined(frames: list[Any]) -> list[Any]:
+    """`frames` with each frame's pieces joined again (`_framed`); as they are when none
+    was cut. Raises ControlError on a table that does not match the frames."""
+    if len(frames) < 2 or len(frames[1]) == ID.size:
+        return frames
+    table = frames[1]
+    extra = len(table) - ID.size
+    if extra < _COUNT.size or extra % _COUNT.size or extra > 2 * _COUNT.size:
+        raise ControlError(
+            f"a control message has an 8-byte id (and a 4-byte piece count for each of "
+            f"its 1 or 2 frames after it, when they came in pieces): got {len(table)} bytes"
+        )
+    counts = struct.unpack_from(f"!{extra // _COUNT.size}I", table, ID.size)
+    if 0 in counts or sum(counts) != len(frames) - 2:
+        raise ControlError(
+            f"a control message's piece counts {list(counts)} do not match its "
+            f"{len(frames) - 2} frames after the id"
+        )
+    out, at = [frames[0], bytes(table[: ID.size])], 2
+    for n in counts:
+        out.append(frames[at] if n == 1 else b"".join(frames[at : at + n]))
+        at += n
+    return out
+
+
+def answer(verb: str, req_id: int, value: Any) -> list[Any]:
     """The reply to `verb`: its `CODE_FIELDS` travel in the code frame."""
     fields = CODE_FIELDS.get(verb)
     if fields and isinstance(value, dict):
@@ -97,10 +154,11 @@ def answer(verb: str, req_id: int, value: Any) -> list[bytes]:
 
 
 def decode_request(
-    frames: list[bytes], verbs: frozenset[str] = VERBS, code_ok: bool = False
+    frames: list[Any], verbs: frozenset[str] = VERBS, code_ok: bool = False
 ) -> tuple[str, int, Any]:
     """(verb, id, payload). The verb is checked first; code is unpickled only for a
     verb in `CODE` and only when `code_ok` (the peer is authenticated)."""
+    frames = _joined(frames)
     if len(frames) not in (3, 4) or len(frames[1]) != ID.size:
         raise ControlError("a control request has 3 or 4 frames with an 8-byte id")
     name = bytes(frames[0]).decode("ascii", "replace")
@@ -123,9 +181,10 @@ def decode_request(
         raise PayloadError(str(exc), name, req_id) from exc.__cause__
 
 
-def decode_reply(frames: list[bytes], code_ok: bool = False) -> tuple[bool, int, Any]:
+def decode_reply(frames: list[Any], code_ok: bool = False) -> tuple[bool, int, Any]:
     """(ok, id, payload); a code frame is merged into a dict payload when `code_ok`,
     and never unpickled otherwise."""
+    frames = _joined(frames)
     if len(frames) not in (3, 4) or len(frames[1]) != ID.size:
         raise ControlError("a control reply has 3 or 4 frames with an 8-byte id")
     status = bytes(frames[0])

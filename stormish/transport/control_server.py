@@ -55,6 +55,7 @@ class ControlServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, ct.MAX_FRAME)  # read before the handshake: control.py
         security.check_bind(bind)
         security.server(self.sock)
         if bind.count(":") >= 2:  # tcp://host:port

@@ -154,3 +154,39 @@ def test_a_fresh_client_process_knows_the_records_nimbus_answers_with():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "TaskStats", out.stderr
+
+
+def test_a_frame_past_a_piece_travels_in_pieces_and_arrives_whole():
+    """Every socket of the channel and of nimbus's API refuses a frame past `PIECE`
+    (a stranger's announced 500 MiB was buffered before its handshake failed): a large
+    topology, statistics or results cross in pieces, joined on arrival."""
+    code = os.urandom(3 * ct.PIECE + 5)  # what a large topology's pickle holds
+    frames = ct.request("assign", 7, code)
+    assert max(len(f) for f in frames) <= ct.PIECE and len(frames) == 7
+    assert ct.decode_request([bytes(f) for f in frames], code_ok=True) == ("assign", 7, code)
+    stats = {"tasks": ["x" * 4096] * 600}  # a reply past a piece, in the safe format
+    frames = ct.answer("stop", 9, {**stats, "results": {"sink": [(1, code)]}})
+    assert max(len(f) for f in frames) <= ct.PIECE
+    ok, rid, value = ct.decode_reply(frames, code_ok=True)
+    assert (ok, rid, value.pop("results")) == (True, 9, {"sink": [(1, code)]})
+    assert value == stats
+    assert ct.decode_reply(frames) == (True, 9, stats)  # its code frame dropped unread
+    small = ct.request("stats", 3, None)
+    assert len(small[1]) == ct.ID.size  # what fits in a frame goes as before
+
+
+@pytest.mark.parametrize(
+    "table, frames, why",
+    [
+        (b"\0\0\0\x01" * 3, 3, "8-byte id"),  # counts for three frames: at most two follow
+        (b"\0\0\0\x03", 2, r"piece counts \[3\] do not match its 2 frames"),
+        (b"\0\0\0\x00\0\0\0\x01", 1, r"piece counts \[0, 1\]"),
+        (b"\0\0\0", 1, "8-byte id"),
+    ],
+)
+def test_pieces_that_do_not_match_their_table_are_named(table, frames, why):
+    msg = [b"stats", b"\0" * 8 + table, *[b"null"] * frames]
+    with pytest.raises(ct.ControlError, match=why):
+        ct.decode_request(msg)
+    with pytest.raises(ct.ControlError, match=why):
+        ct.decode_reply([b"ok", *msg[1:]])

@@ -1,0 +1,127 @@
+"""A peer without keys announcing a huge frame, against real daemons and workers on
+127.0.0.1; and the largest legitimate messages still crossing.
+
+libzmq reads a frame whole before the CURVE handshake judges its sender: a stranger
+that announced 500 MiB on nimbus's API port, its control port or a worker's link port
+was buffered (four such connections took nimbus to 2 GiB). Every such socket now
+refuses a frame past its bound (ZMQ_MAXMSGSIZE), and what is legitimately larger (a
+topology's code, a worker's statistics and results, a large tuple) crosses in pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+import psutil
+import pytest
+
+from stormish import BasicBolt, Topology
+from stormish.testing import ListSpout
+
+from .harness import running
+from .parts import Count, Split
+from .test_cluster import SENTENCES, WORDS, Cluster
+from .test_nimbus_security import NimbusProcess
+
+MiB = 1 << 20
+ANNOUNCED = 500 * MiB  # what the stranger's frame header says
+STREAMED = 256 * MiB  # what it sends of it, unless the daemon hangs up first
+GROWTH = 48 * MiB  # what the daemon may grow by meanwhile (kernel buffers, allocator)
+
+
+@contextmanager
+def huge_frame(port: int, mechanism: bytes = b"CURVE") -> Iterator[int]:
+    """A raw TCP peer that says the ZMTP 3.0 greeting, announces a command frame of
+    `ANNOUNCED` bytes (the handshake's first) and streams `STREAMED` bytes of it, or as
+    many as the daemon takes before it hangs up; yields that count with the
+    connection still open (what the daemon buffered is held while it is)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x00" + mechanism.ljust(20, b"\0") + b"\0" * 32)
+        s.recv(64)
+        chunk, sent = b"\0" * MiB, 0
+        try:
+            s.sendall(b"\x06" + struct.pack("!Q", ANNOUNCED))
+            while sent < STREAMED:
+                s.sendall(chunk)
+                sent += len(chunk)
+        except OSError:  # reset or broken pipe: the daemon refused the frame
+            pass
+        yield sent
+    finally:
+        s.close()
+
+
+def rss(pid: int) -> int:
+    return psutil.Process(pid).memory_info().rss
+
+
+@pytest.fixture(scope="module")
+def nimbus(tmp_path_factory):
+    n = NimbusProcess(str(tmp_path_factory.mktemp("caps")))  # keyed, as by default
+    yield n
+    n.close()
+
+
+@pytest.mark.parametrize("port", ["api", "control"])
+def test_a_stranger_announcing_a_huge_frame_to_nimbus_is_hung_up_on(nimbus, port):
+    before = rss(nimbus.proc.pid)
+    with huge_frame(getattr(nimbus, port)) as sent:
+        grew = rss(nimbus.proc.pid) - before
+    assert grew < GROWTH, f"nimbus grew {grew / MiB:.0f} MiB as a stranger sent {sent / MiB:.0f}"
+    assert sent < STREAMED, "nimbus read the whole frame the stranger announced"
+    with closing(nimbus.client()) as c:  # and goes on serving
+        assert c.call("list") == []
+
+
+def test_a_submit_larger_than_a_frame_is_taken(nimbus):
+    """A topology whose code is 12 MiB (data its bolt carries) crosses in pieces."""
+    t = Topology("big-code", config={"topology.workers": 1})
+    t.set_spout("s", ListSpout([["a b"]], fields=["sentence"]))
+    t.set_bolt("split", Carrying(12 * MiB)).shuffle_grouping("s")
+    with closing(nimbus.client()) as c:
+        assert c.call("submit", (t, {})) == "big-code"
+        assert [r["name"] for r in c.call("list")] == ["big-code"]
+        c.call("kill", ("big-code", 0))
+
+
+class Carrying(Split):
+    """Split, carrying `size` bytes of data in its code (random: nothing shrinks it)."""
+
+    def __init__(self, size: int):
+        self.blob = os.urandom(size)
+
+
+class Keeping(BasicBolt):
+    """Counts words and reports 3 MiB as its result: a worker's answer to `stop` past a
+    frame."""
+
+    def prepare(self, conf, context):
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += 1
+
+    def result(self):
+        return (self.n, os.urandom(3 * MiB))
+
+
+def test_a_large_topology_runs_on_a_cluster_and_its_workers_answers_come_whole(tmp_path):
+    """Its code goes to each worker (`assign`) and its results come back in the answer
+    to `stop`, both past a frame on the control channel: they cross in pieces."""
+    t = Topology("large", config={"topology.workers": 2})
+    t.set_spout("s", ListSpout([[s] for s in SENTENCES], fields=["sentence"]))
+    t.set_bolt("split", Carrying(6 * MiB), parallelism=2).shuffle_grouping("s")
+    t.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    t.set_bolt("keep", Keeping()).shuffle_grouping("split")
+    with running(lambda: Cluster(str(tmp_path))) as c:
+        assert c.call("submit", (t, {})) == "large"
+        c.wait_status("large", "complete", timeout=120)
+        stats = c.call("stats", "large")
+        log = c.log("nimbus.log")
+    assert stats.components["count"].executed == WORDS == stats.components["keep"].executed
+    assert "did not answer" not in log and "died during" not in log, log
