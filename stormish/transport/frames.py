@@ -15,6 +15,15 @@ the pickle and the buffers' places in the sender's segments, `shm.py`). Everythi
 (hello, backpressure status, heartbeat, control, releases) is small and is never
 unpickled: a buggy or hostile peer must not reach an unpickler with a control message.
 Status is a `struct`, the dictionaries are JSON.
+
+No frame on a link is larger than `PIECE` (16 MiB): a worker's link socket refuses one
+larger (`ZMQ_MAXMSGSIZE`: `MAX_FRAME`), as libzmq reads a frame whole before the CURVE
+handshake judges its sender (a peer without keys that announced 500 MiB was buffered).
+A message with a larger frame (one tuple's 64 MiB array, a pickle of large strs) goes
+as a PIECES message (`in_pieces`): its frames cut in pieces of at most `PIECE` bytes
+and a table of each frame's piece count; `decode` joins them (one copy, only of what
+was cut) and decodes the message they make. A message's buffers are cut to about
+16 MiB already (`link.MESSAGE_BYTES`), so only a single buffer or pickle past it pays.
 """
 
 from __future__ import annotations
@@ -36,6 +45,10 @@ from .tracker import BackpressureStatus
 MAGIC = b"SMSH"
 VERSION = 1
 OOB_THRESHOLD = 64 * 1024
+PIECE = 16 * 1024 * 1024  # the largest frame sent on a link (link.MESSAGE_BYTES)
+# ... and read (the link socket's ZMQ_MAXMSGSIZE): libzmq checks the frame on the wire,
+# where CURVE wraps it in a MESSAGE command (33 bytes more)
+MAX_FRAME = PIECE + 64
 HEADER = struct.Struct("!4sBBIQ")  # magic, version, kind, sender worker id, sequence
 _STATUS = struct.Struct("!IQII")  # worker id, status id, number of bp / non-bp task ids
 
@@ -58,6 +71,7 @@ class Kind(IntEnum):
     SHM_RELEASE = 9  # the receiver is done with these segments of the sender's
     BULK = 10  # sealed large buffers, on a bulk socket only (bulk.py), never on a link
     BULK_TUPLES = 11  # a TUPLES message whose large buffers went sealed (bulk.py)
+    PIECES = 12  # another message whose frames were cut to PIECE bytes (`in_pieces`)
 
 
 class FrameError(StormishError, ValueError):
@@ -367,6 +381,53 @@ def encode_release(sender: int, token: bytes, segments: Sequence[int]) -> list[F
     ]
 
 
+_COUNT = struct.Struct("!I")
+_PIECES = Kind.PIECES.value  # an int: `decode` compares every message's kind with it
+
+
+def in_pieces(frames: list[Frame]) -> list[Frame]:
+    """`frames` (a message) as a PIECES message when one is past `PIECE` bytes: each cut
+    in views of at most `PIECE` bytes (no copy; values must not change until sent)."""
+    if all(memoryview(f).nbytes <= PIECE for f in frames):
+        return frames
+    _, _, _, sender, seq = HEADER.unpack(frames[0])
+    counts: list[int] = []
+    out: list[Frame] = [_header(Kind.PIECES, sender, seq), b""]
+    for f in frames:
+        view = f.raw() if type(f) is pickle.PickleBuffer else memoryview(f).cast("B")
+        pieces = [view[at : at + PIECE] for at in range(0, max(1, view.nbytes), PIECE)]
+        counts.append(len(pieces))
+        out += pieces
+    out[1] = struct.pack(f"!{len(counts)}I", *counts)
+    return out
+
+
+def _joined(frames: Sequence[Any]) -> list[Any]:
+    """The frames of the message a PIECES message carries, each joined from its pieces:
+    the pickle (frame 1) as `bytes`, the others (out-of-band buffers) as a writable
+    `bytearray`, as a received ZeroMQ frame is."""
+    if len(frames) < 4:
+        raise FrameError(f"wrong frame count for PIECES: {len(frames)}, expected at least 4")
+    table = frames[1]
+    if len(table) < 2 * _COUNT.size or len(table) % _COUNT.size:
+        raise FrameError(f"frame 1: a PIECES table of {len(table)} bytes, for 2 frames or more")
+    counts = struct.unpack_from(f"!{len(table) // _COUNT.size}I", table)
+    if 0 in counts or sum(counts) != len(frames) - 2:
+        raise FrameError(
+            f"PIECES: piece counts {list(counts)[:8]} do not match its {len(frames) - 2} frames"
+        )
+    out: list[Any] = []
+    at = 2
+    for i, n in enumerate(counts):
+        pieces = frames[at : at + n]
+        at += n
+        if n == 1:
+            out.append(pieces[0])
+        else:
+            out.append(b"".join(pieces) if i == 1 else bytearray().join(pieces))
+    return out
+
+
 def _json(kind: Kind, payload: dict) -> bytes:
     if not isinstance(payload, dict):
         raise TypeError(f"a {kind.name} payload must be a dict, got {type(payload).__name__}")
@@ -419,6 +480,11 @@ def decode(frames: Sequence[Any]) -> Message:
         raise FrameError(f"frame 0: bad magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
         raise FrameError(f"frame 0: unsupported version {version} (this build speaks {VERSION})")
+    if kind == _PIECES:
+        whole = _joined(frames)
+        if len(whole[0]) == HEADER.size and HEADER.unpack_from(whole[0])[2] == Kind.PIECES:
+            raise FrameError("PIECES: a PIECES message inside another")
+        return decode(whole)
     try:
         kind, expected, body_decoder = _DECODERS[kind]
     except KeyError:

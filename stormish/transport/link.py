@@ -157,6 +157,9 @@ class WorkerLink:
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.RCVHWM, HWM_MESSAGES)
         self.pull.setsockopt(zmq.RCVBUF, SOCKET_BUFFER_BYTES)
+        # read whole before the handshake judges its sender: no frame past a piece (a
+        # larger one comes in pieces, frames.in_pieces), or a stranger's 500 MiB is held
+        self.pull.setsockopt(zmq.MAXMSGSIZE, fr.MAX_FRAME)
         self.security.server(self.pull)
         if bind is None:
             self.security.check_bind(host)
@@ -1061,7 +1064,10 @@ class WorkerLink:
                 return None, rest
             frames = placed
         self.sent_batches += 1
-        self.sent_bytes += sum(memoryview(f).nbytes for f in frames)
+        sizes = [memoryview(f).nbytes for f in frames]
+        self.sent_bytes += sum(sizes)
+        if max(sizes) > fr.PIECE:  # past what a link reads in one frame
+            frames = fr.in_pieces(frames)
         return frames, rest
 
     def _encode_tuples(self, part: list) -> list:

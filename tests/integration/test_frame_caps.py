@@ -19,12 +19,13 @@ from contextlib import closing, contextmanager
 import psutil
 import pytest
 
-from stormish import BasicBolt, Topology
+from stormish import BasicBolt, LocalCluster, Topology
 from stormish.testing import ListSpout
 
 from .harness import running
 from .parts import Count, Split
 from .test_cluster import SENTENCES, WORDS, Cluster
+from .test_hostile_peer import N, finish, started, topology
 from .test_nimbus_security import NimbusProcess
 
 MiB = 1 << 20
@@ -125,3 +126,36 @@ def test_a_large_topology_runs_on_a_cluster_and_its_workers_answers_come_whole(t
         log = c.log("nimbus.log")
     assert stats.components["count"].executed == WORDS == stats.components["keep"].executed
     assert "did not answer" not in log and "died during" not in log, log
+
+
+def listening_on(port: int) -> psutil.Process:
+    """The process of this test's that listens on `port` (a worker: its link)."""
+    for p in psutil.Process().children(recursive=True):
+        try:
+            conns = p.net_connections("tcp")
+        except psutil.NoSuchProcess:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
+            return p
+    raise LookupError(f"no process of this test listens on port {port}")
+
+
+def test_a_stranger_announcing_a_huge_frame_to_a_workers_link_is_hung_up_on(tmp_path):
+    """A local run's links are keyed (a key pair made for the run): the stranger never
+    completes the handshake, and its frame is refused at its header; the run, held
+    half way meanwhile, then completes exactly."""
+    go = str(tmp_path / "go")
+    with LocalCluster(workers=2) as c:
+        c.submit(topology("huge", go))
+        w = started(c, "huge")
+        address = w["address"][w["down"]]
+        worker = listening_on(int(address.rsplit(":", 1)[1]))
+        before = worker.memory_info().rss
+        with huge_frame(int(address.rsplit(":", 1)[1])) as sent:
+            grew = worker.memory_info().rss - before
+        stats, results = finish(c, "huge", go)
+    assert grew < GROWTH, (
+        f"the worker grew {grew / MiB:.0f} MiB as a stranger sent {sent / MiB:.0f}"
+    )
+    assert sent < STREAMED, "the worker read the whole frame the stranger announced"
+    assert stats.status == "complete" and sorted(results["sink"][0]) == list(range(N))

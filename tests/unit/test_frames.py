@@ -360,3 +360,49 @@ def test_a_bulk_message_names_its_sealed_buffers_and_keeps_the_pickle():
     assert (msg.kind, msg.sender, msg.seq) == (Kind.BULK_TUPLES, 4, 9)
     assert (msg.body.first, msg.body.count, msg.body.tuples) == (7, 2, 2)
     assert bytes(msg.body.pickle) == bytes(frames[1])
+
+
+# ---- frames past what a link reads (PIECES) ----------------------------------------------
+
+
+def test_a_message_with_a_frame_past_a_piece_goes_in_pieces_and_decodes_whole():
+    """A worker's link refuses a frame past `PIECE` (a stranger's announced 500 MiB was
+    buffered before its handshake failed): a tuple's 40 MiB array (F-ordered: its buffer
+    is not C-contiguous), a 20 MiB str in the pickle and a 17 MiB bytes cross in pieces."""
+    import numpy as np
+
+    from stormish.transport.frames import PIECE, in_pieces
+
+    array = np.asfortranarray(np.arange(5 << 20, dtype=np.float64).reshape(1 << 10, -1))
+    text, blob = "x" * (20 << 20), b"\1" * (17 << 20)
+    frames = encode_tuples(3, 9, [(1, 2, "default", [(array, text, blob)], None)])
+    assert max(memoryview(f).nbytes for f in frames) > PIECE
+    pieces = in_pieces(frames)
+    assert max(memoryview(f).nbytes for f in pieces) <= PIECE
+    msg = decode(on_the_wire(pieces))
+    assert (msg.kind, msg.sender, msg.seq) == (Kind.TUPLES, 3, 9)
+    ((_, _, _, [(a, t, b)], _),) = msg.body
+    assert (a == array).all() and a.flags.f_contiguous and a.flags.writeable
+    assert t == text and b == blob and type(b) is bytes
+    small = encode_tuples(3, 10, [(1, 2, "default", [(1,)], None)])
+    assert in_pieces(small) is small  # what fits goes as it is
+
+
+@pytest.mark.parametrize(
+    "table, frames, why",
+    [
+        (b"\0\0\0\1", 2, "a PIECES table of 4 bytes"),
+        (b"\0\0\0\1\0\0\0\1", 1, "wrong frame count for PIECES: 3"),
+        (b"\0\0\0\1\0\0\0\2", 2, r"piece counts \[1, 2\] do not match its 2 frames"),
+        (b"\0\0\0\1\0\0\0\0", 2, r"piece counts \[1, 0\]"),
+    ],
+)
+def test_pieces_that_do_not_match_their_table_are_named(table, frames, why):
+    msg = [header(Kind.PIECES), table, *[header()] * frames]
+    with pytest.raises(FrameError, match=why):
+        decode(msg)
+
+
+def test_pieces_inside_pieces_are_refused():
+    with pytest.raises(FrameError, match="PIECES message inside another"):
+        decode([header(Kind.PIECES), b"\0\0\0\1\0\0\0\1", header(Kind.PIECES), b"x"])
