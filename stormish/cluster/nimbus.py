@@ -160,6 +160,7 @@ class Nimbus:
         # stored topologies that run no more (ended before a restart, or whose code no
         # longer loads: failed), listed from their saved state until killed
         self.stored_only: dict[str, dict[str, Any]] = {}
+        self._ended_stats: dict[str, TopologyStatistics] = {}  # theirs, when saved
         # topologies whose state (and final statistics) could not be saved: retried
         self._unsaved: dict[str, float] = {}  # name -> when the error is logged again
         self._finals: dict[str, dict[str, Any]] = {}  # name -> final statistics to save
@@ -451,6 +452,16 @@ class Nimbus:
         }  # fmt: skip
         self.removed_epochs[name] = int(state.get("epoch") or 0)
 
+    def _restore_final(self, name: str) -> None:
+        """An ended topology's saved final statistics, for `stats` after a restart (one
+        that no longer reads is said, and its listing stays)."""
+        try:
+            final = self.store.load_final(name)
+            if final is not None:
+                self._ended_stats[name] = TopologyStatistics.from_dict(final)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning(f"nimbus: {name}: its final statistics do not read: {exc}")
+
     def _lost(self, exc: LostLeadership) -> None:
         assert self.leadership is not None
         self.leadership.step_down(str(exc))
@@ -481,11 +492,13 @@ class Nimbus:
 
     def _restore(self) -> None:
         self.stored_only.clear()
+        self._ended_stats.clear()
         self._restored.clear()
         for name, topology, conf, state in self.store.load_all():
-            if state.get("status") in ENDED:  # listed as it ended (its error too), until
+            if state.get("status") in ENDED:  # listed as it ended (its error too), and
                 self._list_stored(name, state, str(state["status"]), state.get("error"))
-                continue  # a kill removes it, as before the restart
+                self._restore_final(name)  # its final statistics, until a kill removes it
+                continue
             if topology is None:  # its code no longer loads: failed, its workers unwanted
                 why = str(state.get("unloadable"))
                 self._list_stored(name, state, TopologyStatus.FAILED, why)
@@ -847,6 +860,7 @@ class Nimbus:
             raise StormishError(f"topology {topology.name!r} is already running on this nimbus")
         conf = topology.validate(extra)
         self.stored_only.pop(topology.name, None)  # replaced by this one
+        self._ended_stats.pop(topology.name, None)
         self.store.forget(topology.name)
         self.store.save_topology(topology.name, topology, conf)
         return self._deploy(topology, conf, bool(active))
@@ -903,6 +917,7 @@ class Nimbus:
         name = req.name
         if name in self.stored_only and name not in self.deployments:  # ended, or its code
             row = self.stored_only.pop(name)  # did not load: listed from its saved state
+            self._ended_stats.pop(name, None)
             self.store.forget(name)
             log.info(f"nimbus: {name}: removed (it was {row['status']})")
             return str(row["status"])
@@ -1028,6 +1043,8 @@ class Nimbus:
         return analyse(d.topology, d.conf).as_dict()
 
     def api_stats(self, name: str) -> TopologyStatistics:
+        if name not in self.deployments and name in self._ended_stats:  # before a restart
+            return self._ended_stats[name]
         d = self._get(name)
         if d.status == TopologyStatus.STARTING:
             why = f" ({d.waiting})" if d.waiting else ""

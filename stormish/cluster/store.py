@@ -59,6 +59,15 @@ class Store:
     def save_final(self, name: str, final: dict[str, Any]) -> None:
         self._write(name, "final.json", json.dumps(final).encode())
 
+    def load_final(self, name: str) -> dict[str, Any] | None:
+        """The final statistics saved of topology `name` (None: none were)."""
+        try:
+            with open(os.path.join(self._dir(name), "final.json")) as fh:
+                final = json.load(fh)
+        except FileNotFoundError:
+            return None
+        return final if isinstance(final, dict) else None
+
     def forget(self, name: str) -> None:
         """Remove topology `name`'s directory (nothing else: the name is checked first)."""
         shutil.rmtree(self._dir(name), ignore_errors=True)

@@ -181,6 +181,14 @@ class ZkStore:
         if cid is not None:
             self.drop_code(cid)
 
+    def load_final(self, name: str) -> dict[str, Any] | None:
+        """The final statistics saved of topology `name` (None: none were)."""
+        path = f"{self.root}/final/{check_name(name, 'topology name')}"
+        if self._exists(path) is None:
+            return None
+        final = json.loads(self._get(path))
+        return final if isinstance(final, dict) else None
+
     def forget(self, name: str) -> None:
         """A topology removed (or replaced by a new submit): its state, statistics and
         code go."""

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from ..edges import label
 from ..transport.wire import record
 from .channel import EDGE_COUNTS
+
+T = TypeVar("T")
 
 # Latency histogram buckets, upper bounds in seconds (Prometheus's base unit; the last
 # bucket, +Inf, is implicit). Counted per batch for execute (each tuple of a batch at
@@ -182,6 +184,31 @@ class TopologyStatistics:
 
     def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TopologyStatistics:
+        """The statistics `to_dict` made (nimbus's saved final statistics of an ended
+        topology, read back when it restarts). Fields the schema added since are taken
+        at their defaults, ones it does not know are left; a ValueError, KeyError or
+        TypeError says it is not such a dict."""
+        if d.get("schema") != "stormish.statistics/1":
+            raise ValueError(f"not stormish.statistics/1: schema {d.get('schema')!r}")
+        tasks = {int(k): _from_dict(TaskStats, v) for k, v in d["tasks"].items()}
+        comps = {k: _from_dict(ComponentStats, v) for k, v in d["components"].items()}
+        rest = {k: d[k] for k in ("uptime_seconds", "workers", "links", "error") if k in d}
+        return cls(name=d["name"], status=d["status"], tasks=tasks, components=comps, **rest)
+
+
+def _from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
+    """A flat statistics record from its `asdict`: JSON's lists back to tuples."""
+    kw = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in d:
+            v = d[f.name]
+            if isinstance(v, list) and str(f.type).startswith("tuple"):
+                v = tuple(v)
+            kw[f.name] = v
+    return cls(**kw)
 
 
 def _weighted(tasks: list[TaskStats], attr: str, weight: Callable[[TaskStats], int]) -> float:

@@ -259,22 +259,25 @@ def test_a_pause_inside_the_loops_poll_is_credited_before_the_tick(monkeypatch):
 def test_an_ended_topology_is_still_listed_after_a_restart_and_its_name_starts_past_its_epoch(
     tmp_path,
 ):
-    """A killed topology stays in `list` (with its error, when it failed) until a kill
-    removes it; it vanished when nimbus restarted, and with it the epoch its workers
+    """A killed topology stays in `list` (with its error, when it failed) and in `stats`
+    (its saved final statistics) until a kill removes it; it vanished when nimbus
+    restarted, and with it the epoch its workers
     had reached, so the same name submitted again started at the old epoch (workers a
     supervisor still reports under it could stand for the new ones)."""
     with running(lambda: Cluster(str(tmp_path), supervisors=0), ("nimbus.log",)) as c:
         c.call("submit", (one_worker("ended"), {}))
         c.call("kill", ("ended", 0))
         c.wait_status("ended", "killed")
+        before = c.call("stats", "ended")
         saved = os.path.join(c.data, "topologies", "ended", "state.json")
         with open(saved) as fh:
             epoch = json.load(fh)["epoch"]
         c.stop_nimbus()
         c.start_nimbus()
         assert rows(c)["ended"]["status"] == "killed"
+        assert c.call("stats", "ended") == before  # its saved final statistics
         with closing(c.client()) as client, pytest.raises(StormishError, match="is killed"):
-            client.call("stats", "ended")
+            client.call("activate", "ended")
         assert c.call("kill", ("ended", 0)) == "killed"  # removed, as before the restart
         assert "ended" not in rows(c)
         c.call("submit", (one_worker("ended"), {}))
