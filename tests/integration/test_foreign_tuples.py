@@ -260,16 +260,22 @@ def injected(seen: list[int]) -> list[int]:
     return [v for v in seen if v < 0]
 
 
-def test_a_worker_of_another_topology_puts_no_tuple_in_a_task(tmp_path):
+@pytest.mark.parametrize("named", ["another-topology", "victim", "victim#e1"])
+def test_a_worker_of_another_topology_or_run_puts_no_tuple_in_a_task(tmp_path, named):
+    """A process holding the cluster's keys says HELLO as a worker of another topology,
+    or of an earlier run of this one (killed and submitted again, rebalanced: same
+    name, its peers' ports taken by this run's workers). A HELLO names the topology and
+    its run (`link.run_topology_id`: a local run's nonce, a cluster topology's epoch);
+    "victim" is the HELLO a worker made before runs were named, which by name alone
+    passed for one of this run's and placed its tuples."""
     go = str(tmp_path / "go")
     with LocalCluster(workers=2) as c:
         c.submit(gated_topology("victim", go))
         w = started(c, "victim")
         keys = c._get("victim").group.security  # the cluster's keys: another topology's
         down = f"worker-{w['down']}"
-        hello = fr.encode_hello(
-            w["up"], 0, "another-topology", {"incarnation": "x", "status_base": 1, "reply": True}
-        )
+        info = {"incarnation": "x", "status_base": 1, "reply": True}
+        hello = fr.encode_hello(w["up"], 0, named, info)
         rows = fr.encode_tuples(w["up"], 1, [(w["sink"], w["src"], "default", [[-1], [-2]], None)])
         assert attack(w["address"][w["down"]], hello, rows, security=keys)
         poll_for(
@@ -279,44 +285,9 @@ def test_a_worker_of_another_topology_puts_no_tuple_in_a_task(tmp_path):
         )
         stats, results = finish(c, "victim", go)
     seen = results["sink"][0]
-    assert injected(seen) == [], "a worker of another topology placed tuples in a task"
+    assert injected(seen) == [], f"a worker of {named!r} placed tuples in a task"
     assert stats.status == "complete" and sorted(seen) == list(range(N))
     assert stats.links[down]["foreign_hellos"] == 1
-
-
-@pytest.mark.parametrize("earlier", [None, "e1"])
-def test_a_worker_of_an_earlier_run_of_the_same_name_puts_no_tuple_in_a_task(tmp_path, earlier):
-    """A stale worker of an earlier run of this topology (killed and submitted again,
-    rebalanced: same name, same keys, its peers' ports taken by this run's workers)
-    says HELLO under the topology's name: by name alone it passed for one of this run's
-    workers. A HELLO names the run too now (`run_topology_id`): a local run's nonce, a
-    cluster topology's epoch. `None`: the HELLO as a worker built it before runs were
-    named."""
-    go = str(tmp_path / "go")
-    with LocalCluster(workers=2) as c:
-        c.submit(gated_topology("victim", go))
-        w = started(c, "victim")
-        keys = c._get("victim").group.security
-        down = f"worker-{w['down']}"
-        info = {"incarnation": "stale", "status_base": 1, "reply": True}
-        if earlier is None:
-            named = "victim"
-        else:
-            from stormish.transport.link import run_topology_id
-
-            named = run_topology_id("victim", earlier)
-        hello = fr.encode_hello(w["up"], 0, named, info)
-        rows = fr.encode_tuples(w["up"], 1, [(w["sink"], w["src"], "default", [[-1], [-2]], None)])
-        assert attack(w["address"][w["down"]], hello, rows, security=keys)
-        poll_for(
-            lambda: c.statistics("victim").links[down]["dropped"].get("foreign", 0) == 2,
-            timeout=30,
-            what="the stale worker's tuples dropped",
-        )
-        stats, results = finish(c, "victim", go)
-    seen = results["sink"][0]
-    assert injected(seen) == [], "a worker of an earlier run placed tuples in a task"
-    assert stats.status == "complete" and sorted(seen) == list(range(N))
 
 
 def test_a_keyed_process_that_never_says_hello_puts_no_tuple_in_a_task(tmp_path):

@@ -76,6 +76,18 @@ def lanes_topology(name, workers, bolt, lanes=8, max_in_flight=50, reliable=True
     return t
 
 
+def placed(tasks: list) -> tuple[dict, dict]:
+    """From each task's (account, seq) results: account -> the tasks that executed it,
+    and (task, account) -> its seqs in the order that task executed them."""
+    seen_on: dict = {}
+    sequences: dict = {}
+    for i, seen in enumerate(tasks):
+        for acct, seq in seen:
+            sequences.setdefault((i, acct), []).append(seq)
+            seen_on.setdefault(acct, set()).add(i)
+    return seen_on, sequences
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_each_key_is_executed_in_order_on_one_task_and_every_tuple_once(workers):
     with LocalCluster() as cluster:
@@ -83,14 +95,9 @@ def test_each_key_is_executed_in_order_on_one_task_and_every_tuple_once(workers)
         stats = cluster.wait_complete("lanes", timeout=90)
         results = cluster._get("lanes").results()
     tasks = results["apply"]
-    seen_on: dict = {}
-    for i, seen in enumerate(tasks):
-        by: dict = {}
-        for acct, seq in seen:
-            by.setdefault(acct, []).append(seq)
-            seen_on.setdefault(acct, set()).add(i)
-        for acct, seqs in by.items():
-            assert seqs == list(range(PER)), acct  # strictly in order, each once
+    seen_on, sequences = placed(tasks)
+    for (_, acct), seqs in sequences.items():
+        assert seqs == list(range(PER)), acct  # strictly in order, each once
     assert all(len(v) == 1 for v in seen_on.values())  # a key stays on one task
     assert len(seen_on) == ACCOUNTS
     assert all(tasks), "the lanes spread over both tasks"
@@ -132,14 +139,9 @@ def test_a_key_keeps_its_lanes_task_when_emitted_in_bulk(workers):
         cluster.submit(t)
         cluster.wait_complete("bulk-lanes", timeout=90)
         tasks = cluster._get("bulk-lanes").results()["apply"]
-    seen_on: dict = {}
-    for i, seen in enumerate(tasks):
-        by: dict = {}
-        for acct, seq in seen:
-            by.setdefault(acct, []).append(seq)
-            seen_on.setdefault(acct, set()).add(i)
-        for acct, seqs in by.items():
-            assert seqs == sorted(seqs), acct
+    seen_on, sequences = placed(tasks)
+    for (_, acct), seqs in sequences.items():
+        assert seqs == sorted(seqs), acct
     assert {a: sorted(v) for a, v in seen_on.items()} == {
         f"acct{a}": [lane_of(f"acct{a}", 3) % 2] for a in range(ACCOUNTS)
     }

@@ -17,11 +17,9 @@ from stormish.testing import ListSpout, complete_topology
 pytestmark = pytest.mark.timeout(120)
 
 
-class Deferred(Bolt):
-    """Hands its input to `on_turn`, which emits each one anchored and acks it (a client
-    with its own queue, settled on the task's thread)."""
-
-    outputs = ["n"]
+class Deferring:
+    """Hands its input to `on_turn`, which settles each one (`settle`) on the task's
+    thread, as a client with its own queue does."""
 
     def prepare(self, conf, context):
         self.queue: list = []
@@ -32,12 +30,21 @@ class Deferred(Bolt):
     def on_turn(self):
         todo, self.queue = self.queue, []
         for tup in todo:
-            self.emit([tup.values[0]], anchors=[tup])
-            self.ack(tup)
+            self.settle(tup)
         return False
 
     def holds_work(self):
         return bool(self.queue)
+
+
+class Deferred(Deferring, Bolt):
+    """Emits each input anchored and acks it, from `on_turn`."""
+
+    outputs = ["n"]
+
+    def settle(self, tup):
+        self.emit([tup.values[0]], anchors=[tup])
+        self.ack(tup)
 
 
 class Total(StatefulBolt):
@@ -53,21 +60,12 @@ class Total(StatefulBolt):
         self.ack(tup)
 
 
-class DeferredTotal(Total):
+class DeferredTotal(Deferring, Total):
     """A stateful bolt that applies its input from on_turn: its acks are held until the
     commit after them all the same."""
 
-    def prepare(self, conf, context):
-        self.queue: list = []
-
-    def execute(self, tup):
-        self.queue.append(tup)
-
-    def on_turn(self):
-        todo, self.queue = self.queue, []
-        for tup in todo:
-            super().execute(tup)
-        return False
+    def settle(self, tup):
+        Total.execute(self, tup)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
