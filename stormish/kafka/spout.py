@@ -242,7 +242,12 @@ class KafkaSpout(Spout):
             values = translate(KafkaRecord(*r)) if translate is not None else r
             if values is None:  # skipped: complete at once, as storm-kafka-client does
                 if mid is not None:
-                    self._core.ack(mid)
+                    # its completion may bring a paused partition back under
+                    # max_uncommitted_offsets: the Resume must reach the consumer (dropped,
+                    # the partition stayed paused for good)
+                    resume = self._core.ack(mid)
+                    if resume is not None:
+                        self._do(resume)
                 continue
             if isinstance(values, ToStream):
                 stream, values = values.stream, values.values
