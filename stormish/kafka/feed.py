@@ -65,6 +65,7 @@ class Feed:
         self._released: set[int] = set()
         self._token = 0
         self._assigned: set[tuple[str, int]] = set()
+        self._paused: set[tuple[str, int]] = set()  # paused at the consumer by the spout
         self._client: Any = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -150,8 +151,10 @@ class Feed:
                     client.commit(mine, cmd[2], self.metadata)
             elif kind == "pause":
                 client.pause(cmd[1])
+                self._paused.update(cmd[1])
             elif kind == "resume":
                 client.resume(cmd[1])
+                self._paused.difference_update(cmd[1])
             elif kind == "released":
                 self._released.add(cmd[1])
 
@@ -167,6 +170,13 @@ class Feed:
             self._revoke(tps)
         finally:
             self._assigned.difference_update(tps)
+            # librdkafka keeps a partition's pause through the revoke: given back to this
+            # consumer it stayed paused, while the spout's new lane for it is not (it never
+            # resumed it: the partition was read no more). Resumed while still assigned.
+            paused = [tp for tp in tps if tp in self._paused]
+            if paused:
+                self._paused.difference_update(paused)
+                self._client.resume(paused)
 
     def _revoke(self, tps: list[tuple[str, int]]) -> None:
         self._token += 1

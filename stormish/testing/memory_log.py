@@ -252,8 +252,9 @@ class MemoryConsumer:
                 if self._on_revoke is not None:
                     self._on_revoke(revoke)  # may commit: it still owns them
             with self.log._cond:
+                # a pause outlives the revoke, as librdkafka's does: a partition given
+                # back to this member is still paused until resumed
                 self.owned, self.must_revoke = [], False
-                self.paused.clear()
                 self.joined = self.group.generation
                 self.group.maybe_assign()
         with self.log._cond:

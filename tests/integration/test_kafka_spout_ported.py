@@ -2,11 +2,13 @@
 KafkaSpoutReactivationTest, KafkaSpoutMessagingGuaranteeTest, KafkaSpoutRebalanceTest,
 MaxUncommittedOffsetTest) ported to running topologies: real workers in a LocalCluster,
 against the real (Tansu) broker, or the in-memory log where a step must be placed exactly.
-Each docstring names the Storm test it ports. One failed on the code before its fix:
+Each docstring names the Storm test it ports. Two failed on the code before their fix:
 
 - a record the translator skips (None) completes at once; when that completion brought a
   paused partition back under max_uncommitted_offsets the Resume was dropped: the
-  partition stayed paused at the consumer, never read again.
+  partition stayed paused at the consumer, never read again;
+- librdkafka keeps a partition's pause through a revoke: a paused partition given back to
+  the same spout stayed paused while its new lane was not, so nothing resumed it.
 """
 
 from __future__ import annotations
@@ -212,7 +214,45 @@ def test_at_most_once_and_no_guarantee_disregard_max_uncommitted(kafka, guarante
             opened.set()
 
 
-# -- the in-memory log: the same fix, each step placed exactly ------------------------
+def test_a_paused_partition_given_back_after_a_revoke_is_read_again(kafka):
+    """KafkaSpoutRebalanceTest (a re-assigned partition resumes from its committed
+    offset) with MaxUncommittedOffsetTest's pause, on librdkafka: the partition is paused
+    (5 trees held open), another member joins the group (subscribed to another topic, so
+    the partition comes back to the spout), the revoke times out on the held trees. Failed
+    before the fix: librdkafka kept the partition paused through the revoke and the new
+    lane never resumed it: nothing more was read."""
+    topic, group, key = make_topic(kafka.address, 1, 30), unique("g"), unique("back")
+    other_topic = make_topic(kafka.address, 1, 0)
+    t = Topology("kport-back", config={"topology.message.timeout.secs": 60})
+    k = spout(
+        kafka.address, topic, group, max_uncommitted_offsets=5, revoke_timeout_secs=1,
+        commit_interval_secs=0.05,
+    )  # fmt: skip
+    t.set_spout("k", k)
+    t.set_bolt("note", Gated(key)).shuffle_grouping("k")
+    opened = gate(key)
+    assigned = threading.Event()
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        # the first tree is held: the partition's pause was sent before it was emitted
+        poll_for(lambda: len(seen(key)) >= 1, 30, 0.02, "the first record held")
+        other = ck.Consumer({"bootstrap.servers": kafka.address, "group.id": group,
+                             **KAFKA_FAST_GROUP})  # fmt: skip
+        try:
+            other.subscribe([other_topic], on_assign=lambda c, parts: assigned.set())
+            poll_for(lambda: other.poll(0.1) is None and assigned.is_set(), 60, 0, "rebalanced")
+            opened.set()
+            poll_for(
+                lambda: committed(kafka.address, group, topic) == [30], 30, 0.1, "all committed"
+            )
+        finally:
+            opened.set()
+            other.close()
+    offsets = {o for _, _, o, _ in seen(key)}
+    assert offsets == set(range(30))
+
+
+# -- the in-memory log: the same two fixes, each step placed exactly ------------------------
 def test_null_tuples_resume_a_paused_partition_memory():
     """As test_null_tuples_resume_a_partition_paused_at_max_uncommitted, on the in-memory
     log, the pause seen at the consumer. Failed before the fix (the commit stayed at 5,
@@ -234,3 +274,47 @@ def test_null_tuples_resume_a_paused_partition_memory():
                 log.produce("in", str(i).encode(), partition=0)
             poll_for(lambda: log.committed("g", "in", 0) == 20, 10, 0.01, "all 20")
             assert not log.groups["g"].members[0].paused
+
+
+def test_a_paused_partition_drained_on_revoke_and_given_back_is_read_again_memory():
+    """KafkaSpoutRebalanceTest with MaxUncommittedOffsetTest's pause, on the in-memory log
+    (which keeps a pause through a revoke, as librdkafka does): 30 fetched, 5 in flight,
+    the partition paused; another member joins; the held trees complete during the revoke,
+    which commits 5 (25 fetched past it: still over the limit, so no Resume); the
+    partition comes back to the spout. Failed before the fix: it stayed paused."""
+    name = unique("back-mem")
+    key = name
+    with MemoryLog(name) as log:
+        fill(log, "in", 1, 30)
+        log.create_topic("other", 1)
+        t = Topology(name)
+        k = KafkaSpout(
+            log.address, topics="in", group_id="g", max_uncommitted_offsets=5,
+            commit_interval_secs=0.01,
+        )  # fmt: skip
+        t.set_spout("k", k)
+        t.set_bolt("note", Gated(key)).shuffle_grouping("k")
+        opened = gate(key)
+        with LocalCluster() as cluster:
+            cluster.submit(t)
+            member = poll_for(
+                lambda: "g" in log.groups and log.groups["g"].members, 10, 0.01, "joined"
+            )[0]
+            poll_for(lambda: ("in", 0) in member.paused, 10, 0.01, "the partition paused")
+            other = log.consumer("g")
+            other.subscribe(["other"], None, lambda tps: {}, lambda tps: None)
+            stop = threading.Event()
+            poller = threading.Thread(
+                target=lambda: [other.poll(10, 0.02) for _ in iter(stop.is_set, True)]
+            )
+            poller.start()
+            try:
+                poll_for(lambda: any(e[0] == "revoke" for e in log.events), 10, 0.01, "the revoke")
+                opened.set()  # the 5 trees complete while the revoke waits for them
+                poll_for(lambda: log.committed("g", "in", 0) == 30, 10, 0.01, "all 30")
+            finally:
+                opened.set()
+                stop.set()
+                poller.join(5)
+                other.close()
+    assert Counter(o for _, _, o, _ in seen(key)) == {o: 1 for o in range(30)}

@@ -63,6 +63,24 @@ def test_a_paused_partition_gives_nothing_until_resumed(log):
     assert [r[4] for r in c.poll(10, 0)] == [b"x"]
 
 
+def test_a_pause_outlives_a_revoke_as_librdkafkas_does(log):
+    # confluent-kafka 2.16 (librdkafka 2.16): a partition paused, revoked and assigned
+    # back to the same consumer (eager) is still paused until resumed
+    c, calls = member(log)
+    c.poll(0, 0)
+    c.pause([("t", 0)])
+    log.produce("t", b"a", partition=0)
+    other = log.consumer("g")
+    other.subscribe(["elsewhere"], None, lambda tps: {}, lambda tps: None)
+    c.poll(0, 0)  # c revokes
+    other.poll(0, 0)  # other joins: the assignment is made
+    c.poll(0, 0)
+    assert calls[-2:] == [("revoke", [("t", 0), ("t", 1)]), ("assign", [("t", 0), ("t", 1)])]
+    assert c.poll(10, 0) == []
+    c.resume([("t", 0)])
+    assert [r[4] for r in c.poll(10, 0)] == [b"a"]
+
+
 def test_a_join_revokes_everything_then_splits_and_the_next_owner_resumes(log):
     for i in range(6):
         log.produce("t", str(i).encode(), partition=i % 2)
