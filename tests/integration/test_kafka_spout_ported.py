@@ -1,7 +1,8 @@
 """storm-kafka-client's spout tests (KafkaSpoutNullTupleTest, KafkaSpoutSingleTopicTest,
 KafkaSpoutReactivationTest, KafkaSpoutMessagingGuaranteeTest, KafkaSpoutRebalanceTest,
-MaxUncommittedOffsetTest) ported to running topologies: real workers in a LocalCluster,
-against the real (Tansu) broker, or the in-memory log where a step must be placed exactly.
+MaxUncommittedOffsetTest, KafkaSpoutTopologyDeployActivateDeactivateTest) ported to
+running topologies: real workers in a LocalCluster, against the real (Tansu) broker, or
+the in-memory log where a step must be placed exactly.
 Each docstring names the Storm test it ports. Two failed on the code before their fix:
 
 - a record the translator skips (None) completes at once; when that completion brought a
@@ -274,6 +275,37 @@ def test_null_tuples_resume_a_paused_partition_memory():
                 log.produce("in", str(i).encode(), partition=0)
             poll_for(lambda: log.committed("g", "in", 0) == 20, 10, 0.01, "all 20")
             assert not log.groups["g"].members[0].paused
+
+
+def test_earliest_is_enforced_only_on_a_topology_first_deployment_memory():
+    """KafkaSpoutTopologyDeployActivateDeactivateTest: first_poll_offset="earliest" does
+    not rewind a topology that committed there (its restart resumes; stormish keys "this
+    topology" on its name where Storm keys it on the topology id), and a different
+    topology in the same group starts at the beginning. (On the in-memory log: the Tansu
+    broker answers a committed offset without its metadata, so there every restart of an
+    `earliest` spout starts at the beginning.)"""
+    name = unique("earliest-mem")
+    with MemoryLog(name) as log:
+        fill(log, "in", 1, 2)
+
+        def run(topology: str) -> list[int]:
+            key = unique("earliest")
+            t = Topology(topology)
+            k = KafkaSpout(
+                log.address, topics="in", group_id="g", stop_at_end=True,
+                first_poll_offset="earliest",
+            )  # fmt: skip
+            t.set_spout("k", k)
+            t.set_bolt("note", Note(key)).shuffle_grouping("k")
+            run_topology(t, timeout=60)
+            return sorted(o for _, _, o, _ in seen(key))
+
+        assert run("kport-topology-1") == [0, 1]
+        for i in (2, 3):
+            log.produce("in", str(i).encode(), partition=0)
+        assert run("kport-topology-1") == [2, 3]  # its own commit: resumed
+        assert run("kport-topology-2") == [0, 1, 2, 3]  # another topology's: the beginning
+        assert log.committed("g", "in", 0) == 4
 
 
 def test_a_paused_partition_drained_on_revoke_and_given_back_is_read_again_memory():
