@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Retry:
-    """The n-th failure of a record waits `initial_delay_secs + delay_period_secs *
-    2**(n-1)` seconds, at most `max_delay_secs`, before its replay. Past `max_retries`
-    failures (None: retry for ever, Storm's default) the record is given up: emitted on
-    the spout's `__dead_letter` stream with the reason, and committed past."""
+    """A record's first failure waits `initial_delay_secs`, its n-th after that
+    `delay_period_secs * 2**(n-1)` seconds, at most `max_delay_secs`, before its replay
+    (storm-kafka-client's `nextTime`, so settings ported from Storm wait as they did).
+    Past `max_retries` failures (None: retry for ever, Storm's default) the record is
+    given up: emitted on the spout's `__dead_letter` stream with the reason, and
+    committed past."""
 
     initial_delay_secs: float = 0.0
     delay_period_secs: float = 0.002
@@ -32,5 +34,7 @@ class Retry:
         return self.max_retries is None or failures <= self.max_retries
 
     def delay(self, failures: int) -> float:
+        if failures <= 1:
+            return min(self.max_delay_secs, self.initial_delay_secs)
         exp = min(failures - 1, 60)  # 2**60 periods is past any max_delay already
-        return min(self.max_delay_secs, self.initial_delay_secs + self.delay_period_secs * 2**exp)
+        return min(self.max_delay_secs, self.delay_period_secs * 2**exp)

@@ -40,7 +40,7 @@ def committed(core: SpoutCore) -> dict:
 
 def test_fail_one_ack_the_rest_commits_only_up_to_the_failed_offset():
     # KafkaSpoutCommitTest / KafkaSpoutEmitTest: 11 records, fail offset 1, ack 2..10
-    core = SpoutCore(retry=Retry(delay_period_secs=1.0))
+    core = SpoutCore(retry=Retry(initial_delay_secs=1.0))
     core.assigned({TP: 0})
     core.polled(records(11))
     ids = emitted(core)
@@ -100,7 +100,9 @@ def test_the_engines_dead_letter_is_committed_past_and_not_emitted_again():
 
 def test_backoff_is_exponential_and_capped():
     r = Retry(initial_delay_secs=1.0, delay_period_secs=0.5, max_delay_secs=5.0)
-    assert [r.delay(n) for n in (1, 2, 3, 4, 5)] == [1.5, 2.0, 3.0, 5.0, 5.0]
+    # storm-kafka-client's nextTime: the first failure waits the initial delay, the n-th
+    # after it period * 2**(n-1) (it was initial + period * 2**(n-1) every time)
+    assert [r.delay(n) for n in (1, 2, 3, 4, 5, 6)] == [1.0, 1.0, 2.0, 4.0, 5.0, 5.0]
     assert Retry(max_retries=0).may_retry(1) is False
     with pytest.raises(ValueError, match="max_retries"):
         Retry(max_retries=-1)

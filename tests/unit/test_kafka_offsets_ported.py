@@ -257,7 +257,7 @@ def test_a_limit_of_one_emits_at_most_one_tuple():
 
 def test_failed_messages_are_emitted_even_when_max_uncommitted_is_reached():
     """KafkaSpoutEmitTest.testNextTupleEmitsFailedMessagesEvenWhenMaxUncommittedOffsetsIsExceeded."""
-    core = SpoutCore(max_uncommitted=10, retry=Retry(delay_period_secs=0.05))
+    core = SpoutCore(max_uncommitted=10, retry=Retry(initial_delay_secs=0.05))
     core.assigned({TP: 0})
     assert core.polled(records(range(10))) == [Pause((TP,))]
     ids = emitted(core)
@@ -452,9 +452,8 @@ def test_acks_for_a_partition_no_longer_assigned_are_not_committed():
 def test_a_failed_record_is_ready_only_after_its_delay_per_partition():
     """KafkaSpoutRetryExponentialBackoffTest.testCanHandleMultipleTopics and
     testCanHandleMultipleMessagesOnPartition: failures of two partitions half a second
-    apart with a one-second delay each become ready one at a time. (stormish's n-th
-    delay is initial + period * 2**(n-1); Storm's first is initial alone and the n-th
-    after that period * 2**(n-1).)"""
+    apart with a one-second delay each become ready one at a time (the first failure
+    waits the initial delay alone, as Storm's; the n-th after it period * 2**(n-1))."""
     core = SpoutCore(retry=Retry(initial_delay_secs=1.0, delay_period_secs=0.0))
     core.assigned({TP: 0, TP2: 0})
     core.polled(records([0, 1]) + records([0], tp=TP2))

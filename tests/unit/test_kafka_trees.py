@@ -61,7 +61,7 @@ def test_a_tree_acked_out_of_order_commits_only_the_completed_prefix():
 
 
 def test_a_failed_tree_replays_each_record_alone_and_nothing_later():
-    core = SpoutCore(records_per_tree=4, retry=Retry(delay_period_secs=1.0))
+    core = SpoutCore(records_per_tree=4, retry=Retry(initial_delay_secs=1.0))
     core.assigned({TP: 0})
     core.polled(records(8))
     (_, first), (_, second) = trees(core)
