@@ -63,6 +63,7 @@ class Feed:
         # for it; the partitions go with what it committed when it was deactivated
         self.passive = False
         self._released: set[int] = set()
+        self._waiting: int | None = None  # the revoke whose release is awaited now
         self._token = 0
         self._assigned: set[tuple[str, int]] = set()
         self._paused: set[tuple[str, int]] = set()  # paused at the consumer by the spout
@@ -155,7 +156,9 @@ class Feed:
             elif kind == "resume":
                 client.resume(cmd[1])
                 self._paused.difference_update(cmd[1])
-            elif kind == "released":
+            elif kind == "released" and cmd[1] == self._waiting:
+                # only the awaited one: a release of a revoke not waited on (the spout
+                # was deactivated) or given up on is moot, and was kept for good
                 self._released.add(cmd[1])
 
     def _on_assign(self, tps: list[tuple[str, int]]) -> dict:
@@ -186,6 +189,7 @@ class Feed:
             self._run_commands()  # the spout committed what it had when it stopped
             return
         deadline = time.monotonic() + self.revoke_timeout
+        self._waiting = token
         while token not in self._released and time.monotonic() < deadline:
             if self._closing or self.passive:
                 break
@@ -199,4 +203,5 @@ class Feed:
                 tps,
                 self.revoke_timeout,
             )
+        self._waiting = None
         self._released.discard(token)

@@ -65,3 +65,18 @@ def test_at_most_once_hands_a_batch_only_once_it_is_committed(commit_ok: bool) -
     handed = [e for e in feed.inbox if e[0] == "records"]
     assert client.commits == [{("in", 0): 2}]
     assert len(handed) == (1 if commit_ok else 0)
+
+
+def test_a_release_no_revoke_waits_for_is_not_kept() -> None:
+    """The spout answers every revoke it hears of with a release; one for a revoke the
+    feed did not wait on (the spout was deactivated) or gave up on (past
+    revoke_timeout) was kept for good: a set that grew with every such rebalance."""
+    feed = Feed(lambda: Scripted(True), ["in"], None, "earliest", "", revoke_timeout=0.01)
+    feed.passive = True  # deactivated: the revoke does not wait
+    feed._revoke([("in", 0)])
+    feed.passive = False
+    feed._revoke([("in", 1)])  # waited on, and given up after revoke_timeout
+    for token in (1, 2):
+        feed.commands.append(("released", token))
+    feed._run_commands()
+    assert feed._released == set()
