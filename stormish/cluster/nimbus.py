@@ -1425,6 +1425,9 @@ class Nimbus:
         d.status = status
         d.slots = {}
         d.waiting = None  # an ended topology waits for nothing (list, monitor)
+        for key in [k for k in self._fencing if k[0] == d.name]:  # nothing to place now
+            pid, _ = self._fencing.pop(key)
+            self.control.fence_answered.discard((*key, pid))
         self._save(d)
         stats = d.running.finish(status)
         self._save_final(d.name, stats.to_dict())
