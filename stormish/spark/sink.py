@@ -36,10 +36,12 @@ commits on the task's thread: commits run strictly in the order the batches were
 the ledger check of batch N+1 sees batch N; tuples are acked, or failed when their commit
 fails, only after it, on the task's thread (`Bolt.on_turn`, woken by the commit thread);
 while `commits_ahead` batches wait for their commit the sink takes no input (the engine's
-backpressure holds its upstream); a finite run is not over while a commit is pending
-(`Bolt.holds_work`; with acking on the trees say it too), and `cleanup()` waits for the
-queued commits and settles them. `commits_ahead=0` commits on the task's thread, as the
-Spark writer always does (py4j calls stay on the task's thread).
+backpressure holds its upstream), and a batch due meanwhile (what the turn that found
+the hold had taken already) is cut once one of them has settled; a finite run is not
+over while a commit is pending (`Bolt.holds_work`; with acking on the trees say it too),
+and `cleanup()` waits for the queued commits and settles them. `commits_ahead=0`
+commits on the task's thread, as the Spark writer always does (py4j calls stay on the
+task's thread).
 
 Null keys: a row whose key field is None is keyed by its whole row (keys.py), so
 distinct rows with null keys are all written, and a replayed one is still recognised.
@@ -185,6 +187,7 @@ class SparkSink(Bolt):
         _warn_config(self, conf)
         # batches handed to the commit thread and not yet settled (the task's thread only)
         self._committing = 0
+        self._due = False  # a batch is due, cut once fewer than commits_ahead wait (_cut)
         ahead = self.commits_ahead if self.writer == "arrow" else 0
         # on_turn holds the input back from this many pending commits on (never: inline)
         self._hold_at = ahead or math.inf
@@ -209,6 +212,8 @@ class SparkSink(Bolt):
         (take no input) while `commits_ahead` batches wait for their commit."""
         if self._commits is not None and self._commits.done:
             self._settle()
+            if self._due and self._committing < self._hold_at:
+                self.flush()
         return self._committing >= self._hold_at
 
     def holds_work(self) -> bool:
@@ -228,7 +233,7 @@ class SparkSink(Bolt):
         self._rows.append(tup.values)
         self._tuples.append(tup)
         if len(self._rows) >= self.batch_rows:
-            self.flush()
+            self._cut()
 
     def execute_batch(self, batch: Any) -> None:
         if batch.stream == TICK_STREAM:
@@ -244,7 +249,7 @@ class SparkSink(Bolt):
         if self._acking:
             self._batches.append(batch)
         if len(self._rows) >= self.batch_rows:
-            self.flush()
+            self._cut()
 
     def on_tick(self, end_of_input: bool = False) -> None:
         """Commit what is buffered once the oldest is `batch_seconds` old, or at once at
@@ -253,7 +258,7 @@ class SparkSink(Bolt):
         if self._oldest is not None and (
             end_of_input or self.clock() - self._oldest >= self.batch_seconds
         ):
-            self.flush()
+            self._cut()
 
     def _check_fields(self, fields: tuple[str, ...], tuples: list, batch: Any = None) -> bool:
         """Take the first input's fields; fail tuples whose fields differ or lack the key."""
@@ -280,11 +285,23 @@ class SparkSink(Bolt):
         return True
 
     # -- commit -------------------------------------------------------------------------------
+    def _cut(self) -> None:
+        """A batch is due (its size, its age, the end of input): cut it now, or, while
+        `commits_ahead` batches wait for the commit thread, at the first turn that finds
+        one of them settled (`on_turn`). What the task takes meanwhile (the rest of the
+        turn that filled the queue) joins the batch due: a turn that took a held
+        sink's whole queue cut a batch of every `batch_rows` of it, all queued."""
+        if self._committing >= self._hold_at:
+            self._due = True
+        else:
+            self.flush()
+
     def flush(self) -> None:
         """Commit what is buffered (on the commit thread, or here with none); its tuples
         are acked after the commit, failed if the commit fails."""
         rows, tuples, batches = self._rows, self._tuples, self._batches
         self._rows, self._tuples, self._batches, self._oldest = [], [], [], None
+        self._due = False
         if not rows:
             return
         commits = self._commits

@@ -99,6 +99,31 @@ def test_input_goes_on_while_a_commit_is_held_and_commits_keep_their_order(tmp_p
     assert written(tmp_path) == [0, 1, 2, 3, 4] and len(rec.acked) == 5
 
 
+def test_no_more_than_commits_ahead_batches_wait_whatever_one_turn_takes(tmp_path):
+    """The runtime asks `on_turn` once a turn, and a turn takes up to 16 takes of the
+    queue: a sink held with its queue full took the whole queue in the turn after the
+    hold and cut a batch of every `batch_rows` of it (17 commits queued with
+    commits_ahead=2 and batch_rows=50, on two workers). A batch due while
+    commits_ahead wait is cut at the turn that finds one settled, with what the task
+    took meanwhile; commits keep their order and every row is written once."""
+    sink, rec, _ = make(tmp_path, batch_rows=2, commits_ahead=2)
+    for i in range(10):  # one turn's input: five batches' worth
+        sink.execute(tup(i))
+    assert sink.statistics()["committing"] == 2, "more batches queued than commits_ahead"
+    assert sink.statistics()["buffered"] == 6 and sink.holds_work()
+    assert sink.on_turn() is True
+    sink.gate.set()
+    assert sink._commits.wait(WAIT)
+    assert sink.on_turn() is False  # both settled: the due batch went to the commit thread
+    assert sink.statistics()["committing"] == 1 and sink.statistics()["buffered"] == 0
+    settle(sink)
+    assert sink.order == [0, 2, 4]
+    assert written(tmp_path) == list(range(10))
+    assert rec.acked == [row_id(0, i) for i in range(10)] and rec.failed == []
+    assert not sink.holds_work() and sink.statistics()["buffered"] == 0
+    sink.cleanup()
+
+
 def test_a_failed_commit_fails_exactly_its_batch(tmp_path):
     sink, rec, _ = make(tmp_path, batch_rows=2, commits_ahead=3)
     for t in (tup(0), tup(1), tup(2), tup(3, "not an int"), tup(4), tup(5)):
