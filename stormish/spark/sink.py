@@ -3,8 +3,11 @@
 The sink buffers tuples and commits them as one micro-batch when `batch_rows` are
 buffered, or on a tick once the oldest is `batch_seconds` old, and in `cleanup()`.
 Tuples are acked only after their batch is committed and failed when the commit fails
-(the spout replays them). Acks can still be lost after a commit (a worker dies, a tree
-times out), so the same rows come back; this is the rule that keeps them out:
+(the spout replays them); a row whose values cannot be stored in the sink's columns,
+once they are typed (`schema=`, or by the first batch), fails alone and the rest of its
+batch is committed (failing the batch brought its rows back with it on every replay).
+Acks can still be lost after a commit (a worker dies, a tree times out), so the same
+rows come back; this is the rule that keeps them out:
 
 **Batch id rule.** Every row has a stable 64-bit key (keys.py): the `key` field (by
 default SparkSpout's `_row_id`, which is (partition << 40) | offset, the same on every
@@ -177,7 +180,7 @@ class SparkSink(Bolt):
         # (two thirds of the sink's own cost per row)
         self._acking = conf.get("topology.acker.executors") != 0
         self.rows_committed = self.batches_committed = self.duplicates = 0
-        self.failed_batches = 0
+        self.failed_batches = self.rows_refused = 0
         if self.path is not None and not is_uri(self.path):
             ensure_dir(self.path, self.component)  # an unwritable path fails the task now
         if self.writer == "spark":  # an unknown data source fails the task now, not every batch
@@ -336,6 +339,9 @@ class SparkSink(Bolt):
             for b in batches:
                 self.ack_batch(b)
             return
+        if isinstance(exc, _Refused) and not (tuples and batches):
+            self._settle_refused(tuples, batches, exc)
+            return
         err = (
             exc
             if isinstance(exc, StormishError)
@@ -352,10 +358,37 @@ class SparkSink(Bolt):
         for b in batches:
             self.fail_batch(b)
 
+    def _settle_refused(self, tuples: list, batches: list, refused: _Refused) -> None:
+        """The rows `refused` names fail (their spout replays them, or dead-letters them
+        past `topology.max.replays`), the rest of their batch, committed, is acked.
+        `tuples` (per-tuple input) or `batches` (batch input, in the order their rows
+        were buffered) cover the batch's rows; with acking off neither is kept."""
+        bad = refused.rows
+        self.rows_refused += len(bad)
+        self.report_error(refused.error)
+        for i, t in enumerate(tuples):
+            if i in bad:
+                self.fail(t)
+            else:
+                self.ack(t)
+        first = 0
+        for b in batches:
+            n = len(b)
+            if not b.metas or not any(first <= i < first + n for i in bad):
+                self.ack_batch(b)  # none of its rows refused (or none tracked)
+            else:
+                for i, t in enumerate(b.tracked(), first):
+                    if i in bad:
+                        self.fail(t)
+                    else:
+                        self.ack(t)
+            first += n
+
     def _write(self, rows: list) -> None:
         """Rows to one Arrow table (column by column), keys from its key column when that
         is int64 (SparkSpout's row id: no Python call per row), duplicates filtered out
-        in Arrow, then one commit."""
+        in Arrow, then one commit. Rows whose values cannot be stored in the sink's typed
+        columns are left out and named (`_Refused`, raised after the commit of the rest)."""
         import pyarrow as pa
 
         from .batch import arrow_table
@@ -364,7 +397,22 @@ class SparkSink(Bolt):
         committer = self._committer or self._open_committer()
         committer.refresh()
         names = committer.fields
-        table = arrow_table(rows, names, committer.schema, self.component, self._target())
+        try:
+            table = arrow_table(rows, names, committer.schema, self.component, self._output())
+        except SparkSinkError as exc:
+            bad = self._unstorable(rows, names, committer.schema)
+            if not bad or len(bad) == len(rows):
+                raise  # none to blame alone (types still inferred), or all: the batch fails
+            self._write([r for i, r in enumerate(rows) if i not in bad])
+            w, first = where(self.component), str(exc)
+            first = first[len(w) :] if first.startswith(w) else first
+            raise _Refused(
+                SparkSinkError(
+                    f"{w}{len(bad)} of {len(rows)} rows cannot be stored and failed alone "
+                    f"(the other {len(rows) - len(bad)} were committed); the first: {first}"
+                ),
+                bad,
+            ) from exc
         keys = None
         k = self._key_index
         if k is not None:
@@ -386,6 +434,36 @@ class SparkSink(Bolt):
         if committer.commit(batch_id(keys), table, keys):
             self.batches_committed += 1
             self.rows_committed += n
+
+    def _unstorable(self, rows: list, names: list[str], schema: Any) -> set[int]:
+        """The rows that fail alone to convert to the sink's columns, when `schema` types
+        every one of them (`schema=`, or after the first batch); none otherwise (a row
+        alone infers its own types). Only after a batch failed to convert, by halves: a
+        part that converts is cleared whole (one bad row in 10,000: ~30 conversions)."""
+        import pyarrow as pa
+
+        from .batch import arrow_table
+
+        if schema is None or any(
+            n not in schema.names or pa.types.is_null(schema.field(n).type) for n in names
+        ):
+            return set()
+        bad: set[int] = set()
+        parts = [(0, len(rows))]
+        while parts:
+            lo, hi = parts.pop()
+            if hi - lo < len(rows):  # the whole failed already
+                try:
+                    arrow_table(rows[lo:hi], names, schema, self.component, self._output())
+                    continue
+                except SparkSinkError:
+                    pass
+            if hi - lo == 1:
+                bad.add(lo)
+            else:
+                mid = (lo + hi) // 2
+                parts += [(mid, hi), (lo, mid)]
+        return bad
 
     def _open_committer(self) -> Any:
         fields = self.fields or list(self._in_fields or ())
@@ -420,15 +498,29 @@ class SparkSink(Bolt):
     def _target(self) -> str:
         return f"table {self.table!r}" if self.table else f"path {self.path!r}"
 
+    def _output(self) -> str:
+        """The path or table, as batch.arrow_table names it (quoted there)."""
+        return self.table or self.path or ""
+
     def statistics(self) -> dict[str, int]:
         return {
             "rows_committed": self.rows_committed,
             "batches": self.batches_committed,
             "duplicates_dropped": self.duplicates,
             "failed_batches": self.failed_batches,
+            "rows_refused": self.rows_refused,
             "buffered": len(self._rows),
             "committing": getattr(self, "_committing", 0),
         }
+
+
+class _Refused(Exception):  # noqa: N818 - not an error of the batch: of some of its rows
+    """A commit that left out `rows` (indices into the batch), which cannot be stored:
+    they fail, the rest of the batch was committed. `error` is what is reported."""
+
+    def __init__(self, error: SparkSinkError, rows: set[int]):
+        super().__init__(str(error))
+        self.error, self.rows = error, rows
 
 
 class CommitThread:

@@ -108,3 +108,28 @@ def test_a_finite_run_waits_for_its_last_commit(tmp_path, acking):
         stats = cluster.wait_complete("last-commit", timeout=60)
         assert rows(out) == list(range(N))  # before the cluster's shutdown
     assert stats.status == "complete"
+
+
+@pytest.mark.parametrize("ahead", [2, 0], ids=["commit-thread", "inline"])
+def test_a_row_that_cannot_be_stored_is_dead_lettered_alone(tmp_path, ahead):
+    """Two workers, acking on, `topology.max.replays` 3, one row of 20,000 whose value
+    does not fit its column. Its batch failed whole, and its batch-mates came back with
+    it on every replay: 1,008 rows dead-lettered, 1,007 of them good. Now the bad row
+    fails alone, and is the only one given up."""
+    n, bad = 20_000, 7_000
+    out = str(tmp_path / "out")
+    items = [(i, 2 * i if i != bad else "not a number") for i in range(n)]
+    t = Topology("bad-row", config={"topology.max.replays": 3})
+    t.set_spout("src", ListSpout(items, fields=("id", "v")))
+    sink = SparkSink(out, key="id", batch_rows=1_000, batch_seconds=0.5, commits_ahead=ahead)
+    t.set_bolt("sink", sink).shuffle_grouping("src")
+    with LocalCluster(workers=2) as cluster:
+        cluster.submit(t)
+        stats = cluster.wait_complete("bad-row", timeout=60)
+        (result,) = cluster._get("bad-row").results()["src"]
+    assert stats.status == "complete"
+    assert list(result["dead"]) == [bad]
+    assert stats.components["src"].acked == n - 1
+    files = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".parquet")]
+    ids = sorted(v for f in files for v in pq.read_table(f).column("id").to_pylist())
+    assert ids == [i for i in range(n) if i != bad]

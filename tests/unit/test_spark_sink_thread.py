@@ -126,12 +126,12 @@ def test_no_more_than_commits_ahead_batches_wait_whatever_one_turn_takes(tmp_pat
 
 def test_a_failed_commit_fails_exactly_its_batch(tmp_path):
     sink, rec, _ = make(tmp_path, batch_rows=2, commits_ahead=3)
-    for t in (tup(0), tup(1), tup(2), tup(3, "not an int"), tup(4), tup(5)):
+    for t in (tup(0), tup(1), tup(2, "not an int"), tup(3, "nor this"), tup(4), tup(5)):
         sink.execute(t)
     assert sink.on_turn() is True  # three batches wait
     sink.gate.set()
     settle(sink)
-    assert sink.order == [0, 2, 4]
+    assert sink.order == [0, "not an int", 4]
     assert sorted(rec.failed) == [row_id(0, 2), row_id(0, 3)]
     assert sorted(rec.acked) == [row_id(0, i) for i in (0, 1, 4, 5)]
     assert len(rec.errors) == 1 and isinstance(rec.errors[0], SparkSinkError)
@@ -142,6 +142,48 @@ def test_a_failed_commit_fails_exactly_its_batch(tmp_path):
     sink.execute(tup(3))
     settle(sink)
     assert written(tmp_path) == list(range(6))
+
+
+def test_a_row_that_cannot_be_stored_fails_alone(tmp_path):
+    """A value that does not fit its column (once typed) failed its whole batch, and its
+    batch-mates came back with it on every replay: on two workers, one bad row among
+    20,000 kept 1,007 good rows out for good (dead-lettered with max.replays 3; without,
+    replayed for ever). It fails alone now; the rest of its batch is committed."""
+    sink, rec, _ = make(tmp_path, batch_rows=3, commits_ahead=2)
+    sink.gate.set()
+    for t in (tup(0), tup(1), tup(2), tup(3), tup(4, "not an int"), tup(5)):
+        sink.execute(t)
+    settle(sink)
+    assert written(tmp_path) == [0, 1, 2, 3, 5]
+    assert rec.failed == [row_id(0, 4)]
+    assert sorted(rec.acked) == [row_id(0, i) for i in (0, 1, 2, 3, 5)]
+    (err,) = rec.errors
+    assert isinstance(err, SparkSinkError)
+    assert "1 of 3 rows" in str(err) and "field 'n'" in str(err)
+    stats = sink.statistics()
+    assert stats["rows_refused"] == 1 and stats["failed_batches"] == 0
+    sink.execute(tup(4))  # the replay, fixed upstream
+    sink.on_tick(end_of_input=True)
+    settle(sink)
+    assert written(tmp_path) == list(range(6))
+    sink.cleanup()
+
+
+def test_the_rows_refused_are_found_at_either_end_of_a_batch(tmp_path):
+    sink, rec, _ = make(tmp_path, batch_rows=2, commits_ahead=2)
+    sink.gate.set()
+    sink.execute(tup(100))
+    sink.execute(tup(101))  # the first batch types the columns
+    settle(sink)
+    sink.batch_rows = 9
+    bad = {0, 4, 8}
+    for i in range(9):
+        sink.execute(tup(i, [i] if i in bad else None))
+    settle(sink)
+    assert sorted(rec.failed) == [row_id(0, i) for i in sorted(bad)]
+    assert written(tmp_path) == [1, 2, 3, 5, 6, 7, 100, 101]
+    assert "3 of 9 rows" in str(rec.errors[0])
+    sink.cleanup()
 
 
 def test_cleanup_waits_for_the_queued_commits_and_settles_them(tmp_path):
