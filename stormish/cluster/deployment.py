@@ -276,6 +276,9 @@ class Deployment:
             "name": self.name,
             "status": self.status,
             "workers": self.plan.workers,
+            "tasks": len(self.plan.task_component),  # the ackers' too, as Storm counts
+            # a kill's and a rebalance's default wait (the REST API's msgTimeout)
+            "message_timeout": self.plan.conf["topology.message.timeout.secs"],
             "slots": {i: f"{sid}:{port}" for i, (sid, port) in sorted(self.slots.items())},
             "active": self.active,
             "uptime_seconds": round(time.time() - self.submitted, 1),

@@ -94,6 +94,7 @@ class LocalBackend:
         status = TopologyStatus.KILLED if self.killed else r.status
         return [
             {"name": r.name, "status": status, "workers": r.plan.workers,
+             "tasks": len(r.plan.task_component),
              "uptime_seconds": round(time.time() - self.started, 1), "error": r.error,
              "active": self.active and not self.killed,
              "killing": self.pending_kill is not None and not self.killed,

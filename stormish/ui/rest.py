@@ -3,7 +3,8 @@
 GET  /api/v1/cluster/summary                     supervisors, slots, topologies
 GET  /api/v1/supervisor/summary                  each supervisor and its slots
 GET  /api/v1/topology/summary                    each topology
-GET  /api/v1/topology/{id}[?window=600]          topologyStats per window, spouts, bolts
+GET  /api/v1/topology/{id}[?window=:all-time]    topologyStats per window, spouts, bolts
+                                                 (Storm's default window: all-time)
 GET  /api/v1/topology/{id}/component/{c}         per-task (executor) stats, errors
 GET  /api/v1/topology/{id}/graph                 the page's view: components (busy share,
                                                  backpressure, root), edges with rates and
@@ -19,9 +20,15 @@ POST /api/v1/topology/{id}/activate | deactivate | kill/{wait} | rebalance/{wait
      no body, or no numWorkers: the workers it has, spread again, as Storm's UI)
 
 Routes come from one table (`ROUTES`: method, path pattern, view). A path no route
-matches, or a topology or component that does not exist (`NotFound`), is a 404; any other
-exception in a view (a `KeyError` too: a bug, not a missing page) is a 500 carrying its
-traceback (this server answers loopback only).
+matches, or a topology or component that does not exist (`NotFound`), is a 404; a path
+served for other methods only is a 405 with `Allow`; any other exception in a view (a
+`KeyError` too: a bug, not a missing page) is a 500 carrying its traceback (this server
+answers loopback only). Every error's JSON has `error` and Storm's `errorMessage`.
+
+Storm's field names and JSON types (UIHelpers.java): Integer fields (`uptimeSeconds`,
+`msgTimeout`, counts) are whole numbers, latencies and `capacity` strings of three
+decimals, `uptime`/`windowPretty` Storm's "10m 0s"; a component's `name` is its
+topology's.
 
 Windows (window.py): the engine's counters are cumulative, so a window is the difference
 between the newest sample of the statistics this server took (one per request) and the
@@ -30,7 +37,7 @@ counts on from what it had. A window the server has not been up for is as long a
 samples reach, and `windowSeconds` says how long that is (with no earlier sample: the
 whole life). Storm's `capacity` (busy time / window) and the latencies are the window's
 too, from the change of executed x execute latency (and acked x complete latency)
-between the two samples; the window is the one asked (600 s by default, Storm's), the
+between the two samples; the window is the one asked (all-time by default, Storm's), the
 page's rates are over the last 10 s.
 
 Loopback only, like a daemon without keys: the server (httpd.HttpServer, on 127.0.0.1)
@@ -59,7 +66,7 @@ import json
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -77,6 +84,8 @@ from .window import KEEP, History, Sample, baseline, window
 __all__ = ["KEEP", "History", "RestApp", "component_view", "topology_view", "window"]
 
 RECENT = 10.0  # seconds the page's rates are measured over
+ALL_TIME = ":all-time"  # Storm's window of a topology's whole life, its default
+SHOWN = ("600", ALL_TIME)  # topologyStats' windows besides the asked one
 STATS_FRESH = 0.5  # seconds one topology's statistics serve every request of a refresh
 HEADER = "HTTP_X_STORMISH_UI"
 COOKIE = "stormish-ui"
@@ -103,11 +112,18 @@ def shown(row: dict[str, Any]) -> tuple[str, bool]:
 
 
 def topology_view(
-    name: str, row: dict[str, Any], stats: TopologyStatistics, win: dict[str, Any]
+    name: str,
+    row: dict[str, Any],
+    stats: TopologyStatistics,
+    win: dict[str, Any],
+    extra: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """/api/v1/topology/{id}: Storm's fields (camelCase), latencies in ms as strings of
     three decimals as Storm's UI sends them; counts, capacity and latencies are the
-    window's (`win`, window.window), the status is what `stormish list` shows."""
+    window's (`win`, window.window), the status is what `stormish list` shows.
+    `topologyStats` has the asked window first, then the others of `extra` (label:
+    window), as Storm lists several."""
+    extra = extra or {}
     by_comp: dict[str, list[Any]] = {}
     for t in stats.tasks.values():
         by_comp.setdefault(t.component, []).append(t)
@@ -127,16 +143,18 @@ def topology_view(
             "failed": cw["failed"],
             "errors": c.errors,
             "lastError": _last_error(tasks),
-            "encodedId": cname,
+            "encodedId": _encoded(cname),
         }
         if c.kind == "spout":
             spouts.append(
-                {"spoutId": cname, "completeLatency": f"{cw['complete_latency_ms']:.3f}", **common}
-            )
+                {"spoutId": cname, "encodedSpoutId": _encoded(cname),
+                 "completeLatency": f"{cw['complete_latency_ms']:.3f}", **common}
+            )  # fmt: skip
         else:
             bolts.append(
                 {
                     "boltId": cname,
+                    "encodedBoltId": _encoded(cname),
                     "executed": cw["executed"],
                     "executeLatency": f"{cw['execute_latency_ms']:.3f}",
                     "processLatency": f"{cw['process_latency_ms']:.3f}",
@@ -145,51 +163,77 @@ def topology_view(
                 }
             )
     user = [n for n in stats.components if not n.startswith("__")]
-    spout_ws = [w[n] for n in user if stats.components[n].kind == "spout"]
-    acked = sum(x["acked"] for x in spout_ws)
-    complete_ms = sum(x["complete_latency_ms"] * x["acked"] for x in spout_ws)
-    complete = complete_ms / acked if acked else 0.0
+    spout_ids = [n for n in user if stats.components[n].kind == "spout"]
     status, active = shown(row or {"status": stats.status})
     timeout = row.get("message_timeout")
+    label = ":all-time" if win.get("all_time") else win["label"]
     return {
         "id": name,
+        "encodedId": _encoded(name),
         "name": name,
         "status": status.upper(),
         "active": active,
-        "msgTimeout": timeout,  # Storm's: a kill's and a rebalance's default wait (s)
+        # Storm's: a kill's and a rebalance's default wait, whole seconds (an Integer)
+        "msgTimeout": _whole(timeout),
+        "window": label,
+        "windowHint": _window_hint(label),
         "uptime": _pretty(stats.uptime_seconds),
-        "uptimeSeconds": round(stats.uptime_seconds, 1),
+        "uptimeSeconds": _whole(stats.uptime_seconds),  # Storm's Integer
         "workersTotal": stats.workers,
         "executorsTotal": sum(c.tasks for c in stats.components.values()),
         "tasksTotal": len(stats.tasks),
         "error": stats.error or row.get("error"),
         "topologyStats": [
-            {
-                "window": ":all-time" if win.get("all_time") else win["label"],
-                "windowPretty": "All time" if win.get("all_time") else _pretty(float(win["label"])),
-                "windowSeconds": round(win["seconds"], 1),
-                "emitted": sum(w[n]["emitted"] for n in user),
-                "transferred": sum(w[n]["transferred"] for n in user),
-                "acked": acked,
-                "failed": sum(x["failed"] for x in spout_ws),
-                "completeLatency": f"{complete:.3f}",
-            }
+            _topology_stats(label, win, user, spout_ids),
+            *(_topology_stats(k, e, user, spout_ids) for k, e in extra.items() if k != label),
         ],
         "spouts": spouts,
         "bolts": bolts,
     }
 
 
-def component_view(stats: TopologyStatistics, component: str) -> dict[str, Any]:
-    """/api/v1/topology/{id}/component/{c}: per task, and its errors with tracebacks."""
+def _topology_stats(
+    label: str, win: dict[str, Any], user: list[str], spouts: list[str]
+) -> dict[str, Any]:
+    """One entry of Storm's `topologyStats`: the window's counts of the components
+    `user` (the spouts' trees acked and failed) and its complete latency, weighted by
+    the trees acked."""
+    w = win["components"]
+    spout_ws = [w[n] for n in spouts]
+    acked = sum(x["acked"] for x in spout_ws)
+    complete_ms = sum(x["complete_latency_ms"] * x["acked"] for x in spout_ws)
+    complete = complete_ms / acked if acked else 0.0
+    return {
+        "window": label,
+        "windowPretty": _window_hint(label),
+        "windowSeconds": round(win["seconds"], 1),
+        "emitted": sum(w[n]["emitted"] for n in user),
+        "transferred": sum(w[n]["transferred"] for n in user),
+        "acked": acked,
+        "failed": sum(x["failed"] for x in spout_ws),
+        "completeLatency": f"{complete:.3f}",
+    }
+
+
+def component_view(
+    stats: TopologyStatistics, component: str, status: str | None = None
+) -> dict[str, Any]:
+    """/api/v1/topology/{id}/component/{c}: per task, and its errors with tracebacks.
+    As Storm's: `id` is the component, `name` the topology's; the counts are each
+    task's whole life (`window` ":all-time", Storm's default)."""
     c = stats.components.get(component)
     if c is None:
         raise NotFound(component)
     tasks = [t for t in stats.tasks.values() if t.component == component]
     return {
         "id": component,
-        "name": component,
+        "encodedId": _encoded(component),
+        "name": stats.name,
         "topologyId": stats.name,
+        "encodedTopologyId": _encoded(stats.name),
+        "topologyStatus": status,
+        "window": ":all-time",
+        "windowHint": _window_hint(":all-time"),
         "componentType": c.kind,
         "executors": c.tasks,
         "tasks": c.tasks,
@@ -307,11 +351,35 @@ def graph_view(
 
 
 def _pretty(seconds: float) -> str:
+    """Storm's prettyUptimeSec: from the largest unit down to seconds, zeros kept
+    ("10m 0s", "1d 0h 0m 0s"); "0s" for none (Storm's gives "")."""
     s = int(seconds)
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
-    return " ".join(f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v) or "0s"
+    parts = [(d, "d"), (h, "h"), (m, "m"), (s, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{v}{u}" for v, u in parts)
+
+
+def _window_hint(label: str) -> str:
+    """Storm's windowHint and windowPretty: "All time", or the window's seconds pretty."""
+    return "All time" if label == ":all-time" else _pretty(float(label))
+
+
+def _whole(value: float | None) -> int | None:
+    """Whole seconds, as Storm's Integer fields (`uptimeSeconds`, `msgTimeout`) are: a
+    client that reads them as integers (Go's encoding/json, a typed dashboard) refuses
+    4.1 or 30.0."""
+    return None if value is None else int(value)
+
+
+def _encoded(name: str) -> str:
+    """Storm's encodedId: the id URL-encoded, for a path segment."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
 
 
 class RestApp:
@@ -358,6 +426,9 @@ class RestApp:
             body = self.route(method, path.rstrip("/"), _query(environ), _body(environ))
         except NotFound as exc:
             return _reply(start_response, 404, {"error": f"not found: {exc.args[0]}"})
+        except WrongMethod as exc:
+            allow = [("Allow", ", ".join(exc.allowed))]
+            return _reply(start_response, 405, {"error": str(exc)}, allow)
         except StormishError as exc:
             return _reply(start_response, 409, {"error": str(exc)})
         except ValueError as exc:
@@ -380,16 +451,23 @@ class RestApp:
     def route(self, method: str, path: str, query: dict[str, str], body: bytes = b"") -> Any:
         """The view of `path`; a POST's view takes the request's body too."""
         parts = path.split("/")
+        allowed = []
         if parts[:3] == ["", "api", "v1"]:
             for verb, pattern, view in ROUTES:
-                args = _match(pattern, parts[3:]) if verb == method else None
-                if args is not None:
+                args = _match(pattern, parts[3:])
+                if args is not None and verb == method:
                     return view(self, query, *args) if verb == "GET" else view(self, body, *args)
+                if args is not None:
+                    allowed.append(verb)
+        if allowed:
+            raise WrongMethod(method, path, sorted(set(allowed)))
         raise NotFound(path)
 
     # -- views (ROUTES) ---------------------------------------------------------------------
     def _supervisor_summary(self, query: dict[str, str]) -> Any:
-        return {"supervisors": self.backend.supervisors()}
+        """nimbus's rows (id, host, ports, running, heard_seconds_ago, failed_ports)
+        with Storm's slot counts."""
+        return {"supervisors": [_supervisor_row(s) for s in self.backend.supervisors()]}
 
     def _topology_summary(self, query: dict[str, str]) -> Any:
         rows = self.backend.topologies()
@@ -407,21 +485,28 @@ class RestApp:
         return {"topologyOperation": verb, "topologyId": name, "status": "success"}
 
     def _topology(self, query: dict[str, str], name: str) -> Any:
+        """Storm's: `window` is ":all-time" unless asked (600 was this API's default:
+        a Storm script that differences successive counts saw them go down). The
+        spouts and bolts are the asked window's; `topologyStats` has it first, then
+        Storm's 600 s and all-time windows."""
         sample = self._sample(name)
-        stats = sample.stats
         row = next((r for r in self.backend.topologies() if r["name"] == name), {})
-        w = query.get("window", "600")
-        if w == ":all-time":
-            win = window(sample, None) | {"all_time": True}
-        else:
-            secs = _number("window", w, "seconds > 0 or :all-time", above=0.0)
-            # a topology younger than the window: its whole life is in it; an older
-            # one without an earlier sample (the first request) too, as far as known
-            young = stats.uptime_seconds <= secs
-            before = None if young else self.histories[name].since(sample.t, secs)
-            win = window(sample, before)
-            win["label"] = str(round(secs))
-        return topology_view(name, row, stats, win)
+        w = query.get("window", ALL_TIME)
+        if w != ALL_TIME:
+            _number("window", w, f"seconds > 0 or {ALL_TIME}", above=0.0)
+        wins = {label: self._window(name, sample, label) for label in dict.fromkeys([w, *SHOWN])}
+        return topology_view(name, row, sample.stats, wins.pop(w), wins)
+
+    def _window(self, name: str, sample: Sample, label: str) -> dict[str, Any]:
+        """The window `label` (seconds, or ":all-time") to `sample`."""
+        if label == ALL_TIME:
+            return window(sample, None) | {"all_time": True}
+        secs = float(label)
+        # a topology younger than the window: its whole life is in it; an older one
+        # without an earlier sample (the first request) too, as far as known
+        young = sample.stats.uptime_seconds <= secs
+        before = None if young else self.histories[name].since(sample.t, secs)
+        return window(sample, before) | {"label": str(round(secs))}
 
     def _graph(self, query: dict[str, str], name: str) -> Any:
         sample = self._sample(name)
@@ -431,7 +516,9 @@ class RestApp:
         return graph_view(sample.stats, graph, before.stats if before else None, secs)
 
     def _component(self, query: dict[str, str], name: str, component: str) -> Any:
-        return component_view(self._sample(name).stats, component)
+        stats = self._sample(name).stats
+        row = next((r for r in self.backend.topologies() if r["name"] == name), None)
+        return component_view(stats, component, shown(row)[0].upper() if row else None)
 
     def _series(self, query: dict[str, str], name: str) -> Any:
         sample = self._sample(name)
@@ -488,27 +575,39 @@ class RestApp:
                 del kept[gone]
 
     def cluster_summary(self) -> dict[str, Any]:
+        """Storm's /cluster/summary fields that stormish has (no memory or CPU
+        resources: it schedules none)."""
         sups = self.backend.supervisors()
         tops = self.backend.topologies()
         total = sum(len(s.get("ports", ())) for s in sups)
         used = sum(len(s.get("running", ())) for s in sups)
+        version = _version()
         return {
             "supervisors": len(sups),
             "slotsTotal": total,
             "slotsUsed": used,
             "slotsFree": max(0, total - used),
             "topologies": len(tops),
-            "stormishVersion": _version(),
+            "executorsTotal": sum(int(r.get("tasks") or 0) for r in tops),
+            "tasksTotal": sum(int(r.get("tasks") or 0) for r in tops),
+            "stormVersion": version,  # Storm's name; stormish's version
+            "stormishVersion": version,
         }
 
     def _summary_row(self, r: dict[str, Any]) -> dict[str, Any]:
         status, active = shown(r)
+        up = r.get("uptime_seconds")
+        tasks = r.get("tasks")
         return {
             "id": r["name"],
+            "encodedId": _encoded(r["name"]),
             "name": r["name"],
             "status": status.upper(),
+            "uptime": None if up is None else _pretty(up),
+            "uptimeSeconds": _whole(up),  # Storm's Integer
             "workersTotal": r.get("workers"),
-            "uptimeSeconds": r.get("uptime_seconds"),
+            "executorsTotal": tasks,  # an executor per task, as stormish runs them
+            "tasksTotal": tasks,
             "active": active,
             "error": r.get("error"),
             "restarts": r.get("restarts", 0),
@@ -526,8 +625,22 @@ class RestApp:
         return [body]
 
 
+def _supervisor_row(s: dict[str, Any]) -> dict[str, Any]:
+    total, used = len(s.get("ports") or ()), len(s.get("running") or ())
+    return {**s, "slotsTotal": total, "slotsUsed": used, "slotsFree": max(0, total - used)}
+
+
 def _summary(app: RestApp, query: dict[str, str]) -> Any:
     return app.cluster_summary()
+
+
+class WrongMethod(LookupError):
+    """A path served for other methods only (a GET of a kill, a POST of a summary):
+    a 405 naming them, not a 404 that says the path does not exist."""
+
+    def __init__(self, method: str, path: str, allowed: list[str]):
+        super().__init__(f"{method} {path}: not allowed (use {' or '.join(allowed)})")
+        self.allowed = allowed
 
 
 def _act_route(verb: str) -> Callable[..., Any]:
@@ -552,7 +665,7 @@ ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     *[
         ("POST", f"topology/{{id}}/{verb}{tail}", _act_route(verb))
         for verb in ("activate", "deactivate", "kill", "rebalance")
-        for tail in ("", "/{arg}")
+        for tail in (("", "/{arg}") if verb in ("kill", "rebalance") else ("",))
     ],
 ]
 
@@ -706,14 +819,21 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _reply(start_response: Callable, code: int, body: Any) -> list[bytes]:
+def _reply(
+    start_response: Callable, code: int, body: Any, headers: Sequence[tuple[str, str]] = ()
+) -> list[bytes]:
+    """The answer as JSON. An error's carries Storm's `errorMessage` beside `error`
+    (both the message: a Storm script reads the one, the page the other)."""
+    if code >= 400 and isinstance(body, dict) and "error" in body:
+        body = {**body, "errorMessage": body["error"]}
     data = json.dumps(_finite(body), default=str, allow_nan=False).encode()
     reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-              404: "Not Found", 409: "Conflict", 500: "Internal Server Error"}  # fmt: skip
+              404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+              500: "Internal Server Error"}  # fmt: skip
     start_response(
         f"{code} {reason[code]}",
         [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
-         ("Cache-Control", "no-store")],
+         ("Cache-Control", "no-store"), *headers],
     )  # fmt: skip
     return [data]
 

@@ -138,7 +138,7 @@ def test_storms_rest_shapes_from_a_local_run(run_with_ui):
     api = url + "/api/v1"
 
     def settled():
-        code, t = get(api + "/topology/restful")
+        code, t = get(api + "/topology/restful?window=600")  # Storm's default: :all-time
         done = code == 200 and {b["boltId"]: b for b in t["bolts"]}.get("sink", {})
         return done and done["executed"] == 1996 and t
 

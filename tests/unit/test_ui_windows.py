@@ -303,6 +303,7 @@ class Running:
     class plan:  # noqa: N801 (stands in for the Plan attribute)
         workers = 1
         conf = {"topology.message.timeout.secs": 30}
+        task_component = {1: "b"}
 
     name, status, error = "wc", "running", None
 
