@@ -111,6 +111,17 @@ def shown(row: dict[str, Any]) -> tuple[str, bool]:
     return status, live and row.get("active", True) is not False
 
 
+# Storm UI's status values (ACTIVE, INACTIVE, REBALANCING, KILLED) for what `stormish
+# list` shows: a Storm dashboard alerting on `status != "ACTIVE"` fired for every running
+# stormish topology. Storm has no word for a topology starting or ended by itself:
+# STARTING, COMPLETE and FAILED stay stormish's. `stormishStatus` keeps the list's word.
+_STORM_STATUS = {"running": "ACTIVE", "killing": "KILLED"}
+
+
+def storm_status(status: str) -> str:
+    return _STORM_STATUS.get(status, status.upper())
+
+
 def topology_view(
     name: str,
     row: dict[str, Any],
@@ -171,7 +182,8 @@ def topology_view(
         "id": name,
         "encodedId": _encoded(name),
         "name": name,
-        "status": status.upper(),
+        "status": storm_status(status),
+        "stormishStatus": str(status),
         "active": active,
         # Storm's: a kill's and a rebalance's default wait, whole seconds (an Integer)
         "msgTimeout": _whole(timeout),
@@ -518,7 +530,7 @@ class RestApp:
     def _component(self, query: dict[str, str], name: str, component: str) -> Any:
         stats = self._sample(name).stats
         row = next((r for r in self.backend.topologies() if r["name"] == name), None)
-        return component_view(stats, component, shown(row)[0].upper() if row else None)
+        return component_view(stats, component, storm_status(shown(row)[0]) if row else None)
 
     def _series(self, query: dict[str, str], name: str) -> Any:
         sample = self._sample(name)
@@ -602,7 +614,8 @@ class RestApp:
             "id": r["name"],
             "encodedId": _encoded(r["name"]),
             "name": r["name"],
-            "status": status.upper(),
+            "status": storm_status(status),
+            "stormishStatus": str(status),
             "uptime": None if up is None else _pretty(up),
             "uptimeSeconds": _whole(up),  # Storm's Integer
             "workersTotal": r.get("workers"),

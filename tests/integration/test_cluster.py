@@ -803,7 +803,7 @@ def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(
     c.wait_status("webbed", "running")
     _, tops = get(api + "/topology/summary")
     assert [(r["id"], r["status"], r["workersTotal"]) for r in tops["topologies"]] == [
-        ("webbed", "RUNNING", 2)
+        ("webbed", "ACTIVE", 2)
     ]
     code, t = get(api + "/topology/webbed")
     assert code == 200 and {b["boltId"] for b in t["bolts"]} == {"slow", "split", "count"}

@@ -143,7 +143,7 @@ def test_storms_rest_shapes_from_a_local_run(run_with_ui):
         return done and done["executed"] == 1996 and t
 
     t = poll_for(settled, 60, 0.1, "every tuple through")
-    assert t["status"] == "RUNNING" and t["workersTotal"] == 2 and t["tasksTotal"] == 6
+    assert t["status"] == "ACTIVE" and t["workersTotal"] == 2 and t["tasksTotal"] == 6
     (spout,) = t["spouts"]
     assert spout["spoutId"] == "numbers" and spout["emitted"] == 2000 and spout["tasks"] == 1
     bolts = {b["boltId"]: b for b in t["bolts"]}
@@ -296,9 +296,9 @@ def test_a_kill_with_a_wait_deactivates_first_and_stops_the_run_after_it(run_wit
     api = url + "/api/v1"
     assert post(api + "/topology/restful/kill/600")[0] == 200
     (row,) = get(api + "/topology/summary")[1]["topologies"]
-    assert (row["status"], row["active"]) == ("KILLING", False), row
+    assert (row["status"], row["active"]) == ("KILLED", False), row
     code, t = get(api + "/topology/restful")
-    assert code == 200 and t["status"] == "KILLING" and t["msgTimeout"] == 30
+    assert code == 200 and t["status"] == "KILLED" and t["msgTimeout"] == 30
     assert proc.poll() is None  # the wait: the run goes on, its spouts deactivated
     assert post(api + "/topology/restful/kill/0")[0] == 200
     out, err = proc.communicate(timeout=60)

@@ -131,7 +131,7 @@ def test_the_summaries_and_a_component_have_storms_fields(local):
     assert code == 200
     assert (comp["id"], comp["name"], comp["topologyId"]) == ("picky", "restful", "restful")
     assert comp["componentType"] == "bolt" and comp["encodedId"] == "picky"
-    assert (comp["window"], comp["topologyStatus"]) == (":all-time", "RUNNING"), comp
+    assert (comp["window"], comp["topologyStatus"]) == (":all-time", "ACTIVE"), comp
     assert _is_int(comp["executors"]) and _is_int(comp["tasks"])
     for e in comp["executorStats"]:
         assert e["id"] == f"[{e['task']}-{e['task']}]" and _double_str(e["executeLatency"])
@@ -201,7 +201,8 @@ def test_errors_are_storms_json_with_the_right_status(local):
     code, body = post(api + "/topology/restful/kill/0", header=False)
     assert code == 403 and "X-Stormish-UI" in body["errorMessage"], body
     (row,) = get(api + "/topology/summary")[1]["topologies"]
-    assert (row["status"], row["active"]) == ("RUNNING", True), row
+    assert (row["status"], row["active"]) == ("ACTIVE", True), row
+    assert row["stormishStatus"] == "running"  # Storm's ACTIVE; the list's word kept
     assert proc.poll() is None
 
 

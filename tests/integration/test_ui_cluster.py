@@ -62,13 +62,13 @@ def test_nimbus_ui_shows_lists_status_and_takes_storms_rebalance_and_kill(ui_clu
         (r,) = get(api + "/topology/summary")[1]["topologies"]
         return r
 
-    assert (row()["status"], row()["active"]) == ("RUNNING", True)
+    assert (row()["status"], row()["active"]) == ("ACTIVE", True)
     # a deactivated topology is INACTIVE, as `stormish list` says (it said RUNNING)
     assert post(api + "/topology/calm/deactivate")[0] == 200
     assert (row()["status"], row()["active"]) == ("INACTIVE", False)
     assert get(api + "/topology/calm")[1]["status"] == "INACTIVE"
     assert post(api + "/topology/calm/activate")[0] == 200
-    assert row()["status"] == "RUNNING"
+    assert row()["status"] == "ACTIVE"
     # Storm's rebalance: the wait in the path, the workers in the body; none there (as
     # Storm's UI sends it): the workers it has, spread again; a bad number refused
     code, body = post(
@@ -78,15 +78,13 @@ def test_nimbus_ui_shows_lists_status_and_takes_storms_rebalance_and_kill(ui_clu
     assert post(api + "/topology/calm/rebalance/5")[0] == 200
     assert row()["status"] == "REBALANCING"  # for the 5 s its spouts are off
     poll_for(
-        lambda: (row()["status"], row()["workersTotal"]) == ("RUNNING", 2), 60, 0.2, "2 workers"
+        lambda: (row()["status"], row()["workersTotal"]) == ("ACTIVE", 2), 60, 0.2, "2 workers"
     )
     code, _ = post(api + "/topology/calm/rebalance/1", body={"rebalanceOptions": {"numWorkers": 1}})
     assert code == 200
-    poll_for(
-        lambda: (row()["status"], row()["workersTotal"]) == ("RUNNING", 1), 60, 0.2, "1 worker"
-    )
-    # a kill's wait: KILLING (and not active) until a kill with no wait ends it
+    poll_for(lambda: (row()["status"], row()["workersTotal"]) == ("ACTIVE", 1), 60, 0.2, "1 worker")
+    # a kill's wait: KILLED, as Storm's (and not active) until a kill with no wait ends it
     assert post(api + "/topology/calm/kill/600")[0] == 200
-    assert (row()["status"], row()["active"]) == ("KILLING", False)
+    assert (row()["status"], row()["active"]) == ("KILLED", False)
     assert post(api + "/topology/calm/kill/0")[0] == 200
     c.wait_status("calm", "killed")

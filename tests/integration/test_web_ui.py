@@ -64,7 +64,7 @@ def test_the_page_draws_the_topology_shows_errors_and_kills_it(browser, tmp_path
         page.goto(url + "/#/topology/restful")
         for comp in ("numbers", "picky", "sink"):
             page.wait_for_selector(f"#graph g.node[data-component='{comp}']", timeout=30_000)
-        assert page.inner_text("#topology-status") == "RUNNING"
+        assert page.inner_text("#topology-status") == "ACTIVE"
         assert page.locator("#graph path.edge").count() == 2
         # the page refreshes itself: the sink's rate and the bolts' table fill in
         page.wait_for_function(
@@ -139,7 +139,7 @@ def test_a_refresh_keeps_the_controls_and_the_page_shows_inactive_and_errors(bro
         assert page.inner_text("#action") == "deactivate: done"
         page.click("#activate")
         page.wait_for_function(
-            "document.querySelector('#topology-status').textContent === 'RUNNING'",
+            "document.querySelector('#topology-status').textContent === 'ACTIVE'",
             timeout=30_000,
         )
         assert page.locator("#topology-inactive").count() == 0

@@ -223,9 +223,9 @@ def test_the_topology_tables_latencies_are_the_windows():
 @pytest.mark.parametrize(
     ("row", "status", "active"),
     [
-        ({"status": "running", "active": True}, "RUNNING", True),
+        ({"status": "running", "active": True}, "ACTIVE", True),
         ({"status": "running", "active": False}, "INACTIVE", False),
-        ({"status": "running", "active": False, "killing": True}, "KILLING", False),
+        ({"status": "running", "active": False, "killing": True}, "KILLED", False),
         ({"status": "running", "active": False, "rebalancing": True}, "REBALANCING", False),
         ({"status": "complete", "active": True}, "COMPLETE", False),
         ({"status": "killed", "active": True}, "KILLED", False),
@@ -337,7 +337,7 @@ def test_a_local_kill_deactivates_waits_then_kills_as_nimbus_does():
     assert ask(app, "POST", "/api/v1/topology/wc/kill/5")[0] == 200
     assert running.activity == [False] and kills == [] and [s for s, _ in later.due] == [5.0]
     (row,) = ask(app, "GET", "/api/v1/topology/summary")[1]["topologies"]
-    assert row["status"] == "KILLING" and row["active"] is False
+    assert row["status"] == "KILLED" and row["active"] is False
     later.due[0][1]()  # the wait is over
     assert kills == [1]
     (row,) = ask(app, "GET", "/api/v1/topology/summary")[1]["topologies"]
