@@ -170,6 +170,7 @@ class Nimbus:
         self._fencing: dict[tuple[str, int], tuple[int | None, float]] = {}
         self._save_at = 0.0
         self._looked = time.monotonic()  # the last turn of the loop
+        self.started = time.time()  # its uptime (the UI's nimbus summary)
         # topologies restored from the store, until a supervisor was heard on each worker
         self._restored: set[str] = set()
         if ha is None:
@@ -278,10 +279,12 @@ class Nimbus:
 
     def api_leader(self, _payload: None) -> dict[str, Any]:
         """Who leads (`stormish list` shows it; a client needs it not: followers forward)."""
+        up = round(time.time() - self.started, 1)
         if self.leadership is None:
-            return {"id": None, "leading": True, "leader": None, "ha": False}
+            return {"id": None, "leading": True, "leader": None, "ha": False, "uptime_seconds": up}
         return {"id": self.me["id"], "leading": self.leading, "leader": self._leader_info(),
-                "ha": True, "term": self.leadership.term if self.leading else None}  # fmt: skip
+                "ha": True, "term": self.leadership.term if self.leading else None,
+                "api": self.me["api"], "uptime_seconds": up}  # fmt: skip
 
     def _read_zookeeper(self, verb: str) -> Any:
         """`list` or `supervisors` from ZooKeeper (the forwarder's thread: reads only)."""

@@ -42,6 +42,7 @@ class Backend(Protocol):
 
     def topologies(self) -> list[dict[str, Any]]: ...
     def supervisors(self) -> list[dict[str, Any]]: ...
+    def nimbuses(self) -> list[dict[str, Any]]: ...
     def stats(self, name: str) -> TopologyStatistics: ...
     def graph(self, name: str) -> dict[str, Any]: ...
     def act(
@@ -106,6 +107,11 @@ class LocalBackend:
 
     def supervisors(self) -> list[dict[str, Any]]:
         return []
+
+    def nimbuses(self) -> list[dict[str, Any]]:
+        """The embedded local cluster is its own nimbus, and leads."""
+        up = round(time.time() - self.started, 1)
+        return [{"address": None, "leader": True, "uptime_seconds": up}]
 
     def stats(self, name: str) -> TopologyStatistics:
         self._check(name)
@@ -185,6 +191,21 @@ class ClusterBackend:
 
     def supervisors(self) -> list[dict[str, Any]]:
         return list(self._call("supervisors"))
+
+    def nimbuses(self) -> list[dict[str, Any]]:
+        """The nimbus this UI asks (whether it leads, its uptime) and, with HA, the
+        leader it names when that is another: Storm's leader check."""
+        got = self._call("leader")
+        me = {
+            "address": got.get("api") or self.client.address,
+            "leader": bool(got.get("leading")),
+            "uptime_seconds": got.get("uptime_seconds"),
+        }
+        out = [me]
+        leader = got.get("leader") or {}
+        if not me["leader"] and leader.get("api") and leader.get("api") != me["address"]:
+            out.append({"address": leader["api"], "leader": True, "uptime_seconds": None})
+        return out
 
     def stats(self, name: str) -> TopologyStatistics:
         self._known(name)

@@ -2,6 +2,8 @@
 
 GET  /api/v1/cluster/summary                     supervisors, slots, topologies
 GET  /api/v1/supervisor/summary                  each supervisor and its slots
+GET  /api/v1/nimbus/summary                      the nimbus asked, Leader or not, and the
+                                                 leader it names (Storm's leader check)
 GET  /api/v1/topology/summary                    each topology
 GET  /api/v1/topology/{id}[?window=:all-time]    topologyStats per window, spouts, bolts
                                                  (Storm's default window: all-time)
@@ -481,6 +483,25 @@ class RestApp:
         with Storm's slot counts."""
         return {"supervisors": [_supervisor_row(s) for s in self.backend.supervisors()]}
 
+    def _nimbus_summary(self, query: dict[str, str]) -> Any:
+        """Storm's nimbus summary: each nimbus known here, "Leader" or "Not a Leader"
+        (a leader check for monitoring), its version and uptime where known."""
+        version = _version()
+        out = []
+        for n in self.backend.nimbuses():
+            address = n.get("address") or ""
+            hostport = address.split("://", 1)[-1]
+            host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+            up = n.get("uptime_seconds")
+            out.append({
+                "host": host or "localhost", "port": int(port) if port.isdigit() else None,
+                "status": "Leader" if n.get("leader") else "Not a Leader",
+                "version": version,
+                "nimbusUpTime": None if up is None else _pretty(up),
+                "nimbusUpTimeSeconds": _whole(up),
+            })  # fmt: skip
+        return {"nimbuses": out}
+
     def _topology_summary(self, query: dict[str, str]) -> Any:
         rows = self.backend.topologies()
         self._forget_all_but({r["name"] for r in rows})
@@ -668,6 +689,7 @@ def _act_route(verb: str) -> Callable[..., Any]:
 ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("GET", "cluster/summary", _summary),
     ("GET", "supervisor/summary", RestApp._supervisor_summary),
+    ("GET", "nimbus/summary", RestApp._nimbus_summary),
     ("GET", "topology/summary", RestApp._topology_summary),
     ("GET", "topology/{id}", RestApp._topology),
     ("GET", "topology/{id}/graph", RestApp._graph),

@@ -1,4 +1,4 @@
-"""Storm UI's REST API (docs/STORM-UI-REST-API.md, storm-webapp's UIHelpers.java) as a
+"""Storm UI's REST API (Storm's STORM-UI-REST-API.md, storm-webapp's UIHelpers.java) as a
 Storm user's scripts and dashboards read it, against a real `stormish run --ui` (2
 worker processes) and a real nimbus (`--ui-port`), with plain HTTP from this process.
 
@@ -6,7 +6,7 @@ What is checked is what such a script relies on: the field names, their JSON typ
 (Storm's Integer fields are integers, its latencies and capacity strings of a double),
 Storm's default window (`:all-time`), the error JSON (`errorMessage`) and status codes,
 and that nothing changes without the token and the POST header. What stormish does not
-serve (resources, logviewer links, nimbus/summary, ...) is listed in docs/ui.md."""
+serve (resources, logviewer links, history/summary, ...) is listed in docs/ui.md."""
 
 from __future__ import annotations
 
@@ -157,6 +157,17 @@ def _raw(url: str, method: str, header: bool = True) -> tuple[int, dict, dict]:
         return e.code, dict(e.headers), json.loads(e.read())
 
 
+def test_a_local_run_is_its_own_leading_nimbus(local):
+    """/nimbus/summary (Storm's leader check, which a monitoring probe asks first) was
+    a 404: a local run answers with itself, leading."""
+    _, url = local
+    api = url + "/api/v1"
+    code, body = get(api + "/nimbus/summary")
+    assert code == 200, body
+    (n,) = body["nimbuses"]
+    assert n["status"] == "Leader" and _is_int(n["nimbusUpTimeSeconds"]), n
+
+
 def test_errors_are_storms_json_with_the_right_status(local):
     """Found: an error had `error` alone (Storm's scripts read `errorMessage`); a GET
     of a kill, a POST of a summary, a PUT or DELETE were a 404 saying the path does not
@@ -170,7 +181,7 @@ def test_errors_are_storms_json_with_the_right_status(local):
         ("/topology/restful?window=abc", 400),
         ("/topology/restful?window=-600", 400),
         ("/topology/restful?window=inf", 400),
-        ("/nimbus/summary", 404),
+        ("/history/summary", 404),
     ):
         got, body = get(api + path)
         assert got == code and body["errorMessage"] == body["error"] and body["error"], body
@@ -234,5 +245,9 @@ def test_a_nimbus_serves_storms_supervisor_slots_and_the_message_timeout(nimbus_
     code, t = get(api + "/topology/ported")
     assert code == 200 and t["msgTimeout"] == 3 and _is_int(t["msgTimeout"]), t
     assert t["window"] == ":all-time" and _is_int(t["uptimeSeconds"])
+    # Storm's leader check: the one nimbus leads, with its version and whole seconds up
+    (n,) = get(api + "/nimbus/summary")[1]["nimbuses"]
+    assert (n["host"], n["port"], n["status"]) == ("127.0.0.1", c.api, "Leader"), n
+    assert _is_int(n["nimbusUpTimeSeconds"]) and n["version"] == cluster["stormVersion"]
     assert post(api + "/topology/ported/kill/0")[0] == 200
     c.wait_status("ported", "killed")
