@@ -22,6 +22,16 @@ sealed buffer under that peer's key at that nonce. A frame forged on the bulk po
 its tag and is dropped, counted; a replayed one is either stale (its counter is behind)
 or the bytes the named counter carried anyway.
 
+Who may connect: the bulk socket has no CURVE, and libzmq takes a message of endless
+frames whole from any peer it let in (a message counts against the HWM only once its
+last frame came; ZMQ_MAXMSGSIZE bounds a frame): a stranger streaming one grew a worker
+by 257 MiB for 256 MiB sent. So the handshake judges the peer first: the receiver draws
+a random token, announced in its HELLO beside its address, and its socket is a PLAIN
+server whose password is that token, checked by the context's ZAP handler (zap.py)
+before libzmq takes any message frame. PLAIN sends the token in the clear: it gates who
+may make a worker hold buffers, it keeps nothing secret (the buffers are sealed as
+above); a sniffer who replays it can fill memory as any peer could before.
+
 Order and loss: the sender hands the sealed buffers to ZeroMQ before the message that
 names them, so they are almost always already received when that message is read; the
 receiver waits for them at most `BULK_WAIT` (a lost connection loses what it held; the
@@ -39,20 +49,26 @@ from __future__ import annotations
 
 import os
 import pickle
+import secrets
 import struct
 import sys
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from . import frames as fr
 
+if TYPE_CHECKING:
+    from .security import Security
+
 NONCE = struct.Struct("!IQ")  # the receiving worker's index, the buffer's counter
 SENDER = struct.Struct("!I")  # associated data: the sending worker's index
 KEY_BYTES = 32
+TOKEN_BYTES = 32  # a receiver's token (its bulk socket's PLAIN password), random
+PLAIN_USER = b"stormish-bulk"  # PLAIN's user name (not checked: the token is)
 TAG = 16  # AES-GCM's tag, after the sealed bytes
 BULK_WAIT = 1.0  # s a message waits for its sealed buffers (sent before it)
 STALL = 1.0  # s a sender waits for room on a peer's bulk socket before using the link
@@ -177,9 +193,9 @@ class Sender:
         self.key = os.urandom(KEY_BYTES)
         self._aead: Any = None  # made at the first seal
         self._ad = SENDER.pack(index)
-        self._sock: dict[int, tuple[str, zmq.Socket]] = {}
+        self._sock: dict[int, tuple[tuple[str, str], zmq.Socket]] = {}
         self._next: dict[int, int] = {}  # per peer: the next counter, never reused
-        self._wanted: deque[tuple[int, str | None]] = deque()
+        self._wanted: deque[tuple[int, str | None, str]] = deque()
         self._full_since: dict[int, float] = {}
         self.buffers = Recycler()
         self.messages = self.bytes = self.fallback = 0
@@ -188,16 +204,17 @@ class Sender:
         """The key, for our HELLO (which only travels CURVE-encrypted)."""
         return self.key.hex()
 
-    def want(self, peer: int, address: str | None) -> None:
-        """The peer's bulk socket is at `address` (None: forget it). Any thread."""
-        self._wanted.append((peer, address))
+    def want(self, peer: int, address: str | None, token: str = "") -> None:
+        """The peer's bulk socket is at `address` and lets in who gives `token` (None:
+        forget it). Any thread."""
+        self._wanted.append((peer, address, token))
 
     def apply(self) -> None:
         """Open and close what `want` asked for (transfer thread)."""
         while self._wanted:
-            peer, address = self._wanted.popleft()
+            peer, address, token = self._wanted.popleft()
             old = self._sock.get(peer)
-            if old is not None and old[0] == address:
+            if old is not None and old[0] == (address, token):
                 continue
             if old is not None:
                 old[1].close(linger=0)
@@ -208,8 +225,10 @@ class Sender:
             s.setsockopt(zmq.SNDHWM, HWM)
             s.setsockopt(zmq.SNDBUF, self.sndbuf)
             s.setsockopt(zmq.IMMEDIATE, 1)  # no connection: EAGAIN, and the link takes it
+            s.plain_username = PLAIN_USER  # the receiver lets in who gives its token
+            s.plain_password = token.encode()
             s.connect(address)
-            self._sock[peer] = (address, s)
+            self._sock[peer] = ((address, token), s)
 
     def seal(self, peer: int, frames: list, tuples: int) -> list | None:
         """A TUPLES message (`frames.encode_tuples`, with large buffers) as a BULK_TUPLES
@@ -272,6 +291,12 @@ class Receiver:
     """Our bulk socket, and each peer's key: opens the sealed buffers a BULK_TUPLES
     message names. The receive thread owns it.
 
+    The socket has no CURVE, and libzmq takes a message of endless frames whole from a
+    peer it let in (a message counts against the HWM only once its last frame came), so
+    the handshake lets in only who gives our token, a random password announced in our
+    HELLO on the CURVE link (`security.password_server`: ZeroMQ's PLAIN, checked by the
+    ZAP handler): a stranger is hung up on before any message frame of its is taken.
+
     What arrives is opened at once when its sender's key is known (the cost is the same
     as later), so the per-sender stash holds authenticated buffers only and a forged
     frame can neither take a real one's place nor make a real one look lost; what comes
@@ -283,10 +308,12 @@ class Receiver:
         ctx: zmq.Context,
         host: str,
         index: int,
+        security: Security,
         peers: Iterable[int] = (),
         sealed_bytes: int = 0,
     ):
         self.index = index
+        self.token = secrets.token_hex(TOKEN_BYTES)
         # the workers of the assignment: the bulk socket is a plain PULL (no CURVE), so
         # what comes before a sender's key is kept only for one of them, and bounded in
         # bytes (a count let a process without keys park 512 MiB here, counted nowhere)
@@ -296,6 +323,7 @@ class Receiver:
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.RCVHWM, HWM)
         self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + 64)
+        security.password_server(self.pull, self.token.encode())
         port = self.pull.bind_to_random_port(f"tcp://{_bracketed(host)}")
         self.address = f"tcp://{_bracketed(host)}:{port}"
         self._keys: dict[int, list] = {}  # peer -> [key hex, key, AESGCM once used]
@@ -313,6 +341,10 @@ class Receiver:
             return self.address
         port = self.address.rsplit(":", 1)[1]
         return f"tcp://{_bracketed(advertised_host)}:{port}"
+
+    def announce(self) -> str:
+        """The token, for our HELLO (which only travels CURVE-encrypted)."""
+        return self.token
 
     def keyed(self, peer: int, key: Any) -> bool:
         """A peer's HELLO named its key (hex): False when it is not one."""
@@ -477,3 +509,14 @@ def _open(aead: Any, me: int, peer: int, first: int, sealed: list, take: Any) ->
     except (InvalidTag, ValueError, TypeError):
         return None
     return out
+
+
+def is_token(token: Any) -> bool:
+    """A peer's HELLO named a receiver's token (`Receiver.token`)."""
+    if type(token) is not str or len(token) != 2 * TOKEN_BYTES:
+        return False
+    try:
+        bytes.fromhex(token)
+    except ValueError:
+        return False
+    return True

@@ -299,7 +299,9 @@ class WorkerLink:
         self._bulk_address: str | None = None
         if mode == "off" or self.security.name != "curve" or not bulk.usable():
             return
-        self.bulk_in = bulk.Receiver(self.ctx, host, self.index, self.assignment.values())
+        self.bulk_in = bulk.Receiver(
+            self.ctx, host, self.index, self.security, self.assignment.values()
+        )
         self._bulk_address = self.bulk_in.advertise(advertised)
         self.bulk_out = bulk.Sender(self.ctx, self.index, SOCKET_BUFFER_BYTES)
 
@@ -610,10 +612,11 @@ class WorkerLink:
         """A peer's HELLO names its bulk socket and its key (bulk.py), or none."""
         if self.bulk_in is None or self.bulk_out is None:
             return
-        ok = type(info) is dict and self.bulk_in.keyed(peer, info.get("key"))
+        ok = type(info) is dict and bulk.is_token(info.get("token"))
+        ok = ok and self.bulk_in.keyed(peer, info.get("key"))
         address = info.get("address") if ok else None
         if type(address) is str and address.startswith("tcp://"):
-            self.bulk_out.want(peer, address)
+            self.bulk_out.want(peer, address, info["token"])
         else:
             self.bulk_in.forget(peer)
             self.bulk_out.want(peer, None)
@@ -1160,8 +1163,13 @@ class WorkerLink:
         }
         if self.pool is not None:
             info["shm"] = self.pool.prefix
-        if self.bulk_out is not None:  # HELLO travels CURVE-encrypted: the key is safe
-            info["bulk"] = {"address": self._bulk_address, "key": self.bulk_out.announce()}
+        if self.bulk_out is not None and self.bulk_in is not None:
+            # HELLO travels CURVE-encrypted: the key and the token are safe in it
+            info["bulk"] = {
+                "address": self._bulk_address,
+                "key": self.bulk_out.announce(),
+                "token": self.bulk_in.announce(),
+            }
         if again:
             info["again"] = True
         return fr.encode_hello(self.index, 0, self.topology, info)

@@ -27,6 +27,7 @@ backpressure statuses count only on the connection it said HELLO on.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import os
 import sys
@@ -75,6 +76,11 @@ class Security(Protocol):
         """Prepare a socket that connects."""
         ...
 
+    def password_server(self, sock: zmq.Socket, password: bytes) -> None:
+        """Prepare a socket that binds without CURVE (the bulk socket): a peer completes
+        the handshake (ZeroMQ's PLAIN) only if it gives `password`."""
+        ...
+
     def release(self, ctx: zmq.Context) -> None:
         """Stop what runs per ZeroMQ context (a ZAP handler)."""
         ...
@@ -102,6 +108,10 @@ class Loopback:
     def client(self, sock: zmq.Socket) -> None:
         """Prepare a socket that connects (nothing to do without keys)."""
 
+    def password_server(self, sock: zmq.Socket, password: bytes) -> None:
+        """No ZAP handler runs without keys: nothing would check the password."""
+        raise ConfigError("a socket with a password needs keys (a ZAP handler checks it)")
+
     def release(self, ctx: zmq.Context) -> None:
         """Nothing runs per context without keys."""
 
@@ -110,6 +120,7 @@ LOOPBACK = Loopback()
 
 
 CONNECTION = "User-Id"  # the message property that names the connection (see _Zap)
+_DOMAINS = itertools.count(1)  # the ZAP domains of sockets with a password
 _KEYS_FORMAT = "stormish-curve-1"
 
 
@@ -224,12 +235,27 @@ class Curve:
         sock.curve_publickey = self.public
         sock.curve_serverkey = self.server_public
 
-    def _authenticator(self, ctx: zmq.Context) -> None:
+    def password_server(self, sock: zmq.Socket, password: bytes) -> None:
+        """PLAIN with `password`, checked by the context's ZAP handler during the
+        handshake, before libzmq takes a message frame of the peer's (a CURVE-less
+        socket otherwise takes a message of endless frames from anyone). PLAIN sends the
+        password in the clear: it gates who may reach the socket, it keeps nothing
+        secret. Each such socket gets a ZAP domain of its own, and its password."""
+        if not 0 < len(password) < 256:
+            raise ValueError("a PLAIN password is 1 to 255 bytes")
+        handler = self._authenticator(sock.context)
+        domain = f"stormish-plain-{next(_DOMAINS)}".encode()
+        handler.passwords[domain] = password
+        sock.zap_domain = domain
+        sock.plain_server = True
+
+    def _authenticator(self, ctx: zmq.Context) -> Any:
         with self._lock:
-            if id(ctx) in self._auth:
-                return
-            allowed = _Allowed(self.keys_dir, frozenset({self.public}))
-            self._auth[id(ctx)] = _zap(ctx, allowed)
+            handler = self._auth.get(id(ctx))
+            if handler is None:
+                allowed = _Allowed(self.keys_dir, frozenset({self.public}))
+                handler = self._auth[id(ctx)] = _zap(ctx, allowed)
+            return handler
 
     def release(self, ctx: zmq.Context) -> None:
         """Stop the context's ZAP handler (before `ctx.term()`, which waits for it)."""

@@ -8,10 +8,13 @@ one REP socket at `inproc://zeromq.zap.01`, one reply per request, and an inproc
 to stop it. What it answers, as pyzmq's authenticator configured with a CURVE callback
 for every domain and no address rules: CURVE lets in the keys `allowed` holds, NULL is
 let in (no socket of ours uses it), anything else and any malformed request is refused.
+PLAIN is let in only on a socket whose ZAP domain was given a password (`passwords`:
+the bulk socket, transport/bulk.py), with that password; every other PLAIN is refused.
 """
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import logging
 import threading
@@ -32,11 +35,17 @@ class ZapHandler(threading.Thread):
 
     `allowed(z85_key) -> bool` decides a CURVE client; a connection let in gets the
     User-Id `"<n> <z85 key>"`, n counting the handshakes, so every message received on
-    it says which connection it came on (`Frame.get("User-Id")`)."""
+    it says which connection it came on (`Frame.get("User-Id")`).
+
+    `passwords` (ZAP domain -> password) lets in a PLAIN client that gives the password
+    of the domain of the socket it connects to (`security.Curve.password_server`); a
+    domain not in it lets in no PLAIN client. Set from any thread: the handler's thread
+    reads one entry a request."""
 
     def __init__(self, ctx: zmq.Context, allowed: Callable[[bytes], bool]):
         super().__init__(name="stormish-zap", daemon=True)
         self.allowed = allowed
+        self.passwords: dict[bytes, bytes] = {}
         self._handshakes = itertools.count(1)
         # created and bound here, used only by the thread from `start` on (pyzmq's
         # authenticator hands its socket over the same way)
@@ -73,11 +82,13 @@ class ZapHandler(threading.Thread):
             _log.warning("ZAP request of %d frames refused", len(msg))
             request_id = msg[1] if len(msg) > 1 else b""
             return _reply(request_id, b"400", b"Not enough frames")
-        version, request_id, _domain, address, _identity, mechanism = msg[:6]
+        version, request_id, domain, address, _identity, mechanism = msg[:6]
         if version != VERSION:
             return _reply(request_id, b"400", b"Invalid version")
         if mechanism == b"NULL":
             return _reply(request_id, b"200", b"OK", b"anonymous")
+        if mechanism == b"PLAIN":
+            return self._plain(request_id, domain, address, msg[6:])
         if mechanism != b"CURVE":
             _log.debug("DENIED %r from %r", mechanism, address)
             return _reply(request_id, b"400", b"Unsupported mechanism")
@@ -90,6 +101,20 @@ class ZapHandler(threading.Thread):
             return _reply(request_id, b"400", b"Unknown key")
         user = f"{next(self._handshakes)} {key.decode('ascii')}"
         _log.debug("ALLOWED (CURVE) %s address=%r", user, address)
+        return _reply(request_id, b"200", b"OK", user.encode())
+
+    def _plain(
+        self, request_id: bytes, domain: bytes, address: bytes, credentials: list[bytes]
+    ) -> list[bytes]:
+        """PLAIN: the password of the socket's domain (compared in constant time)."""
+        expected = self.passwords.get(domain)
+        if expected is None:
+            _log.debug("DENIED PLAIN on domain %r from %r", domain, address)
+            return _reply(request_id, b"400", b"Unsupported mechanism")
+        if len(credentials) != 2 or not hmac.compare_digest(credentials[1], expected):
+            _log.debug("DENIED (PLAIN) domain=%r address=%r", domain, address)
+            return _reply(request_id, b"400", b"Invalid password")
+        user = f"{next(self._handshakes)} plain"
         return _reply(request_id, b"200", b"OK", user.encode())
 
     def stop(self) -> None:

@@ -15,8 +15,15 @@ from hypothesis import strategies as st
 
 from stormish.transport import bulk
 from stormish.transport import frames as fr
+from stormish.transport.security import Curve
 
 SENDER, RECEIVER = 3, 5
+SECURITY = Curve.ephemeral()  # the ZAP handler of a link's context checks the token
+
+
+def end(ctx: zmq.Context) -> None:
+    SECURITY.release(ctx)
+    ctx.term()
 
 
 @pytest.fixture
@@ -24,24 +31,31 @@ def pair():
     ctx = zmq.Context()
     out = bulk.Sender(ctx, SENDER, 64 * 1024)
     into = bulk.Receiver(
-        ctx, "127.0.0.1", RECEIVER, peers=(SENDER, RECEIVER + 1), sealed_bytes=1 << 20
+        ctx,
+        "127.0.0.1",
+        RECEIVER,
+        SECURITY,
+        peers=(SENDER, RECEIVER + 1),
+        sealed_bytes=1 << 20,
     )
     into.keyed(SENDER, out.announce())
-    out.want(RECEIVER, into.address)
+    out.want(RECEIVER, into.address, into.announce())
     out.apply()
     try:
         yield out, into
     finally:
         out.close()
         into.close()
-        ctx.term()
+        end(ctx)
 
 
 @pytest.fixture
 def evil(pair):
-    """A plain PUSH socket, no key, connected to the receiver's bulk port."""
+    """A PUSH socket given the receiver's token (a worker of the run, or a sniffer of
+    PLAIN's password) but no sender's key, connected to the receiver's bulk port."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
+    sock.plain_username, sock.plain_password = b"evil", pair[1].announce().encode()
     sock.connect(pair[1].address)
     try:
         yield sock
@@ -195,7 +209,7 @@ def test_with_no_bulk_socket_for_the_peer_the_link_takes_the_buffers():
         assert out.seal(RECEIVER, frames, 1) is frames
         # a bulk socket that never connects (nobody listens): the link takes them too
         with socket_nobody_listens() as address:
-            out.want(RECEIVER, address)
+            out.want(RECEIVER, address, "ab" * bulk.TOKEN_BYTES)
             out.apply()
             first = out.seal(RECEIVER, frames, 1)
             assert first is None  # no room: wait (held) ...
@@ -225,10 +239,10 @@ def test_a_buffer_sealed_for_another_receiver_does_not_open_here(pair):
     """The nonce holds the receiver's index: bytes sealed for worker 6 at counter 0 are
     not worker 5's counter 0."""
     out, into = pair
-    other = bulk.Receiver(out.ctx, "127.0.0.1", RECEIVER + 1)
+    other = bulk.Receiver(out.ctx, "127.0.0.1", RECEIVER + 1, SECURITY)
     try:
         other.keyed(SENDER, out.announce())
-        out.want(RECEIVER + 1, other.address)
+        out.want(RECEIVER + 1, other.address, other.announce())
         out.apply()
         assert seal_when_connected(out, message(arrays(1)), 1, peer=RECEIVER + 1)
         assert other.pull.poll(10_000)
@@ -256,7 +270,7 @@ def test_open_gives_the_sealed_bytes_of_the_named_counter_or_raises(arrivals, wa
     sender sealed under exactly that counter, or raises: never other bytes."""
     ctx = zmq.Context()
     out = bulk.Sender(ctx, SENDER, 64 * 1024)
-    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER)
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, SECURITY)
     try:
         into.keyed(SENDER, out.announce())
         for counter, forged in arrivals:
@@ -272,7 +286,7 @@ def test_open_gives_the_sealed_bytes_of_the_named_counter_or_raises(arrivals, wa
     finally:
         out.close()
         into.close()
-        ctx.term()
+        end(ctx)
 
 
 def test_a_forged_frame_far_ahead_does_not_make_a_real_one_look_lost(pair):
@@ -288,9 +302,9 @@ def test_a_forged_frame_far_ahead_does_not_make_a_real_one_look_lost(pair):
 def test_buffers_that_come_before_their_senders_key_open_when_it_comes():
     ctx = zmq.Context()
     out = bulk.Sender(ctx, SENDER, 64 * 1024)
-    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, peers=(SENDER,))
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, SECURITY, peers=(SENDER,))
     try:
-        out.want(RECEIVER, into.address)
+        out.want(RECEIVER, into.address, into.announce())
         out.apply()
         sent = arrays(2)
         msg = fr.decode(seal_when_connected(out, message(sent), 2))
@@ -304,7 +318,7 @@ def test_buffers_that_come_before_their_senders_key_open_when_it_comes():
     finally:
         out.close()
         into.close()
-        ctx.term()
+        end(ctx)
 
 
 def test_a_recycled_buffer_is_never_lent_while_anything_refers_to_it():

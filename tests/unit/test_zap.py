@@ -5,10 +5,17 @@ from __future__ import annotations
 import pytest
 import zmq
 from zmq.utils import z85
+from zmq.utils.monitor import recv_monitor_message
 
 from stormish.transport import zap
 
 KEY, _ = zmq.curve_keypair()  # the one key the handlers below let in
+HANDSHAKE = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
 
 
 @pytest.fixture
@@ -21,8 +28,10 @@ def handler():
     ctx.term()
 
 
-def request(mechanism: bytes, *credentials: bytes, version: bytes = b"1.0") -> list[bytes]:
-    return [version, b"7", b"", b"127.0.0.1", b"", mechanism, *credentials]
+def request(
+    mechanism: bytes, *credentials: bytes, version: bytes = b"1.0", domain: bytes = b""
+) -> list[bytes]:
+    return [version, b"7", domain, b"127.0.0.1", b"", mechanism, *credentials]
 
 
 def test_a_known_curve_key_is_let_in_with_a_connection_name_of_its_own(handler):
@@ -47,6 +56,71 @@ def test_unknown_keys_other_mechanisms_and_malformed_requests_are_refused(handle
         assert reply[2] == b"400" and reply[4] == b""  # no User-Id when refused
     assert handler.answer([b"1.0"])[2] == b"400"  # too few frames: still one reply
     assert handler.answer(request(b"NULL"))[2] == b"200"  # as pyzmq's: no socket of ours is NULL
+
+
+def test_plain_is_let_in_only_with_the_password_of_its_sockets_domain(handler):
+    handler.passwords[b"bulk-1"] = b"token-1"
+    handler.passwords[b"bulk-2"] = b"token-2"
+    let_in = handler.answer(request(b"PLAIN", b"anyone", b"token-1", domain=b"bulk-1"))
+    assert let_in[2] == b"200" and let_in[4].endswith(b" plain")
+    refused = [
+        request(b"PLAIN", b"anyone", b"token-2", domain=b"bulk-1"),  # another socket's
+        request(b"PLAIN", b"anyone", b"token-", domain=b"bulk-1"),
+        request(b"PLAIN", b"anyone", b"token-1", domain=b""),  # a CURVE socket's domain
+        request(b"PLAIN", b"anyone", b"token-1", domain=b"bulk-3"),
+        request(b"PLAIN", b"token-1", domain=b"bulk-1"),  # no password frame
+    ]
+    for r in refused:
+        reply = handler.answer(r)
+        assert reply[2] == b"400" and reply[4] == b"", r
+
+
+def test_real_plain_handshakes_the_token_is_heard_a_wrong_one_or_none_is_not():
+    from stormish.errors import ConfigError
+    from stormish.transport.security import LOOPBACK, Curve
+
+    security = Curve.ephemeral()
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.linger = 0
+    security.password_server(pull, b"the-token")
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    pushes = []
+
+    def handshake(password: bytes | None) -> int:
+        """Connect a PUSH with `password` (None: no credentials, NULL): the outcome of
+        its handshake (a monitor event)."""
+        push = ctx.socket(zmq.PUSH)
+        push.linger = 0
+        push.immediate = True  # queue only on a connection whose handshake completed
+        pushes.append(push)
+        if password is not None:
+            push.plain_username, push.plain_password = b"bulk", password
+        mon = push.get_monitor_socket(HANDSHAKE)
+        push.connect(f"tcp://127.0.0.1:{port}")
+        try:
+            assert mon.poll(10_000), "no handshake outcome"
+            return recv_monitor_message(mon)["event"]
+        finally:
+            push.disable_monitor()
+            mon.close(0)
+
+    try:
+        for password in (None, b"the-toke", b"the-token!"):
+            assert handshake(password) != zmq.EVENT_HANDSHAKE_SUCCEEDED, password
+        assert handshake(b"the-token") == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        heard = pushes[-1]
+        heard.send(b"ok")
+        assert pull.poll(5000) and pull.recv() == b"ok"
+        assert not pull.poll(100)
+        with pytest.raises(ConfigError, match="needs keys"):
+            LOOPBACK.password_server(pull, b"x")
+    finally:
+        for s in pushes:
+            s.close()
+        pull.close()
+        security.release(ctx)
+        ctx.term()
 
 
 def test_real_handshakes_a_keyed_client_is_heard_an_unkeyed_one_is_not():
