@@ -82,6 +82,9 @@ MAX_FRAME = 1 << 31  # a sealed buffer larger than this takes the link (bulk ref
 # sends such a message (one tuple's buffers past 64 MiB) inside the CURVE link instead
 PRE_KEY_BYTES = HWM * SEALED_MESSAGE_BYTES
 HEADER_ROOM = 64  # a bulk message's first frame (`frames.bulk_header`, 18 bytes)
+# the largest frame the bulk socket takes (ZMQ_MAXMSGSIZE): `fits` lets no sealed
+# buffer past PRE_KEY_BYTES - HEADER_ROOM through (it was MAX_FRAME: 2 GiB)
+FRAME_BOUND = PRE_KEY_BYTES
 
 
 class BulkError(Exception):
@@ -322,7 +325,9 @@ class Receiver:
         self.pull = ctx.socket(zmq.PULL)
         self.pull.setsockopt(zmq.LINGER, 0)
         self.pull.setsockopt(zmq.RCVHWM, HWM)
-        self.pull.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + 64)
+        # no sealed frame is larger (`fits`), and libzmq reads the handshake's first
+        # frame whole before the ZAP handler judges the token: a stranger's is this bound
+        self.pull.setsockopt(zmq.MAXMSGSIZE, FRAME_BOUND)
         security.password_server(self.pull, self.token.encode())
         port = self.pull.bind_to_random_port(f"tcp://{_bracketed(host)}")
         self.address = f"tcp://{_bracketed(host)}:{port}"

@@ -120,6 +120,10 @@ LOOPBACK = Loopback()
 
 
 CONNECTION = "User-Id"  # the message property that names the connection (see _Zap)
+# how long a peer of a keyed socket that binds may take to complete the handshake
+# (ZMQ_HANDSHAKE_IVL; libzmq's default is 30 s): what a stranger's half-open handshake
+# holds (up to a frame, the socket's ZMQ_MAXMSGSIZE) it holds for at most this long
+HANDSHAKE_MS = 5000
 _DOMAINS = itertools.count(1)  # the ZAP domains of sockets with a password
 _KEYS_FORMAT = "stormish-curve-1"
 
@@ -226,6 +230,7 @@ class Curve:
     def server(self, sock: zmq.Socket) -> None:
         self.check_bind("a ZeroMQ socket")
         self._authenticator(sock.context)
+        sock.handshake_ivl = HANDSHAKE_MS
         sock.curve_secretkey = self.secret
         sock.curve_publickey = self.public
         sock.curve_server = True
@@ -247,6 +252,7 @@ class Curve:
         domain = f"stormish-plain-{next(_DOMAINS)}".encode()
         handler.passwords[domain] = password
         sock.zap_domain = domain
+        sock.handshake_ivl = HANDSHAKE_MS
         sock.plain_server = True
 
     def _authenticator(self, ctx: zmq.Context) -> Any:

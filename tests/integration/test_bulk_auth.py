@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,7 +24,7 @@ import zmq
 from stormish import LocalCluster, Topology
 from stormish.testing import poll_for
 
-from .test_frame_caps import listening_on
+from .test_frame_caps import half_open, huge_frame, listening_on
 from .test_hostile_peer import ARRAYS, Arrays, GatedArrays, attack
 
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(300)]
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.timeout(300)]
 MiB = 1 << 20
 STREAMED = 256 * MiB  # what the stranger sends, unless the worker hangs up first
 GROWTH = 48 * MiB  # what the worker may grow by meanwhile (kernel buffers, allocator)
+HALF_OPEN_BOUND = 20.0  # s: libzmq's default handshake interval was 30 s, ours is 5
 GREETING = b"\xff" + b"\0" * 8 + b"\x7f\x03\x00"  # ZMTP 3.0, before the mechanism
 
 
@@ -161,3 +163,28 @@ def test_a_peer_with_a_wrong_token_or_none_is_refused_at_the_handshake(tmp_path)
         assert not attack(address, *forged, security=Plain(b"x"))
         bulk = exact(c, down)
     assert bulk["forged"] == 0  # nothing of theirs reached the receiver
+
+
+def test_a_stranger_announcing_a_huge_handshake_frame_to_a_bulk_port_is_hung_up_on(tmp_path):
+    """libzmq reads the handshake's first frame (PLAIN's HELLO) whole before the ZAP
+    handler judges it: the bulk socket refuses a frame past what a sealed buffer needs
+    (64 MiB, `bulk.FRAME_BOUND`; it was 2 GiB) at its header."""
+    with held_half_way(tmp_path) as (c, down, address):
+        port = int(address.rsplit(":", 1)[1])
+        worker = listening_on(port)
+        before = worker.memory_info().rss
+        with huge_frame(port, b"PLAIN") as sent:
+            grew = worker.memory_info().rss - before
+        exact(c, down)
+    assert grew < GROWTH, (
+        f"the worker grew {grew / MiB:.0f} MiB as a stranger sent {sent / MiB:.0f} MiB"
+    )
+
+
+def test_a_strangers_half_open_handshake_on_a_bulk_port_is_dropped_within_seconds(tmp_path):
+    with held_half_way(tmp_path) as (c, down, address):
+        t0 = time.monotonic()
+        assert half_open(int(address.rsplit(":", 1)[1]), b"PLAIN"), "never hung up on"
+        took = time.monotonic() - t0
+        exact(c, down)
+    assert took < HALF_OPEN_BOUND, f"a half-open handshake was held {took:.1f} s"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
@@ -57,6 +58,22 @@ def huge_frame(port: int, mechanism: bytes = b"CURVE") -> Iterator[int]:
         s.close()
 
 
+def half_open(port: int, mechanism: bytes = b"CURVE", wait: float = 25.0) -> bool:
+    """A raw TCP peer that says the ZMTP 3.0 greeting and then nothing: whether the
+    daemon hung up on it within `wait` s (a half-open handshake holds a connection, and
+    up to a frame of what it sent, for as long as the daemon lets a handshake take)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x00" + mechanism.ljust(20, b"\0") + b"\0" * 32)
+        try:
+            while s.recv(4096):  # the daemon's greeting, then its end of the connection
+                pass
+        except TimeoutError:
+            return False
+        except OSError:  # reset: hung up too
+            pass
+        return True
+
+
 def rss(pid: int) -> int:
     return psutil.Process(pid).memory_info().rss
 
@@ -76,6 +93,19 @@ def test_a_stranger_announcing_a_huge_frame_to_nimbus_is_hung_up_on(nimbus, port
     assert grew < GROWTH, f"nimbus grew {grew / MiB:.0f} MiB as a stranger sent {sent / MiB:.0f}"
     assert sent < STREAMED, "nimbus read the whole frame the stranger announced"
     with closing(nimbus.client()) as c:  # and goes on serving
+        assert c.call("list") == []
+
+
+HALF_OPEN_BOUND = 20.0  # s: libzmq's default handshake interval was 30 s, ours is 5
+
+
+@pytest.mark.parametrize("port", ["api", "control"])
+def test_a_strangers_half_open_handshake_to_nimbus_is_dropped_within_seconds(nimbus, port):
+    t0 = time.monotonic()
+    assert half_open(getattr(nimbus, port)), "nimbus never hung up"
+    took = time.monotonic() - t0
+    assert took < HALF_OPEN_BOUND, f"nimbus held a half-open handshake {took:.1f} s"
+    with closing(nimbus.client()) as c:
         assert c.call("list") == []
 
 
@@ -158,4 +188,17 @@ def test_a_stranger_announcing_a_huge_frame_to_a_workers_link_is_hung_up_on(tmp_
         f"the worker grew {grew / MiB:.0f} MiB as a stranger sent {sent / MiB:.0f}"
     )
     assert sent < STREAMED, "the worker read the whole frame the stranger announced"
+    assert stats.status == "complete" and sorted(results["sink"][0]) == list(range(N))
+
+
+def test_a_strangers_half_open_handshake_to_a_workers_link_is_dropped_within_seconds(tmp_path):
+    go = str(tmp_path / "go")
+    with LocalCluster(workers=2) as c:
+        c.submit(topology("halfopen", go))
+        w = started(c, "halfopen")
+        t0 = time.monotonic()
+        assert half_open(int(w["address"][w["down"]].rsplit(":", 1)[1])), "never hung up on"
+        took = time.monotonic() - t0
+        stats, results = finish(c, "halfopen", go)
+    assert took < HALF_OPEN_BOUND, f"the worker held a half-open handshake {took:.1f} s"
     assert stats.status == "complete" and sorted(results["sink"][0]) == list(range(N))

@@ -133,3 +133,28 @@ def test_one_tuple_past_64_mib_takes_the_link_at_the_real_sizes():
         into.close()
         SECURITY.release(ctx)
         ctx.term()
+
+
+def test_the_largest_buffer_that_fits_goes_sealed_within_the_sockets_frame_bound():
+    """The bulk socket refuses a frame past `FRAME_BOUND` (64 MiB, it was 2 GiB): the
+    largest buffer `fits` lets through is sealed into a frame within it, and arrives."""
+    assert bulk.FRAME_BOUND == bulk.PRE_KEY_BYTES
+    ctx = zmq.Context()
+    out = bulk.Sender(ctx, SENDER, 64 * 1024)
+    into = bulk.Receiver(ctx, "127.0.0.1", RECEIVER, SECURITY, peers=(SENDER,))
+    try:
+        assert into.pull.getsockopt(zmq.MAXMSGSIZE) == bulk.FRAME_BOUND
+        into.keyed(SENDER, out.announce())
+        out.want(RECEIVER, into.address, into.announce())
+        out.apply()
+        n = bulk.PRE_KEY_BYTES - bulk.HEADER_ROOM - bulk.TAG  # one byte more takes the link
+        big = np.frombuffer(np.random.default_rng(1).bytes(n), dtype=np.uint8)
+        msg = fr.decode(connected(out, message([big]), 1))
+        assert isinstance(msg.body, fr.BulkTuples)
+        (opened,) = into.open(SENDER, msg.body.first, 1, wait=30)
+        assert len(opened) == n and opened == big.tobytes()
+    finally:
+        out.close()
+        into.close()
+        SECURITY.release(ctx)
+        ctx.term()
