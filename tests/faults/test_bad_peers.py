@@ -26,6 +26,7 @@ from integration.test_hostile_peer import Evil, attack
 from stormish import LocalCluster, Topology
 from stormish.testing import poll_for
 from stormish.transport import frames as fr
+from stormish.transport.link import run_topology_id
 from stormish.transport.tracker import BackpressureStatus
 
 from .ledger import LedgerSink, LedgerSpout, audit
@@ -140,7 +141,8 @@ def test_a_keyed_peer_sending_junk_is_counted_and_dropped_and_the_run_is_exact(
         c.submit(gated("keyed", ledger, go))
         w = held(c, "keyed", watch)
         keys = c._get("keyed").group.security  # the run's own keys: a buggy worker
-        frames, n_malformed = junk(w, "keyed")
+        # a buggy worker of this very run: its HELLO names the run (link.run_topology_id)
+        frames, n_malformed = junk(w, run_topology_id("keyed", c._get("keyed").group.run_id))
         assert attack(w.address[w.down], *frames, security=keys)
         assert attack(w.address[w.up], forged_status(w), security=keys)
         down, up = f"worker-{w.down}", f"worker-{w.up}"
