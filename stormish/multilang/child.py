@@ -7,6 +7,9 @@ ShellBolt. The executor never blocks on the child's pipes:
   and puts the messages into a bounded inbox that the component drains on its own
   thread (`take`); when the inbox is full it stops reading, so a child that emits
   faster than its task can pass the tuples on is held back by its own stdout pipe;
+  what comes while the component waits for the child (`wait`) is handed to it, and
+  only what comes otherwise wakes the task's loop (`wake`): a wake-up for a message the
+  component took itself would end the loop's next idle wait at once;
 - the **writer** thread writes what the component offers (`offer`: tuples, spout
   commands, bounded by `capacity`) after the priority messages (`offer_now`: task ids,
   heartbeats), which Storm's ShellBoltMessageQueue sends first too;
@@ -209,7 +212,8 @@ class Child:
         return msgs
 
     def wait(self, timeout: float) -> None:
-        """Until a message comes, room frees up for `offer`, or `timeout`."""
+        """Until a message comes, room frees up for `offer`, or `timeout`. The caller
+        looks at the inbox after (`take`): what came meanwhile woke no one else."""
         with self._lock:
             self._waiting = True
             if not self._inbox:
@@ -312,10 +316,11 @@ class Child:
                 self.reader_held = False
             self.last_read = time.monotonic()
         self._inbox.extend(msgs)
-        if self._waiting:  # the component waits in `wait`
+        if self._waiting:  # the component waits in `wait`: they are its, not the loop's
             with self._lock:
                 self._lock.notify_all()
-        self._wake()
+        else:
+            self._wake()
         return not self.closed
 
     def _write(self) -> None:
