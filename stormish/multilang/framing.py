@@ -11,6 +11,7 @@ the bytes, because a child that writes to stdout outside the protocol (a stray
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -50,7 +51,11 @@ class JsonFraming:
 
     @staticmethod
     def encode(msg: Any) -> bytes:
-        return json.dumps(msg, separators=(",", ":")).encode() + b"\nend\n"
+        try:
+            text = _dumps(msg)
+        except ValueError:  # NaN or an infinity: Storm's JSON writes null (or a cycle)
+            text = _dumps(_finite(msg, set()))
+        return text.encode() + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
         """Complete messages in `data` (with what earlier feeds left over). A message's
@@ -76,6 +81,35 @@ class JsonFraming:
 
 
 _SPLIT = re.compile(rb"\nend\r?\n")
+# Storm writes JSON (json-simple's JSONValue), NaN and the infinities as null. Python's
+# json wrote the tokens NaN and Infinity, which are not JSON: storm.js's JSON.parse and
+# pystorm's simplejson threw on them, the child died, and every retry killed it again.
+# Built once: json.dumps with separators builds an encoder per call.
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def _finite(value: Any, path: set[int]) -> Any:
+    """`value` with every NaN or infinite float in it null, as json-simple writes them
+    (a key: its text, "NaN" or "Infinity", as Java's String.valueOf and Python's json)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple, dict)):
+        if id(value) in path:
+            raise ValueError("Circular reference detected")
+        path.add(id(value))
+        if isinstance(value, dict):
+            out: Any = {_finite_key(k): _finite(v, path) for k, v in value.items()}
+        else:
+            out = [_finite(v, path) for v in value]
+        path.discard(id(value))
+        return out
+    return value
+
+
+def _finite_key(key: Any) -> Any:
+    if isinstance(key, float) and not math.isfinite(key):
+        return "NaN" if key != key else "Infinity" if key > 0 else "-Infinity"
+    return key
 
 
 def _last_end(buf: bytearray, start: int) -> int:
