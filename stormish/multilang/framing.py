@@ -126,10 +126,12 @@ def _last_end(buf: bytearray, start: int) -> int:
 
 
 def _loads(parts: list[bytes], out: list[Any]) -> None:
+    """Each message's text is UTF-8, as Storm reads it (an InputStreamReader): a byte
+    that is not UTF-8 is U+FFFD, not garbage (a child writing Latin-1 was killed)."""
     loads = json.loads
     for text in parts:
         try:
-            out.append(loads(text))
+            out.append(loads(text.decode("utf-8", "replace")))
         except Exception as exc:  # noqa: BLE001 - ValueError, and RecursionError when deep
             if not text.strip():
                 raise ProtocolError("an empty message (two `end` lines in a row)", out) from None

@@ -59,10 +59,12 @@ def test_a_fault_the_task_did_not_hear_of_is_reported_and_its_tuples_replayed(tm
     assert "SubprocessError" in err and all(s in err for s in says), err
 
 
-@pytest.mark.parametrize("mode", ["log_list_level", "crlf"])
+@pytest.mark.parametrize("mode", ["log_list_level", "crlf", "latin1_log"])
 def test_what_storm_reads_is_read(tmp_path, mode):
     """`"level": [3]` stopped the task (Storm logs it at INFO); `\\r\\n` line ends
-    (Storm's readLine takes them) hung it for ever."""
+    (Storm's readLine takes them) hung it for ever. Bytes that are not UTF-8 were
+    garbage and the child was killed: Storm reads the child's stdout with a UTF-8
+    InputStreamReader (JsonSerializer), which reads each bad byte as U+FFFD."""
     sink, errs = run_raw(tmp_path, mode)
     assert sink == {r: 1 for r in ROWS} and errs == []
 

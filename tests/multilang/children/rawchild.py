@@ -6,6 +6,7 @@ answers every heartbeat, except as its mode says:
 - `deep_json`: writes a message nested too deep to decode (Python's RecursionError);
 - `helper_then_exit`: starts a helper process (which inherits its stdout) and exits 3;
 - `log_list_level`: logs with `"level": [3]`, then goes on;
+- `latin1_log`: logs a message written in Latin-1 (not UTF-8), then goes on;
 - `ack_list_id`: acks `[id]` (a JSON array) instead of the id;
 - `spurious_sync`: works 1.5 s on it (a heartbeat is written meanwhile), sends a `sync`
   that answers no heartbeat, emits it (never acks: as storm.py's Bolt); every later
@@ -95,6 +96,8 @@ while True:
             continue
         if MODE == "log_list_level":
             send({"command": "log", "msg": "hello", "level": [3]})
+        if MODE == "latin1_log":
+            out.write('{"command": "log", "msg": "caf\xe9"}\nend\n'.encode("latin-1"))
         if MODE == "ack_list_id":
             send({"command": "ack", "id": [m["id"]]})
             continue
