@@ -7,6 +7,7 @@ answers every heartbeat, except as its mode says:
 - `helper_then_exit`: starts a helper process (which inherits its stdout) and exits 3;
 - `log_list_level`: logs with `"level": [3]`, then goes on;
 - `latin1_log`: logs a message written in Latin-1 (not UTF-8), then goes on;
+- `unknown_command`: sends `{"command": "foo"}`, then goes on;
 - `ack_list_id`: acks `[id]` (a JSON array) instead of the id;
 - `spurious_sync`: works 1.5 s on it (a heartbeat is written meanwhile), sends a `sync`
   that answers no heartbeat, emits it (never acks: as storm.py's Bolt); every later
@@ -96,6 +97,8 @@ while True:
             continue
         if MODE == "log_list_level":
             send({"command": "log", "msg": "hello", "level": [3]})
+        if MODE == "unknown_command":
+            send({"command": "foo"})
         if MODE == "latin1_log":
             out.write('{"command": "log", "msg": "caf\xe9"}\nend\n'.encode("latin-1"))
         if MODE == "ack_list_id":

@@ -1,7 +1,9 @@
 """A raw JSON multilang spout that emits 5 tuples with message ids and writes each ack or
 fail it gets to a file (one JSON line each). argv: mode, file.
 - `dup_ids`: two emits share each id (two tuple trees, as Storm allows);
-- `list_ids`: each id is a JSON array.
+- `list_ids`: each id is a JSON array;
+- `unknown_command`: the first of its processes sends `{"command": "foo"}` in its
+  first `next`.
 """
 
 import json
@@ -44,4 +46,9 @@ while True:
                 send({"command": "emit", "tuple": [v], "id": f"m{n}", "need_task_ids": False})
         elif MODE == "list_ids":
             send({"command": "emit", "tuple": [f"a{n}"], "id": ["m", n], "need_task_ids": False})
+        elif MODE == "unknown_command":
+            if n == 1 and not os.path.exists(LOG + ".foo"):  # the first child only
+                open(LOG + ".foo", "w").close()
+                send({"command": "foo"})
+            send({"command": "emit", "tuple": [f"a{n}"], "id": f"m{n}", "need_task_ids": False})
     send({"command": "sync"})
