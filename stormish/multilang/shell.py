@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -226,7 +227,10 @@ class ShellMixin:
 
     def _common(self, cmd: str, msg: dict) -> bool:
         if cmd == "log":
-            level = msg.get("level", 2)  # Storm takes an integer level, else logs at INFO
+            # Storm takes a JSON number's intValue (3.0 and 3.7 are warn), else logs at INFO
+            level = msg.get("level", 2)
+            if level.__class__ is float:
+                level = int(level) if math.isfinite(level) else 2
             level = _LEVELS.get(level, logging.INFO) if level.__class__ is int else logging.INFO
             self._log.log(level, "%s", msg.get("msg"))
         elif cmd == "error":

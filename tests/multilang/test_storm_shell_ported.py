@@ -9,6 +9,7 @@ and its test) whose behaviour it checks: what a multilang component written for 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -161,6 +162,24 @@ def run_raw(tmp_path, mode, rows=ROWS, config=None):
 
 
 # -- ShellBolt: what the child says ------------------------------------------------------------
+def test_log_levels_are_storms(tmp_path, caplog):
+    """ShellMsg.ShellLogLevel.fromInt (0 trace .. 4 error, anything else info) of
+    JsonSerializer.readShellMsg's level: a JSON number's intValue, so 3.0 and 3.7 are
+    warn; a string or a boolean is no number: info. DefaultShellLogHandler logs it."""
+    with caplog.at_level(1, "stormish.multilang.raw"):
+        sink, errs = run_raw(tmp_path, "log_levels")
+    assert sink == {r: 1 for r in ROWS} and errs == []
+    levels = {
+        r.getMessage(): r.levelno for r in caplog.records if r.name == "stormish.multilang.raw"
+    }
+    info, warn = logging.INFO, logging.WARNING
+    assert levels == {
+        "level 0": 5, "level 1": logging.DEBUG, "level 2": info, "level 3": warn,
+        "level 4": logging.ERROR, "level 7": info, "level '3'": info, "level 3.0": warn,
+        "level 3.7": warn, "level True": info,
+    }  # fmt: skip
+
+
 def test_a_bolt_child_ignores_nothing_but_an_unknown_command(tmp_path):
     """ShellBolt.BoltReaderRunnable: a command it does not know falls through its switch
     (`default: break`): the child goes on, nothing is reported."""

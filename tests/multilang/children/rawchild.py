@@ -7,6 +7,7 @@ answers every heartbeat, except as its mode says:
 - `helper_then_exit`: starts a helper process (which inherits its stdout) and exits 3;
 - `log_list_level`: logs with `"level": [3]`, then goes on;
 - `latin1_log`: logs a message written in Latin-1 (not UTF-8), then goes on;
+- `log_levels`: logs "level <L>" at each level L of 0..4, 7, "3", 3.0, 3.7 and true;
 - `unknown_command`: sends `{"command": "foo"}`, then goes on;
 - `ack_list_id`: acks `[id]` (a JSON array) instead of the id;
 - `spurious_sync`: works 1.5 s on it (a heartbeat is written meanwhile), sends a `sync`
@@ -97,6 +98,9 @@ while True:
             continue
         if MODE == "log_list_level":
             send({"command": "log", "msg": "hello", "level": [3]})
+        if MODE == "log_levels":
+            for level in (0, 1, 2, 3, 4, 7, "3", 3.0, 3.7, True):
+                send({"command": "log", "msg": f"level {level!r}", "level": level})
         if MODE == "unknown_command":
             send({"command": "foo"})
         if MODE == "latin1_log":
