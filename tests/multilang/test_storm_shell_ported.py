@@ -1,9 +1,9 @@
 """Storm's ShellBolt and ShellSpout, scenario by scenario, against real children.
 
-Each test names the Storm source (storm-client: task/ShellBolt.java, spout/ShellSpout.java,
-utils/ShellProcess.java, multilang/JsonSerializer.java, utils/ShellBoltMessageQueue.java
-and its test) whose behaviour it checks: what a multilang component written for Storm
-(pystorm, storm.js) sees there, it sees here.
+Each test names the Storm source whose behaviour it checks (storm-client's ShellBolt,
+ShellSpout, ShellProcess, JsonSerializer, ShellMsg, ShellBoltMessageQueue and its test):
+what a multilang component written for Storm (pystorm, storm.js) sees there, it sees
+here.
 """
 
 from __future__ import annotations
