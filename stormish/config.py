@@ -1006,16 +1006,6 @@ def advice(conf: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> lis
                 f"its own yields ({SCHEDULER!r} 'threads', or {OWN_THREAD!r} true)"
             )
     return out
-    for use in ("backpressure", "spout", "bolt"):
-        name = f"topology.{use}.wait.progressive.level2.count"
-        set_here = (own or conf).get(name)
-        if set_here and (own is None or name in own):
-            out.append(
-                f"config key {name!r} is {set_here}, which does nothing under the "
-                f"cooperative scheduler ({SCHEDULER!r}): only an executor on a thread of "
-                f"its own yields ({SCHEDULER!r} 'threads', or {OWN_THREAD!r})"
-            )
-    return out
 
 
 def for_component(
