@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -50,9 +51,16 @@ def make(node: Node, beans: Mapping[str, Any], what: str) -> Any:
     try:
         if node.get("factory"):
             factory = _method(cls, node["factory"], node, "factory")
-            obj = factory(*resolve_args(node.get("factoryArgs"), beans, node, "factoryArgs"))
+            args = resolve_args(node.get("factoryArgs"), beans, node, "factoryArgs")
+            label = f"factory {node['className']}.{factory.__name__}"
+            key = "factoryArgs" if "factoryArgs" in node else "factory"
+            check_arity(factory, args, node, key, what, label)
+            obj = factory(*args)
         else:
-            obj = cls(*resolve_args(node.get("constructorArgs"), beans, node, "constructorArgs"))
+            args = resolve_args(node.get("constructorArgs"), beans, node, "constructorArgs")
+            key = "constructorArgs" if "constructorArgs" in node else "className"
+            check_arity(cls, args, node, key, what, str(node["className"]))
+            obj = cls(*args)
     except TopologyFileError:
         raise
     except Exception as exc:
@@ -163,7 +171,32 @@ def _config_method(obj: Any, call: Node, beans: Mapping[str, Any], what: str) ->
     if not isinstance(name, str):
         raise TopologyFileError(f"{call.at()}: a config method needs a 'name'")
     method = _method(obj, name, call, "name")
-    _call(method, resolve_args(call.get("args"), beans, call, "args"), call, what, name)
+    args = resolve_args(call.get("args"), beans, call, "args")
+    check_arity(method, args, call, "name", what, f"config method {name}")
+    _call(method, args, call, what, name)
+
+
+def check_arity(fn: Any, args: list, node: Node, key: str, what: str, label: str) -> None:
+    """Storm's Flux finds the constructor, factory or method that takes the arguments
+    given, or says none does ("Unable to find configuration method"); here a call whose
+    arguments the callable cannot take is that error, naming its parameters, before it is
+    made (not a TypeError that counts `self` among the arguments)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin with no signature: the call will say
+        return
+    try:
+        sig.bind(*args)
+    except TypeError:
+        stars: dict[Any, str] = {
+            inspect.Parameter.VAR_POSITIONAL: "*",
+            inspect.Parameter.VAR_KEYWORD: "**",
+        }
+        params = ", ".join(stars.get(p.kind, "") + p.name for p in sig.parameters.values())
+        raise TopologyFileError(
+            f"{node.at(key)}: {what}: {label}({params}) cannot take the {len(args)} "
+            f"argument(s) given"
+        ) from None
 
 
 def _method(obj: Any, name: str, node: Node, key: str) -> Any:
