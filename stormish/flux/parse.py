@@ -168,8 +168,15 @@ def _include(top: Node, inc: Node, path: Path, props: Mapping[str, str], env: bo
     if other.get("name") is not None and (override or top.get("name") is None):
         top["name"] = other["name"]
         top.lines["name"] = other.lines["name"]
+    if other.get("workerHooks"):  # Storm merges them; stormish has none to run
+        raise TopologyFileError(
+            f"{other.at('workerHooks')}: workerHooks are Storm worker hooks (Java); stormish "
+            "has none: do that work in a spout's open() or a bolt's prepare()"
+        )
     if other.get("config"):
-        conf = top.setdefault("config", _empty(top))
+        conf = top.get("config")
+        if not isinstance(conf, Node):  # absent, or `config:` with nothing under it
+            conf = top["config"] = _empty(top)
         for k, v in other["config"].items():
             if override or k not in conf:
                 conf[k] = v
@@ -196,12 +203,18 @@ def _merge_by_id(mine: list, theirs: list, override: bool) -> list:
 
 def _resolve(name: str, resource: bool, path: Path, inc: Node) -> Path:
     """An included file: `resource: true` is looked up as Storm looks on the classpath,
-    here the including file's directory and the import path (sys.path); a file is
-    relative to the including file's directory, then the working directory."""
+    here the including file's directory and the directories above it (a resource names
+    a file from the classpath root, which the including file sits under: flux-core's
+    `configs/include_test.yaml` includes `/configs/shell_test.yaml`), then the import
+    path (sys.path); a file is relative to the including file's directory, then the
+    working directory."""
     import sys
 
     rel = name.lstrip("/") if resource else name
-    bases = [path.resolve().parent] + ([Path(p) for p in sys.path if p] if resource else [])
+    here = path.resolve().parent
+    bases = [here]
+    if resource:
+        bases += [*here.parents, *(Path(p) for p in sys.path if p)]
     if not resource and Path(name).is_absolute():
         bases = [Path("/")]
     for base in [*bases, Path.cwd()]:

@@ -5,6 +5,7 @@ topologySource, and errors that name the file, the line and the key."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,31 @@ def test_include_with_override_replaces_by_id() -> None:
     assert topology.name == "yaml-topology"
     assert type(topology.components["bolt-1"].obj).__name__ == "TestWordCounter"
     assert topology.config["app.mine"] == 1
+
+
+def test_include_config_into_an_empty_config(tmp_path: Path) -> None:
+    """`config:` written with nothing under it, and an included file with a config: its
+    config is taken (it was a TypeError traceback: None is not iterable)."""
+    shutil.copy(HERE / "flux_words.py", tmp_path)  # classes resolve from the includer's dir
+    (tmp_path / "top.yaml").write_text(
+        f"name: top\nconfig:\nincludes:\n  - file: {HERE / 'simple_wordcount.yaml'}\n"
+    )
+    topology = load_topology_file(
+        tmp_path / "top.yaml",
+    )[0]
+    assert topology.name == "top" and topology.config["topology.workers"] == 1
+    assert sorted(topology.components) == ["bolt-1", "bolt-2", "spout-1"]
+
+
+def test_worker_hooks_in_an_included_file_are_refused(tmp_path: Path) -> None:
+    """An included file's workerHooks (Storm merges them) are refused as the including
+    file's are, at their line in the included file, not dropped without a word."""
+    shutil.copy(HERE / "flux_words.py", tmp_path)
+    inc = tmp_path / "inc.yaml"
+    inc.write_text((HERE / "simple_wordcount.yaml").read_text() + "workerHooks:\n  - id: h\n")
+    (tmp_path / "top.yaml").write_text("name: top\nincludes:\n  - file: inc.yaml\n")
+    with pytest.raises(TopologyFileError, match=r"inc\.yaml:\d+: workerHooks are Storm worker"):
+        load_topology_file(tmp_path / "top.yaml")
 
 
 @pytest.mark.timeout(60)
@@ -255,7 +281,6 @@ def test_shell_scripts_in_a_resources_directory_run_there_as_in_a_topology_jar(t
     """Storm runs a shell component in the topology jar's resources, where flux-examples
     keep their scripts (the YAML at the jar's root): found by a hunt running them as
     they are, the child ran beside the YAML and could not open its script."""
-    import shutil
 
     shutil.copy(HERE / "multilang.yaml", tmp_path)
     shutil.copy(HERE / "flux_words.py", tmp_path)  # a className: beside the YAML, as in a jar
