@@ -496,6 +496,13 @@ class NatsSource:
     def ended(self) -> bool:
         return self._ended
 
+    def delivery(self, msg: Any) -> tuple[int, tuple]:
+        """JetStream's delivery count of `msg` (1 on its first) and its row, for a dead
+        letter."""
+        parts = msg.reply.split(".")
+        n = int(parts[4]) if len(parts) == 9 else msg.metadata.num_delivered
+        return n, (msg.subject, msg.data, msg.headers, _stream_seq(msg))
+
     async def _send(self, ops: list) -> None:
         # nc.publish only appends to the client's write buffer while connected: a batch
         # of acks costs one task and no round trip (as Msg.ack, without its checks)

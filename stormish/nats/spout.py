@@ -2,10 +2,11 @@
 
 Storm's ack/fail map onto JetStream's per-message acknowledgements (docs/connectors.md):
 a tree that completes acks its message (`+ACK`), a failed tree naks it with
-`nak_delay_secs` (`-NAK`, JetStream redelivers it), a tree stormish dead-letters (its
-`max_deliver`-th failure, through `topology.max.replays`) terminates it (`+TERM`, never
-delivered again), and a bolt's `reset_timeout` on a tuple of the tree tells JetStream the
-message is still being worked on (`+WPI`, ack_wait starts again).
+`nak_delay_secs` (`-NAK`, JetStream redelivers it), a failed tree of the message's
+`max_deliver`-th delivery (JetStream's count, over every task and run of the durable) is
+dead-lettered by the spout and terms the message (`+TERM`, never delivered again), and a
+bolt's `reset_timeout` on a tuple of the tree tells JetStream the message is still being
+worked on (`+WPI`, ack_wait starts again).
 
 The message id is the stream sequence: the same on every redelivery. The bound is real:
 at `max_ack_pending` un-acked deliveries the source stops fetching (pull.Window), and the
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..component import Spout
-from .pull import ACK, FORGET, PROGRESS, settle_failure
+from .pull import ACK, FORGET, PROGRESS, TERM, settle_failure
 
 FIELDS = ["subject", "value", "headers", "sequence"]
 
@@ -88,9 +89,6 @@ class JetStreamSpout(Spout):
         self.max_ack_pending, self.batch = max_ack_pending, batch
         self.ack_wait_secs, self.nak_delay_secs = float(ack_wait_secs), nak_delay_secs
         self.max_deliver, self.stop_at_end = max_deliver, stop_at_end
-        if max_deliver is not None:
-            # stormish counts the failures and dead-letters the last: then the spout terms
-            self.component_config = {"topology.max.replays": max_deliver}
 
     def open(self, conf: Mapping[str, Any], context: Any) -> None:
         self.held: dict[int, Any] = {}  # stream sequence -> the delivery in a tree
@@ -131,6 +129,17 @@ class JetStreamSpout(Spout):
         token = self.held.pop(msg_id, None)
         if token is not None:
             op, delay = settle_failure(failure, self.nak_delay_secs)
+            if op != TERM and self.max_deliver is not None:
+                # JetStream's own count of deliveries, not this task's count of failures:
+                # the failures of another task of the durable, or of an earlier run, count
+                # too. A nak of the last delivery would be given up by the server unseen.
+                deliveries, row = self.source.delivery(token)
+                if deliveries >= self.max_deliver:
+                    op, delay = TERM, None
+                    error = None
+                    if failure is not None:
+                        error = failure.reason + (f": {failure.error}" if failure.error else "")
+                    self.dead_letter(msg_id, row, error, deliveries)
             self.ops.append((op, token, delay))
             if len(self.ops) >= self.batch or not self.active:
                 self._flush()

@@ -283,6 +283,10 @@ class MemorySource:
                 freed += 1
         self.window.settled(freed)
 
+    def delivery(self, msg: MemoryMsg) -> tuple[int, tuple]:
+        m = msg.message
+        return msg.num_delivered, (m.subject, m.data, m.headers, msg.seq)
+
     def ended(self) -> bool:
         return reached_end(self.end_seq, self.consumer.position(), self.window.outstanding)
 

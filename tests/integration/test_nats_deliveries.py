@@ -1,0 +1,112 @@
+"""JetStreamSpout against a real nats-server: what JetStream counts (deliveries) and what
+the spout does about it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+
+import pytest
+
+from stormish import BasicBolt, Bolt, LocalCluster, Topology
+from stormish.nats import JetStreamSpout
+
+nats = pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
+SEEN: dict[str, list] = defaultdict(list)
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def _names():
+    tag = uuid.uuid4().hex[:8]
+    return f"IN{tag}", f"in{tag}"
+
+
+async def _make(url, stream, subj, n):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name=stream, subjects=[f"{subj}.>"])
+    for i in range(n):
+        await js.publish_async(f"{subj}.{i % 4}", str(i).encode())
+    await js.publish_async_completed()
+    await nc.close()
+
+
+async def _info(url, stream, durable):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    ci = await js.consumer_info(stream, durable)
+    await nc.close()
+    return ci
+
+
+class FailFive(BasicBolt):
+    outputs = ["value"]
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        SEEN[self.key].append(tup["sequence"])
+        if tup["sequence"] == 5:
+            raise ValueError("poison")
+
+
+class Letters(Bolt):
+    def prepare(self, conf, context):
+        self.key = conf["test.key"] + ".dead"
+
+    def execute(self, tup):
+        SEEN[self.key].append((tup["msg_id"], tup["failures"], "poison" in tup["error"]))
+        self.ack(tup)
+
+
+async def _nak_twice(url, stream, subj, durable, max_deliver):
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    cfg = ConsumerConfig(
+        durable_name=durable,
+        filter_subject=f"{subj}.>",
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=30,
+        max_deliver=max_deliver,
+        max_ack_pending=1000,
+    )
+    await js.add_consumer(stream, cfg)
+    sub = await js.pull_subscribe_bind(durable, stream)
+    for _ in range(2):
+        msgs = await sub.fetch(10, timeout=2)
+        for m in msgs:
+            if m.metadata.sequence.stream == 5:
+                await m.nak()
+            else:
+                await m.ack()
+        await nc.flush()
+    await nc.close()
+
+
+def test_max_deliver_counts_the_deliveries_of_an_earlier_run_and_dead_letters_the_last(nats):
+    """Message 5 was delivered and nak'ed twice before (another task of the durable, or
+    an earlier run): its next delivery is JetStream's last (max_deliver=3), so its failure
+    must be dead-lettered and termed, not nak'ed for a server that will not deliver it
+    again (it was given up silently: no dead letter, the run ended past it)."""
+    stream, subj = _names()
+    _run(_make(nats.address, stream, subj, 10))
+    _run(_nak_twice(nats.address, stream, subj, "d", 3))
+    t = Topology("js_md_earlier", config={"test.key": stream})
+    t.set_spout("in", JetStreamSpout(nats.address, stream, f"{subj}.>", "d", max_deliver=3,
+                                      nak_delay_secs=0, stop_at_end=True))  # fmt: skip
+    t.set_bolt("b", FailFive()).shuffle_grouping("in")
+    t.set_bolt("dead", Letters()).dead_letter_grouping("in")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        cluster.wait_complete("js_md_earlier", timeout=30)
+    assert SEEN[stream] == [5]
+    assert SEEN[stream + ".dead"] == [(5, 3, True)]
+    ci = _run(_info(nats.address, stream, "d"))
+    assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 10  # termed: acked past
