@@ -157,6 +157,8 @@ class JetStreamSpout(Spout):
         token = self.held.get(msg_id)
         if token is not None:
             self.ops.append((PROGRESS, token, None))
+            if not self.active:  # no next_tuple to send it before ack_wait passes
+                self._flush()
 
     def close(self) -> None:
         source = getattr(self, "source", None)

@@ -4,6 +4,7 @@ the spout does about it."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import defaultdict
 
@@ -11,6 +12,7 @@ import pytest
 
 from stormish import BasicBolt, Bolt, LocalCluster, Topology
 from stormish.nats import JetStreamSpout
+from stormish.testing import poll_for
 
 nats = pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
 SEEN: dict[str, list] = defaultdict(list)
@@ -110,3 +112,50 @@ def test_max_deliver_counts_the_deliveries_of_an_earlier_run_and_dead_letters_th
     assert SEEN[stream + ".dead"] == [(5, 3, True)]
     ci = _run(_info(nats.address, stream, "d"))
     assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 10  # termed: acked past
+
+
+class SlowWithResets(Bolt):
+    """Works on each tuple for 3 s (three ack_waits) and says so every 0.2 s."""
+
+    outputs = ["value"]
+    component_config = {"topology.tick.tuple.freq.secs": 0.2}
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+        self.held: list = []
+
+    def execute(self, tup):
+        now = time.monotonic()
+        if not tup.is_tick:
+            SEEN[self.key].append(tup["sequence"])
+            self.held.append((now + 3.0, tup))
+            return
+        for _, held in self.held:
+            self.reset_timeout(held)
+        for _, held in [h for h in self.held if h[0] <= now]:
+            self.ack(held)
+            SEEN[self.key + ".acked"].append(held["sequence"])
+        self.held = [h for h in self.held if h[0] > now]
+
+
+def test_a_deactivated_spout_still_tells_jetstream_a_long_tree_is_in_progress(nats):
+    """reset_timeout's +WPI, gathered while the spout was deactivated (next_tuple not
+    called), went out only at the next ack: JetStream redelivered every message whose
+    tree was still at work after ack_wait, and the spout emitted it again on activate."""
+    n = 5
+    stream, subj = _names()
+    _run(_make(nats.address, stream, subj, n))
+    t = Topology("js_wpi_inactive", config={"test.key": stream, "topology.message.timeout.secs": 2})
+    t.set_spout("in", JetStreamSpout(nats.address, stream, f"{subj}.>", "d", ack_wait_secs=1,
+                                      stop_at_end=True))  # fmt: skip
+    t.set_bolt("b", SlowWithResets()).shuffle_grouping("in")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: len(SEEN[stream]) == n, 30, 0.02, "every message in a tree")
+        cluster.deactivate("js_wpi_inactive")
+        poll_for(lambda: len(SEEN[stream + ".acked"]) == n, 30, 0.02, "every tree done")
+        cluster.activate("js_wpi_inactive")
+        cluster.wait_complete("js_wpi_inactive", timeout=30)
+    ci = _run(_info(nats.address, stream, "d"))
+    assert sorted(SEEN[stream]) == list(range(1, n + 1))  # each delivered once
+    assert ci.num_redelivered == 0 and ci.delivered.consumer_seq == n
