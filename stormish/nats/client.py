@@ -223,6 +223,7 @@ class NatsSource:
         self.end_seq: int | None = None
         self._ended = False
         self.error: BaseException | None = None
+        self.paused = False
         self.loop = loops.acquire()
         self._space = asyncio.Event()
         self._task: Future | None = None
@@ -319,6 +320,9 @@ class NatsSource:
         odd_status = ""  # the unexpected status last warned about (once, not per pull)
         quick = 0  # pulls in a row that ended empty long before their `expires`
         while True:
+            if self.paused:  # deactivated: no pulls; what the inbox holds is kept alive
+                await self._hold()
+                continue
             want = window.want()
             if want == 0:
                 self._space.clear()
@@ -379,6 +383,19 @@ class NatsSource:
                     await self._check_end()  # a request that brought nothing
                 except Exception as e:  # noqa: BLE001 - an outage: looked at again next time
                     log.debug("JetStreamSpout: the end check failed: %r", e)
+
+    async def _hold(self) -> None:
+        """While the spout is deactivated (next_tuple not called), tell JetStream the
+        messages waiting in the inbox are in progress every half ack_wait, so none is
+        redelivered (pulled again beside itself, and emitted twice on activate)."""
+        if self.nc.is_connected:
+            for msg in list(self.inbox):
+                try:
+                    await self.nc.publish(msg.reply, PROGRESS.encode())
+                except Exception as e:  # noqa: BLE001 - it is redelivered after ack_wait
+                    log.debug("JetStream +WPI for %s failed: %s", msg.reply, e)
+        self._space.clear()
+        await _wait(self._space, self.spout.ack_wait_secs / 2)
 
     async def _rebind(self, status: str, description: str) -> None:
         """The durable consumer is not there (503 no responders, or 409 consumer deleted):
@@ -495,6 +512,11 @@ class NatsSource:
 
     def ended(self) -> bool:
         return self._ended
+
+    def pause(self, paused: bool) -> None:
+        """The spout was deactivated (True) or activated (False): pulls stop or go on."""
+        self.paused = paused
+        self.loop.call(self._space.set)
 
     def delivery(self, msg: Any) -> tuple[int, tuple]:
         """JetStream's delivery count of `msg` (1 on its first) and its row, for a dead

@@ -146,10 +146,14 @@ class JetStreamSpout(Spout):
 
     def activate(self) -> None:
         self.active = True
+        self.source.pause(False)
 
     def deactivate(self) -> None:
-        """next_tuple is not called while inactive: settles go out as they come."""
+        """next_tuple is not called while inactive: settles go out as they come, and the
+        source stops pulling (what it pulled would wait past ack_wait, be redelivered
+        beside itself, and be emitted twice on activate)."""
         self.active = False
+        self.source.pause(True)
         if self.ops:
             self._flush()
 

@@ -283,6 +283,9 @@ class MemorySource:
                 freed += 1
         self.window.settled(freed)
 
+    def pause(self, paused: bool) -> None:
+        """Nothing to stop: this source fetches only when next_tuple takes."""
+
     def delivery(self, msg: MemoryMsg) -> tuple[int, tuple]:
         m = msg.message
         return msg.num_delivered, (m.subject, m.data, m.headers, msg.seq)

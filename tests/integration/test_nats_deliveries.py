@@ -159,3 +159,60 @@ def test_a_deactivated_spout_still_tells_jetstream_a_long_tree_is_in_progress(na
     ci = _run(_info(nats.address, stream, "d"))
     assert sorted(SEEN[stream]) == list(range(1, n + 1))  # each delivered once
     assert ci.num_redelivered == 0 and ci.delivered.consumer_seq == n
+
+
+class Seen(BasicBolt):
+    outputs = ["value"]
+
+    def prepare(self, conf, context):
+        self.key = conf["test.key"]
+
+    def execute(self, tup):
+        SEEN[self.key].append(tup["sequence"])
+
+
+async def _has_consumer(url, stream, durable):
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().consumer_info(stream, durable)
+        return True
+    except nats.js.errors.NotFoundError:
+        return False
+    finally:
+        await nc.close()
+
+
+async def _publish(url, subj, n):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for i in range(n):
+        await js.publish_async(f"{subj}.{i % 4}", str(i).encode())
+    await js.publish_async_completed()
+    await nc.close()
+
+
+def test_a_deactivated_spout_neither_pulls_nor_lets_what_it_holds_be_redelivered(nats):
+    """Messages published while the spout is deactivated: the fetch loop pulled them on,
+    they waited past ack_wait unemitted, JetStream redelivered them (into the same inbox)
+    every ack_wait, and on activate each was emitted once per delivery."""
+    stream, subj = _names()
+    _run(_make(nats.address, stream, subj, 0))
+    t = Topology("js_inactive_pull", config={"test.key": stream})
+    t.set_spout("in", JetStreamSpout(nats.address, stream, f"{subj}.>", "d", ack_wait_secs=1))
+    t.set_bolt("b", Seen()).shuffle_grouping("in")
+    with LocalCluster() as cluster:
+        cluster.submit(t)
+        poll_for(lambda: _run(_has_consumer(nats.address, stream, "d")), 30, 0.05, "bound")
+        cluster.deactivate("js_inactive_pull")
+        _run(_publish(nats.address, subj, 5))
+        start = time.monotonic()  # three ack_waits pass, watched on the server
+        while time.monotonic() - start < 3.0:
+            ci = _run(_info(nats.address, stream, "d"))
+            assert ci.num_redelivered == 0 and ci.delivered.consumer_seq <= 5
+        cluster.activate("js_inactive_pull")
+        poll_for(lambda: len(SEEN[stream]) >= 5, 30, 0.02, "every message")
+        poll_for(lambda: _run(_info(nats.address, stream, "d")).num_ack_pending == 0, 30, 0.05,
+                 "every message acked")  # fmt: skip
+    ci = _run(_info(nats.address, stream, "d"))
+    assert sorted(SEEN[stream]) == [1, 2, 3, 4, 5]
+    assert ci.num_redelivered == 0 and ci.delivered.consumer_seq == 5
