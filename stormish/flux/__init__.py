@@ -35,7 +35,10 @@ def load_flux(
     values = read_properties(props) if props else {}
     top = read(path, values, env_filter)
     here = str(path.resolve().parent)
-    added = [p for p in (here, str(Path.cwd())) if p not in sys.path]
+    # the file's directory, those of the files it included (an included file names
+    # classes beside it), then the working directory
+    dirs = dict.fromkeys((here, *top.included_dirs, str(Path.cwd())))
+    added = [p for p in dirs if p not in sys.path]
     sys.path[:0] = added
     before = set(sys.modules)
     try:

@@ -68,6 +68,9 @@ class Node(dict):
     file: str = ""
     line: int = 0
     lines: dict[str, int]
+    # the top file's: the directories of the files it included, whose classes are
+    # imported from there as the including file's are from its own
+    included_dirs: tuple[str, ...] = ()
 
     def at(self, key: str | None = None) -> str:
         line = self.lines.get(key, self.line) if key is not None else self.line
@@ -163,7 +166,11 @@ def _include(top: Node, inc: Node, path: Path, props: Mapping[str, str], env: bo
     f = inc.get("file")
     if not isinstance(f, str):
         raise TopologyFileError(f"{inc.at('file')}: an include needs 'file'")
-    other = read(_resolve(f, bool(inc.get("resource")), path, inc), props, env, False)
+    found = _resolve(f, bool(inc.get("resource")), path, inc)
+    other = read(found, props, env, False)
+    here = str(found.resolve().parent)
+    if here not in top.included_dirs:
+        top.included_dirs = (*top.included_dirs, here)
     override = bool(inc.get("override", False))
     if other.get("name") is not None and (override or top.get("name") is None):
         top["name"] = other["name"]

@@ -76,7 +76,6 @@ def test_include_with_override_replaces_by_id() -> None:
 def test_include_config_into_an_empty_config(tmp_path: Path) -> None:
     """`config:` written with nothing under it, and an included file with a config: its
     config is taken (it was a TypeError traceback: None is not iterable)."""
-    shutil.copy(HERE / "flux_words.py", tmp_path)  # classes resolve from the includer's dir
     (tmp_path / "top.yaml").write_text(
         f"name: top\nconfig:\nincludes:\n  - file: {HERE / 'simple_wordcount.yaml'}\n"
     )
@@ -84,6 +83,20 @@ def test_include_config_into_an_empty_config(tmp_path: Path) -> None:
         tmp_path / "top.yaml",
     )[0]
     assert topology.name == "top" and topology.config["topology.workers"] == 1
+    assert sorted(topology.components) == ["bolt-1", "bolt-2", "spout-1"]
+
+
+def test_an_included_files_classes_are_imported_from_its_own_directory(tmp_path: Path) -> None:
+    """An included file in another directory names classes of a module beside it: they
+    were looked up from the including file's directory only (`No module named
+    'flux_words'`), where Storm finds every class on one classpath."""
+    top = tmp_path / "app"
+    top.mkdir()
+    (top / "top.yaml").write_text(
+        f"name: top\nincludes:\n  - file: {HERE / 'simple_wordcount.yaml'}\n"
+    )
+    topology = load_topology_file(top / "top.yaml")[0]
+    assert type(topology.components["spout-1"].obj).__module__ == "flux_words"
     assert sorted(topology.components) == ["bolt-1", "bolt-2", "spout-1"]
 
 
