@@ -39,3 +39,19 @@ def ha(tmp_path, zookeeper_server):
             c.close()
             for name in c.logs():
                 print(f"--- {name}\n{c.log(name)[-3000:]}")
+
+
+@pytest.fixture
+def ui_cluster(tmp_path):
+    """nimbus with its web UI (`--ui-port 0`) and two supervisors (test_cluster.py's
+    `Cluster`); nimbus's log printed."""
+    from .harness import no_process_left
+    from .test_cluster import Cluster
+
+    with no_process_left():
+        c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
+        try:
+            yield c
+        finally:
+            c.close()
+            print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")

@@ -769,15 +769,6 @@ def test_monitor_names_the_root_of_backpressure_not_its_victims(cluster):
     assert any(" c " in x and " ROOT" in x for x in lines + rest.splitlines()), lines
 
 
-@pytest.fixture
-def ui_cluster(tmp_path):
-    with no_process_left():
-        c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
-        yield c
-        c.close()
-        print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")
-
-
 def test_nimbus_serves_storms_rest_api_and_a_kill_through_it_stops_the_topology(ui_cluster):
     """Nimbus --ui-port serves /api/v1 (on loopback,
     reaching nimbus through its own API with its keys); a POST kill ends the topology."""

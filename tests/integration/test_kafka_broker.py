@@ -44,7 +44,7 @@ def make_topic(address: str, partitions: int, per_partition: int) -> tuple[str, 
     return topic, total
 
 
-def committed(address: str, group: str, topic: str, partitions: int) -> list[int]:
+def committed(address: str, group: str, topic: str, partitions: int = 1) -> list[int]:
     c = ck.Consumer({"bootstrap.servers": address, "group.id": group})
     try:
         got = c.committed([ck.TopicPartition(topic, p) for p in range(partitions)], timeout=20)

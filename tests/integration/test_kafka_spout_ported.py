@@ -29,6 +29,7 @@ from stormish.testing import CaptureBolt, MemoryLog, poll_for, run_topology
 
 from . import kafka_helpers
 from .kafka_helpers import Note, fill, seen
+from .test_kafka_broker import committed
 
 pytestmark = pytest.mark.timeout(120)
 _n = itertools.count()
@@ -85,15 +86,6 @@ def produce(address: str, topic: str, partitions: int, start: int, n: int) -> No
         for p in range(partitions):
             producer.produce(topic, str(i).encode(), partition=p)
     assert producer.flush(20) == 0
-
-
-def committed(address: str, group: str, topic: str, partitions: int = 1) -> list[int]:
-    c = ck.Consumer({"bootstrap.servers": address, "group.id": group})
-    try:
-        got = c.committed([ck.TopicPartition(topic, p) for p in range(partitions)], timeout=20)
-        return [tp.offset for tp in got]
-    finally:
-        c.close()
 
 
 def spout(address: str, topic: str, group: str, **kw: Any) -> KafkaSpout:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import defaultdict
 
 import pytest
 
@@ -14,8 +13,10 @@ from stormish import BasicBolt, Bolt, LocalCluster, Topology
 from stormish.nats import JetStreamSpout
 from stormish.testing import poll_for
 
+from .test_nats import SEEN
+from .test_nats import SlowWithResets as SlowWithResetsAt25
+
 nats = pytest.importorskip("nats", reason="pip install 'stormish[nats]'")
-SEEN: dict[str, list] = defaultdict(list)
 
 
 def _run(coro):
@@ -114,28 +115,10 @@ def test_max_deliver_counts_the_deliveries_of_an_earlier_run_and_dead_letters_th
     assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 10  # termed: acked past
 
 
-class SlowWithResets(Bolt):
+class SlowWithResets(SlowWithResetsAt25):
     """Works on each tuple for 3 s (three ack_waits) and says so every 0.2 s."""
 
-    outputs = ["value"]
-    component_config = {"topology.tick.tuple.freq.secs": 0.2}
-
-    def prepare(self, conf, context):
-        self.key = conf["test.key"]
-        self.held: list = []
-
-    def execute(self, tup):
-        now = time.monotonic()
-        if not tup.is_tick:
-            SEEN[self.key].append(tup["sequence"])
-            self.held.append((now + 3.0, tup))
-            return
-        for _, held in self.held:
-            self.reset_timeout(held)
-        for _, held in [h for h in self.held if h[0] <= now]:
-            self.ack(held)
-            SEEN[self.key + ".acked"].append(held["sequence"])
-        self.held = [h for h in self.held if h[0] > now]
+    work = 3.0
 
 
 def test_a_deactivated_spout_still_tells_jetstream_a_long_tree_is_in_progress(nats):

@@ -20,7 +20,6 @@ import pytest
 
 from stormish.testing import poll_for
 
-from .harness import no_process_left
 from .test_cluster import Cluster
 from .test_rest_api import TOKENS, entered, get, post, start
 from .test_ui_cluster import idle
@@ -36,16 +35,6 @@ def local(tmp_path):
     if proc.poll() is None:
         proc.kill()
     proc.communicate(timeout=30)
-
-
-@pytest.fixture
-def nimbus_ui(tmp_path):
-    with no_process_left():
-        c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
-        try:
-            yield c
-        finally:
-            c.close()
 
 
 def _settled(api: str) -> dict:
@@ -217,11 +206,11 @@ def test_errors_are_storms_json_with_the_right_status(local):
     assert proc.poll() is None
 
 
-def test_a_nimbus_serves_storms_supervisor_slots_and_the_message_timeout(nimbus_ui):
+def test_a_nimbus_serves_storms_supervisor_slots_and_the_message_timeout(ui_cluster):
     """Found on a nimbus: `supervisors[]` had no `slotsTotal`/`slotsUsed`/`slotsFree`
     (Storm's, what a capacity dashboard reads), `msgTimeout` was null (nimbus did not
     list it), and the summaries had no `tasksTotal`/`executorsTotal`."""
-    c: Cluster = nimbus_ui
+    c: Cluster = ui_cluster
     where = os.path.join(c.data, "ui-url")
     poll_for(lambda: os.path.exists(where), 30, 0.1, "nimbus's UI address")
     with open(where) as fh:

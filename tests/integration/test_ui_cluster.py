@@ -10,8 +10,6 @@ import pytest
 from stormish import BasicBolt, Spout, Topology
 from stormish.testing import poll_for
 
-from .harness import no_process_left
-from .test_cluster import Cluster
 from .test_rest_api import entered, get, post
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,17 +34,6 @@ def idle(name: str) -> Topology:
     t.set_spout("s", Idle())
     t.set_bolt("sink", Sink()).shuffle_grouping("s")
     return t
-
-
-@pytest.fixture
-def ui_cluster(tmp_path):
-    with no_process_left():
-        c = Cluster(str(tmp_path), nimbus_args=("--ui-port", "0"))
-        try:
-            yield c
-        finally:
-            c.close()
-            print(f"--- nimbus.log\n{c.log('nimbus.log')[-3000:]}")
 
 
 def test_nimbus_ui_shows_lists_status_and_takes_storms_rebalance_and_kill(ui_cluster):
