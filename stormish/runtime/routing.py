@@ -118,17 +118,7 @@ def build_routes(
             outboxes.extend(boxes)
             where = f"{consumer!r} on {component!r} stream {stream!r}"
             picker = _picker(
-                sub,
-                boxes,
-                tasks,
-                fields,
-                local_tasks,
-                route,
-                where,
-                shuffling,
-                task,
-                component,
-                plan,
+                sub, boxes, tasks, fields, local_tasks, route, where, shuffling, plan, task
             )
             if picker is None:  # direct grouping: only emit_direct reaches these tasks
                 route.direct.update(zip(tasks, boxes, strict=True))
@@ -177,9 +167,8 @@ def _picker(
     route: Route,
     where: str,
     shuffling: dict[str, Any],
-    source_task: int = 0,
-    component: str = "",
-    plan: Plan | None = None,
+    plan: Plan,
+    source_task: int,
 ) -> Callable[[Any], Any] | None:
     kind = sub.grouping
     if route.system and kind == "fields":
@@ -204,7 +193,7 @@ def _picker(
     if kind == "global":
         return g.Global(boxes).pick
     if kind == "custom":
-        stream = (component, route.stream)
+        stream = (plan.task_component[source_task], route.stream)
         return g.Custom(boxes, tasks, sub.custom, where, source_task, stream, plan).pick
     if kind == "direct":
         return None

@@ -96,16 +96,6 @@ HOLD_BYTES = 64 * 1024 * 1024
 HOLD_SECS = 5.0
 # drops of tuples that no worker of this run sent (`WorkerLink.run_drops`)
 STRANGERS = frozenset({"unknown_task", "foreign", "unbound"})
-
-
-def run_topology_id(name: str, run: str | None) -> str:
-    """What a worker's HELLO names: its topology and the run of it (a local run's nonce,
-    a cluster topology's epoch: a submission or a rebalance). By name alone, a stale
-    worker of an earlier run of the same name (killed and submitted again, rebalanced)
-    passed for one of this run's and placed tuples in its tasks."""
-    return f"{name}#{run}" if run else name
-
-
 BOUND_PER_PEER = 4  # connections of one incarnation kept bound (the newest; a reconnect
 # leaves the former one dead, but what it carried may still be read after the new HELLO)
 RECV_BURST = 64  # messages received in one go before the timer and sending get a turn
@@ -126,6 +116,14 @@ MESSAGE_BYTES = 16 * 1024 * 1024
 MESSAGE_TUPLES = 2048  # a message holds whole batches up to about this many tuples (1,024:
 # the batch word count across 2 workers 6% slower, ~2,300 messages a way instead of
 # ~1,150, each a wake-up of both sides' ZeroMQ threads and a pre-emption of a busy one)
+
+
+def run_topology_id(name: str, run: str | None) -> str:
+    """What a worker's HELLO names: its topology and the run of it (a local run's nonce,
+    a cluster topology's epoch: a submission or a rebalance). By name alone, a stale
+    worker of an earlier run of the same name (killed and submitted again, rebalanced)
+    passed for one of this run's and placed tuples in its tasks."""
+    return f"{name}#{run}" if run else name
 
 
 # what came on a connection not bound yet: (arrived, message, bytes, tuples, sender); the

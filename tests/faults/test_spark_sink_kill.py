@@ -50,6 +50,17 @@ def topology(ledger: str, out: str, control: str, **sink: object) -> Topology:
     return t
 
 
+def submitted_and_held(cluster: LocalCluster, t: Topology, control: str) -> tuple:
+    """`t` submitted, its sink on the other worker than its spout, and the sink held in
+    its commit (the `held` file): the run and where each component runs."""
+    cluster.submit(t)
+    running = cluster._get(t.name)
+    place = {x.component: x.worker for x in cluster.statistics(t.name).tasks.values()}
+    assert place["sink"] != place["src"], place
+    poll_for(lambda: os.path.exists(os.path.join(control, "held")), 120, 0.05, "held")
+    return running, place
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_sink_worker_killed_while_a_commit_is_in_flight(tmp_path, where):
     ledger, out, control = (str(tmp_path / d) for d in ("ledger", "out", "control"))
@@ -58,11 +69,7 @@ def test_sink_worker_killed_while_a_commit_is_in_flight(tmp_path, where):
     open(os.path.join(control, f"hold-{where}-3"), "w").close()
     t = topology(ledger, out, control)
     with LocalCluster(workers=2) as cluster:
-        cluster.submit(t)
-        running = cluster._get(t.name)
-        place = {x.component: x.worker for x in cluster.statistics(t.name).tasks.values()}
-        assert place["sink"] != place["src"], place
-        poll_for(lambda: os.path.exists(os.path.join(control, "held")), 120, 0.05, "held")
+        running, place = submitted_and_held(cluster, t, control)
         handle = running.group.handles[place["sink"]]
         old = handle.pid
         handle.kill()
@@ -104,11 +111,7 @@ def test_sink_worker_killed_while_the_last_batch_of_a_finite_run_commits(tmp_pat
     s = HookedSink(out, key="id", batch_rows=10 * n, batch_seconds=1, control=control)
     t.set_bolt("sink", s).shuffle_grouping("src")
     with LocalCluster(workers=2) as cluster:
-        cluster.submit(t)
-        running = cluster._get(t.name)
-        place = {x.component: x.worker for x in cluster.statistics(t.name).tasks.values()}
-        assert place["sink"] != place["src"], place
-        poll_for(lambda: os.path.exists(os.path.join(control, "held")), 120, 0.05, "held")
+        running, place = submitted_and_held(cluster, t, control)
         running.group.handles[place["sink"]].kill()
         at_kill = output_ids(out)
         running.restart_worker(place["sink"])
